@@ -1,0 +1,246 @@
+//! Element casts between the float types (F64, F32, F16, BF16). Narrowing to F16/BF16 rounds
+//! to nearest even by default (as NumPy and PyTorch do) or truncates on request, bit for bit
+//! like the safetensors-spark connector: BF16 keeps the top 16 bits of the f32; F16 drops the
+//! low mantissa bits, flushes anything below 2^-14 to signed zero and sends |x| >= 65536 to
+//! infinity. Widening is exact. All data is little-endian.
+
+use crate::dtype::DType;
+use crate::error::{ErrorKind, Result};
+use half::{bf16, f16};
+
+/// How to narrow a float to 16 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rounding {
+    /// Round to nearest, ties to even (IEEE 754 default).
+    #[default]
+    Nearest,
+    /// safetensors-spark's truncation (see the module docs).
+    Truncate,
+}
+
+/// f32 → f16 by truncation, the safetensors-spark way.
+pub fn f32_to_f16_truncate(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 31) as u16) << 15;
+    let exp32 = ((bits >> 23) & 0xff) as i32;
+    let mant32 = bits & 0x7f_ffff;
+    if exp32 == 0xff {
+        return sign | 0x7c00 | if mant32 != 0 { 0x200 } else { 0 };
+    }
+    if exp32 == 0 {
+        return sign;
+    }
+    let exp16 = exp32 - 127 + 15;
+    if exp16 >= 0x1f {
+        sign | 0x7c00
+    } else if exp16 <= 0 {
+        sign
+    } else {
+        sign | ((exp16 as u16) << 10) | ((mant32 >> 13) as u16)
+    }
+}
+
+/// f32 → bf16 by truncation: the top 16 bits.
+pub fn f32_to_bf16_truncate(x: f32) -> u16 {
+    (x.to_bits() >> 16) as u16
+}
+
+/// Rounds an f64 to nearest-even in a binary format with `exp_bits` exponent bits and
+/// `man_bits` stored mantissa bits (F16: 5/10, BF16: 8/7), subnormals included. Written here
+/// because `half`'s f64 path drops the low 32 mantissa bits before rounding, which turns some
+/// values just above a tie into a wrong round-down.
+fn f64_to_narrow_nearest(x: f64, exp_bits: u32, man_bits: u32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 63) as u16) << 15;
+    let exp = ((bits >> 52) & 0x7ff) as i64;
+    let man = bits & ((1u64 << 52) - 1);
+    let inf = ((1u16 << exp_bits) - 1) << man_bits;
+    if exp == 0x7ff {
+        let nan = if man != 0 {
+            (1u16 << (man_bits - 1)) | (man >> (52 - man_bits)) as u16
+        } else {
+            0
+        };
+        return sign | inf | nan;
+    }
+    if exp == 0 {
+        // f64 subnormals are far below the smallest F16/BF16 subnormal.
+        return sign;
+    }
+    let bias = (1i64 << (exp_bits - 1)) - 1;
+    let e = exp - 1023;
+    if e > bias {
+        return sign | inf;
+    }
+    let emin = 1 - bias;
+    let shift = (52 - man_bits as i64) + if e < emin { emin - e } else { 0 };
+    if shift > 53 {
+        // Below half the smallest subnormal: rounds to zero.
+        return sign;
+    }
+    let m = (1u64 << 52) | man;
+    let mut q = m >> shift;
+    let rem = m & ((1u64 << shift) - 1);
+    let half = 1u64 << (shift - 1);
+    if rem > half || (rem == half && q & 1 == 1) {
+        q += 1;
+    }
+    // For normals q carries the implicit bit, so adding it to (e + bias - 1) << man_bits
+    // gives the biased exponent; a carry out of the mantissa bumps the exponent by itself.
+    let mag = if e < emin {
+        q
+    } else {
+        (((e + bias - 1) as u64) << man_bits) + q
+    };
+    sign | (mag.min(u64::from(inf)) as u16)
+}
+
+fn narrow16(x: f64, to: DType, rounding: Rounding) -> u16 {
+    match (to, rounding) {
+        // f32 inputs widen to f64 exactly, so one correctly rounded path serves both.
+        (DType::F16, Rounding::Nearest) => f64_to_narrow_nearest(x, 5, 10),
+        (DType::BF16, Rounding::Nearest) => f64_to_narrow_nearest(x, 8, 7),
+        // The connector goes through f32 (nearest) before truncating: so do we.
+        (DType::F16, Rounding::Truncate) => f32_to_f16_truncate(x as f32),
+        (DType::BF16, Rounding::Truncate) => f32_to_bf16_truncate(x as f32),
+        _ => unreachable!("narrow16 is only called for F16 and BF16"),
+    }
+}
+
+fn is_castable_float(d: DType) -> bool {
+    matches!(d, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// Decodes one little-endian float element of `dtype` to f64 (exact for all four types).
+fn read_f64(dtype: DType, b: &[u8]) -> f64 {
+    match dtype {
+        DType::F64 => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+        DType::F32 => f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+        DType::F16 => f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
+        DType::BF16 => bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
+        _ => unreachable!("checked by is_castable_float"),
+    }
+}
+
+/// Casts little-endian elements of `from` to `to`. Supports F64, F32, F16 and BF16 in any
+/// direction; a same-type cast is a copy.
+pub fn cast(data: &[u8], from: DType, to: DType, rounding: Rounding) -> Result<Vec<u8>> {
+    if !is_castable_float(from) || !is_castable_float(to) {
+        return Err(ErrorKind::UnsupportedCast {
+            from: from.to_string(),
+            to: to.to_string(),
+        }
+        .into());
+    }
+    let in_size = from.byte_size().expect("whole-byte float");
+    let out_size = to.byte_size().expect("whole-byte float");
+    if data.len() % in_size != 0 {
+        return Err(ErrorKind::SizeMismatch {
+            expected: (data.len() / in_size * in_size) as u64,
+            actual: data.len() as u64,
+        }
+        .into());
+    }
+    if from == to {
+        return Ok(data.to_vec());
+    }
+    let n = data.len() / in_size;
+    let mut out = Vec::with_capacity(n * out_size);
+    for chunk in data.chunks_exact(in_size) {
+        let x = read_f64(from, chunk);
+        match to {
+            DType::F64 => out.extend_from_slice(&x.to_le_bytes()),
+            // f64 → f32 is IEEE nearest-even in Rust; narrower inputs widen exactly.
+            DType::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
+            _ => out.extend_from_slice(&narrow16(x, to, rounding).to_le_bytes()),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f16_of(x: f32, r: Rounding) -> u16 {
+        let out = cast(&x.to_le_bytes(), DType::F32, DType::F16, r).unwrap();
+        u16::from_le_bytes([out[0], out[1]])
+    }
+
+    #[test]
+    fn nearest_rounds_ties_to_even_and_keeps_subnormals() {
+        // 1 + 2^-11 is halfway between 1.0 and the next f16: ties to even (1.0).
+        assert_eq!(f16_of(1.0 + 2f32.powi(-11), Rounding::Nearest), 0x3c00);
+        // 1 + 3*2^-11 is halfway between two values: ties to the even one above.
+        assert_eq!(
+            f16_of(1.0 + 3.0 * 2f32.powi(-11), Rounding::Nearest),
+            0x3c02
+        );
+        assert_eq!(f16_of(2f32.powi(-24), Rounding::Nearest), 0x0001);
+        assert_eq!(f16_of(65520.0, Rounding::Nearest), 0x7c00);
+    }
+
+    #[test]
+    fn truncate_matches_the_spark_connector() {
+        assert_eq!(
+            f16_of(1.0 + 3.0 * 2f32.powi(-11), Rounding::Truncate),
+            0x3c01
+        );
+        assert_eq!(f16_of(2f32.powi(-24), Rounding::Truncate), 0x0000);
+        assert_eq!(f16_of(-2f32.powi(-20), Rounding::Truncate), 0x8000);
+        assert_eq!(f16_of(65535.0, Rounding::Truncate), 0x7bff);
+        assert_eq!(f16_of(65536.0, Rounding::Truncate), 0x7c00);
+        assert_eq!(f16_of(f32::NAN, Rounding::Truncate), 0x7e00);
+        assert_eq!(f16_of(f32::NEG_INFINITY, Rounding::Truncate), 0xfc00);
+        assert_eq!(f32_to_bf16_truncate(f32::from_bits(0x3f80_ffff)), 0x3f80);
+        assert_eq!(
+            bf16::from_f32(f32::from_bits(0x3f80_ffff)).to_bits(),
+            0x3f81
+        );
+    }
+
+    #[test]
+    fn f64_to_f16_nearest_has_no_double_rounding() {
+        // Just above the f16 tie point between 1.0 and 1+2^-10: must round up. Going through
+        // f32 first would land exactly on the tie and round down to 1.0.
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        let out = cast(&x.to_le_bytes(), DType::F64, DType::F16, Rounding::Nearest).unwrap();
+        assert_eq!(u16::from_le_bytes([out[0], out[1]]), 0x3c01);
+    }
+
+    #[test]
+    fn nearest_agrees_with_half_for_every_f32_pattern_sampled() {
+        // half's f32 paths are correctly rounded: compare on a spread of bit patterns.
+        let mut x: u32 = 0x1234_5678;
+        for _ in 0..2_000_000 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let v = f32::from_bits(x);
+            if v.is_nan() {
+                continue;
+            }
+            let w = f64::from(v);
+            assert_eq!(
+                f64_to_narrow_nearest(w, 5, 10),
+                f16::from_f32(v).to_bits(),
+                "{v:e}"
+            );
+            assert_eq!(
+                f64_to_narrow_nearest(w, 8, 7),
+                bf16::from_f32(v).to_bits(),
+                "{v:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn widening_is_exact_and_other_types_are_refused() {
+        let h = f16::from_f32(0.333).to_bits().to_le_bytes();
+        let out = cast(&h, DType::F16, DType::F32, Rounding::Nearest).unwrap();
+        assert_eq!(
+            f32::from_le_bytes(out.try_into().unwrap()),
+            f16::from_f32(0.333).to_f32()
+        );
+        assert!(cast(&[0; 4], DType::I32, DType::F16, Rounding::Nearest).is_err());
+        assert!(cast(&[0; 3], DType::F16, DType::F32, Rounding::Nearest).is_err());
+    }
+}

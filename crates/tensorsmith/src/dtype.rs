@@ -1,0 +1,202 @@
+//! Every element type the project knows, its size in bits, and the one table of names each
+//! format uses for it. No other module spells a format's dtype name: they all come through
+//! here, so adding a format means adding a column, not hunting for string literals.
+
+use std::fmt;
+
+/// An element type. The variant order is the safetensors reference's declaration order,
+/// which its writer uses (descending) to order tensors: keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[allow(non_camel_case_types)]
+pub enum DType {
+    BOOL,
+    F4,
+    F6_E2M3,
+    F6_E3M2,
+    U8,
+    I8,
+    F8_E5M2,
+    F8_E4M3,
+    F8_E8M0,
+    F8_E4M3FNUZ,
+    F8_E5M2FNUZ,
+    I16,
+    U16,
+    F16,
+    BF16,
+    I32,
+    U32,
+    F32,
+    C64,
+    F64,
+    I64,
+    U64,
+    /// Packed signed 4-bit integers (weight-inspect notes); read, never written by default.
+    I4,
+    /// Packed signed 2-bit integers (weight-inspect notes); read, never written by default.
+    I2,
+}
+
+/// One row per dtype: the dtype, its bit size, its safetensors name.
+const TABLE: &[(DType, u32, &str)] = &[
+    (DType::BOOL, 8, "BOOL"),
+    (DType::F4, 4, "F4"),
+    (DType::F6_E2M3, 6, "F6_E2M3"),
+    (DType::F6_E3M2, 6, "F6_E3M2"),
+    (DType::U8, 8, "U8"),
+    (DType::I8, 8, "I8"),
+    (DType::F8_E5M2, 8, "F8_E5M2"),
+    (DType::F8_E4M3, 8, "F8_E4M3"),
+    (DType::F8_E8M0, 8, "F8_E8M0"),
+    (DType::F8_E4M3FNUZ, 8, "F8_E4M3FNUZ"),
+    (DType::F8_E5M2FNUZ, 8, "F8_E5M2FNUZ"),
+    (DType::I16, 16, "I16"),
+    (DType::U16, 16, "U16"),
+    (DType::F16, 16, "F16"),
+    (DType::BF16, 16, "BF16"),
+    (DType::I32, 32, "I32"),
+    (DType::U32, 32, "U32"),
+    (DType::F32, 32, "F32"),
+    (DType::C64, 64, "C64"),
+    (DType::F64, 64, "F64"),
+    (DType::I64, 64, "I64"),
+    (DType::U64, 64, "U64"),
+    (DType::I4, 4, "I4"),
+    (DType::I2, 2, "I2"),
+];
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 24] = [
+        DType::BOOL,
+        DType::F4,
+        DType::F6_E2M3,
+        DType::F6_E3M2,
+        DType::U8,
+        DType::I8,
+        DType::F8_E5M2,
+        DType::F8_E4M3,
+        DType::F8_E8M0,
+        DType::F8_E4M3FNUZ,
+        DType::F8_E5M2FNUZ,
+        DType::I16,
+        DType::U16,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U32,
+        DType::F32,
+        DType::C64,
+        DType::F64,
+        DType::I64,
+        DType::U64,
+        DType::I4,
+        DType::I2,
+    ];
+
+    fn row(self) -> &'static (DType, u32, &'static str) {
+        // The table is in declaration order, so the discriminant is the row.
+        &TABLE[self as usize]
+    }
+
+    /// Size of one element in bits (4 for F4/I4, 6 for the F6 types, 2 for I2).
+    pub fn bits(self) -> u32 {
+        self.row().1
+    }
+
+    /// Size of one element in bytes, or `None` for sub-byte types.
+    pub fn byte_size(self) -> Option<usize> {
+        let b = self.bits();
+        (b % 8 == 0).then_some((b / 8) as usize)
+    }
+
+    /// Bytes taken by `elements` packed elements: `elements * bits / 8`, which must be whole
+    /// (sub-byte types are packed with no row padding). `None` on overflow or a partial byte.
+    pub fn packed_bytes(self, elements: u64) -> Option<u64> {
+        let bits = elements.checked_mul(u64::from(self.bits()))?;
+        (bits % 8 == 0).then_some(bits / 8)
+    }
+
+    /// The name in a safetensors header (`"F32"`, `"BF16"`, ...).
+    pub fn safetensors_name(self) -> &'static str {
+        self.row().2
+    }
+
+    /// Parses a safetensors header dtype name (case-sensitive). `I4`/`I2` are accepted only
+    /// when `packed_ints` is set: the reference rejects them.
+    pub fn from_safetensors_name(name: &str, packed_ints: bool) -> Option<DType> {
+        let d = TABLE.iter().find(|r| r.2 == name)?.0;
+        match d {
+            DType::I4 | DType::I2 if !packed_ints => None,
+            _ => Some(d),
+        }
+    }
+
+    /// Whether the safetensors reference library can read and write this dtype.
+    pub fn is_safetensors_reference(self) -> bool {
+        !matches!(self, DType::I4 | DType::I2)
+    }
+
+    /// Floating point (including complex and the 4/6/8-bit float formats).
+    pub fn is_float(self) -> bool {
+        use DType::*;
+        matches!(
+            self,
+            F4 | F6_E2M3
+                | F6_E3M2
+                | F8_E5M2
+                | F8_E4M3
+                | F8_E8M0
+                | F8_E4M3FNUZ
+                | F8_E5M2FNUZ
+                | F16
+                | BF16
+                | F32
+                | F64
+                | C64
+        )
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.safetensors_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_rows_follow_declaration_order() {
+        for (i, d) in DType::ALL.iter().enumerate() {
+            assert_eq!(TABLE[i].0, *d);
+            assert_eq!(*d as usize, i);
+        }
+    }
+
+    #[test]
+    fn names_round_trip_and_are_case_sensitive() {
+        for d in DType::ALL {
+            assert_eq!(
+                DType::from_safetensors_name(d.safetensors_name(), true),
+                Some(d)
+            );
+        }
+        assert_eq!(DType::from_safetensors_name("f32", true), None);
+        assert_eq!(DType::from_safetensors_name("I4", false), None);
+    }
+
+    #[test]
+    fn sub_byte_packing_requires_whole_bytes() {
+        assert_eq!(DType::F4.packed_bytes(3), None);
+        assert_eq!(DType::F4.packed_bytes(4), Some(2));
+        assert_eq!(DType::F6_E2M3.packed_bytes(4), Some(3));
+        assert_eq!(DType::F6_E2M3.packed_bytes(2), None);
+        assert_eq!(DType::I2.packed_bytes(4), Some(1));
+        assert_eq!(DType::F32.packed_bytes(u64::MAX), None);
+        assert_eq!(DType::C64.byte_size(), Some(8));
+        assert_eq!(DType::F4.byte_size(), None);
+    }
+}

@@ -1,0 +1,169 @@
+//! The library's one error type: a kind that names the rule that failed, plus where it
+//! failed (file, tensor). Display reads `FILE: tensor 'NAME': RULE`.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What went wrong. Each rejection rule of each format has its own variant, so callers and
+/// tests can tell them apart without matching on message text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+
+    // --- safetensors framing
+    #[error("file is {len} bytes, smaller than the 8-byte header length")]
+    FileTooSmall { len: u64 },
+    #[error("header length {len} exceeds the limit of {limit} bytes")]
+    HeaderTooLarge { len: u64, limit: u64 },
+    #[error("header of {header_len} bytes runs past the end of the {file_len}-byte file")]
+    HeaderPastEnd { header_len: u64, file_len: u64 },
+    #[error("header is not valid UTF-8 (at header byte {offset})")]
+    HeaderNotUtf8 { offset: usize },
+    #[error("header has NUL padding at header byte {offset} (pad with spaces)")]
+    HeaderNulPadding { offset: usize },
+    #[error("header is not valid JSON: {msg} (at header byte {offset})")]
+    HeaderJson { msg: String, offset: usize },
+    #[error("header is not a JSON object")]
+    HeaderNotObject,
+    #[error("key appears twice in the header")]
+    DuplicateKey,
+    #[error("__metadata__ must be an object whose values are all strings: {msg}")]
+    BadMetadata { msg: String },
+    #[error("tensor entry is not an object")]
+    TensorNotObject,
+    #[error("field '{field}' is missing")]
+    MissingField { field: &'static str },
+    #[error("field '{field}' appears twice")]
+    DuplicateField { field: &'static str },
+    #[error("field '{field}' must be {expected}")]
+    BadField {
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("unknown dtype '{0}'")]
+    UnknownDtype(String),
+    #[error("number of elements times bits overflows")]
+    ShapeOverflow,
+    #[error("{elements} elements of {dtype} do not fill a whole number of bytes")]
+    PartialByte { elements: u64, dtype: String },
+    #[error("data_offsets [{begin}, {end}] end before they begin")]
+    OffsetsReversed { begin: u64, end: u64 },
+    #[error("byte length {actual} does not match shape and dtype, which need {expected}")]
+    SizeMismatch { expected: u64, actual: u64 },
+    #[error("hole in the data: tensor begins at {begin} but the previous one ended at {expected}")]
+    Hole { begin: u64, expected: u64 },
+    #[error("overlap: tensor begins at {begin} but the previous one ends at {expected}")]
+    Overlap { begin: u64, expected: u64 },
+    #[error("{extra} trailing bytes after the last tensor")]
+    TrailingBytes { extra: u64 },
+    #[error("file is truncated: tensor data needs {needed} bytes but {available} remain")]
+    Truncated { needed: u64, available: u64 },
+
+    // --- use of an opened file
+    #[error("no such tensor")]
+    NoSuchTensor,
+    #[error("bad slice: {0}")]
+    BadSlice(String),
+
+    // --- writing
+    #[error("tensor name {0}")]
+    BadName(&'static str),
+    #[error("the writer supplied {actual} bytes but shape and dtype need {expected}")]
+    WrongDataLength { expected: u64, actual: u64 },
+    #[error("cannot write dtype {0} here")]
+    UnsupportedDtype(String),
+    #[error("cannot cast {from} to {to}")]
+    UnsupportedCast { from: String, to: String },
+}
+
+/// An error with its location: the file and, where one is involved, the tensor.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    path: Option<PathBuf>,
+    tensor: Option<String>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind) -> Self {
+        Error {
+            kind,
+            path: None,
+            tensor: None,
+        }
+    }
+
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn tensor(&self) -> Option<&str> {
+        self.tensor.as_deref()
+    }
+
+    /// Sets the file this error is about (keeps one that is already set).
+    pub fn in_file(mut self, path: &Path) -> Self {
+        if self.path.is_none() {
+            self.path = Some(path.to_path_buf());
+        }
+        self
+    }
+
+    /// Sets the tensor this error is about (keeps one that is already set).
+    pub fn at_tensor(mut self, name: &str) -> Self {
+        if self.tensor.is_none() {
+            self.tensor = Some(name.to_string());
+        }
+        self
+    }
+
+    /// True for errors that say the input is malformed, false for I/O and usage errors.
+    pub fn is_invalid_input(&self) -> bool {
+        !matches!(
+            self.kind,
+            ErrorKind::Io(_) | ErrorKind::NoSuchTensor | ErrorKind::BadSlice(_)
+        )
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Self {
+        Error::new(kind)
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::new(ErrorKind::Io(e))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = &self.path {
+            write!(f, "{}: ", p.display())?;
+        }
+        if let Some(t) = &self.tensor {
+            write!(f, "tensor '{}': ", t.escape_debug())?;
+        }
+        write!(f, "{}", self.kind)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}

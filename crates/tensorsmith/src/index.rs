@@ -1,0 +1,129 @@
+//! The neutral tensor index: what every format reader produces and every operation
+//! (inspect, hash, diff, convert) consumes. It describes tensors and where their bytes are;
+//! it never holds tensor bytes itself.
+
+use crate::dtype::DType;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// Which file format (and version) an index was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Format {
+    Safetensors,
+}
+
+impl Format {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Format::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// A typed metadata value. Safetensors only has strings; other formats bring the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaValue {
+    Str(String),
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    F32(f32),
+    F64(f64),
+    Array(Vec<MetaValue>),
+}
+
+/// How a tensor's elements are laid out across its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// One part, `data`, holding the elements in row-major order.
+    Dense,
+}
+
+/// How a part's bytes are stored in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encoding {
+    Raw,
+}
+
+/// One stored byte range of a tensor (the whole tensor, for a dense one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// Role of the part in its layout (`data` for dense tensors).
+    pub role: &'static str,
+    pub dtype: DType,
+    /// Absolute byte range in the file.
+    pub range: Range<u64>,
+    pub encoding: Encoding,
+}
+
+/// One named tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub layout: Layout,
+    pub parts: Vec<Part>,
+}
+
+impl TensorInfo {
+    /// Number of elements (1 for a scalar). Readers have checked it does not overflow.
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Bytes taken by the decoded tensor (sum of stored part lengths for raw parts).
+    pub fn byte_len(&self) -> u64 {
+        self.parts.iter().map(|p| p.range.end - p.range.start).sum()
+    }
+
+    /// The byte range of a dense tensor's data in the file.
+    pub fn data_range(&self) -> Range<u64> {
+        self.parts[0].range.clone()
+    }
+}
+
+/// Everything a reader learned about a file, in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorIndex {
+    pub format: Format,
+    /// Bytes before the first tensor byte (the 8-byte length plus the JSON, for safetensors).
+    pub header_len: u64,
+    pub file_len: u64,
+    pub metadata: BTreeMap<String, MetaValue>,
+    /// Tensors in the order of their data in the file.
+    pub tensors: Vec<TensorInfo>,
+}
+
+impl TensorIndex {
+    /// Looks up a tensor by name (linear; use [`TensorIndex::by_name`] for many look-ups).
+    pub fn get(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// A name → position map for repeated look-ups.
+    pub fn by_name(&self) -> std::collections::HashMap<&str, usize> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect()
+    }
+
+    /// Total elements over all tensors.
+    pub fn total_elements(&self) -> u64 {
+        self.tensors.iter().map(|t| t.elements()).sum()
+    }
+
+    /// `(dtype, tensor count, elements, bytes)` per dtype, ordered by dtype.
+    pub fn dtype_totals(&self) -> Vec<(DType, u64, u64, u64)> {
+        let mut m: BTreeMap<DType, (u64, u64, u64)> = BTreeMap::new();
+        for t in &self.tensors {
+            let e = m.entry(t.dtype).or_default();
+            e.0 += 1;
+            e.1 += t.elements();
+            e.2 += t.byte_len();
+        }
+        m.into_iter().map(|(d, (c, n, b))| (d, c, n, b)).collect()
+    }
+}

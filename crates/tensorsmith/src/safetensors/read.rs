@@ -1,0 +1,416 @@
+//! Opening a safetensors file: the framing checks and every validation rule of the reference
+//! (FORMAT-NOTES §1.2), in its order, plus the ones it misses (duplicate keys, checked
+//! arithmetic). Nothing is handed out before the whole header has been validated.
+
+use super::header_parse::{self, RawTensor};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Encoding, Format, Layout, MetaValue, Part, TensorIndex, TensorInfo};
+use crate::source::{Backend, Source};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Length of the little-endian header size that starts every file.
+pub const N_LEN: u64 = 8;
+
+/// The reference's header limit; real checkpoints with a million tensors need more.
+pub const DEFAULT_MAX_HEADER_LEN: u64 = 100_000_000;
+
+/// Options for opening a file.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Largest header accepted, in bytes.
+    pub max_header_len: u64,
+    /// Accept the packed `I4`/`I2` dtypes of the weight-inspect notes.
+    pub packed_ints: bool,
+    pub backend: Backend,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            max_header_len: DEFAULT_MAX_HEADER_LEN,
+            packed_ints: true,
+            backend: Backend::Mmap,
+        }
+    }
+}
+
+/// Reads the header length from the first 8 bytes and checks it against the limit and the
+/// file size. Returns the JSON length `N`.
+pub fn header_len(first8: &[u8], file_len: u64, opts: &ReadOptions) -> Result<u64> {
+    if file_len < N_LEN || first8.len() < N_LEN as usize {
+        return Err(ErrorKind::FileTooSmall { len: file_len }.into());
+    }
+    let n = u64::from_le_bytes(first8[..8].try_into().expect("8 bytes"));
+    if n > opts.max_header_len {
+        return Err(ErrorKind::HeaderTooLarge {
+            len: n,
+            limit: opts.max_header_len,
+        }
+        .into());
+    }
+    match n.checked_add(N_LEN) {
+        Some(end) if end <= file_len => Ok(n),
+        _ => Err(ErrorKind::HeaderPastEnd {
+            header_len: n,
+            file_len,
+        }
+        .into()),
+    }
+}
+
+/// Validates a header (the `N` JSON bytes after the length) for a file of `file_len` bytes
+/// and builds its index.
+pub fn parse_header(json: &[u8], file_len: u64, opts: &ReadOptions) -> Result<TensorIndex> {
+    let text = std::str::from_utf8(json).map_err(|e| ErrorKind::HeaderNotUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    let raw = header_parse::parse(text, opts.packed_ints)?;
+    let data_start = N_LEN + json.len() as u64;
+
+    let mut names: HashSet<&str> = HashSet::with_capacity(raw.tensors.len());
+    for t in &raw.tensors {
+        if !names.insert(t.name.as_ref()) {
+            return Err(Error::new(ErrorKind::DuplicateKey).at_tensor(&t.name));
+        }
+    }
+    drop(names);
+
+    // The reference sorts by offsets, then walks: each tensor must start where the previous
+    // one ended. Sort positions, not entries, so equal offsets keep header order.
+    let mut order: Vec<u32> = (0..raw.tensors.len() as u32).collect();
+    order.sort_by_key(|&i| {
+        let t = &raw.tensors[i as usize];
+        (t.begin, t.end)
+    });
+    let mut expected = 0u64;
+    for &i in &order {
+        let t = &raw.tensors[i as usize];
+        check_tensor(t, expected).map_err(|e| e.at_tensor(&t.name))?;
+        expected = t.end;
+    }
+    let available = file_len - data_start;
+    if expected > available {
+        return Err(ErrorKind::Truncated {
+            needed: expected,
+            available,
+        }
+        .into());
+    }
+    if expected < available {
+        return Err(ErrorKind::TrailingBytes {
+            extra: available - expected,
+        }
+        .into());
+    }
+
+    let mut slots: Vec<Option<RawTensor>> = raw.tensors.into_iter().map(Some).collect();
+    let tensors = order
+        .iter()
+        .map(|&i| {
+            let t = slots[i as usize].take().expect("each position once");
+            TensorInfo {
+                name: t.name.into_owned(),
+                dtype: t.dtype,
+                shape: t.shape,
+                layout: Layout::Dense,
+                parts: vec![Part {
+                    role: "data",
+                    dtype: t.dtype,
+                    range: data_start + t.begin..data_start + t.end,
+                    encoding: Encoding::Raw,
+                }],
+            }
+        })
+        .collect();
+    let metadata: BTreeMap<String, MetaValue> = raw
+        .metadata
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), MetaValue::Str(v.into_owned())))
+        .collect();
+    Ok(TensorIndex {
+        format: Format::Safetensors,
+        header_len: data_start,
+        file_len,
+        metadata,
+        tensors,
+    })
+}
+
+fn check_tensor(t: &RawTensor, expected_begin: u64) -> Result<()> {
+    if t.begin > expected_begin {
+        return Err(ErrorKind::Hole {
+            begin: t.begin,
+            expected: expected_begin,
+        }
+        .into());
+    }
+    if t.begin < expected_begin {
+        return Err(ErrorKind::Overlap {
+            begin: t.begin,
+            expected: expected_begin,
+        }
+        .into());
+    }
+    if t.end < t.begin {
+        return Err(ErrorKind::OffsetsReversed {
+            begin: t.begin,
+            end: t.end,
+        }
+        .into());
+    }
+    let elements = t
+        .shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .ok_or(ErrorKind::ShapeOverflow)?;
+    let bits = elements
+        .checked_mul(u64::from(t.dtype.bits()))
+        .ok_or(ErrorKind::ShapeOverflow)?;
+    if bits % 8 != 0 {
+        return Err(ErrorKind::PartialByte {
+            elements,
+            dtype: t.dtype.to_string(),
+        }
+        .into());
+    }
+    if bits / 8 != t.end - t.begin {
+        return Err(ErrorKind::SizeMismatch {
+            expected: bits / 8,
+            actual: t.end - t.begin,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Validates a whole file held in memory and returns its index.
+pub fn parse_bytes(bytes: &[u8], opts: &ReadOptions) -> Result<TensorIndex> {
+    let len = bytes.len() as u64;
+    let n = header_len(bytes, len, opts)?;
+    parse_header(&bytes[N_LEN as usize..(N_LEN + n) as usize], len, opts)
+}
+
+/// An opened, validated safetensors file.
+#[derive(Debug)]
+pub struct SafetensorsFile {
+    path: PathBuf,
+    source: Source,
+    index: TensorIndex,
+    by_name: OnceLock<HashMap<String, usize>>,
+}
+
+impl SafetensorsFile {
+    /// Opens and validates `path` with default options (memory-mapped).
+    pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsFile> {
+        Self::open_with(path, &ReadOptions::default())
+    }
+
+    pub fn open_with(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<SafetensorsFile> {
+        let path = path.as_ref();
+        Self::open_inner(path, opts).map_err(|e| e.in_file(path))
+    }
+
+    fn open_inner(path: &Path, opts: &ReadOptions) -> Result<SafetensorsFile> {
+        let source = Source::open(path, opts.backend)?;
+        let len = source.len();
+        let mut first8 = [0u8; 8];
+        if len >= N_LEN {
+            source.read_exact_at(0, &mut first8)?;
+        }
+        let n = header_len(&first8, len, opts)?;
+        let json = source.bytes(N_LEN..N_LEN + n)?;
+        let index = parse_header(&json, len, opts)?;
+        drop(json);
+        Ok(SafetensorsFile {
+            path: path.to_path_buf(),
+            source,
+            index,
+            by_name: OnceLock::new(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn index(&self) -> &TensorIndex {
+        &self.index
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Tensor names in file order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.index.tensors.iter().map(|t| t.name.as_str())
+    }
+
+    pub fn metadata(&self) -> &BTreeMap<String, MetaValue> {
+        &self.index.metadata
+    }
+
+    /// Describes a tensor, or says there is none of that name.
+    pub fn info(&self, name: &str) -> Result<&TensorInfo> {
+        let map = self.by_name.get_or_init(|| {
+            self.index
+                .tensors
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.clone(), i))
+                .collect()
+        });
+        map.get(name)
+            .map(|&i| &self.index.tensors[i])
+            .ok_or_else(|| self.err(ErrorKind::NoSuchTensor, name))
+    }
+
+    fn err(&self, kind: ErrorKind, name: &str) -> Error {
+        Error::new(kind).at_tensor(name).in_file(&self.path)
+    }
+
+    /// A view of a tensor: zero-copy with the mmap backend.
+    pub fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let info = self.info(name)?;
+        let data = self
+            .source
+            .bytes(info.data_range())
+            .map_err(|e| e.at_tensor(name).in_file(&self.path))?;
+        Ok(TensorView { info, data })
+    }
+
+    /// Copies a tensor's bytes into `buf`, which must be exactly its byte length. With either
+    /// backend this is a single copy (pread goes straight from the page cache into `buf`).
+    pub fn read_into(&self, name: &str, buf: &mut [u8]) -> Result<()> {
+        let info = self.info(name)?;
+        let r = info.data_range();
+        if buf.len() as u64 != r.end - r.start {
+            return Err(self.err(
+                ErrorKind::WrongDataLength {
+                    expected: r.end - r.start,
+                    actual: buf.len() as u64,
+                },
+                name,
+            ));
+        }
+        self.source
+            .read_exact_at(r.start, buf)
+            .map_err(|e| e.at_tensor(name).in_file(&self.path))
+    }
+
+    /// A tensor's bytes as an owned buffer.
+    pub fn read_vec(&self, name: &str) -> Result<Vec<u8>> {
+        let info = self.info(name)?;
+        let r = info.data_range();
+        let mut v = vec![0u8; (r.end - r.start) as usize];
+        self.read_into(name, &mut v)?;
+        Ok(v)
+    }
+}
+
+/// A tensor's description and bytes.
+#[derive(Debug)]
+pub struct TensorView<'a> {
+    pub info: &'a TensorInfo,
+    data: Cow<'a, [u8]>,
+}
+
+impl<'a> TensorView<'a> {
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// True when the bytes borrow from a memory map.
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.data, Cow::Borrowed(_))
+    }
+
+    /// Selects `ranges[k]` along dimension `k` for the leading dimensions (later dimensions
+    /// are kept whole). Returns the new shape and the bytes, borrowed when the selection is
+    /// one contiguous run of the tensor, gathered into a new buffer otherwise.
+    pub fn slice(&self, ranges: &[std::ops::Range<u64>]) -> Result<(Vec<u64>, Cow<'_, [u8]>)> {
+        let shape = &self.info.shape;
+        let bad = |msg: String| Error::new(ErrorKind::BadSlice(msg)).at_tensor(&self.info.name);
+        if ranges.len() > shape.len() {
+            return Err(bad(format!(
+                "{} ranges for a tensor of rank {}",
+                ranges.len(),
+                shape.len()
+            )));
+        }
+        for (k, r) in ranges.iter().enumerate() {
+            if r.start > r.end || r.end > shape[k] {
+                return Err(bad(format!(
+                    "range {}..{} out of bounds for dimension {k} of size {}",
+                    r.start, r.end, shape[k]
+                )));
+            }
+        }
+        let new_shape: Vec<u64> = shape
+            .iter()
+            .enumerate()
+            .map(|(k, &d)| ranges.get(k).map_or(d, |r| r.end - r.start))
+            .collect();
+        // Bytes per step of each dimension; sub-byte dtypes must land on whole bytes.
+        let bits = u64::from(self.info.dtype.bits());
+        let mut strides_bits = vec![0u64; shape.len()];
+        let mut acc = bits;
+        for k in (0..shape.len()).rev() {
+            strides_bits[k] = acc;
+            acc *= shape[k];
+        }
+        let inner_bits = if ranges.is_empty() {
+            acc
+        } else {
+            let last = ranges.len() - 1;
+            (ranges[last].end - ranges[last].start) * strides_bits[last]
+        };
+        let to_bytes = |b: u64| -> Result<u64> {
+            if b % 8 == 0 {
+                Ok(b / 8)
+            } else {
+                Err(bad(format!(
+                    "slice does not fall on whole bytes for {}",
+                    self.info.dtype
+                )))
+            }
+        };
+        if new_shape.contains(&0) {
+            return Ok((new_shape, Cow::Borrowed(&[])));
+        }
+        if ranges.is_empty() {
+            return Ok((new_shape, Cow::Borrowed(&self.data[..])));
+        }
+        // Gather: iterate the index space of all ranges but the last; each step copies one run.
+        let last = ranges.len() - 1;
+        let run = to_bytes(inner_bits)? as usize;
+        let mut idx: Vec<u64> = ranges[..last].iter().map(|r| r.start).collect();
+        let outer: u64 = ranges[..last].iter().map(|r| r.end - r.start).product();
+        let mut out: Vec<u8> = Vec::new();
+        for step in 0..outer {
+            let mut off_bits = ranges[last].start * strides_bits[last];
+            for (k, &i) in idx.iter().enumerate() {
+                off_bits += i * strides_bits[k];
+            }
+            let off = to_bytes(off_bits)? as usize;
+            if outer == 1 {
+                return Ok((new_shape, Cow::Borrowed(&self.data[off..off + run])));
+            }
+            if step == 0 {
+                out.reserve_exact(run * outer as usize);
+            }
+            out.extend_from_slice(&self.data[off..off + run]);
+            for k in (0..last).rev() {
+                idx[k] += 1;
+                if idx[k] < ranges[k].end {
+                    break;
+                }
+                idx[k] = ranges[k].start;
+            }
+        }
+        Ok((new_shape, Cow::Owned(out)))
+    }
+}

@@ -1,0 +1,347 @@
+//! Writing safetensors files byte-identical to the reference writer (FORMAT-NOTES §1.3):
+//! tensors sorted by dtype (descending) then name, data back to back, compact JSON header
+//! padded with spaces to a multiple of 8. Streaming: the header needs only names, dtypes and
+//! shapes, so tensor bytes are pulled one tensor at a time, straight into the output.
+
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::sink::AtomicFile;
+use crate::source::Source;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
+use std::io::{self, Write};
+use std::ops::Range;
+use std::path::Path;
+
+/// Supplies one tensor's bytes to a writer, when the writer reaches it.
+pub trait TensorData {
+    /// Number of bytes `write_to` will write.
+    fn len(&self) -> u64;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes exactly `len()` bytes to `out`.
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()>;
+}
+
+impl TensorData for &[u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        Ok(out.write_all(self)?)
+    }
+}
+
+impl TensorData for Vec<u8> {
+    fn len(&self) -> u64 {
+        Vec::len(self) as u64
+    }
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        Ok(out.write_all(self)?)
+    }
+}
+
+impl TensorData for Cow<'_, [u8]> {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        Ok(out.write_all(self)?)
+    }
+}
+
+/// A byte range of an opened file, copied through a bounded buffer: writing from another
+/// file keeps memory flat whatever the size.
+pub struct SourceRange<'a> {
+    pub source: &'a Source,
+    pub range: Range<u64>,
+}
+
+impl TensorData for SourceRange<'_> {
+    fn len(&self) -> u64 {
+        self.range.end - self.range.start
+    }
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        self.source.copy_to(self.range.clone(), out)
+    }
+}
+
+struct Pending<'a> {
+    name: String,
+    dtype: DType,
+    shape: Vec<u64>,
+    len: u64,
+    data: Box<dyn TensorData + 'a>,
+}
+
+/// Collects tensors (descriptions now, bytes later) and writes them as one file.
+#[derive(Default)]
+pub struct Writer<'a> {
+    tensors: Vec<Pending<'a>>,
+    names: HashSet<String>,
+    metadata: Option<BTreeMap<String, String>>,
+    allow_packed_ints: bool,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the `__metadata__` map (written with keys sorted). An empty map is written as
+    /// `"__metadata__":{}`, as the reference does when given one.
+    pub fn metadata(&mut self, metadata: BTreeMap<String, String>) -> &mut Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// Allows the packed `I4`/`I2` dtypes, which the reference cannot read.
+    pub fn allow_packed_ints(&mut self, yes: bool) -> &mut Self {
+        self.allow_packed_ints = yes;
+        self
+    }
+
+    /// Adds a tensor. Its bytes are not read until the file is written.
+    pub fn add(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        data: impl TensorData + 'a,
+    ) -> Result<&mut Self> {
+        let err = |k: ErrorKind| Error::new(k).at_tensor(name);
+        if name == "__metadata__" {
+            return Err(err(ErrorKind::BadName("__metadata__ is reserved")));
+        }
+        if !dtype.is_safetensors_reference() && !self.allow_packed_ints {
+            return Err(err(ErrorKind::UnsupportedDtype(dtype.to_string())));
+        }
+        let elements = shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| err(ErrorKind::ShapeOverflow))?;
+        let len = dtype.packed_bytes(elements).ok_or_else(|| {
+            err(ErrorKind::PartialByte {
+                elements,
+                dtype: dtype.to_string(),
+            })
+        })?;
+        if data.len() != len {
+            return Err(err(ErrorKind::WrongDataLength {
+                expected: len,
+                actual: data.len(),
+            }));
+        }
+        if !self.names.insert(name.to_string()) {
+            return Err(err(ErrorKind::DuplicateKey));
+        }
+        self.tensors.push(Pending {
+            name: name.to_string(),
+            dtype,
+            shape: shape.to_vec(),
+            len,
+            data: Box::new(data),
+        });
+        Ok(self)
+    }
+
+    fn sort(&mut self) {
+        self.tensors.sort_by(|a, b| {
+            b.dtype
+                .cmp(&a.dtype)
+                .then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()))
+        });
+    }
+
+    /// The first `8 + N` bytes of the file (length prefix and padded JSON), for the tensors
+    /// in their final order. Call after sorting.
+    fn header(&self) -> Vec<u8> {
+        let mut json = Vec::with_capacity(64 + self.tensors.len() * 96);
+        json.push(b'{');
+        let mut first = true;
+        if let Some(meta) = &self.metadata {
+            json.extend_from_slice(b"\"__metadata__\":{");
+            for (i, (k, v)) in meta.iter().enumerate() {
+                if i > 0 {
+                    json.push(b',');
+                }
+                push_json_string(&mut json, k);
+                json.push(b':');
+                push_json_string(&mut json, v);
+            }
+            json.push(b'}');
+            first = false;
+        }
+        let mut offset = 0u64;
+        for t in &self.tensors {
+            if !first {
+                json.push(b',');
+            }
+            first = false;
+            push_json_string(&mut json, &t.name);
+            json.extend_from_slice(b":{\"dtype\":\"");
+            json.extend_from_slice(t.dtype.safetensors_name().as_bytes());
+            json.extend_from_slice(b"\",\"shape\":[");
+            for (i, d) in t.shape.iter().enumerate() {
+                if i > 0 {
+                    json.push(b',');
+                }
+                json.extend_from_slice(d.to_string().as_bytes());
+            }
+            let end = offset + t.len;
+            json.extend_from_slice(format!("],\"data_offsets\":[{offset},{end}]}}").as_bytes());
+            offset = end;
+        }
+        json.push(b'}');
+        let padded = json.len().next_multiple_of(8);
+        json.resize(padded, b' ');
+        let mut out = Vec::with_capacity(8 + padded);
+        out.extend_from_slice(&(padded as u64).to_le_bytes());
+        out.extend_from_slice(&json);
+        out
+    }
+
+    /// Total size of the file that will be written.
+    pub fn file_len(&mut self) -> u64 {
+        self.sort();
+        self.header().len() as u64 + self.tensors.iter().map(|t| t.len).sum::<u64>()
+    }
+
+    /// Writes the whole file to `out`, pulling each tensor's bytes in turn. Returns the
+    /// number of bytes written.
+    pub fn write_to(mut self, out: &mut dyn Write) -> Result<u64> {
+        self.sort();
+        let header = self.header();
+        out.write_all(&header)?;
+        let mut total = header.len() as u64;
+        for t in &mut self.tensors {
+            let mut counted = Counting { inner: out, n: 0 };
+            t.data
+                .write_to(&mut counted)
+                .map_err(|e| e.at_tensor(&t.name))?;
+            if counted.n != t.len {
+                return Err(Error::new(ErrorKind::WrongDataLength {
+                    expected: t.len,
+                    actual: counted.n,
+                })
+                .at_tensor(&t.name));
+            }
+            total += t.len;
+        }
+        Ok(total)
+    }
+
+    /// Serializes to memory.
+    pub fn to_bytes(self) -> Result<Vec<u8>> {
+        let mut v = Vec::new();
+        self.write_to(&mut v)?;
+        Ok(v)
+    }
+
+    /// Writes atomically to `path`: a temporary file in the same folder, fsynced and renamed
+    /// over `path` only when complete. On any error `path` is left as it was.
+    pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
+        let path = path.as_ref();
+        let mut f = AtomicFile::create(path)?;
+        let n = self.write_to(&mut f).map_err(|e| e.in_file(path))?;
+        f.commit()?;
+        Ok(n)
+    }
+}
+
+/// Counts bytes on their way through, so a lying `TensorData` is caught.
+struct Counting<'w> {
+    inner: &'w mut dyn Write,
+    n: u64,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(buf)?;
+        self.n += buf.len() as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Appends `s` as a JSON string the way serde_json writes it: `"` `\` and control characters
+/// escaped (short forms for \b \f \n \r \t, `\u00xx` otherwise), everything else raw.
+pub(crate) fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if esc.is_empty() {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 15) as usize],
+            ]);
+        } else {
+            out.extend_from_slice(esc);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_like_serde_json() {
+        let s = "a\"b\\c/\u{1}\u{7f}\u{e9}\n\t\u{8}\u{c}\r";
+        let mut ours = Vec::new();
+        push_json_string(&mut ours, s);
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(s).unwrap()
+        );
+    }
+
+    #[test]
+    fn empty_file_is_braces_and_six_spaces() {
+        let bytes = Writer::new().to_bytes().unwrap();
+        assert_eq!(bytes, b"\x08\0\0\0\0\0\0\0{}      ");
+    }
+
+    #[test]
+    fn rejects_wrong_length_duplicates_and_reserved_names() {
+        let mut w = Writer::new();
+        assert!(w.add("a", DType::F32, &[2], vec![0u8; 4]).is_err());
+        w.add("a", DType::F32, &[1], vec![0u8; 4]).unwrap();
+        let e = w.add("a", DType::F32, &[1], vec![0u8; 4]).err().unwrap();
+        assert!(matches!(e.kind(), ErrorKind::DuplicateKey));
+        assert!(w.add("__metadata__", DType::U8, &[0], Vec::new()).is_err());
+        assert!(w.add("p", DType::I4, &[2], vec![0u8; 1]).is_err());
+        assert!(w.add("f4", DType::F4, &[3], vec![0u8; 2]).is_err());
+    }
+}

@@ -1,0 +1,146 @@
+//! Atomic file output: bytes go to a temporary file in the destination's folder, which is
+//! flushed, fsynced and renamed over the destination only on `commit`. Readers that have the
+//! old file open (or mapped) keep a consistent view; a crash or an error leaves the old file
+//! untouched and, at worst, a temporary file whose name says what it is.
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Marker in the names of temporary files, so leftovers can be recognised and cleaned.
+pub const TEMP_MARKER: &str = ".tensorsmith-tmp.";
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A file being written; invisible under its final name until [`AtomicFile::commit`].
+pub struct AtomicFile {
+    dest: PathBuf,
+    temp: PathBuf,
+    out: Option<BufWriter<File>>,
+    written: u64,
+}
+
+impl AtomicFile {
+    /// Starts writing what will become `dest`.
+    pub fn create(dest: &Path) -> Result<AtomicFile> {
+        let dir = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let file_name = dest
+            .file_name()
+            .ok_or_else(|| {
+                Error::from(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "destination has no file name",
+                ))
+                .in_file(dest)
+            })?
+            .to_string_lossy()
+            .into_owned();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let temp = dir.join(format!(
+            ".{file_name}{TEMP_MARKER}{}.{}.{nanos:08x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| Error::from(e).in_file(dest))?;
+        Ok(AtomicFile {
+            dest: dest.to_path_buf(),
+            temp,
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            written: 0,
+        })
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Flushes, fsyncs and renames the temporary file over the destination, then fsyncs the
+    /// folder so the rename itself is durable.
+    pub fn commit(mut self) -> Result<()> {
+        let dest = self.dest.clone();
+        let wrap = |e: io::Error| Error::from(e).in_file(&dest);
+        let out = self.out.take().expect("not yet committed");
+        let file = out.into_inner().map_err(|e| wrap(e.into_error()))?;
+        file.sync_all().map_err(wrap)?;
+        drop(file);
+        std::fs::rename(&self.temp, &self.dest).map_err(wrap)?;
+        if let Some(dir) = self.dest.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            // Best effort: some filesystems refuse to open or sync a directory.
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.as_mut().expect("not yet committed").write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.out
+            .as_mut()
+            .expect("not yet committed")
+            .write_all(buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.as_mut().expect("not yet committed").flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_appears_until_commit_and_abandoned_writes_leave_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("x.bin");
+        std::fs::write(&dest, b"old").unwrap();
+        {
+            let mut f = AtomicFile::create(&dest).unwrap();
+            f.write_all(b"new but abandoned").unwrap();
+        }
+        assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let mut f = AtomicFile::create(&dest).unwrap();
+        f.write_all(b"new").unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
