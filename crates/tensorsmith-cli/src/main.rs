@@ -1,1 +1,87 @@
-fn main() {}
+//! The `tensorsmith` binary: parses arguments, calls the library, renders, and maps outcomes
+//! to exit codes (0 success or "same", 1 a negative answer such as "invalid", 2 an error).
+
+mod cmd_convert;
+mod cmd_inspect;
+mod cmd_validate;
+mod render;
+mod schema;
+
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use tensorsmith::safetensors::{ReadOptions, DEFAULT_MAX_HEADER_LEN};
+use tensorsmith::source::Backend;
+
+/// Exit code for success (or "same").
+pub const EXIT_OK: u8 = 0;
+/// Exit code for a negative answer (a file is invalid, files differ).
+pub const EXIT_NO: u8 = 1;
+/// Exit code for an error (unreadable input, bad arguments).
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "tensorsmith",
+    version,
+    about = "Inspect, validate and convert tensor files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Summarise a file: format, header, tensors, parameters and bytes per dtype, metadata.
+    Inspect(cmd_inspect::InspectArgs),
+    /// Check files against every rule of their format; one line per invalid file.
+    Validate(cmd_validate::ValidateArgs),
+    /// Rewrite a file, optionally casting float tensors to another dtype.
+    Convert(cmd_convert::ConvertArgs),
+}
+
+/// Options shared by every command that opens files.
+#[derive(Args, Clone)]
+pub struct OpenArgs {
+    /// Largest header accepted, in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_HEADER_LEN, value_name = "BYTES")]
+    max_header_size: u64,
+    /// Read with positioned reads instead of a memory map (network filesystems).
+    #[arg(long)]
+    pread: bool,
+}
+
+impl OpenArgs {
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            max_header_len: self.max_header_size,
+            backend: if self.pread {
+                Backend::Pread
+            } else {
+                Backend::Mmap
+            },
+            ..ReadOptions::default()
+        }
+    }
+}
+
+/// Path as given, for messages.
+pub fn shown(p: &std::path::Path) -> String {
+    render::printable(&p.display().to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Inspect(a) => cmd_inspect::run(&a),
+        Command::Validate(a) => cmd_validate::run(&a),
+        Command::Convert(a) => cmd_convert::run(&a),
+    };
+    ExitCode::from(code)
+}
+
+/// Prints an error to stderr and gives the exit code for it.
+pub fn fail(e: &dyn std::fmt::Display) -> u8 {
+    eprintln!("tensorsmith: {}", render::printable(&e.to_string()));
+    EXIT_ERROR
+}

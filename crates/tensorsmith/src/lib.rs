@@ -28,6 +28,7 @@ pub mod cast;
 pub mod dtype;
 pub mod error;
 pub mod index;
+pub mod ops;
 pub mod safetensors;
 pub mod sink;
 pub mod source;

@@ -1,0 +1,60 @@
+//! Small helpers for human-readable output.
+
+/// Escapes control characters (and backslashes) so a tensor name cannot move the cursor or
+/// recolour the terminal; printable Unicode stays as it is.
+pub fn printable(s: &str) -> String {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return s.to_string();
+    }
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() || c == '\\' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// 1234567 → "1,234,567".
+pub fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes with a binary unit: "1.50 GiB".
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_control_characters_only() {
+        assert_eq!(printable("a\u{1b}[31mb\né"), "a\\u{1b}[31mb\\né");
+        assert_eq!(grouped(1234567), "1,234,567");
+        assert_eq!(grouped(12), "12");
+        assert_eq!(human_bytes(1536), "1.50 KiB");
+    }
+}

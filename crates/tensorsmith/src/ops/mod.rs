@@ -1,0 +1,5 @@
+//! Operations written once against the neutral index: inspect (summaries and a stable JSON
+//! form) and convert (rewrite with optional dtype casts).
+
+pub mod convert;
+pub mod inspect;
