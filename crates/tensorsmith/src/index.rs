@@ -6,6 +6,13 @@ use crate::dtype::DType;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+/// A shape: dimension sizes, outermost first. Inline up to rank 4 (no allocation for the
+/// tensors that make up nearly every real file).
+pub type Shape = smallvec::SmallVec<[u64; 4]>;
+
+/// A tensor's parts: inline for one (dense tensors), allocated for sparse or quantized ones.
+pub type Parts = smallvec::SmallVec<[Part; 1]>;
+
 /// Which file format (and version) an index was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
@@ -61,9 +68,9 @@ pub struct Part {
 pub struct TensorInfo {
     pub name: String,
     pub dtype: DType,
-    pub shape: Vec<u64>,
+    pub shape: Shape,
     pub layout: Layout,
-    pub parts: Vec<Part>,
+    pub parts: Parts,
 }
 
 impl TensorInfo {

@@ -24,12 +24,16 @@ pub enum Backend {
 /// An opened file's bytes.
 #[derive(Debug)]
 pub enum Source {
-    Mmap(Mmap),
+    Mmap { map: Mmap, file: File },
     Pread { file: File, len: u64 },
 }
 
 /// Chunk size for streaming copies out of a pread source: bounded memory whatever the size.
 const COPY_CHUNK: usize = 8 << 20;
+
+/// From this size on, owned reads of a mapped file use `pread` rather than copying from the
+/// map (below it, a copy from the map saves the system call).
+const PREAD_THRESHOLD: usize = 1 << 20;
 
 impl Source {
     /// Opens `path` with the given backend. Empty files are not mapped (mmap of 0 bytes fails).
@@ -45,7 +49,7 @@ impl Source {
                 // is mapped could fault; our own writers replace files by rename, which keeps
                 // the mapped inode intact. Use `Backend::Pread` where that cannot be promised.
                 let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::from(e).in_file(path))?;
-                Ok(Source::Mmap(map))
+                Ok(Source::Mmap { map, file })
             }
             _ => Ok(Source::Pread { file, len }),
         }
@@ -53,7 +57,7 @@ impl Source {
 
     pub fn len(&self) -> u64 {
         match self {
-            Source::Mmap(m) => m.len() as u64,
+            Source::Mmap { map, .. } => map.len() as u64,
             Source::Pread { len, .. } => *len,
         }
     }
@@ -77,7 +81,9 @@ impl Source {
     pub fn bytes(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
         self.check(&range)?;
         match self {
-            Source::Mmap(m) => Ok(Cow::Borrowed(&m[range.start as usize..range.end as usize])),
+            Source::Mmap { map, .. } => Ok(Cow::Borrowed(
+                &map[range.start as usize..range.end as usize],
+            )),
             Source::Pread { .. } => {
                 let mut buf = vec![0u8; (range.end - range.start) as usize];
                 self.read_exact_at(range.start, &mut buf)?;
@@ -86,42 +92,37 @@ impl Source {
         }
     }
 
-    /// Fills `buf` from `offset`. For a map this is a copy; for pread, one system call per
-    /// chunk straight into `buf` (no page-fault cost: the fastest way to own a tensor's bytes).
+    /// Fills `buf` from `offset`: a single copy either way. Large reads use `pread` even when
+    /// the file is mapped: the kernel copies straight from the page cache into `buf`, with no
+    /// page faults on the map and no source pages left resident in this process.
     pub fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let end = offset
             .checked_add(buf.len() as u64)
-            .ok_or(ErrorKind::Truncated {
+            .ok_or_else(|| ErrorKind::Truncated {
                 needed: u64::MAX,
                 available: self.len(),
             })?;
         self.check(&(offset..end))?;
         match self {
-            Source::Mmap(m) => {
-                buf.copy_from_slice(&m[offset as usize..end as usize]);
+            Source::Mmap { map, .. } if buf.len() < PREAD_THRESHOLD => {
+                buf.copy_from_slice(&map[offset as usize..end as usize]);
                 Ok(())
             }
-            Source::Pread { file, .. } => Ok(file.read_exact_at(buf, offset)?),
+            Source::Mmap { file, .. } | Source::Pread { file, .. } => {
+                Ok(file.read_exact_at(buf, offset)?)
+            }
         }
     }
 
-    /// Writes the bytes of `range` to `out` without holding more than a chunk in memory.
+    /// Writes the bytes of `range` to `out` through a bounded buffer. Reads go through the
+    /// file even when it is mapped: copying out of the map would leave every page of the
+    /// source resident in this process until the end.
     pub fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
         self.check(&range)?;
-        match self {
-            Source::Mmap(m) => {
-                // Copy through a bounded buffer too: writing straight from the map would keep
-                // every page of the source resident until the end.
-                copy_chunked(range, out, |off, buf| {
-                    let s = off as usize;
-                    buf.copy_from_slice(&m[s..s + buf.len()]);
-                    Ok(())
-                })
-            }
-            Source::Pread { file, .. } => {
-                copy_chunked(range, out, |off, buf| Ok(file.read_exact_at(buf, off)?))
-            }
-        }
+        let file = match self {
+            Source::Mmap { file, .. } | Source::Pread { file, .. } => file,
+        };
+        copy_chunked(range, out, |off, buf| Ok(file.read_exact_at(buf, off)?))
     }
 }
 

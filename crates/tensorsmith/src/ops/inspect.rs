@@ -43,7 +43,7 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
             json!({
                 "name": t.name,
                 "dtype": t.dtype.safetensors_name(),
-                "shape": t.shape,
+                "shape": t.shape.as_slice(),
                 "parameters": t.elements(),
                 "byte_length": t.byte_len(),
                 "data_offsets": [r.start - index.header_len, r.end - index.header_len],

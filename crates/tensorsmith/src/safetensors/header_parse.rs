@@ -6,32 +6,41 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Encoding, Layout, Part, Shape, TensorInfo};
 use std::borrow::Cow;
 
 /// Deepest nesting accepted inside ignored values (serde_json's default recursion limit).
 const MAX_DEPTH: usize = 128;
 
-pub(crate) struct RawTensor<'a> {
-    pub name: Cow<'a, str>,
-    pub dtype: DType,
-    pub shape: Vec<u64>,
-    pub begin: u64,
-    pub end: u64,
-}
-
+/// What the header says, before the layout rules are checked. Each tensor's one part holds
+/// its `data_offsets` as they are written: relative to the start of the data.
 pub(crate) struct RawHeader<'a> {
     pub metadata: Vec<(Cow<'a, str>, Cow<'a, str>)>,
-    pub tensors: Vec<RawTensor<'a>>,
+    pub tensors: Vec<TensorInfo>,
 }
 
-pub(crate) fn parse(text: &str, packed_ints: bool) -> Result<RawHeader<'_>> {
+/// Parses the header bytes. UTF-8 is checked where it can occur (inside strings; anywhere
+/// else a non-ASCII byte is not JSON), which spares a separate pass over the whole header.
+pub(crate) fn parse(text: &[u8], packed_ints: bool) -> Result<RawHeader<'_>> {
     let mut p = Parser {
-        s: text.as_bytes(),
+        s: text,
         pos: 0,
         packed_ints,
     };
     p.header()
 }
+
+/// Bytes that need no attention inside a string: everything but `"`, `\\`, control
+/// characters and non-ASCII bytes.
+static PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0x20;
+    while i < 0x80 {
+        t[i] = i != b'"' as usize && i != b'\\' as usize;
+        i += 1;
+    }
+    t
+};
 
 struct Parser<'a> {
     s: &'a [u8],
@@ -76,6 +85,13 @@ impl<'a> Parser<'a> {
         match self.peek() {
             None => self.json_err(&format!("unexpected end, expected {what}")),
             Some(0) => ErrorKind::HeaderNulPadding { offset: self.pos }.into(),
+            Some(0x80..) => match std::str::from_utf8(self.s) {
+                Err(e) => ErrorKind::HeaderNotUtf8 {
+                    offset: e.valid_up_to(),
+                }
+                .into(),
+                Ok(_) => self.json_err(&format!("expected {what}")),
+            },
             Some(_) => self.json_err(&format!("expected {what}")),
         }
     }
@@ -89,9 +105,12 @@ impl<'a> Parser<'a> {
             }
             _ => return Err(self.unexpected("'{'")),
         }
+        // Each entry takes at least 48 bytes (`"":{"dtype":"U8","shape":[],"data_offsets":[0,0]},`),
+        // so this bound never needs a regrowth (which would copy every entry) and never
+        // exceeds what the header's size allows.
         let mut out = RawHeader {
             metadata: Vec::new(),
-            tensors: Vec::new(),
+            tensors: Vec::with_capacity(self.s.len() / 48),
         };
         let mut seen_metadata = false;
         self.ws();
@@ -182,20 +201,26 @@ impl<'a> Parser<'a> {
         Ok(out)
     }
 
-    fn tensor(&mut self, name: Cow<'a, str>) -> Result<RawTensor<'a>> {
-        self.tensor_body()
-            .map(|(dtype, shape, (begin, end))| RawTensor {
-                name: name.clone(),
+    fn tensor(&mut self, name: Cow<'a, str>) -> Result<TensorInfo> {
+        match self.tensor_body() {
+            Ok((dtype, shape, (begin, end))) => Ok(TensorInfo {
+                name: name.into_owned(),
                 dtype,
                 shape,
-                begin,
-                end,
-            })
-            .map_err(|e| e.at_tensor(&name))
+                layout: Layout::Dense,
+                parts: smallvec::smallvec![Part {
+                    role: "data",
+                    dtype,
+                    range: begin..end,
+                    encoding: Encoding::Raw,
+                }],
+            }),
+            Err(e) => Err(e.at_tensor(&name)),
+        }
     }
 
     #[allow(clippy::type_complexity)]
-    fn tensor_body(&mut self) -> Result<(DType, Vec<u64>, (u64, u64))> {
+    fn tensor_body(&mut self) -> Result<(DType, Shape, (u64, u64))> {
         if self.peek() != Some(b'{') {
             // Still check it is JSON, so syntax errors are reported as such.
             self.skip_value(0)?;
@@ -231,7 +256,9 @@ impl<'a> Parser<'a> {
                         if shape.is_some() {
                             return Err(ErrorKind::DuplicateField { field: "shape" }.into());
                         }
-                        shape = Some(self.u64_array("shape")?);
+                        let mut v = Shape::new();
+                        self.u64_array("shape", &mut v)?;
+                        shape = Some(v);
                     }
                     "data_offsets" => {
                         if offsets.is_some() {
@@ -240,7 +267,8 @@ impl<'a> Parser<'a> {
                             }
                             .into());
                         }
-                        let v = self.u64_array("data_offsets")?;
+                        let mut v = smallvec::SmallVec::<[u64; 2]>::new();
+                        self.u64_array("data_offsets", &mut v)?;
                         if v.len() != 2 {
                             return Err(field_err(
                                 "data_offsets",
@@ -262,25 +290,28 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        let dtype = dtype.ok_or(ErrorKind::MissingField { field: "dtype" })?;
-        let shape = shape.ok_or(ErrorKind::MissingField { field: "shape" })?;
-        let offsets = offsets.ok_or(ErrorKind::MissingField {
+        let dtype = dtype.ok_or_else(|| ErrorKind::MissingField { field: "dtype" })?;
+        let shape = shape.ok_or_else(|| ErrorKind::MissingField { field: "shape" })?;
+        let offsets = offsets.ok_or_else(|| ErrorKind::MissingField {
             field: "data_offsets",
         })?;
         Ok((dtype, shape, offsets))
     }
 
-    fn u64_array(&mut self, field: &'static str) -> Result<Vec<u64>> {
+    fn u64_array<A: smallvec::Array<Item = u64>>(
+        &mut self,
+        field: &'static str,
+        v: &mut smallvec::SmallVec<A>,
+    ) -> Result<()> {
         const EXPECTED: &str = "an array of non-negative integers";
         if self.peek() != Some(b'[') {
             return Err(field_err(field, EXPECTED));
         }
         self.pos += 1;
-        let mut v = Vec::new();
         self.ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(v);
+            return Ok(());
         }
         loop {
             self.ws();
@@ -290,7 +321,7 @@ impl<'a> Parser<'a> {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(v);
+                    return Ok(());
                 }
                 _ => return Err(self.unexpected("',' or ']'")),
             }
@@ -300,19 +331,31 @@ impl<'a> Parser<'a> {
     fn u64_number(&mut self, field: &'static str) -> Result<u64> {
         const EXPECTED: &str = "an array of non-negative integers";
         let start = self.pos;
+        let s = self.s;
+        let mut end = start;
+        while end < s.len() && s[end].is_ascii_digit() {
+            end += 1;
+        }
+        self.pos = end;
+        let digits = end - start;
+        // Up to 19 digits cannot overflow a u64; only longer runs need checked arithmetic.
         let mut n: u64 = 0;
         let mut overflow = false;
-        while let Some(c @ b'0'..=b'9') = self.peek() {
-            match n
-                .checked_mul(10)
-                .and_then(|x| x.checked_add(u64::from(c - b'0')))
-            {
-                Some(x) => n = x,
-                None => overflow = true,
+        if digits <= 19 {
+            for &c in &s[start..end] {
+                n = n * 10 + u64::from(c - b'0');
             }
-            self.pos += 1;
+        } else {
+            for &c in &s[start..end] {
+                match n
+                    .checked_mul(10)
+                    .and_then(|x| x.checked_add(u64::from(c - b'0')))
+                {
+                    Some(x) => n = x,
+                    None => overflow = true,
+                }
+            }
         }
-        let digits = self.pos - start;
         if digits == 0 {
             // Not an unsigned integer: is it another JSON value (a type error) or garbage?
             self.skip_value(0)?;
@@ -444,23 +487,26 @@ impl<'a> Parser<'a> {
         self.pos += 1;
         let start = self.pos;
         let s = self.s;
-        // Fast path: scan to the closing quote.
+        // Fast path: scan to the closing quote, noting whether any byte is non-ASCII.
         let mut i = start;
+        let mut ascii = true;
         while i < s.len() {
-            match s[i] {
-                b'"' => {
-                    self.pos = i + 1;
-                    // Input is valid UTF-8 and we stopped at an ASCII byte: a char boundary.
-                    let text = std::str::from_utf8(&s[start..i]).expect("header is UTF-8");
-                    return Ok(Cow::Borrowed(text));
+            let c = s[i];
+            if !PLAIN[c as usize] {
+                match c {
+                    b'"' => {
+                        self.pos = i + 1;
+                        return self.utf8(start, &s[start..i], ascii).map(Cow::Borrowed);
+                    }
+                    b'\\' => break,
+                    0x80.. => ascii = false,
+                    _ => {
+                        self.pos = i;
+                        return Err(self.control_char_err());
+                    }
                 }
-                b'\\' => break,
-                c if c < 0x20 => {
-                    self.pos = i;
-                    return Err(self.control_char_err());
-                }
-                _ => i += 1,
             }
+            i += 1;
         }
         if i >= s.len() {
             self.pos = i;
@@ -476,8 +522,13 @@ impl<'a> Parser<'a> {
             match c {
                 b'"' => {
                     self.pos += 1;
-                    let text = String::from_utf8(buf).expect("unescaped UTF-8 stays UTF-8");
-                    return Ok(Cow::Owned(text));
+                    return match String::from_utf8(buf) {
+                        Ok(text) => Ok(Cow::Owned(text)),
+                        Err(e) => Err(ErrorKind::HeaderNotUtf8 {
+                            offset: start + e.utf8_error().valid_up_to(),
+                        }
+                        .into()),
+                    };
                 }
                 b'\\' => {
                     self.pos += 1;
@@ -512,6 +563,19 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+    }
+
+    fn utf8(&self, start: usize, bytes: &'a [u8], ascii: bool) -> Result<&'a str> {
+        if ascii {
+            // SAFETY: every byte is below 0x80, and ASCII is UTF-8.
+            return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+        }
+        std::str::from_utf8(bytes).map_err(|e| {
+            ErrorKind::HeaderNotUtf8 {
+                offset: start + e.valid_up_to(),
+            }
+            .into()
+        })
     }
 
     fn control_char_err(&self) -> Error {
@@ -566,7 +630,7 @@ mod tests {
     use super::*;
 
     fn kind(text: &str) -> ErrorKind {
-        match parse(text, false) {
+        match parse(text.as_bytes(), false) {
             Ok(_) => panic!("accepted {text:?}"),
             Err(e) => {
                 let Error { .. } = e;
@@ -585,7 +649,7 @@ mod tests {
     #[test]
     fn parses_escaped_and_plain_names() {
         let h = parse(
-            r#" {"a\"b\u00e9\ud83d\ude00":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":[1,{"y":null}]},
+            br#" {"a\"b\u00e9\ud83d\ude00":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":[1,{"y":null}]},
                 "__metadata__":{"k":"v"}} "#,
             false,
         )
@@ -620,7 +684,7 @@ mod tests {
         ] {
             let text =
                 format!("{{\"a\":{{\"dtype\":\"F32\",\"shape\":{bad},\"data_offsets\":[0,4]}}}}");
-            let e = parse(&text, false).err().expect(bad);
+            let e = parse(text.as_bytes(), false).err().expect(bad);
             assert!(
                 matches!(e.kind(), ErrorKind::BadField { field: "shape", .. }),
                 "{bad}: {e}"

@@ -2,9 +2,9 @@
 //! (FORMAT-NOTES §1.2), in its order, plus the ones it misses (duplicate keys, checked
 //! arithmetic). Nothing is handed out before the whole header has been validated.
 
-use super::header_parse::{self, RawTensor};
+use super::header_parse;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Encoding, Format, Layout, MetaValue, Part, TensorIndex, TensorInfo};
+use crate::index::{Format, MetaValue, TensorIndex, TensorInfo};
 use crate::source::{Backend, Source};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -64,40 +64,41 @@ pub fn header_len(first8: &[u8], file_len: u64, opts: &ReadOptions) -> Result<u6
 /// Validates a header (the `N` JSON bytes after the length) for a file of `file_len` bytes
 /// and builds its index.
 pub fn parse_header(json: &[u8], file_len: u64, opts: &ReadOptions) -> Result<TensorIndex> {
-    let text = std::str::from_utf8(json).map_err(|e| ErrorKind::HeaderNotUtf8 {
-        offset: e.valid_up_to(),
-    })?;
-    let raw = header_parse::parse(text, opts.packed_ints)?;
+    let raw = header_parse::parse(json, opts.packed_ints)?;
     let data_start = N_LEN + json.len() as u64;
+    let mut tensors = raw.tensors;
 
-    let mut names: HashSet<&str> = HashSet::with_capacity(raw.tensors.len());
-    for t in &raw.tensors {
-        if !names.insert(t.name.as_ref()) {
-            return Err(Error::new(ErrorKind::DuplicateKey).at_tensor(&t.name));
-        }
+    if let Some(dup) = find_duplicate(&tensors) {
+        return Err(Error::new(ErrorKind::DuplicateKey).at_tensor(dup));
     }
-    drop(names);
 
     // The reference sorts by offsets, then walks: each tensor must start where the previous
-    // one ended. Sort positions, not entries, so equal offsets keep header order.
-    let mut order: Vec<u32> = (0..raw.tensors.len() as u32).collect();
-    order.sort_by_key(|&i| {
-        let t = &raw.tensors[i as usize];
-        (t.begin, t.end)
-    });
-    let mut expected = 0u64;
-    for &i in &order {
-        let t = &raw.tensors[i as usize];
-        check_tensor(t, expected).map_err(|e| e.at_tensor(&t.name))?;
-        expected = t.end;
+    // one ended. Writers lay data out in header order, so this is usually sorted already; the
+    // sort is stable, so equal offsets keep header order.
+    let key = |t: &TensorInfo| (t.parts[0].range.start, t.parts[0].range.end);
+    if !tensors.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+        tensors.sort_by_key(key);
     }
     let available = file_len - data_start;
-    if expected > available {
-        return Err(ErrorKind::Truncated {
-            needed: expected,
-            available,
+    let mut expected = 0u64;
+    for t in &mut tensors {
+        check_tensor(t, expected).map_err(|e| e.at_tensor(&t.name))?;
+        let r = &mut t.parts[0].range;
+        expected = r.end;
+        // Offsets become absolute; checked so a truncated file cannot overflow them.
+        match (
+            data_start.checked_add(r.start),
+            data_start.checked_add(r.end),
+        ) {
+            (Some(b), Some(e)) if r.end <= available => *r = b..e,
+            _ => {
+                return Err(ErrorKind::Truncated {
+                    needed: r.end,
+                    available,
+                }
+                .into())
+            }
         }
-        .into());
     }
     if expected < available {
         return Err(ErrorKind::TrailingBytes {
@@ -105,26 +106,6 @@ pub fn parse_header(json: &[u8], file_len: u64, opts: &ReadOptions) -> Result<Te
         }
         .into());
     }
-
-    let mut slots: Vec<Option<RawTensor>> = raw.tensors.into_iter().map(Some).collect();
-    let tensors = order
-        .iter()
-        .map(|&i| {
-            let t = slots[i as usize].take().expect("each position once");
-            TensorInfo {
-                name: t.name.into_owned(),
-                dtype: t.dtype,
-                shape: t.shape,
-                layout: Layout::Dense,
-                parts: vec![Part {
-                    role: "data",
-                    dtype: t.dtype,
-                    range: data_start + t.begin..data_start + t.end,
-                    encoding: Encoding::Raw,
-                }],
-            }
-        })
-        .collect();
     let metadata: BTreeMap<String, MetaValue> = raw
         .metadata
         .into_iter()
@@ -139,25 +120,74 @@ pub fn parse_header(json: &[u8], file_len: u64, opts: &ReadOptions) -> Result<Te
     })
 }
 
-fn check_tensor(t: &RawTensor, expected_begin: u64) -> Result<()> {
-    if t.begin > expected_begin {
+/// The first name that appears twice, if any. Hashes names once into a set of 64-bit hashes
+/// (cheap to insert); only when two hashes meet are the names themselves compared.
+fn find_duplicate(tensors: &[TensorInfo]) -> Option<&str> {
+    use std::hash::BuildHasher;
+    let state = foldhash::fast::RandomState::default();
+    let mut hashes: HashSet<u64, PassThrough> =
+        HashSet::with_capacity_and_hasher(tensors.len(), PassThrough);
+    let collided = tensors
+        .iter()
+        .any(|t| !hashes.insert(state.hash_one(t.name.as_bytes())));
+    if !collided {
+        return None;
+    }
+    let mut names: HashSet<&str, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(tensors.len(), Default::default());
+    tensors
+        .iter()
+        .find(|t| !names.insert(t.name.as_str()))
+        .map(|t| t.name.as_str())
+}
+
+/// A hasher for keys that are already hashes.
+#[derive(Default, Clone, Copy)]
+struct PassThrough;
+
+impl std::hash::BuildHasher for PassThrough {
+    type Hasher = PassThroughHasher;
+    fn build_hasher(&self) -> PassThroughHasher {
+        PassThroughHasher(0)
+    }
+}
+
+struct PassThroughHasher(u64);
+
+impl std::hash::Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+fn check_tensor(t: &TensorInfo, expected_begin: u64) -> Result<()> {
+    let (begin, end) = (t.parts[0].range.start, t.parts[0].range.end);
+    if begin > expected_begin {
         return Err(ErrorKind::Hole {
-            begin: t.begin,
+            begin: begin,
             expected: expected_begin,
         }
         .into());
     }
-    if t.begin < expected_begin {
+    if begin < expected_begin {
         return Err(ErrorKind::Overlap {
-            begin: t.begin,
+            begin: begin,
             expected: expected_begin,
         }
         .into());
     }
-    if t.end < t.begin {
+    if end < begin {
         return Err(ErrorKind::OffsetsReversed {
-            begin: t.begin,
-            end: t.end,
+            begin: begin,
+            end: end,
         }
         .into());
     }
@@ -165,10 +195,10 @@ fn check_tensor(t: &RawTensor, expected_begin: u64) -> Result<()> {
         .shape
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .ok_or(ErrorKind::ShapeOverflow)?;
+        .ok_or_else(|| ErrorKind::ShapeOverflow)?;
     let bits = elements
         .checked_mul(u64::from(t.dtype.bits()))
-        .ok_or(ErrorKind::ShapeOverflow)?;
+        .ok_or_else(|| ErrorKind::ShapeOverflow)?;
     if bits % 8 != 0 {
         return Err(ErrorKind::PartialByte {
             elements,
@@ -176,10 +206,10 @@ fn check_tensor(t: &RawTensor, expected_begin: u64) -> Result<()> {
         }
         .into());
     }
-    if bits / 8 != t.end - t.begin {
+    if bits / 8 != end - begin {
         return Err(ErrorKind::SizeMismatch {
             expected: bits / 8,
-            actual: t.end - t.begin,
+            actual: end - begin,
         }
         .into());
     }
