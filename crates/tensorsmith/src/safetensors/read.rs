@@ -172,33 +172,27 @@ fn check_tensor(t: &TensorInfo, expected_begin: u64) -> Result<()> {
     let (begin, end) = (t.parts[0].range.start, t.parts[0].range.end);
     if begin > expected_begin {
         return Err(ErrorKind::Hole {
-            begin: begin,
+            begin,
             expected: expected_begin,
         }
         .into());
     }
     if begin < expected_begin {
         return Err(ErrorKind::Overlap {
-            begin: begin,
+            begin,
             expected: expected_begin,
         }
         .into());
     }
     if end < begin {
-        return Err(ErrorKind::OffsetsReversed {
-            begin: begin,
-            end: end,
-        }
-        .into());
+        return Err(ErrorKind::OffsetsReversed { begin, end }.into());
     }
-    let elements = t
-        .shape
-        .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| ErrorKind::ShapeOverflow)?;
-    let bits = elements
-        .checked_mul(u64::from(t.dtype.bits()))
-        .ok_or_else(|| ErrorKind::ShapeOverflow)?;
+    let Some(elements) = t.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)) else {
+        return Err(ErrorKind::ShapeOverflow.into());
+    };
+    let Some(bits) = elements.checked_mul(u64::from(t.dtype.bits())) else {
+        return Err(ErrorKind::ShapeOverflow.into());
+    };
     if bits % 8 != 0 {
         return Err(ErrorKind::PartialByte {
             elements,
