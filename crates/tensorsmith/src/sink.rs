@@ -40,6 +40,7 @@ impl AtomicFile {
             })?
             .to_string_lossy()
             .into_owned();
+        remove_stale_temps(&dir, &file_name);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -97,6 +98,34 @@ impl AtomicFile {
     }
 }
 
+/// Removes temporary files that an earlier write to the same destination left behind when
+/// its process was killed. A temp file names its writer's pid; it is stale when that process
+/// no longer runs (known through /proc; where there is no /proc nothing is removed).
+pub fn remove_stale_temps(dir: &Path, file_name: &str) -> usize {
+    if !Path::new("/proc/self").exists() {
+        return 0;
+    }
+    let prefix = format!(".{file_name}{TEMP_MARKER}");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.out.as_mut().expect("not yet committed").write(buf)?;
@@ -129,6 +158,32 @@ impl Drop for AtomicFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_write_removes_temps_of_dead_writers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("m.safetensors");
+        // pid 0x7fffffff is above Linux's pid_max, so it never runs.
+        let dead = dir
+            .path()
+            .join(format!(".m.safetensors{TEMP_MARKER}2147483647.0.0"));
+        let live = dir.path().join(format!(".m.safetensors{TEMP_MARKER}1.0.0"));
+        let other = dir
+            .path()
+            .join(format!(".n.safetensors{TEMP_MARKER}2147483647.0.0"));
+        for p in [&dead, &live, &other] {
+            std::fs::write(p, b"partial").unwrap();
+        }
+        let mut f = AtomicFile::create(&dest).unwrap();
+        f.write_all(b"x").unwrap();
+        f.commit().unwrap();
+        assert!(!dead.exists(), "stale temp of a dead writer survives");
+        assert!(
+            live.exists(),
+            "temp of a running process (pid 1) was removed"
+        );
+        assert!(other.exists(), "temp of another destination was removed");
+    }
 
     #[test]
     fn nothing_appears_until_commit_and_abandoned_writes_leave_nothing() {

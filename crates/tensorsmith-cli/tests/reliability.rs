@@ -1,0 +1,414 @@
+//! Reliability of the `tensorsmith` binary: killed writers, full disks and hostile headers.
+//!
+//! - `convert` killed (SIGKILL) at random points leaves the destination holding either the
+//!   previous complete file or the new complete file, never anything else; leftovers are
+//!   temporary files, and the next write to that destination removes them.
+//! - `convert` onto a filesystem that fills up fails with exit 2 and "No space left", and
+//!   leaves neither a partial file nor a temporary file behind.
+//! - headers that claim terabytes, huge shapes, deep nesting or millions of tensors are
+//!   refused (or handled) within a small address-space limit: memory follows the real file
+//!   size, not what the file claims.
+//!
+//! Quick by default; `TS_RELIABILITY_KILLS=N` sets the number of kills (default 12).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tensorsmith::dtype::DType;
+use tensorsmith::safetensors::Writer;
+use tensorsmith::sink::TEMP_MARKER;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+}
+
+fn run(args: &[&std::ffi::OsStr]) -> Output {
+    bin().args(args).output().expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A small deterministic generator (xorshift64*), seeded from the clock and printed, so a
+/// failing run can be repeated with `TS_RELIABILITY_SEED`.
+struct Rng(u64);
+
+impl Rng {
+    fn from_env() -> Rng {
+        let seed = std::env::var("TS_RELIABILITY_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("TS_RELIABILITY_SEED={seed}");
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Writes a safetensors file of `tensors` F32 tensors of `floats` elements each, filled
+/// from `fill`.
+fn write_f32_file(path: &Path, tensors: usize, floats: usize, fill: u32) {
+    let mut w = Writer::new();
+    for i in 0..tensors {
+        let data: Vec<u8> = (0..floats)
+            .flat_map(|j| {
+                (((i * floats + j) as u32).wrapping_mul(2_654_435_761) ^ fill).to_le_bytes()
+            })
+            .collect();
+        w.add(
+            &format!("layer.{i}.weight"),
+            DType::F32,
+            &[floats as u64],
+            data,
+        )
+        .unwrap();
+    }
+    w.write_file(path).unwrap();
+}
+
+fn temps_of(dir: &Path, file_name: &str) -> Vec<PathBuf> {
+    let prefix = format!(".{file_name}{TEMP_MARKER}");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+fn kill_count() -> usize {
+    std::env::var("TS_RELIABILITY_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kills
+
+#[test]
+fn convert_killed_at_random_points_leaves_old_or_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    write_f32_file(&input, 16, 1 << 19, 0x5eed); // 32 MiB of F32
+    let dest = dir.path().join("out.safetensors");
+    let old = dir.path().join("old.safetensors");
+    write_f32_file(&old, 3, 1000, 0x01d);
+    let old_bytes = std::fs::read(&old).unwrap();
+
+    // The new file, and how long a whole conversion takes here.
+    let reference = dir.path().join("new.safetensors");
+    let t = Instant::now();
+    let o = run(&[
+        "convert".as_ref(),
+        input.as_os_str(),
+        reference.as_os_str(),
+        "--dtype".as_ref(),
+        "BF16".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let full = t.elapsed();
+    let new_bytes = std::fs::read(&reference).unwrap();
+
+    let mut rng = Rng::from_env();
+    let kills = kill_count();
+    let (mut saw_old, mut saw_new, mut saw_temp) = (0, 0, 0);
+    for round in 0..kills {
+        // Each round starts from the old file (or whatever the last round left).
+        if round % 2 == 0 {
+            std::fs::copy(&old, &dest).unwrap();
+        }
+        let before = std::fs::read(&dest).unwrap();
+        let delay = Duration::from_micros(rng.below(full.as_micros() as u64 * 6 / 5));
+        let mut child = bin()
+            .args(["convert".as_ref(), input.as_os_str(), dest.as_os_str()])
+            .args(["--dtype", "BF16"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill(); // SIGKILL; the process may already have finished
+        child.wait().unwrap();
+
+        let after = std::fs::read(&dest).expect("the destination still exists");
+        if after == new_bytes {
+            saw_new += 1;
+        } else {
+            assert_eq!(
+                after, before,
+                "round {round}, killed after {delay:?}: destination is neither old nor new"
+            );
+            saw_old += 1;
+        }
+        let temps = temps_of(dir.path(), "out.safetensors");
+        saw_temp += temps.len();
+        for t in &temps {
+            // A leftover is only ever a prefix of the new file (the writer appends in order).
+            let b = std::fs::read(t).unwrap();
+            assert!(
+                new_bytes.starts_with(&b),
+                "temp {} is not a prefix",
+                t.display()
+            );
+        }
+    }
+    eprintln!(
+        "{kills} kills over {full:?}: destination old {saw_old}, new {saw_new}; {saw_temp} temp files left"
+    );
+
+    // The next write to the destination removes the dead writers' temps.
+    let o = run(&[
+        "convert".as_ref(),
+        input.as_os_str(),
+        dest.as_os_str(),
+        "--dtype".as_ref(),
+        "BF16".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&dest).unwrap(), new_bytes);
+    assert_eq!(
+        temps_of(dir.path(), "out.safetensors"),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(old_bytes, std::fs::read(&old).unwrap());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Full disk
+
+/// A tmpfs of `kib` KiB mounted on a fresh folder, unmounted on drop. `None` where this
+/// process may not mount (not root, or no mount permission in this container).
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount(kib: u64) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        ok.then_some(SmallFs { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn convert_onto_a_full_disk_fails_cleanly_and_keeps_the_old_file() {
+    let Some(fs) = SmallFs::mount(1024) else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); full-disk test not run");
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let input = src.path().join("in.safetensors");
+    write_f32_file(&input, 4, 1 << 18, 7); // 4 MiB: more than the 1 MiB filesystem holds
+
+    // No previous file: nothing may appear.
+    let dest = fs.path().join("out.safetensors");
+    let o = run(&["convert".as_ref(), input.as_os_str(), dest.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let msg = stderr(&o);
+    assert!(msg.contains("No space left"), "unclear error: {msg}");
+    assert!(
+        msg.contains("out.safetensors"),
+        "error does not name the file: {msg}"
+    );
+    assert!(
+        !dest.exists(),
+        "a partial file appeared under the final name"
+    );
+    assert_eq!(
+        temps_of(fs.path(), "out.safetensors"),
+        Vec::<PathBuf>::new()
+    );
+
+    // A previous file stays whole.
+    let small = src.path().join("small.safetensors");
+    write_f32_file(&small, 2, 1000, 9);
+    std::fs::copy(&small, &dest).unwrap();
+    let o = run(&["convert".as_ref(), input.as_os_str(), dest.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&dest).unwrap(),
+        std::fs::read(&small).unwrap()
+    );
+    assert_eq!(
+        temps_of(fs.path(), "out.safetensors"),
+        Vec::<PathBuf>::new()
+    );
+
+    // And the filesystem has its space back: a file that fits converts.
+    let o = run(&["convert".as_ref(), small.as_os_str(), dest.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resource bounds
+
+/// Runs the binary with its address space limited to `mib` MiB (`ulimit -v`). An allocation
+/// sized by what a file claims would fail and abort instead of exiting with 2.
+fn run_limited(mib: u64, args: &[&str]) -> Output {
+    let exe = env!("CARGO_BIN_EXE_tensorsmith");
+    let mut script = format!("ulimit -v {} && exec '{exe}'", mib * 1024);
+    for a in args {
+        script.push_str(&format!(" '{a}'"));
+    }
+    Command::new("sh").arg("-c").arg(script).output().unwrap()
+}
+
+fn file_with_header(dir: &Path, name: &str, n_field: u64, json: &[u8], data: usize) -> String {
+    let mut b = n_field.to_le_bytes().to_vec();
+    b.extend_from_slice(json);
+    b.resize(b.len() + data, 0);
+    let p = dir.join(name);
+    std::fs::write(&p, b).unwrap();
+    p.to_str().unwrap().to_owned()
+}
+
+/// Address space the binary may use in these tests: a fraction of what any claim would need.
+const LIMIT_MIB: u64 = 256;
+
+/// Asserts that `cmd` refused the file `name`: `validate` reports it invalid (exit 1, a line
+/// on stdout), other commands fail (exit 2, a message on stderr); either way the file is named.
+fn assert_refused(cmd: &str, o: &Output, name: &str) -> String {
+    let (code, msg) = if cmd == "validate" {
+        (1, String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        (2, stderr(o))
+    };
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{cmd} {name}: {msg}{}",
+        stderr(o)
+    );
+    assert!(
+        msg.contains(name),
+        "{cmd} {name}: message does not name the file: {msg}"
+    );
+    msg
+}
+
+#[test]
+fn a_header_length_of_a_terabyte_is_refused_without_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_header(dir.path(), "tb.safetensors", 1 << 40, b"{}", 0);
+    let o = run_limited(LIMIT_MIB, &["inspect", &f]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("tb.safetensors"));
+    // Raising the limit past the claim: the claim is then checked against the file size.
+    let o = run_limited(
+        LIMIT_MIB,
+        &["inspect", "--max-header-size", "2000000000000", &f],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn tensors_claiming_a_terabyte_or_overflowing_shapes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str); 3] = [
+        (
+            "claims_tb.safetensors",
+            r#"{"t":{"dtype":"F32","shape":[262144,1048576],"data_offsets":[0,1099511627776]}}"#,
+        ),
+        (
+            "overflow_shape.safetensors",
+            r#"{"t":{"dtype":"F64","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}"#,
+        ),
+        (
+            "offset_past_u64.safetensors",
+            r#"{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,18446744073709551616]}}"#,
+        ),
+    ];
+    for (name, json) in cases {
+        let f = file_with_header(dir.path(), name, json.len() as u64, json.as_bytes(), 8);
+        for cmd in ["inspect", "validate"] {
+            let o = run_limited(LIMIT_MIB, &[cmd, &f]);
+            assert_refused(cmd, &o, name);
+        }
+    }
+}
+
+#[test]
+fn deeply_nested_json_is_refused_without_exhausting_the_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let depth = 1_000_000;
+    // Unknown keys of a tensor entry are skipped, whatever their value: the one place where
+    // the parser walks arbitrary JSON.
+    let mut json = br#"{"t":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":"#.to_vec();
+    json.extend(std::iter::repeat_n(b'[', depth));
+    json.extend(std::iter::repeat_n(b']', depth));
+    json.extend_from_slice(b"}}");
+    let f = file_with_header(dir.path(), "deep.safetensors", json.len() as u64, &json, 0);
+    let o = run_limited(LIMIT_MIB, &["validate", &f]);
+    let msg = assert_refused("validate", &o, "deep.safetensors");
+    assert!(msg.contains("nest"), "{msg}");
+}
+
+#[test]
+fn a_million_tensor_header_opens_in_memory_proportional_to_the_file() {
+    // Two million zero-size tensors: a 110 MB header (over the default limit, so raised).
+    // Memory stays a small multiple of the header; a reader that sized anything by a
+    // claimed count, or copied the header several times, would not fit in the limit.
+    let dir = tempfile::tempdir().unwrap();
+    let count = 2_000_000;
+    let mut json = Vec::with_capacity(count * 56);
+    json.push(b'{');
+    for i in 0..count {
+        if i > 0 {
+            json.push(b',');
+        }
+        json.extend_from_slice(
+            format!(r#""t{i:07}":{{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}"#).as_bytes(),
+        );
+    }
+    json.push(b'}');
+    let header_mib = json.len() as u64 >> 20;
+    let f = file_with_header(dir.path(), "many.safetensors", json.len() as u64, &json, 0);
+    drop(json);
+
+    let o = run_limited(LIMIT_MIB, &["validate", &f]);
+    let msg = assert_refused("validate", &o, "many.safetensors");
+    assert!(msg.contains("limit"), "{msg}");
+
+    let limit = (4 * header_mib + 96).max(LIMIT_MIB);
+    let o = run_limited(limit, &["validate", "--max-header-size", "200000000", &f]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "within {limit} MiB for a {header_mib} MiB header: {}",
+        stderr(&o)
+    );
+}

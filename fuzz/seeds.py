@@ -1,0 +1,39 @@
+"""Builds the seed corpora of the fuzz targets from the test vectors in tests/data.
+
+fuzz/seeds/<target>/ is rewritten each run; fuzz/corpus/<target>/ (what libFuzzer learns)
+is left alone. Called by scripts/fuzz.
+"""
+import pathlib
+import shutil
+import struct
+
+root = pathlib.Path(__file__).resolve().parent.parent
+seeds = root / "fuzz" / "seeds"
+shutil.rmtree(seeds, ignore_errors=True)
+
+
+def put(target, name, data):
+    d = seeds / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data)
+
+
+for f in sorted((root / "tests" / "data" / "safetensors").glob("*.safetensors")):
+    data = f.read_bytes()
+    put("safetensors_file", f.name, data)
+    if len(data) >= 8:
+        (n,) = struct.unpack("<Q", data[:8])
+        if n <= len(data) - 8:
+            rest = len(data) - 8 - n
+            if rest < 65536:
+                put("safetensors_header", f.name, struct.pack("<H", rest) + data[8 : 8 + n])
+
+# Casts: a selector byte then float bits of every kind (normal, subnormal, ties, inf, nan).
+specials = [0.0, -0.0, 1.0, 65504.0, 65520.0, 5.960464477539063e-08, 2.9802322387695312e-08,
+            1e-40, float("inf"), float("-inf"), float("nan"), 3.3895313892515355e38, 1.00048828125]
+f32 = b"".join(struct.pack("<f", x) for x in specials)
+f64 = b"".join(struct.pack("<d", x) for x in specials)
+for sel in range(32):
+    src = sel & 3
+    body = {0: f64, 1: f32, 2: f32[: len(f32) // 2 * 2], 3: f32[: len(f32) // 2 * 2]}[src]
+    put("cast", f"sel{sel:02d}", bytes([sel]) + body)
