@@ -62,6 +62,10 @@ pub enum ErrorKind {
     #[error("file is truncated: tensor data needs {needed} bytes but {available} remain")]
     Truncated { needed: u64, available: u64 },
 
+    // --- GGUF: one variant per rule, in its own enum
+    #[error("{0}")]
+    Gguf(#[from] crate::gguf::GgufRule),
+
     // --- use of an opened file
     #[error("no such tensor")]
     NoSuchTensor,

@@ -27,6 +27,7 @@
 pub mod cast;
 pub mod dtype;
 pub mod error;
+pub mod gguf;
 pub mod index;
 pub mod ops;
 pub mod safetensors;

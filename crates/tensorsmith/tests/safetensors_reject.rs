@@ -348,3 +348,20 @@ fn accepts_what_the_reference_accepts() {
         (8 + h.len() as u64 + 4)..(8 + h.len() as u64 + 8)
     );
 }
+
+/// Regression from the `safetensors_header` fuzz target (its first disagreement with the
+/// reference): a header naming a tensor twice. The reference's HashMap keeps the last entry
+/// and accepts the file, silently dropping a tensor; we refuse it (a documented divergence,
+/// which the fuzz target now allows).
+#[test]
+fn duplicate_tensor_names_accepted_by_the_reference_are_refused_here() {
+    let header = br#"{"m":{"dtype":"I32","shape":[3,4],"data_offsets":[0,48]},"s":{"dtype":"I32","shape":[],"data_offsets":[48,52]},"m":{"dtype":"I32","shape":[3,4],"data_offsets":[0,48]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.resize(bytes.len() + 52, 0);
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("reference accepts");
+    assert_eq!(meta.tensors().len(), 2, "the reference keeps one 'm'");
+    let e = tensorsmith::safetensors::parse_bytes(&bytes, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::DuplicateKey), "{e}");
+    assert_eq!(e.tensor(), Some("m"));
+}

@@ -1,0 +1,191 @@
+//! The ggml tensor types a GGUF file can name: id, name, and block geometry (elements per
+//! block, bytes per block), as in the `gguf` package's `GGML_QUANT_SIZES` (0.19.0). The
+//! plain types map to a [`DType`]; the block-quantized ones have no element dtype, and their
+//! byte lengths come from the block table, never from an element size.
+//!
+//! This is the one place that spells ggml type names.
+
+use crate::dtype::DType;
+use std::fmt;
+
+/// A ggml tensor type, by row of [`TABLE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GgmlType(u8);
+
+struct Row {
+    id: u32,
+    name: &'static str,
+    block_elements: u32,
+    block_bytes: u32,
+    dtype: Option<DType>,
+}
+
+const fn row(id: u32, name: &'static str, block_elements: u32, block_bytes: u32) -> Row {
+    Row {
+        id,
+        name,
+        block_elements,
+        block_bytes,
+        dtype: None,
+    }
+}
+
+const fn plain(id: u32, name: &'static str, bytes: u32, dtype: DType) -> Row {
+    Row {
+        id,
+        name,
+        block_elements: 1,
+        block_bytes: bytes,
+        dtype: Some(dtype),
+    }
+}
+
+/// Ids 4, 5 (old Q4_2/Q4_3) and 31-33, 36-38 (repacked variants) were removed from ggml and
+/// are unknown here, as they are to the reference reader.
+const TABLE: &[Row] = &[
+    plain(0, "f32", 4, DType::F32),
+    plain(1, "f16", 2, DType::F16),
+    row(2, "q4_0", 32, 18),
+    row(3, "q4_1", 32, 20),
+    row(6, "q5_0", 32, 22),
+    row(7, "q5_1", 32, 24),
+    row(8, "q8_0", 32, 34),
+    row(9, "q8_1", 32, 40),
+    row(10, "q2_k", 256, 84),
+    row(11, "q3_k", 256, 110),
+    row(12, "q4_k", 256, 144),
+    row(13, "q5_k", 256, 176),
+    row(14, "q6_k", 256, 210),
+    row(15, "q8_k", 256, 292),
+    row(16, "iq2_xxs", 256, 66),
+    row(17, "iq2_xs", 256, 74),
+    row(18, "iq3_xxs", 256, 98),
+    row(19, "iq1_s", 256, 50),
+    row(20, "iq4_nl", 32, 18),
+    row(21, "iq3_s", 256, 110),
+    row(22, "iq2_s", 256, 82),
+    row(23, "iq4_xs", 256, 136),
+    plain(24, "i8", 1, DType::I8),
+    plain(25, "i16", 2, DType::I16),
+    plain(26, "i32", 4, DType::I32),
+    plain(27, "i64", 8, DType::I64),
+    plain(28, "f64", 8, DType::F64),
+    row(29, "iq1_m", 256, 56),
+    plain(30, "bf16", 2, DType::BF16),
+    row(34, "tq1_0", 256, 54),
+    row(35, "tq2_0", 256, 66),
+    row(39, "mxfp4", 32, 17),
+    row(40, "nvfp4", 64, 36),
+    row(41, "q1_0", 128, 18),
+];
+
+impl GgmlType {
+    fn row(self) -> &'static Row {
+        &TABLE[self.0 as usize]
+    }
+
+    /// The type with this id, if ggml (as of gguf 0.19.0) has it.
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        TABLE
+            .iter()
+            .position(|r| r.id == id)
+            .map(|i| GgmlType(i as u8))
+    }
+
+    /// The type whose plain element dtype is `dtype` (f32, f16, bf16, f64, i8..i64).
+    pub fn from_dtype(dtype: DType) -> Option<GgmlType> {
+        TABLE
+            .iter()
+            .position(|r| r.dtype == Some(dtype))
+            .map(|i| GgmlType(i as u8))
+    }
+
+    /// The type of this lower-case ggml name (`q4_0`, `f16`, …).
+    pub fn from_name(name: &str) -> Option<GgmlType> {
+        TABLE
+            .iter()
+            .position(|r| r.name == name)
+            .map(|i| GgmlType(i as u8))
+    }
+
+    pub fn id(self) -> u32 {
+        self.row().id
+    }
+
+    /// Lower-case ggml name: `f32`, `q4_0`, `q6_k`, `bf16`.
+    pub fn name(self) -> &'static str {
+        self.row().name
+    }
+
+    pub fn block_elements(self) -> u32 {
+        self.row().block_elements
+    }
+
+    pub fn block_bytes(self) -> u32 {
+        self.row().block_bytes
+    }
+
+    /// The element dtype of a plain (not block-quantized) type.
+    pub fn dtype(self) -> Option<DType> {
+        self.row().dtype
+    }
+
+    pub fn is_quantized(self) -> bool {
+        self.row().dtype.is_none()
+    }
+
+    /// Bytes taken by `elements` elements, or `None` when they are not a whole number of
+    /// blocks or the size overflows.
+    pub fn byte_len(self, elements: u64) -> Option<u64> {
+        let r = self.row();
+        if elements % r.block_elements as u64 != 0 {
+            return None;
+        }
+        (elements / r.block_elements as u64).checked_mul(r.block_bytes as u64)
+    }
+
+    /// Bits per weight: block bytes × 8 / block elements.
+    pub fn bits_per_weight(self) -> f64 {
+        let r = self.row();
+        r.block_bytes as f64 * 8.0 / r.block_elements as f64
+    }
+
+    pub fn all() -> impl Iterator<Item = GgmlType> {
+        (0..TABLE.len()).map(|i| GgmlType(i as u8))
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_names_are_unique_and_round_trip() {
+        for t in GgmlType::all() {
+            assert_eq!(GgmlType::from_id(t.id()), Some(t));
+            assert_eq!(GgmlType::from_name(t.name()), Some(t));
+            assert!(t.block_bytes() > 0 && t.block_elements() > 0);
+        }
+        assert_eq!(GgmlType::from_id(4), None);
+        assert_eq!(GgmlType::from_id(31), None);
+    }
+
+    #[test]
+    fn byte_lengths_come_from_blocks() {
+        let q4_0 = GgmlType::from_name("q4_0").unwrap();
+        assert_eq!(q4_0.byte_len(64), Some(36));
+        assert_eq!(q4_0.byte_len(33), None);
+        let q6_k = GgmlType::from_name("q6_k").unwrap();
+        assert_eq!(q6_k.byte_len(256 * 4096), Some(210 * 4096));
+        assert_eq!(q6_k.bits_per_weight(), 6.5625);
+        let f16 = GgmlType::from_dtype(DType::F16).unwrap();
+        assert_eq!((f16.id(), f16.byte_len(3)), (1, Some(6)));
+        assert_eq!(GgmlType::from_name("f32").unwrap().byte_len(u64::MAX), None);
+    }
+}

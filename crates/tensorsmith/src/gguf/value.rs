@@ -1,0 +1,226 @@
+//! GGUF metadata values. Arrays keep their elements typed and packed (`Vec<u8>` for a u8
+//! array, `Vec<String>` for strings), so the memory a file's metadata takes stays within a
+//! small multiple of the bytes it occupies in the file.
+
+use crate::index::MetaValue;
+
+/// The 13 value types of GGUF, by their ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
+}
+
+impl ValueType {
+    pub fn from_id(id: u32) -> Option<ValueType> {
+        use ValueType::*;
+        Some(match id {
+            0 => U8,
+            1 => I8,
+            2 => U16,
+            3 => I16,
+            4 => U32,
+            5 => I32,
+            6 => F32,
+            7 => Bool,
+            8 => String,
+            9 => Array,
+            10 => U64,
+            11 => I64,
+            12 => F64,
+            _ => return None,
+        })
+    }
+
+    /// The `gguf` package's name for the type.
+    pub fn name(self) -> &'static str {
+        use ValueType::*;
+        match self {
+            U8 => "UINT8",
+            I8 => "INT8",
+            U16 => "UINT16",
+            I16 => "INT16",
+            U32 => "UINT32",
+            I32 => "INT32",
+            F32 => "FLOAT32",
+            Bool => "BOOL",
+            String => "STRING",
+            Array => "ARRAY",
+            U64 => "UINT64",
+            I64 => "INT64",
+            F64 => "FLOAT64",
+        }
+    }
+}
+
+/// One metadata value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    Bool(bool),
+    String(String),
+    Array(Array),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+/// An array value: its elements, packed by type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Array {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    Array(Vec<Array>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+}
+
+impl Value {
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Value::U8(_) => ValueType::U8,
+            Value::I8(_) => ValueType::I8,
+            Value::U16(_) => ValueType::U16,
+            Value::I16(_) => ValueType::I16,
+            Value::U32(_) => ValueType::U32,
+            Value::I32(_) => ValueType::I32,
+            Value::F32(_) => ValueType::F32,
+            Value::Bool(_) => ValueType::Bool,
+            Value::String(_) => ValueType::String,
+            Value::Array(_) => ValueType::Array,
+            Value::U64(_) => ValueType::U64,
+            Value::I64(_) => ValueType::I64,
+            Value::F64(_) => ValueType::F64,
+        }
+    }
+
+    /// An unsigned integer value of any width.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U8(v) => Some(v.into()),
+            Value::U16(v) => Some(v.into()),
+            Value::U32(v) => Some(v.into()),
+            Value::U64(v) => Some(v),
+            Value::I8(v) => u64::try_from(v).ok(),
+            Value::I16(v) => u64::try_from(v).ok(),
+            Value::I32(v) => u64::try_from(v).ok(),
+            Value::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The neutral form (integers widen to i64/u64, floats keep their width).
+    pub fn to_meta(&self) -> MetaValue {
+        match self {
+            Value::U8(v) => MetaValue::UInt((*v).into()),
+            Value::U16(v) => MetaValue::UInt((*v).into()),
+            Value::U32(v) => MetaValue::UInt((*v).into()),
+            Value::U64(v) => MetaValue::UInt(*v),
+            Value::I8(v) => MetaValue::Int((*v).into()),
+            Value::I16(v) => MetaValue::Int((*v).into()),
+            Value::I32(v) => MetaValue::Int((*v).into()),
+            Value::I64(v) => MetaValue::Int(*v),
+            Value::F32(v) => MetaValue::F32(*v),
+            Value::F64(v) => MetaValue::F64(*v),
+            Value::Bool(v) => MetaValue::Bool(*v),
+            Value::String(s) => MetaValue::Str(s.clone()),
+            Value::Array(a) => a.to_meta(),
+        }
+    }
+}
+
+impl Array {
+    pub fn len(&self) -> usize {
+        match self {
+            Array::U8(v) => v.len(),
+            Array::I8(v) => v.len(),
+            Array::U16(v) => v.len(),
+            Array::I16(v) => v.len(),
+            Array::U32(v) => v.len(),
+            Array::I32(v) => v.len(),
+            Array::F32(v) => v.len(),
+            Array::Bool(v) => v.len(),
+            Array::String(v) => v.len(),
+            Array::Array(v) => v.len(),
+            Array::U64(v) => v.len(),
+            Array::I64(v) => v.len(),
+            Array::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The type of the elements.
+    pub fn element_type(&self) -> ValueType {
+        match self {
+            Array::U8(_) => ValueType::U8,
+            Array::I8(_) => ValueType::I8,
+            Array::U16(_) => ValueType::U16,
+            Array::I16(_) => ValueType::I16,
+            Array::U32(_) => ValueType::U32,
+            Array::I32(_) => ValueType::I32,
+            Array::F32(_) => ValueType::F32,
+            Array::Bool(_) => ValueType::Bool,
+            Array::String(_) => ValueType::String,
+            Array::Array(_) => ValueType::Array,
+            Array::U64(_) => ValueType::U64,
+            Array::I64(_) => ValueType::I64,
+            Array::F64(_) => ValueType::F64,
+        }
+    }
+
+    pub fn to_meta(&self) -> MetaValue {
+        fn all<T: Copy>(v: &[T], f: impl Fn(T) -> MetaValue) -> MetaValue {
+            MetaValue::Array(v.iter().map(|&x| f(x)).collect())
+        }
+        match self {
+            Array::U8(v) => all(v, |x| MetaValue::UInt(x.into())),
+            Array::U16(v) => all(v, |x| MetaValue::UInt(x.into())),
+            Array::U32(v) => all(v, |x| MetaValue::UInt(x.into())),
+            Array::U64(v) => all(v, MetaValue::UInt),
+            Array::I8(v) => all(v, |x| MetaValue::Int(x.into())),
+            Array::I16(v) => all(v, |x| MetaValue::Int(x.into())),
+            Array::I32(v) => all(v, |x| MetaValue::Int(x.into())),
+            Array::I64(v) => all(v, MetaValue::Int),
+            Array::F32(v) => all(v, MetaValue::F32),
+            Array::F64(v) => all(v, MetaValue::F64),
+            Array::Bool(v) => all(v, MetaValue::Bool),
+            Array::String(v) => MetaValue::Array(v.iter().cloned().map(MetaValue::Str).collect()),
+            Array::Array(v) => MetaValue::Array(v.iter().map(Array::to_meta).collect()),
+        }
+    }
+}
