@@ -62,6 +62,10 @@ pub enum ErrorKind {
     #[error("file is truncated: tensor data needs {needed} bytes but {available} remain")]
     Truncated { needed: u64, available: u64 },
 
+    // --- remote files
+    #[error("HTTP: {0}")]
+    Http(String),
+
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
     Gguf(#[from] crate::gguf::GgufRule),
@@ -134,7 +138,10 @@ impl Error {
     pub fn is_invalid_input(&self) -> bool {
         !matches!(
             self.kind,
-            ErrorKind::Io(_) | ErrorKind::NoSuchTensor | ErrorKind::BadSlice(_)
+            ErrorKind::Io(_)
+                | ErrorKind::Http(_)
+                | ErrorKind::NoSuchTensor
+                | ErrorKind::BadSlice(_)
         )
     }
 }

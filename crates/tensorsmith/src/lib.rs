@@ -30,6 +30,7 @@ pub mod error;
 pub mod gguf;
 pub mod index;
 pub mod ops;
+pub mod remote;
 pub mod safetensors;
 pub mod sink;
 pub mod source;

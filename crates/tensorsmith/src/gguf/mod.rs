@@ -173,3 +173,23 @@ impl GgufFile {
             .map_err(|e: Error| e.at_tensor(&t.name).in_file(&self.path))
     }
 }
+
+/// Validates the header of a remote GGUF file over HTTP range requests: the first MiB, then
+/// more (doubling) only if the header is longer.
+pub fn open_remote(
+    url: &str,
+    opts: &GgufOptions,
+) -> Result<(GgufHeader, crate::remote::RemoteFile)> {
+    let at = |e: Error| e.in_file(Path::new(url));
+    let (remote, mut prefix) = crate::remote::RemoteFile::open(url, FIRST_READ)?;
+    let len = remote.len();
+    loop {
+        match parse_prefix(&prefix, len, opts).map_err(at)? {
+            Ok(h) => return Ok((h, remote)),
+            Err(n) => {
+                let more = remote.read(prefix.len() as u64..n.min(len))?;
+                prefix.extend_from_slice(&more);
+            }
+        }
+    }
+}

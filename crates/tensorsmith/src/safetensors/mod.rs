@@ -6,5 +6,7 @@ mod header_parse;
 pub mod read;
 pub mod write;
 
-pub use read::{parse_bytes, ReadOptions, SafetensorsFile, TensorView, DEFAULT_MAX_HEADER_LEN};
+pub use read::{
+    open_remote, parse_bytes, ReadOptions, SafetensorsFile, TensorView, DEFAULT_MAX_HEADER_LEN,
+};
 pub use write::{SourceRange, TensorData, Writer};

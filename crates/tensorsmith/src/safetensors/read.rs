@@ -5,6 +5,7 @@
 use super::header_parse;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Format, MetaValue, TensorIndex, TensorInfo};
+use crate::remote::RemoteFile;
 use crate::source::{Backend, Source};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -437,4 +438,25 @@ impl<'a> TensorView<'a> {
         }
         Ok((new_shape, Cow::Owned(out)))
     }
+}
+
+/// First bytes fetched from a remote file: most headers fit, so one request is enough.
+pub const REMOTE_FIRST_READ: u64 = 64 << 10;
+
+/// Validates the header of a remote safetensors file, reading only header bytes over HTTP
+/// range requests: one request when the header fits in the first 64 KiB, two otherwise.
+pub fn open_remote(url: &str, opts: &ReadOptions) -> Result<(TensorIndex, RemoteFile)> {
+    let at = |e: crate::Error| e.in_file(Path::new(url));
+    let (remote, first) = RemoteFile::open(url, REMOTE_FIRST_READ)?;
+    let len = remote.len();
+    let n = header_len(&first, len, opts).map_err(at)?;
+    let end = (N_LEN + n) as usize;
+    let index = if end <= first.len() {
+        parse_header(&first[N_LEN as usize..end], len, opts)
+    } else {
+        let json = remote.read(N_LEN..N_LEN + n)?;
+        parse_header(&json, len, opts)
+    }
+    .map_err(at)?;
+    Ok((index, remote))
 }
