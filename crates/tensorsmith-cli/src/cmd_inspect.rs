@@ -7,10 +7,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use tensorsmith::index::TensorIndex;
 use tensorsmith::ops::inspect::{inspect_json, meta_json};
-use tensorsmith::safetensors::SafetensorsFile;
+use tensorsmith::remote::is_url;
+use tensorsmith::safetensors::{open_remote, SafetensorsFile};
 
 #[derive(Args)]
 pub struct InspectArgs {
+    /// A file, or an http(s):// URL (only the header is fetched, by range requests).
     file: PathBuf,
     /// Print the machine-readable form (schema "tensorsmith.inspect/1").
     #[arg(long)]
@@ -20,17 +22,32 @@ pub struct InspectArgs {
 }
 
 pub fn run(a: &InspectArgs) -> u8 {
-    let f = match SafetensorsFile::open_with(&a.file, &a.open.read_options()) {
-        Ok(f) => f,
-        Err(e) => return fail(&e),
+    // A URL is read with HTTP range requests (the header only); a path is opened.
+    let remote_index;
+    let local;
+    let index: &TensorIndex = match a.file.to_str().filter(|s| is_url(s)) {
+        Some(url) => match open_remote(url, &a.open.read_options()) {
+            Ok((ix, _)) => {
+                remote_index = ix;
+                &remote_index
+            }
+            Err(e) => return fail(&e),
+        },
+        None => match SafetensorsFile::open_with(&a.file, &a.open.read_options()) {
+            Ok(f) => {
+                local = f;
+                local.index()
+            }
+            Err(e) => return fail(&e),
+        },
     };
     let out = if a.json {
-        let mut s = serde_json::to_string_pretty(&inspect_json(&a.file, f.index()))
+        let mut s = serde_json::to_string_pretty(&inspect_json(&a.file, index))
             .expect("JSON values serialize");
         s.push('\n');
         s
     } else {
-        text(&a.file, f.index())
+        text(&a.file, index)
     };
     print!("{out}");
     EXIT_OK

@@ -365,3 +365,20 @@ fn duplicate_tensor_names_accepted_by_the_reference_are_refused_here() {
     assert!(matches!(e.kind(), ErrorKind::DuplicateKey), "{e}");
     assert_eq!(e.tensor(), Some("m"));
 }
+
+/// Regression from the `safetensors_header` fuzz target (its second disagreement): a key of
+/// `__metadata__` given twice. The reference keeps the last value; we refuse the file.
+#[test]
+fn duplicate_metadata_keys_accepted_by_the_reference_are_refused_here() {
+    let header = br#"{"__metadata__":{"format":"np","format":"pt"},"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.push(0);
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("reference accepts");
+    assert_eq!(meta.metadata().as_ref().unwrap()["format"], "pt");
+    let e = tensorsmith::safetensors::parse_bytes(&bytes, &ReadOptions::default()).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::BadMetadata { msg } if msg.contains("'format' appears twice")),
+        "{e}"
+    );
+}
