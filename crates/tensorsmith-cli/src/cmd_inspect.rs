@@ -5,10 +5,13 @@ use crate::{fail, OpenArgs, EXIT_OK};
 use clap::Args;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use tensorsmith::index::MetaValue;
 use tensorsmith::index::TensorIndex;
-use tensorsmith::ops::inspect::{inspect_json, meta_json};
-use tensorsmith::remote::is_url;
-use tensorsmith::safetensors::{open_remote, SafetensorsFile};
+use tensorsmith::ops::inspect::{bits_per_weight, inspect_json, meta_json};
+
+/// Array metadata longer than this shows its first items and its length (vocabularies).
+const ARRAY_PREVIEW: usize = 8;
+use tensorsmith::ops::open::open;
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -22,25 +25,14 @@ pub struct InspectArgs {
 }
 
 pub fn run(a: &InspectArgs) -> u8 {
-    // A URL is read with HTTP range requests (the header only); a path is opened.
-    let remote_index;
-    let local;
-    let index: &TensorIndex = match a.file.to_str().filter(|s| is_url(s)) {
-        Some(url) => match open_remote(url, &a.open.read_options()) {
-            Ok((ix, _)) => {
-                remote_index = ix;
-                &remote_index
-            }
-            Err(e) => return fail(&e),
-        },
-        None => match SafetensorsFile::open_with(&a.file, &a.open.read_options()) {
-            Ok(f) => {
-                local = f;
-                local.index()
-            }
-            Err(e) => return fail(&e),
-        },
+    // A URL is read with HTTP range requests (the header only); a path is opened; the format
+    // is told by the first bytes.
+    let target = a.file.to_string_lossy();
+    let model = match open(&target, &a.open.open_options()) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
     };
+    let index = &model.index;
     let out = if a.json {
         let mut s = serde_json::to_string_pretty(&inspect_json(&a.file, index))
             .expect("JSON values serialize");
@@ -57,7 +49,14 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
     let mut s = String::new();
     let total_bytes: u64 = ix.tensors.iter().map(|t| t.byte_len()).sum();
     let _ = writeln!(s, "file:        {}", crate::shown(path));
-    let _ = writeln!(s, "format:      {}", ix.format.name());
+    match ix.format.version() {
+        Some(v) => {
+            let _ = writeln!(s, "format:      {} (version {v})", ix.format.name());
+        }
+        None => {
+            let _ = writeln!(s, "format:      {}", ix.format.name());
+        }
+    }
     let _ = writeln!(
         s,
         "size:        {} ({} bytes)",
@@ -72,17 +71,19 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
         let _ = writeln!(s, "\nby dtype:");
         let _ = writeln!(
             s,
-            "  {:<12} {:>8} {:>16} {:>12}",
-            "dtype", "tensors", "parameters", "bytes"
+            "  {:<12} {:>8} {:>16} {:>12} {:>6}",
+            "dtype", "tensors", "parameters", "bytes", "bits/w"
         );
         for (d, n, el, b) in ix.dtype_totals() {
+            let bpw = bits_per_weight(b, el).map_or("-".into(), |x| format!("{x:.2}"));
             let _ = writeln!(
                 s,
-                "  {:<12} {:>8} {:>16} {:>12}",
-                d.safetensors_name(),
+                "  {:<12} {:>8} {:>16} {:>12} {:>6}",
+                d,
                 grouped(n),
                 grouped(el),
-                human_bytes(b)
+                human_bytes(b),
+                bpw
             );
         }
     }
@@ -90,7 +91,18 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
         let _ = writeln!(s, "\nmetadata:");
         for (k, v) in &ix.metadata {
             let v = match v {
-                tensorsmith::index::MetaValue::Str(x) => x.clone(),
+                MetaValue::Str(x) => x.clone(),
+                MetaValue::Array(items) if items.len() > ARRAY_PREVIEW => {
+                    let head: Vec<String> = items[..ARRAY_PREVIEW]
+                        .iter()
+                        .map(|x| meta_json(x).to_string())
+                        .collect();
+                    format!(
+                        "[{}, … ({} items)]",
+                        head.join(", "),
+                        grouped(items.len() as u64)
+                    )
+                }
                 other => meta_json(other).to_string(),
             };
             let _ = writeln!(s, "  {}: {}", printable(k), printable(&v));
@@ -115,7 +127,7 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
                 s,
                 "  {:<w$}  {:<11} {:<20} {:>12}",
                 n,
-                t.dtype.safetensors_name(),
+                t.type_name(),
                 shape,
                 grouped(t.byte_len())
             );

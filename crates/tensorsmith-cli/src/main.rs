@@ -52,6 +52,15 @@ pub struct OpenArgs {
 }
 
 impl OpenArgs {
+    /// Options for opening any format.
+    pub fn open_options(&self) -> tensorsmith::ops::open::OpenOptions {
+        let opts = tensorsmith::ops::open::OpenOptions {
+            safetensors: self.read_options(),
+            ..Default::default()
+        };
+        opts.with_backend(self.read_options().backend)
+    }
+
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions {
             max_header_len: self.max_header_size,

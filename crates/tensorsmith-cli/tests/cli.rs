@@ -149,14 +149,17 @@ fn inspect_text_summarises_the_file() {
     assert_eq!(row(&out, "parameters:"), ["parameters:", "44"]);
     assert_eq!(row(&out, "data:"), ["data:", "151", "B"]);
 
-    // Per-dtype table: dtype, tensors, parameters, bytes.
+    // Per-dtype table: dtype, tensors, parameters, bytes, bits per weight.
     let by_dtype = out.split("by dtype:").nth(1).expect("a by-dtype section");
-    assert_eq!(row(by_dtype, "F32"), ["F32", "2", "20", "80", "B"]);
-    assert_eq!(row(by_dtype, "BF16"), ["BF16", "1", "6", "12", "B"]);
-    assert_eq!(row(by_dtype, "F16"), ["F16", "1", "6", "12", "B"]);
-    assert_eq!(row(by_dtype, "I64"), ["I64", "1", "5", "40", "B"]);
-    assert_eq!(row(by_dtype, "BOOL"), ["BOOL", "1", "7", "7", "B"]);
-    assert_eq!(row(by_dtype, "U8"), ["U8", "2", "0", "0", "B"]);
+    assert_eq!(row(by_dtype, "F32"), ["F32", "2", "20", "80", "B", "32.00"]);
+    assert_eq!(
+        row(by_dtype, "BF16"),
+        ["BF16", "1", "6", "12", "B", "16.00"]
+    );
+    assert_eq!(row(by_dtype, "F16"), ["F16", "1", "6", "12", "B", "16.00"]);
+    assert_eq!(row(by_dtype, "I64"), ["I64", "1", "5", "40", "B", "64.00"]);
+    assert_eq!(row(by_dtype, "BOOL"), ["BOOL", "1", "7", "7", "B", "8.00"]);
+    assert_eq!(row(by_dtype, "U8"), ["U8", "2", "0", "0", "B", "-"]);
 
     // Metadata, keys sorted, values escaped only where they hold control characters.
     let meta = out.split("metadata:").nth(1).expect("a metadata section");

@@ -17,12 +17,25 @@ pub type Parts = smallvec::SmallVec<[Part; 1]>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
     Safetensors,
+    /// GGUF, little-endian, version 1 to 3.
+    Gguf {
+        version: u32,
+    },
 }
 
 impl Format {
     pub fn name(&self) -> &'static str {
         match self {
             Format::Safetensors => "safetensors",
+            Format::Gguf { .. } => "gguf",
+        }
+    }
+
+    /// The format's own version, where it has one.
+    pub fn version(&self) -> Option<String> {
+        match self {
+            Format::Safetensors => None,
+            Format::Gguf { version } => Some(version.to_string()),
         }
     }
 }
@@ -44,6 +57,9 @@ pub enum MetaValue {
 pub enum Layout {
     /// One part, `data`, holding the elements in row-major order.
     Dense,
+    /// One part, `data`, of ggml blocks of this block-quantized type (GGUF); the tensor's
+    /// `dtype` is then `U8`, the type of the stored bytes.
+    Ggml(crate::gguf::GgmlType),
 }
 
 /// How a part's bytes are stored in the file.
@@ -84,6 +100,15 @@ impl TensorInfo {
         self.parts.iter().map(|p| p.range.end - p.range.start).sum()
     }
 
+    /// The name of the element type as shown to people: the dtype's, or the ggml type's for
+    /// block-quantized tensors (`q4_0`).
+    pub fn type_name(&self) -> &'static str {
+        match &self.layout {
+            Layout::Ggml(t) => t.name(),
+            _ => self.dtype.safetensors_name(),
+        }
+    }
+
     /// The byte range of a dense tensor's data in the file.
     pub fn data_range(&self) -> Range<u64> {
         self.parts[0].range.clone()
@@ -122,15 +147,18 @@ impl TensorIndex {
         self.tensors.iter().map(|t| t.elements()).sum()
     }
 
-    /// `(dtype, tensor count, elements, bytes)` per dtype, ordered by dtype.
-    pub fn dtype_totals(&self) -> Vec<(DType, u64, u64, u64)> {
-        let mut m: BTreeMap<DType, (u64, u64, u64)> = BTreeMap::new();
+    /// `(type name, tensor count, elements, bytes)` per element type (ggml block types apart
+    /// from their `U8` storage), ordered by dtype, then name.
+    pub fn dtype_totals(&self) -> Vec<(&'static str, u64, u64, u64)> {
+        let mut m: BTreeMap<(DType, &'static str), (u64, u64, u64)> = BTreeMap::new();
         for t in &self.tensors {
-            let e = m.entry(t.dtype).or_default();
+            let e = m.entry((t.dtype, t.type_name())).or_default();
             e.0 += 1;
             e.1 += t.elements();
             e.2 += t.byte_len();
         }
-        m.into_iter().map(|(d, (c, n, b))| (d, c, n, b)).collect()
+        m.into_iter()
+            .map(|((_, n), (c, e, b))| (n, c, e, b))
+            .collect()
     }
 }

@@ -14,8 +14,9 @@ pub use parse::{DEFAULT_ALIGNMENT, MAX_DIMS};
 pub use rules::GgufRule;
 pub use value::{Array, Value, ValueType};
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::index::Shape;
+use crate::index::{Encoding, Format, Layout, Part, Shape, TensorIndex, TensorInfo};
 use crate::source::{Backend, Source};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,46 @@ pub struct GgufHeader {
 impl GgufHeader {
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The neutral index: shapes outermost first, plain ggml types as their dtypes, block
+    /// types as [`Layout::Ggml`] over `U8` bytes; metadata widened to [`MetaValue`]s.
+    pub fn to_index(&self) -> TensorIndex {
+        let tensors = self
+            .tensors
+            .iter()
+            .map(|t| {
+                let (dtype, layout) = match t.ggml_type.dtype() {
+                    Some(d) => (d, Layout::Dense),
+                    None => (DType::U8, Layout::Ggml(t.ggml_type)),
+                };
+                TensorInfo {
+                    name: t.name.clone(),
+                    dtype,
+                    shape: t.shape(),
+                    layout,
+                    parts: smallvec::smallvec![Part {
+                        role: "data",
+                        dtype,
+                        range: t.range.clone(),
+                        encoding: Encoding::Raw,
+                    }],
+                }
+            })
+            .collect();
+        TensorIndex {
+            format: Format::Gguf {
+                version: self.version,
+            },
+            header_len: self.data_start.min(self.file_len),
+            file_len: self.file_len,
+            metadata: self
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_meta()))
+                .collect(),
+            tensors,
+        }
     }
 }
 
@@ -166,6 +207,10 @@ impl GgufFile {
         &self.source
     }
 
+    pub fn into_source(self) -> Source {
+        self.source
+    }
+
     /// A tensor's stored bytes (zero-copy with the mmap backend).
     pub fn tensor_bytes(&self, t: &GgufTensor) -> Result<std::borrow::Cow<'_, [u8]>> {
         self.source
@@ -180,12 +225,23 @@ pub fn open_remote(
     url: &str,
     opts: &GgufOptions,
 ) -> Result<(GgufHeader, crate::remote::RemoteFile)> {
-    let at = |e: Error| e.in_file(Path::new(url));
-    let (remote, mut prefix) = crate::remote::RemoteFile::open(url, FIRST_READ)?;
+    let (remote, first) = crate::remote::RemoteFile::open(url, FIRST_READ)?;
+    let header = header_from_remote(&remote, first, opts)?;
+    Ok((header, remote))
+}
+
+/// Validates the header of a remote file whose first bytes are `prefix`, fetching more
+/// (doubling) while the header runs past what is held.
+pub fn header_from_remote(
+    remote: &crate::remote::RemoteFile,
+    mut prefix: Vec<u8>,
+    opts: &GgufOptions,
+) -> Result<GgufHeader> {
+    let at = |e: Error| e.in_file(Path::new(remote.url()));
     let len = remote.len();
     loop {
         match parse_prefix(&prefix, len, opts).map_err(at)? {
-            Ok(h) => return Ok((h, remote)),
+            Ok(h) => return Ok(h),
             Err(n) => {
                 let more = remote.read(prefix.len() as u64..n.min(len))?;
                 prefix.extend_from_slice(&more);

@@ -15,7 +15,11 @@ pub fn meta_json(v: &MetaValue) -> Value {
         MetaValue::Bool(b) => Value::Bool(*b),
         MetaValue::Int(i) => json!(i),
         MetaValue::UInt(u) => json!(u),
-        MetaValue::F32(f) => json!(f),
+        // Through the shortest decimal that round-trips as f32 (0.1, not 0.10000000149011612).
+        MetaValue::F32(f) => match format!("{f}").parse::<f64>() {
+            Ok(x) if f.is_finite() => json!(x),
+            _ => Value::Null,
+        },
         MetaValue::F64(f) => json!(f),
         MetaValue::Array(a) => Value::Array(a.iter().map(meta_json).collect()),
     }
@@ -27,7 +31,8 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
         .dtype_totals()
         .into_iter()
         .map(|(d, count, elements, bytes)| {
-            json!({"dtype": d.safetensors_name(), "tensors": count, "parameters": elements, "bytes": bytes})
+            json!({"dtype": d, "tensors": count, "parameters": elements, "bytes": bytes,
+                   "bits_per_weight": bits_per_weight(bytes, elements)})
         })
         .collect();
     let metadata: Map<String, Value> = index
@@ -35,6 +40,7 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
         .iter()
         .map(|(k, v)| (k.clone(), meta_json(v)))
         .collect();
+    let total_bytes: u64 = index.tensors.iter().map(|t| t.byte_len()).sum();
     let tensors: Vec<Value> = index
         .tensors
         .iter()
@@ -42,7 +48,7 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
             let r = t.data_range();
             json!({
                 "name": t.name,
-                "dtype": t.dtype.safetensors_name(),
+                "dtype": t.type_name(),
                 "shape": t.shape.as_slice(),
                 "parameters": t.elements(),
                 "byte_length": t.byte_len(),
@@ -54,13 +60,20 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
         "schema": INSPECT_SCHEMA,
         "file": path.display().to_string(),
         "format": index.format.name(),
+        "format_version": index.format.version(),
         "file_size": index.file_len,
         "header_size": index.header_len,
         "tensor_count": index.tensors.len(),
         "total_parameters": index.total_elements(),
-        "total_bytes": index.tensors.iter().map(|t| t.byte_len()).sum::<u64>(),
+        "total_bytes": total_bytes,
+        "bits_per_weight": bits_per_weight(total_bytes, index.total_elements()),
         "dtypes": dtypes,
         "metadata": metadata,
         "tensors": tensors,
     })
+}
+
+/// Stored bits per element (4.5 for q4_0, 16 for F16); null when there are no elements.
+pub fn bits_per_weight(bytes: u64, elements: u64) -> Option<f64> {
+    (elements > 0).then(|| bytes as f64 * 8.0 / elements as f64)
 }

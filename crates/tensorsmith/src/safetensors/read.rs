@@ -265,6 +265,11 @@ impl SafetensorsFile {
         &self.index
     }
 
+    /// The index and the bytes, for callers that keep them apart.
+    pub fn into_parts(self) -> (TensorIndex, Source) {
+        (self.index, self.source)
+    }
+
     pub fn source(&self) -> &Source {
         &self.source
     }
@@ -446,17 +451,27 @@ pub const REMOTE_FIRST_READ: u64 = 64 << 10;
 /// Validates the header of a remote safetensors file, reading only header bytes over HTTP
 /// range requests: one request when the header fits in the first 64 KiB, two otherwise.
 pub fn open_remote(url: &str, opts: &ReadOptions) -> Result<(TensorIndex, RemoteFile)> {
-    let at = |e: crate::Error| e.in_file(Path::new(url));
     let (remote, first) = RemoteFile::open(url, REMOTE_FIRST_READ)?;
+    let index = index_from_remote(&remote, &first, opts)?;
+    Ok((index, remote))
+}
+
+/// Validates the header of a remote file whose first bytes are `first`, fetching the rest of
+/// the header only if `first` does not hold it.
+pub fn index_from_remote(
+    remote: &RemoteFile,
+    first: &[u8],
+    opts: &ReadOptions,
+) -> Result<TensorIndex> {
+    let at = |e: crate::Error| e.in_file(Path::new(remote.url()));
     let len = remote.len();
-    let n = header_len(&first, len, opts).map_err(at)?;
+    let n = header_len(first, len, opts).map_err(at)?;
     let end = (N_LEN + n) as usize;
-    let index = if end <= first.len() {
+    if end <= first.len() {
         parse_header(&first[N_LEN as usize..end], len, opts)
     } else {
         let json = remote.read(N_LEN..N_LEN + n)?;
         parse_header(&json, len, opts)
     }
-    .map_err(at)?;
-    Ok((index, remote))
+    .map_err(at)
 }

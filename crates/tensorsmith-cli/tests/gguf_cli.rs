@@ -1,0 +1,105 @@
+//! `tensorsmith inspect` on GGUF files written by the `gguf` package: format and version,
+//! ggml type names, block-based byte lengths and bits per weight, typed metadata, long arrays
+//! shortened in text and whole in JSON.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn vector(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/gguf")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = run(args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn inspect_json_of_a_gguf_file() {
+    let v = json(&["inspect", "--json", &vector("every_type.gguf")]);
+    assert_eq!(v["format"], "gguf");
+    assert_eq!(v["format_version"], "3");
+    assert_eq!(v["tensor_count"], 10);
+    assert_eq!(v["header_size"], 1440);
+    let q4 = v["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "q4_0")
+        .unwrap();
+    assert_eq!(q4["dtype"], "q4_0");
+    assert_eq!(q4["shape"], serde_json::json!([4, 64]));
+    assert_eq!(q4["byte_length"], 144);
+    assert_eq!(q4["parameters"], 256);
+    let types = v["dtypes"].as_array().unwrap();
+    let q4 = types.iter().find(|t| t["dtype"] == "q4_0").unwrap();
+    assert_eq!(q4["bits_per_weight"], 4.5);
+    let q8 = types.iter().find(|t| t["dtype"] == "q8_0").unwrap();
+    assert_eq!(q8["bits_per_weight"], 8.5);
+    let m = &v["metadata"];
+    assert_eq!(m["t.f32"], 0.1);
+    assert_eq!(m["t.u64"], u64::MAX);
+    assert_eq!(m["t.i64"], i64::MIN);
+    assert_eq!(m["t.arr_nested"], serde_json::json!([[1, 2], [3]]));
+    assert_eq!(m["t.string"], "héllo \"wörld\"\n\t\u{1} ✓");
+}
+
+#[test]
+fn inspect_text_shortens_vocabularies_and_escapes_controls() {
+    let o = run(&["inspect", &vector("vocab_150k.gguf")]);
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("format:      gguf (version 3)"), "{text}");
+    assert!(
+        text.contains(r#"tokenizer.ggml.tokens: ["t0", "t1""#),
+        "{text}"
+    );
+    assert!(text.contains("(150,000 items)]"), "{text}");
+    assert!(text.len() < 4000, "a 150k vocabulary printed in full");
+
+    let o = run(&["inspect", &vector("every_type.gguf")]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains(r#"t.string: héllo "wörld"\n\t\u{1} ✓"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("q4_0                1              256        144 B   4.50"),
+        "{text}"
+    );
+
+    let v = json(&["inspect", "--json", &vector("vocab_150k.gguf")]);
+    assert_eq!(
+        v["metadata"]["tokenizer.ggml.tokens"]
+            .as_array()
+            .unwrap()
+            .len(),
+        150_000
+    );
+}
+
+#[test]
+fn a_broken_gguf_file_is_an_error_naming_file_tensor_and_rule() {
+    let o = run(&["inspect", &vector("misaligned.gguf")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("misaligned.gguf")
+            && err.contains("tensor 'b'")
+            && err.contains("not a multiple of the alignment 64"),
+        "{err}"
+    );
+}
