@@ -2,6 +2,7 @@
 //! to exit codes (0 success or "same", 1 a negative answer such as "invalid", 2 an error).
 
 mod cmd_convert;
+mod cmd_diff;
 mod cmd_inspect;
 mod cmd_validate;
 mod render;
@@ -38,6 +39,9 @@ enum Command {
     Validate(cmd_validate::ValidateArgs),
     /// Rewrite a file, optionally casting float tensors to another dtype.
     Convert(cmd_convert::ConvertArgs),
+    /// Compare two models (any formats, files or URLs): tensors, metadata, and with --values
+    /// the values. Exit 0 same, 1 different, 2 error.
+    Diff(cmd_diff::DiffArgs),
 }
 
 /// Options shared by every command that opens files.
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd_inspect::run(&a),
         Command::Validate(a) => cmd_validate::run(&a),
         Command::Convert(a) => cmd_convert::run(&a),
+        Command::Diff(a) => cmd_diff::run(&a),
     };
     ExitCode::from(code)
 }

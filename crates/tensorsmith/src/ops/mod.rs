@@ -2,5 +2,6 @@
 //! form) and convert (rewrite with optional dtype casts).
 
 pub mod convert;
+pub mod diff;
 pub mod inspect;
 pub mod open;

@@ -1,0 +1,308 @@
+//! Structural and value comparison of two models in any formats: tensors added, removed and
+//! changed (type, shape, byte length), metadata added, removed and changed, and with
+//! [`compare_values`] the element-wise difference of matching tensors across dtypes.
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
+use crate::ops::open::Model;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A tensor as the diff describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorDesc {
+    pub name: String,
+    pub dtype: &'static str,
+    pub shape: Vec<u64>,
+    pub byte_length: u64,
+}
+
+impl TensorDesc {
+    fn of(t: &TensorInfo) -> TensorDesc {
+        TensorDesc {
+            name: t.name.clone(),
+            dtype: t.type_name(),
+            shape: t.shape.to_vec(),
+            byte_length: t.byte_len(),
+        }
+    }
+}
+
+/// A tensor present in both with different structure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorChange {
+    pub a: TensorDesc,
+    pub b: TensorDesc,
+}
+
+impl TensorChange {
+    /// Which of `dtype`, `shape`, `byte_length` differ.
+    pub fn fields(&self) -> Vec<&'static str> {
+        let mut f = Vec::new();
+        if self.a.dtype != self.b.dtype {
+            f.push("dtype");
+        }
+        if self.a.shape != self.b.shape {
+            f.push("shape");
+        }
+        if self.a.byte_length != self.b.byte_length {
+            f.push("byte_length");
+        }
+        f
+    }
+}
+
+/// The element-wise comparison of one tensor present in both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueDiff {
+    pub name: String,
+    /// Same number of elements and every element equal (as values: +0 equals -0, and NaN
+    /// equals NaN here, so a bit-identical tensor is always identical).
+    pub identical: bool,
+    pub elements: u64,
+    pub differing: u64,
+    pub max_abs_diff: f64,
+    pub mean_abs_diff: f64,
+}
+
+/// Why a tensor's values were not compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotCompared {
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diff {
+    pub added: Vec<TensorDesc>,
+    pub removed: Vec<TensorDesc>,
+    pub changed: Vec<TensorChange>,
+    pub meta_added: Vec<(String, MetaValue)>,
+    pub meta_removed: Vec<(String, MetaValue)>,
+    pub meta_changed: Vec<(String, MetaValue, MetaValue)>,
+    /// Filled by [`compare_values`]: only tensors whose values differ, or all with `all`.
+    pub values: Vec<ValueDiff>,
+    pub not_compared: Vec<NotCompared>,
+    pub values_compared: bool,
+}
+
+impl Diff {
+    /// No structural difference and, if values were compared, no value difference.
+    pub fn is_same(&self) -> bool {
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.meta_added.is_empty()
+            && self.meta_removed.is_empty()
+            && self.meta_changed.is_empty()
+            && self.values.iter().all(|v| v.identical)
+            && self.not_compared.is_empty()
+    }
+}
+
+/// Compares structure: names in byte order, metadata by key.
+pub fn diff_structure(a: &TensorIndex, b: &TensorIndex) -> Diff {
+    let ta: BTreeMap<&str, &TensorInfo> = a.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let tb: BTreeMap<&str, &TensorInfo> = b.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let mut d = Diff::default();
+    for (name, t) in &ta {
+        match tb.get(name) {
+            None => d.removed.push(TensorDesc::of(t)),
+            Some(u) => {
+                let (x, y) = (TensorDesc::of(t), TensorDesc::of(u));
+                if x != y {
+                    d.changed.push(TensorChange { a: x, b: y });
+                }
+            }
+        }
+    }
+    for (name, u) in &tb {
+        if !ta.contains_key(name) {
+            d.added.push(TensorDesc::of(u));
+        }
+    }
+    let keys: BTreeSet<&String> = a.metadata.keys().chain(b.metadata.keys()).collect();
+    for k in keys {
+        match (a.metadata.get(k), b.metadata.get(k)) {
+            (Some(x), None) => d.meta_removed.push((k.clone(), x.clone())),
+            (None, Some(y)) => d.meta_added.push((k.clone(), y.clone())),
+            (Some(x), Some(y)) if !meta_eq(x, y) => {
+                d.meta_changed.push((k.clone(), x.clone(), y.clone()))
+            }
+            _ => {}
+        }
+    }
+    d
+}
+
+/// Metadata equality where NaN equals NaN (a file equals itself).
+fn meta_eq(x: &MetaValue, y: &MetaValue) -> bool {
+    match (x, y) {
+        (MetaValue::F32(p), MetaValue::F32(q)) => p.to_bits() == q.to_bits() || p == q,
+        (MetaValue::F64(p), MetaValue::F64(q)) => p.to_bits() == q.to_bits() || p == q,
+        (MetaValue::Array(p), MetaValue::Array(q)) => {
+            p.len() == q.len() && p.iter().zip(q).all(|(x, y)| meta_eq(x, y))
+        }
+        _ => x == y,
+    }
+}
+
+/// Decodes one little-endian element to f64, for the dtypes whose values it can represent
+/// (every integer up to 2^53 exactly; 64-bit integers beyond that approximately).
+type Decoder = (usize, fn(&[u8]) -> f64);
+
+fn decoder(d: DType) -> Option<Decoder> {
+    use half::{bf16, f16};
+    Some(match d {
+        DType::BOOL | DType::U8 => (1, |b| f64::from(b[0])),
+        DType::I8 => (1, |b| f64::from(b[0] as i8)),
+        DType::U16 => (2, |b| f64::from(u16::from_le_bytes([b[0], b[1]]))),
+        DType::I16 => (2, |b| f64::from(i16::from_le_bytes([b[0], b[1]]))),
+        DType::F16 => (2, |b| {
+            f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64()
+        }),
+        DType::BF16 => (2, |b| {
+            bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64()
+        }),
+        DType::U32 => (4, |b| {
+            f64::from(u32::from_le_bytes(b[..4].try_into().unwrap()))
+        }),
+        DType::I32 => (4, |b| {
+            f64::from(i32::from_le_bytes(b[..4].try_into().unwrap()))
+        }),
+        DType::F32 => (4, |b| {
+            f64::from(f32::from_le_bytes(b[..4].try_into().unwrap()))
+        }),
+        DType::U64 => (8, |b| u64::from_le_bytes(b[..8].try_into().unwrap()) as f64),
+        DType::I64 => (8, |b| i64::from_le_bytes(b[..8].try_into().unwrap()) as f64),
+        DType::F64 => (8, |b| f64::from_le_bytes(b[..8].try_into().unwrap())),
+        _ => return None,
+    })
+}
+
+/// Compares the values of every tensor present in both models with equal element counts.
+/// Tensors are read one at a time (bounded memory: two tensors at once).
+pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<()> {
+    d.values_compared = true;
+    let tb: BTreeMap<&str, &TensorInfo> = b
+        .index
+        .tensors
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let mut ta: Vec<&TensorInfo> = a.index.tensors.iter().collect();
+    ta.sort_by(|x, y| x.name.cmp(&y.name));
+    for t in ta {
+        let Some(u) = tb.get(t.name.as_str()) else {
+            continue;
+        };
+        let skip = |reason: String| NotCompared {
+            name: t.name.clone(),
+            reason,
+        };
+        if t.elements() != u.elements() {
+            d.not_compared.push(skip(format!(
+                "{} elements against {}",
+                t.elements(),
+                u.elements()
+            )));
+            continue;
+        }
+        let same_layout = t.layout == u.layout && t.dtype == u.dtype;
+        let xa = a.read(t.data_range())?;
+        let xb = b.read(u.data_range())?;
+        if same_layout && xa == xb {
+            if all {
+                d.values.push(ValueDiff {
+                    name: t.name.clone(),
+                    identical: true,
+                    elements: t.elements(),
+                    differing: 0,
+                    max_abs_diff: 0.0,
+                    mean_abs_diff: 0.0,
+                });
+            }
+            continue;
+        }
+        let (da, db) = match (&t.layout, &u.layout, decoder(t.dtype), decoder(u.dtype)) {
+            (Layout::Dense, Layout::Dense, Some(da), Some(db)) => (da, db),
+            _ => {
+                let why = format!(
+                    "values of {} and {} are not decoded",
+                    t.type_name(),
+                    u.type_name()
+                );
+                d.not_compared.push(skip(why));
+                continue;
+            }
+        };
+        let v = compare(&t.name, &xa, da, &xb, db);
+        if all || !v.identical {
+            d.values.push(v);
+        }
+    }
+    Ok(())
+}
+
+fn compare(name: &str, a: &[u8], (sa, fa): Decoder, b: &[u8], (sb, fb): Decoder) -> ValueDiff {
+    let (mut differing, mut max, mut sum, mut n) = (0u64, 0f64, 0f64, 0u64);
+    for (x, y) in a.chunks_exact(sa).zip(b.chunks_exact(sb)) {
+        let (x, y) = (fa(x), fb(y));
+        n += 1;
+        if x == y || (x.is_nan() && y.is_nan()) {
+            continue;
+        }
+        differing += 1;
+        let diff = (x - y).abs();
+        // Inf against a finite value or NaN against a number: an infinite difference.
+        let diff = if diff.is_nan() { f64::INFINITY } else { diff };
+        max = max.max(diff);
+        sum += diff;
+    }
+    ValueDiff {
+        name: name.to_owned(),
+        identical: differing == 0,
+        elements: n,
+        differing,
+        max_abs_diff: max,
+        mean_abs_diff: if n == 0 { 0.0 } else { sum / n as f64 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn element_differences_across_dtypes() {
+        let a = f32s(&[1.0, 2.0, f32::NAN, 4.0]);
+        let b: Vec<u8> = [1.0f64, 2.5, f64::NAN, 3.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let v = compare(
+            "t",
+            &a,
+            decoder(DType::F32).unwrap(),
+            &b,
+            decoder(DType::F64).unwrap(),
+        );
+        assert_eq!((v.elements, v.differing, v.identical), (4, 2, false));
+        assert_eq!(v.max_abs_diff, 1.0);
+        assert_eq!(v.mean_abs_diff, 1.5 / 4.0);
+        let c = f32s(&[0.0]);
+        let d = f32s(&[-0.0]);
+        let v = compare(
+            "z",
+            &c,
+            decoder(DType::F32).unwrap(),
+            &d,
+            decoder(DType::F32).unwrap(),
+        );
+        assert!(v.identical, "+0 and -0 are equal values");
+    }
+}
