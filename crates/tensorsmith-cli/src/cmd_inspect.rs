@@ -20,6 +20,12 @@ pub struct InspectArgs {
     /// Print the machine-readable form (schema "tensorsmith.inspect/1").
     #[arg(long)]
     json: bool,
+    /// List tensors grouped by dotted name prefix, with counts and sizes per group.
+    #[arg(long)]
+    tree: bool,
+    /// Pretty-print metadata strings that hold JSON (configs, tokenizer settings).
+    #[arg(long)]
+    pretty_metadata: bool,
     #[command(flatten)]
     open: OpenArgs,
 }
@@ -39,13 +45,13 @@ pub fn run(a: &InspectArgs) -> u8 {
         s.push('\n');
         s
     } else {
-        text(&a.file, index)
+        text(&a.file, index, a)
     };
     print!("{out}");
     EXIT_OK
 }
 
-fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
+fn text(path: &std::path::Path, ix: &TensorIndex, a: &InspectArgs) -> String {
     let mut s = String::new();
     let total_bytes: u64 = ix.tensors.iter().map(|t| t.byte_len()).sum();
     let _ = writeln!(s, "file:        {}", crate::shown(path));
@@ -90,6 +96,15 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
     if !ix.metadata.is_empty() {
         let _ = writeln!(s, "\nmetadata:");
         for (k, v) in &ix.metadata {
+            if let (MetaValue::Str(x), true) = (v, a.pretty_metadata) {
+                if let Some(lines) = pretty_json_lines(x) {
+                    let _ = writeln!(s, "  {}:", printable(k));
+                    for l in lines {
+                        let _ = writeln!(s, "    {}", printable(&l));
+                    }
+                    continue;
+                }
+            }
             let v = match v {
                 MetaValue::Str(x) => x.clone(),
                 MetaValue::Array(items) if items.len() > ARRAY_PREVIEW => {
@@ -107,6 +122,14 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
             };
             let _ = writeln!(s, "  {}: {}", printable(k), printable(&v));
         }
+    }
+    if a.tree && !ix.tensors.is_empty() {
+        s.push('\n');
+        let root = tensorsmith::ops::tree::build(ix);
+        for c in &root.children {
+            tree_lines(&mut s, c, 1);
+        }
+        return s;
     }
     if !ix.tensors.is_empty() {
         let names: Vec<String> = ix.tensors.iter().map(|t| printable(&t.name)).collect();
@@ -134,4 +157,42 @@ fn text(path: &std::path::Path, ix: &TensorIndex) -> String {
         }
     }
     s
+}
+
+/// The lines of a metadata string that parses as a JSON object or array, pretty-printed.
+fn pretty_json_lines(x: &str) -> Option<Vec<String>> {
+    let t = x.trim_start();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    let v = serde_json::from_str::<serde_json::Value>(x).ok()?;
+    let pretty = serde_json::to_string_pretty(&v).expect("JSON values serialize");
+    Some(pretty.lines().map(str::to_owned).collect())
+}
+
+/// One line per group (name, tensor count, size) and per tensor (dtype, shape, size).
+fn tree_lines(s: &mut String, n: &tensorsmith::ops::tree::Node, depth: usize) {
+    let indent = "  ".repeat(depth);
+    let seg = printable(n.segment);
+    // A tensor that is also a prefix of others (`a` and `a.b`) shows as both.
+    if let Some(t) = n.tensor {
+        let _ = writeln!(
+            s,
+            "{indent}{seg}  {} {:?}  {}",
+            t.type_name(),
+            t.shape,
+            human_bytes(t.byte_len())
+        );
+    }
+    if !n.children.is_empty() {
+        let _ = writeln!(
+            s,
+            "{indent}{seg}/  {} tensors, {}",
+            grouped(n.tensors - u64::from(n.tensor.is_some())),
+            human_bytes(n.bytes - n.tensor.map_or(0, |t| t.byte_len()))
+        );
+        for c in &n.children {
+            tree_lines(s, c, depth + 1);
+        }
+    }
 }

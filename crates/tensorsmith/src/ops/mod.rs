@@ -5,3 +5,4 @@ pub mod convert;
 pub mod diff;
 pub mod inspect;
 pub mod open;
+pub mod tree;
