@@ -6,12 +6,11 @@ use clap::Args;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use tensorsmith::index::MetaValue;
-use tensorsmith::index::TensorIndex;
 use tensorsmith::ops::inspect::{bits_per_weight, inspect_json, meta_json};
 
 /// Array metadata longer than this shows its first items and its length (vocabularies).
 const ARRAY_PREVIEW: usize = 8;
-use tensorsmith::ops::open::open;
+use tensorsmith::ops::open::{open, Model};
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -38,20 +37,20 @@ pub fn run(a: &InspectArgs) -> u8 {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
-    let index = &model.index;
     let out = if a.json {
-        let mut s = serde_json::to_string_pretty(&inspect_json(&a.file, index))
+        let mut s = serde_json::to_string_pretty(&inspect_json(&a.file, &model))
             .expect("JSON values serialize");
         s.push('\n');
         s
     } else {
-        text(&a.file, index, a)
+        text(&a.file, &model, a)
     };
     print!("{out}");
     EXIT_OK
 }
 
-fn text(path: &std::path::Path, ix: &TensorIndex, a: &InspectArgs) -> String {
+fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
+    let ix = &model.index;
     let mut s = String::new();
     let total_bytes: u64 = ix.tensors.iter().map(|t| t.byte_len()).sum();
     let _ = writeln!(s, "file:        {}", crate::shown(path));
@@ -70,6 +69,9 @@ fn text(path: &std::path::Path, ix: &TensorIndex, a: &InspectArgs) -> String {
         grouped(ix.file_len)
     );
     let _ = writeln!(s, "header:      {} bytes", grouped(ix.header_len));
+    if model.is_sharded() {
+        let _ = writeln!(s, "shards:      {}", model.files.len());
+    }
     let _ = writeln!(s, "tensors:     {}", grouped(ix.tensors.len() as u64));
     let _ = writeln!(s, "parameters:  {}", grouped(ix.total_elements()));
     let _ = writeln!(s, "data:        {}", human_bytes(total_bytes));

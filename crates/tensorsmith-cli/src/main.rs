@@ -3,6 +3,7 @@
 
 mod cmd_convert;
 mod cmd_diff;
+mod cmd_hash;
 mod cmd_inspect;
 mod cmd_validate;
 mod render;
@@ -42,6 +43,9 @@ enum Command {
     /// Compare two models (any formats, files or URLs): tensors, metadata, and with --values
     /// the values. Exit 0 same, 1 different, 2 error.
     Diff(cmd_diff::DiffArgs),
+    /// Print a format-neutral structural ID per model (`--content`: also a digest of the
+    /// tensor bytes; `--compat weight-inspect`: weight-inspect's hash).
+    Hash(cmd_hash::HashArgs),
 }
 
 /// Options shared by every command that opens files.
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => cmd_validate::run(&a),
         Command::Convert(a) => cmd_convert::run(&a),
         Command::Diff(a) => cmd_diff::run(&a),
+        Command::Hash(a) => cmd_hash::run(&a),
     };
     ExitCode::from(code)
 }

@@ -62,6 +62,10 @@ pub enum ErrorKind {
     #[error("file is truncated: tensor data needs {needed} bytes but {available} remain")]
     Truncated { needed: u64, available: u64 },
 
+    // --- sharded checkpoints
+    #[error("bad shard index: {0}")]
+    BadShardIndex(String),
+
     // --- remote files
     #[error("HTTP: {0}")]
     Http(String),
@@ -83,6 +87,8 @@ pub enum ErrorKind {
     WrongDataLength { expected: u64, actual: u64 },
     #[error("cannot write dtype {0} here")]
     UnsupportedDtype(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
     #[error("cannot cast {from} to {to}")]
     UnsupportedCast { from: String, to: String },
 }

@@ -5,13 +5,13 @@
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::MetaValue;
-use crate::safetensors::{SafetensorsFile, SourceRange, TensorData, Writer};
-use crate::source::Source;
+use crate::index::{Layout, MetaValue, TensorInfo};
+use crate::ops::open::Model;
+use crate::safetensors::{TensorData, Writer};
+use crate::sink::AtomicFile;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Options for [`convert_safetensors`].
 #[derive(Debug, Clone, Default)]
@@ -19,32 +19,50 @@ pub struct ConvertOptions {
     /// Cast float tensors (F64, F32, F16, BF16) to this dtype; others are copied as they are.
     pub dtype: Option<DType>,
     pub rounding: Rounding,
+    /// Write shards of at most this many tensor bytes each, plus their index (Hugging Face
+    /// convention), instead of one file.
+    pub shard_size: Option<u64>,
 }
 
 /// Elements cast per chunk: 1 Mi elements keeps the buffers at a few MiB.
 const CAST_CHUNK_ELEMENTS: u64 = 1 << 20;
+/// Bytes copied per chunk from a model file.
+const COPY_CHUNK: u64 = 8 << 20;
 
-struct CastRange<'a> {
-    source: &'a Source,
-    range: Range<u64>,
-    from: DType,
-    to: DType,
-    rounding: Rounding,
+/// A tensor's bytes read from its model in bounded chunks, optionally cast.
+struct ModelRange<'a> {
+    model: &'a Model,
+    tensor: &'a TensorInfo,
+    /// `Some((from, to, rounding))` to cast.
+    cast: Option<(DType, DType, Rounding)>,
 }
 
-impl TensorData for CastRange<'_> {
+impl TensorData for ModelRange<'_> {
     fn len(&self) -> u64 {
-        let n = (self.range.end - self.range.start) / self.from.byte_size().unwrap_or(1) as u64;
-        n * self.to.byte_size().unwrap_or(1) as u64
+        let r = self.tensor.data_range();
+        match self.cast {
+            None => r.end - r.start,
+            Some((from, to, _)) => {
+                let n = (r.end - r.start) / from.byte_size().unwrap_or(1) as u64;
+                n * to.byte_size().unwrap_or(1) as u64
+            }
+        }
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
-        let step = CAST_CHUNK_ELEMENTS * self.from.byte_size().expect("float") as u64;
-        let mut off = self.range.start;
-        while off < self.range.end {
-            let end = (off + step).min(self.range.end);
-            let bytes = self.source.bytes(off..end)?;
-            out.write_all(&cast(&bytes, self.from, self.to, self.rounding)?)?;
+        let r = self.tensor.data_range();
+        let step = match self.cast {
+            None => COPY_CHUNK,
+            Some((from, _, _)) => CAST_CHUNK_ELEMENTS * from.byte_size().expect("float") as u64,
+        };
+        let mut off = r.start;
+        while off < r.end {
+            let end = (off + step).min(r.end);
+            let bytes = self.model.read(self.tensor, off..end)?;
+            match self.cast {
+                None => out.write_all(&bytes)?,
+                Some((from, to, rounding)) => out.write_all(&cast(&bytes, from, to, rounding)?)?,
+            }
             off = end;
         }
         Ok(())
@@ -55,12 +73,17 @@ fn is_float16_32_64(d: DType) -> bool {
     matches!(d, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
 }
 
-/// Writes `input`'s tensors and metadata to `out` as safetensors.
-pub fn convert_safetensors(
-    input: &SafetensorsFile,
-    out: &Path,
-    opts: &ConvertOptions,
-) -> Result<u64> {
+/// What a conversion wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// Every file written: the output, or the shards then the index.
+    pub files: Vec<PathBuf>,
+    pub bytes: u64,
+}
+
+/// Writes `input`'s tensors and metadata (any format, one file or shards) as safetensors:
+/// one file at `out`, or with `shard_size` shards named after `out` plus their index.
+pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Written> {
     if let Some(to) = opts.dtype {
         if !is_float16_32_64(to) {
             return Err(Error::new(ErrorKind::UnsupportedCast {
@@ -69,41 +92,144 @@ pub fn convert_safetensors(
             }));
         }
     }
-    let mut w = Writer::new();
-    w.allow_packed_ints(true);
-    let index = input.index();
-    if !index.metadata.is_empty() {
-        let meta: BTreeMap<String, String> = index
-            .metadata
-            .iter()
-            .map(|(k, v)| match v {
-                MetaValue::Str(s) => (k.clone(), s.clone()),
-                other => (k.clone(), crate::ops::inspect::meta_json(other).to_string()),
-            })
-            .collect();
-        w.metadata(meta);
-    }
+    let index = &input.index;
     for t in &index.tensors {
-        let range = t.data_range();
-        match opts.dtype {
-            Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
-                let data = CastRange {
-                    source: input.source(),
-                    range,
-                    from: t.dtype,
-                    to,
-                    rounding: opts.rounding,
-                };
-                w.add(&t.name, to, &t.shape, data)?;
-            }
-            _ => {
-                let data = SourceRange {
-                    source: input.source(),
-                    range,
-                };
-                w.add(&t.name, t.dtype, &t.shape, data)?;
-            }
+        if t.layout != Layout::Dense {
+            return Err(Error::new(ErrorKind::Unsupported(format!(
+                "{} is a {} tensor, which safetensors cannot hold",
+                t.name,
+                t.type_name()
+            )))
+            .at_tensor(&t.name)
+            .in_file(Path::new(&input.location)));
         }
     }
-    w.write_file(out)
+    let meta: BTreeMap<String, String> = index
+        .metadata
+        .iter()
+        .map(|(k, v)| match v {
+            MetaValue::Str(s) => (k.clone(), s.clone()),
+            other => (k.clone(), crate::ops::inspect::meta_json(other).to_string()),
+        })
+        .collect();
+    let tensors: Vec<&TensorInfo> = index.tensors.iter().collect();
+    let groups = match opts.shard_size {
+        None => vec![tensors],
+        Some(limit) => shard_groups(tensors, limit, opts),
+    };
+    if opts.shard_size.is_none() {
+        let bytes = writer_for(input, &groups[0], &meta, opts)?.write_file(out)?;
+        return Ok(Written {
+            files: vec![out.to_path_buf()],
+            bytes,
+        });
+    }
+    write_shards(input, out, &groups, &meta, opts)
+}
+
+/// Output bytes of a tensor after the optional cast.
+fn out_len(t: &TensorInfo, opts: &ConvertOptions) -> u64 {
+    match opts.dtype {
+        Some(to) if is_float16_32_64(t.dtype) => t.elements() * to.byte_size().unwrap() as u64,
+        _ => t.byte_len(),
+    }
+}
+
+/// Splits tensors, in file order, into groups of at most `limit` tensor bytes (a tensor
+/// larger than the limit gets a shard of its own), as the Hugging Face splitter does.
+fn shard_groups<'a>(
+    tensors: Vec<&'a TensorInfo>,
+    limit: u64,
+    opts: &ConvertOptions,
+) -> Vec<Vec<&'a TensorInfo>> {
+    let mut groups: Vec<Vec<&TensorInfo>> = vec![Vec::new()];
+    let mut size = 0u64;
+    for t in tensors {
+        let n = out_len(t, opts);
+        let current = groups.last_mut().expect("never empty");
+        if !current.is_empty() && size + n > limit {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += n;
+        groups.last_mut().expect("never empty").push(t);
+    }
+    groups
+}
+
+fn writer_for<'a>(
+    input: &'a Model,
+    tensors: &[&'a TensorInfo],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+) -> Result<Writer<'a>> {
+    let mut w = Writer::new();
+    w.allow_packed_ints(true);
+    if !meta.is_empty() {
+        w.metadata(meta.clone());
+    }
+    for t in tensors {
+        let (dtype, cast) = match opts.dtype {
+            Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
+                (to, Some((t.dtype, to, opts.rounding)))
+            }
+            _ => (t.dtype, None),
+        };
+        let data = ModelRange {
+            model: input,
+            tensor: t,
+            cast,
+        };
+        w.add(&t.name, dtype, &t.shape, data)?;
+    }
+    Ok(w)
+}
+
+/// `model.safetensors` → `model-00001-of-00003.safetensors` … and
+/// `model.safetensors.index.json`, next to `out`. Shards are written first, each atomically;
+/// the index last, so a reader never finds an index naming a shard that is not complete.
+fn write_shards(
+    input: &Model,
+    out: &Path,
+    groups: &[Vec<&TensorInfo>],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+) -> Result<Written> {
+    let dir = out.parent().unwrap_or(Path::new("."));
+    let file = out
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = file
+        .strip_suffix(".safetensors")
+        .unwrap_or(&file)
+        .to_owned();
+    let n = groups.len();
+    let mut weight_map = BTreeMap::new();
+    let mut files = Vec::with_capacity(n + 1);
+    let (mut bytes, mut total_size) = (0, 0);
+    for (i, group) in groups.iter().enumerate() {
+        let name = format!("{stem}-{:05}-of-{n:05}.safetensors", i + 1);
+        let path = dir.join(&name);
+        bytes += writer_for(input, group, meta, opts)?.write_file(&path)?;
+        for t in group {
+            weight_map.insert(t.name.clone(), serde_json::Value::String(name.clone()));
+            total_size += out_len(t, opts);
+        }
+        files.push(path);
+    }
+    let index = serde_json::json!({
+        "metadata": {"total_size": total_size},
+        "weight_map": weight_map,
+    });
+    let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
+    text.push('\n');
+    let index_path = dir.join(format!("{stem}{}", crate::ops::sharded::INDEX_SUFFIX));
+    let mut f = AtomicFile::create(&index_path)?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::from(e).in_file(&index_path))?;
+    f.commit()?;
+    bytes += text.len() as u64;
+    files.push(index_path);
+    Ok(Written { files, bytes })
 }

@@ -209,8 +209,8 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
             continue;
         }
         let same_layout = t.layout == u.layout && t.dtype == u.dtype;
-        let xa = a.read(t.data_range())?;
-        let xb = b.read(u.data_range())?;
+        let xa = a.tensor_bytes(t)?;
+        let xb = b.tensor_bytes(u)?;
         if same_layout && xa == xb {
             if all {
                 d.values.push(ValueDiff {

@@ -1,7 +1,8 @@
 //! The inspect summary: what a file holds, per dtype and per tensor, as a stable JSON value
 //! (`schema: "tensorsmith.inspect/1"`; fields are only ever added, never renamed).
 
-use crate::index::{MetaValue, TensorIndex};
+use crate::index::MetaValue;
+use crate::ops::open::Model;
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
@@ -25,8 +26,9 @@ pub fn meta_json(v: &MetaValue) -> Value {
     }
 }
 
-/// The full inspect document for one file.
-pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
+/// The full inspect document for one model (a file, or a sharded checkpoint).
+pub fn inspect_json(path: &Path, model: &Model) -> Value {
+    let index = &model.index;
     let dtypes: Vec<Value> = index
         .dtype_totals()
         .into_iter()
@@ -46,17 +48,22 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
         .iter()
         .map(|t| {
             let r = t.data_range();
-            json!({
+            let file = model.file_of(t);
+            let mut v = json!({
                 "name": t.name,
                 "dtype": t.type_name(),
                 "shape": t.shape.as_slice(),
                 "parameters": t.elements(),
                 "byte_length": t.byte_len(),
-                "data_offsets": [r.start - index.header_len, r.end - index.header_len],
-            })
+                "data_offsets": [r.start - file.header_len, r.end - file.header_len],
+            });
+            if model.is_sharded() {
+                v["shard"] = json!(file.name);
+            }
+            v
         })
         .collect();
-    json!({
+    let mut doc = json!({
         "schema": INSPECT_SCHEMA,
         "file": path.display().to_string(),
         "format": index.format.name(),
@@ -70,7 +77,11 @@ pub fn inspect_json(path: &Path, index: &TensorIndex) -> Value {
         "dtypes": dtypes,
         "metadata": metadata,
         "tensors": tensors,
-    })
+    });
+    if model.is_sharded() {
+        doc["shards"] = model.files.iter().map(|f| json!(f.name)).collect();
+    }
+    doc
 }
 
 /// Stored bits per element (4.5 for q4_0, 16 for F16); null when there are no elements.

@@ -3,6 +3,9 @@
 
 pub mod convert;
 pub mod diff;
+pub mod hash;
 pub mod inspect;
 pub mod open;
+pub mod sharded;
 pub mod tree;
+pub mod wi_hash;

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::gguf::{self, GgufOptions};
-use crate::index::TensorIndex;
+use crate::index::{TensorIndex, TensorInfo};
 use crate::remote::{is_url, RemoteFile};
 use crate::safetensors::{self, ReadOptions};
 use crate::source::{Backend, Source};
@@ -28,30 +28,105 @@ impl OpenOptions {
     }
 }
 
-/// Where a model's bytes are.
+/// Where a file's bytes are.
 #[derive(Debug)]
-pub enum ModelBytes {
+pub enum FileBytes {
     Local(Source),
     Remote(RemoteFile),
 }
 
-/// An opened, validated model: its index and access to its bytes.
+impl FileBytes {
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        match self {
+            FileBytes::Local(s) => s.bytes(range),
+            FileBytes::Remote(r) => r.read(range).map(Cow::Owned),
+        }
+    }
+}
+
+/// One file of a model: the only one, or a shard of a sharded checkpoint.
+#[derive(Debug)]
+pub struct ModelFile {
+    /// Path or URL.
+    pub location: String,
+    /// The name a shard index gives it (`model-00001-of-00002.safetensors`); empty for a
+    /// single-file model.
+    pub name: String,
+    pub bytes: FileBytes,
+    /// Bytes before the tensor data.
+    pub header_len: u64,
+    pub file_len: u64,
+}
+
+/// An opened, validated model: one file, or the shards of a checkpoint seen as one.
 #[derive(Debug)]
 pub struct Model {
     /// The path or URL as given.
     pub location: String,
+    /// Every tensor; byte ranges are within each tensor's own file.
     pub index: TensorIndex,
-    pub bytes: ModelBytes,
+    pub files: Vec<ModelFile>,
+    /// For a sharded model: which of `files` holds each tensor, by name.
+    shard_of: Option<std::collections::HashMap<String, usize>>,
 }
 
 impl Model {
-    /// Bytes of `range` (zero-copy from a memory map; fetched for a remote file).
-    pub fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
-        let at = |e: Error| e.in_file(Path::new(&self.location));
-        match &self.bytes {
-            ModelBytes::Local(s) => s.bytes(range).map_err(at),
-            ModelBytes::Remote(r) => r.read(range).map(Cow::Owned).map_err(at),
+    /// A model of one file.
+    pub fn single(location: &str, index: TensorIndex, bytes: FileBytes) -> Model {
+        let file = ModelFile {
+            location: location.to_owned(),
+            name: String::new(),
+            bytes,
+            header_len: index.header_len,
+            file_len: index.file_len,
+        };
+        Model {
+            location: location.to_owned(),
+            index,
+            files: vec![file],
+            shard_of: None,
         }
+    }
+
+    /// A model of several files; `shard_of` maps every tensor name to its file.
+    pub fn sharded(
+        location: &str,
+        index: TensorIndex,
+        files: Vec<ModelFile>,
+        shard_of: std::collections::HashMap<String, usize>,
+    ) -> Model {
+        Model {
+            location: location.to_owned(),
+            index,
+            files,
+            shard_of: Some(shard_of),
+        }
+    }
+
+    pub fn is_sharded(&self) -> bool {
+        self.shard_of.is_some()
+    }
+
+    /// The file holding tensor `t`.
+    pub fn file_of(&self, t: &TensorInfo) -> &ModelFile {
+        match &self.shard_of {
+            None => &self.files[0],
+            Some(m) => &self.files[m[&t.name]],
+        }
+    }
+
+    /// Bytes of `range` in the file of tensor `t` (zero-copy from a memory map; fetched for a
+    /// remote file).
+    pub fn read(&self, t: &TensorInfo, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        let f = self.file_of(t);
+        f.bytes
+            .read(range)
+            .map_err(|e: Error| e.at_tensor(&t.name).in_file(Path::new(&f.location)))
+    }
+
+    /// A dense tensor's stored bytes.
+    pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>> {
+        self.read(t, t.data_range())
     }
 }
 
@@ -75,8 +150,15 @@ pub fn sniff(first: &[u8]) -> Sniffed {
 /// First bytes fetched from a remote file: enough for most headers of either format.
 const REMOTE_FIRST_READ: u64 = 256 << 10;
 
-/// Opens and validates a local file or an `http(s)://` URL.
+/// Opens and validates a local file, a folder or index of shards, or an `http(s)://` URL (of
+/// a file or of a shard index).
 pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
+    if crate::ops::sharded::is_index(target) {
+        return crate::ops::sharded::open_index(target, &opts.safetensors);
+    }
+    if !is_url(target) && Path::new(target).is_dir() {
+        return crate::ops::sharded::open_dir(Path::new(target), &opts.safetensors);
+    }
     if is_url(target) {
         let (remote, first) = RemoteFile::open(target, REMOTE_FIRST_READ)?;
         let index = match sniff(&first) {
@@ -85,11 +167,7 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
                 safetensors::read::index_from_remote(&remote, &first, &opts.safetensors)?
             }
         };
-        return Ok(Model {
-            location: target.to_owned(),
-            index,
-            bytes: ModelBytes::Remote(remote),
-        });
+        return Ok(Model::single(target, index, FileBytes::Remote(remote)));
     }
     let path = Path::new(target);
     let mut first = [0u8; 4];
@@ -104,20 +182,16 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
         Sniffed::Gguf => {
             let f = gguf::GgufFile::open_with(path, &opts.gguf)?;
             let index = f.header().to_index();
-            Ok(Model {
-                location: target.to_owned(),
+            Ok(Model::single(
+                target,
                 index,
-                bytes: ModelBytes::Local(f.into_source()),
-            })
+                FileBytes::Local(f.into_source()),
+            ))
         }
         Sniffed::Safetensors => {
             let f = safetensors::SafetensorsFile::open_with(path, &opts.safetensors)?;
             let (index, source) = f.into_parts();
-            Ok(Model {
-                location: target.to_owned(),
-                index,
-                bytes: ModelBytes::Local(source),
-            })
+            Ok(Model::single(target, index, FileBytes::Local(source)))
         }
     }
 }

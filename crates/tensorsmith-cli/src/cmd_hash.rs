@@ -1,0 +1,85 @@
+//! `tensorsmith hash FILE...`: a format-neutral structural ID per model (and with `--content`
+//! a digest of the tensor bytes), one line per model like `sha256sum`; `--json` for machines.
+
+use crate::render::printable;
+use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_OK};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use tensorsmith::ops::hash::{content_id, structural_id};
+use tensorsmith::ops::open::{open, Model};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Compat {
+    /// weight-inspect's structural hash and `wi:` short ID, byte for byte.
+    WeightInspect,
+}
+
+#[derive(Args)]
+pub struct HashArgs {
+    /// Files or http(s):// URLs.
+    #[arg(required = true)]
+    files: Vec<String>,
+    /// Also digest every tensor's bytes (reads all data; parallel).
+    #[arg(long)]
+    content: bool,
+    /// Print another tool's hash instead of ours.
+    #[arg(long, value_enum)]
+    compat: Option<Compat>,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    open: OpenArgs,
+}
+
+pub fn run(a: &HashArgs) -> u8 {
+    let opts = a.open.open_options();
+    let mut code = EXIT_OK;
+    for f in &a.files {
+        let model = match open(f, &opts) {
+            Ok(m) => m,
+            Err(e) => {
+                fail(&e);
+                code = EXIT_ERROR;
+                continue;
+            }
+        };
+        match line(a, f, &model) {
+            Ok(l) => println!("{l}"),
+            Err(e) => {
+                fail(&e);
+                code = EXIT_ERROR;
+            }
+        }
+    }
+    code
+}
+
+fn line(a: &HashArgs, f: &str, model: &Model) -> tensorsmith::Result<String> {
+    if let Some(Compat::WeightInspect) = a.compat {
+        let wi = tensorsmith::ops::wi_hash::weight_inspect(&model.index)?;
+        return Ok(if a.json {
+            json!({"file": f, "structural_hash": wi.hash, "id": wi.short_id}).to_string()
+        } else {
+            format!("{}  {}  {}", wi.hash, wi.short_id, printable(f))
+        });
+    }
+    let id = structural_id(&model.index);
+    let content = if a.content {
+        Some(content_id(model)?)
+    } else {
+        None
+    };
+    Ok(if a.json {
+        let mut v = json!({"file": f, "structural_id": id});
+        if let Some(c) = &content {
+            v["content_digest"] = json!(c);
+        }
+        v.to_string()
+    } else {
+        match content {
+            Some(c) => format!("{id}  {c}  {}", printable(f)),
+            None => format!("{id}  {}", printable(f)),
+        }
+    })
+}

@@ -1,0 +1,239 @@
+//! Sharded safetensors checkpoints (the Hugging Face convention) opened as one model: a
+//! `*.safetensors.index.json` (local or URL) whose `weight_map` names the shard of every
+//! tensor, or a folder of shards. Index parsing is lenient (unknown keys, any `metadata`), and
+//! only the tensors the weight map lists are taken from each shard.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Format, MetaValue, TensorIndex, TensorInfo};
+use crate::ops::open::{FileBytes, Model, ModelFile};
+use crate::remote::RemoteFile;
+use crate::safetensors::{self, ReadOptions, SafetensorsFile};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Largest index file read (real ones are well under a megabyte).
+pub const MAX_INDEX_LEN: u64 = 64 << 20;
+
+/// Suffix of a shard index file.
+pub const INDEX_SUFFIX: &str = ".safetensors.index.json";
+
+fn bad(location: &str, msg: String) -> Error {
+    Error::new(ErrorKind::BadShardIndex(msg)).in_file(Path::new(location))
+}
+
+/// The weight map of an index file: tensor name → shard file name, plus the shard names in
+/// sorted order. Unknown keys are ignored; shard names must be relative paths inside the
+/// index's folder.
+pub fn parse_index(location: &str, json: &[u8]) -> Result<(BTreeMap<String, String>, Vec<String>)> {
+    let v: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| bad(location, format!("not JSON: {e}")))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| bad(location, "no \"weight_map\" object".into()))?;
+    let mut weight_map = BTreeMap::new();
+    for (name, file) in map {
+        let file = file.as_str().ok_or_else(|| {
+            bad(
+                location,
+                format!("weight_map entry '{name}' is not a file name"),
+            )
+        })?;
+        let p = Path::new(file);
+        let safe = !file.is_empty()
+            && p.is_relative()
+            && p.components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !safe {
+            return Err(bad(
+                location,
+                format!("shard name '{file}' leaves the index's folder"),
+            ));
+        }
+        weight_map.insert(name.clone(), file.to_owned());
+    }
+    let mut shards: Vec<String> = weight_map
+        .values()
+        .cloned()
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    shards.sort();
+    Ok((weight_map, shards))
+}
+
+/// Whether `target` names a shard index (by its name).
+pub fn is_index(target: &str) -> bool {
+    target.ends_with(".index.json")
+}
+
+/// Opens a local or remote shard index and its shards.
+pub fn open_index(target: &str, opts: &ReadOptions) -> Result<Model> {
+    let remote = crate::remote::is_url(target);
+    let json = if remote {
+        let (f, bytes) = RemoteFile::open(target, MAX_INDEX_LEN + 1)?;
+        if f.len() > MAX_INDEX_LEN {
+            return Err(bad(
+                target,
+                format!(
+                    "index of {} bytes is over the limit of {MAX_INDEX_LEN}",
+                    f.len()
+                ),
+            ));
+        }
+        bytes
+    } else {
+        let len = std::fs::metadata(target)
+            .map_err(|e| Error::from(e).in_file(Path::new(target)))?
+            .len();
+        if len > MAX_INDEX_LEN {
+            return Err(bad(
+                target,
+                format!("index of {len} bytes is over the limit of {MAX_INDEX_LEN}"),
+            ));
+        }
+        std::fs::read(target).map_err(|e| Error::from(e).in_file(Path::new(target)))?
+    };
+    let (weight_map, shards) = parse_index(target, &json)?;
+    let base = match target.rfind('/') {
+        Some(i) => &target[..=i],
+        None => "",
+    };
+    let mut files = Vec::with_capacity(shards.len());
+    let mut indexes = Vec::with_capacity(shards.len());
+    for name in &shards {
+        let location = format!("{base}{name}");
+        let (index, bytes) = if remote {
+            let (ix, r) = safetensors::open_remote(&location, opts)?;
+            (ix, FileBytes::Remote(r))
+        } else {
+            let (ix, s) = SafetensorsFile::open_with(&location, opts)?.into_parts();
+            (ix, FileBytes::Local(s))
+        };
+        files.push(ModelFile {
+            location,
+            name: name.clone(),
+            bytes,
+            header_len: index.header_len,
+            file_len: index.file_len,
+        });
+        indexes.push(index);
+    }
+    merge(target, files, indexes, Some(&weight_map))
+}
+
+/// Opens a folder: its shard index if it has one (`model.safetensors.index.json` preferred),
+/// else its `.safetensors` files, as one model.
+pub fn open_dir(dir: &Path, opts: &ReadOptions) -> Result<Model> {
+    let at = |e: std::io::Error| Error::from(e).in_file(dir);
+    let mut indexes = Vec::new();
+    let mut shards = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(at)? {
+        let name = entry
+            .map_err(at)?
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(INDEX_SUFFIX) {
+            indexes.push(name);
+        } else if name.ends_with(".safetensors") {
+            shards.push(name);
+        }
+    }
+    indexes.sort();
+    shards.sort();
+    let pick = indexes
+        .iter()
+        .find(|n| *n == "model.safetensors.index.json")
+        .or_else(|| indexes.first());
+    if let Some(index) = pick {
+        return open_index(&dir.join(index).to_string_lossy(), opts);
+    }
+    let shown = dir.to_string_lossy();
+    match shards.len() {
+        0 => Err(bad(
+            &shown,
+            "no .safetensors files and no shard index".into(),
+        )),
+        _ => {
+            let mut files = Vec::new();
+            let mut ixs = Vec::new();
+            for name in shards {
+                let location: PathBuf = dir.join(&name);
+                let (ix, s) = SafetensorsFile::open_with(&location, opts)?.into_parts();
+                files.push(ModelFile {
+                    location: location.to_string_lossy().into_owned(),
+                    name,
+                    bytes: FileBytes::Local(s),
+                    header_len: ix.header_len,
+                    file_len: ix.file_len,
+                });
+                ixs.push(ix);
+            }
+            merge(&shown, files, ixs, None)
+        }
+    }
+}
+
+/// One model from shards: the tensors the weight map gives each shard (all of them without a
+/// map), metadata merged (the first shard's value wins).
+fn merge(
+    location: &str,
+    files: Vec<ModelFile>,
+    indexes: Vec<TensorIndex>,
+    weight_map: Option<&BTreeMap<String, String>>,
+) -> Result<Model> {
+    let mut tensors: Vec<TensorInfo> = Vec::new();
+    let mut shard_of: HashMap<String, usize> = HashMap::new();
+    let mut metadata: BTreeMap<String, MetaValue> = BTreeMap::new();
+    let (mut header_len, mut file_len) = (0, 0);
+    for (i, (file, index)) in files.iter().zip(indexes).enumerate() {
+        header_len += index.header_len;
+        file_len += index.file_len;
+        for (k, v) in index.metadata {
+            metadata.entry(k).or_insert(v);
+        }
+        let mut have: HashSet<&str> = HashSet::new();
+        for t in index.tensors {
+            if let Some(map) = weight_map {
+                if map.get(&t.name) != Some(&file.name) {
+                    continue; // not listed for this shard: not loaded
+                }
+            }
+            if shard_of.insert(t.name.clone(), i).is_some() {
+                return Err(Error::new(ErrorKind::DuplicateKey)
+                    .at_tensor(&t.name)
+                    .in_file(Path::new(&file.location)));
+            }
+            tensors.push(t);
+        }
+        if let Some(map) = weight_map {
+            have.extend(
+                tensors
+                    .iter()
+                    .filter(|t| shard_of[&t.name] == i)
+                    .map(|t| t.name.as_str()),
+            );
+            if let Some((name, _)) = map
+                .iter()
+                .find(|(n, f)| **f == file.name && !have.contains(n.as_str()))
+            {
+                return Err(bad(
+                    location,
+                    format!(
+                        "weight_map puts tensor '{name}' in {}, which does not hold it",
+                        file.name
+                    ),
+                ));
+            }
+        }
+    }
+    let index = TensorIndex {
+        format: Format::Safetensors,
+        header_len,
+        file_len,
+        metadata,
+        tensors,
+    };
+    Ok(Model::sharded(location, index, files, shard_of))
+}
