@@ -32,5 +32,6 @@ pub mod ops;
 pub mod safetensors;
 pub mod sink;
 pub mod source;
+pub mod ztensor;
 
 pub use error::{Error, ErrorKind, Result};
