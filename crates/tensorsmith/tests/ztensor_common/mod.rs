@@ -248,6 +248,8 @@ pub enum Stage {
     Read,
     /// The file opens and decodes; `verify` (and verified reads) report the failure.
     Verify,
+    /// Checked by a dedicated test (named in the table's comment).
+    Elsewhere,
 }
 
 pub fn check_invalid(
@@ -256,6 +258,9 @@ pub fn check_invalid(
     stage: Stage,
     rule: fn(&tensorsmith::ErrorKind) -> bool,
 ) {
+    if stage == Stage::Elsewhere {
+        return;
+    }
     let r = open(ver, file);
     if stage == Stage::Open {
         let e = r.err().unwrap_or_else(|| panic!("{file}: opened"));
@@ -298,9 +303,10 @@ pub fn check_invalid(
         report.failures
     );
     if stage == Stage::Verify {
+        // Verified reads check digests, not data rules (those need the whole tensor).
         if let Some(e) = verified_err {
             assert!(
-                rule(e.kind()),
+                rule(e.kind()) || matches!(e.kind(), tensorsmith::ErrorKind::DigestMismatch { .. }),
                 "{file}: wrong verified-read error {:?}",
                 e.kind()
             );
