@@ -5,9 +5,9 @@
 //!   temporary files, and the next write to that destination removes them.
 //! - `convert` onto a filesystem that fills up fails with exit 2 and "No space left", and
 //!   leaves neither a partial file nor a temporary file behind.
-//! - headers that claim terabytes, huge shapes, deep nesting or millions of tensors are
-//!   refused (or handled) within a small address-space limit: memory follows the real file
-//!   size, not what the file claims.
+//! - headers that claim terabytes, huge shapes or deep nesting are refused within a small
+//!   address-space limit: memory follows the real file size, not what the file claims (the
+//!   two-million-tensor header is measured in `crates/tensorsmith/tests/memory_bound.rs`).
 //!
 //! Quick by default; `TS_RELIABILITY_KILLS=N` sets the number of kills (default 12).
 
@@ -375,40 +375,4 @@ fn deeply_nested_json_is_refused_without_exhausting_the_stack() {
     let o = run_limited(LIMIT_MIB, &["validate", &f]);
     let msg = assert_refused("validate", &o, "deep.safetensors");
     assert!(msg.contains("nest"), "{msg}");
-}
-
-#[test]
-fn a_million_tensor_header_opens_in_memory_proportional_to_the_file() {
-    // Two million zero-size tensors: a 110 MB header (over the default limit, so raised).
-    // Memory stays a small multiple of the header; a reader that sized anything by a
-    // claimed count, or copied the header several times, would not fit in the limit.
-    let dir = tempfile::tempdir().unwrap();
-    let count = 2_000_000;
-    let mut json = Vec::with_capacity(count * 56);
-    json.push(b'{');
-    for i in 0..count {
-        if i > 0 {
-            json.push(b',');
-        }
-        json.extend_from_slice(
-            format!(r#""t{i:07}":{{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}"#).as_bytes(),
-        );
-    }
-    json.push(b'}');
-    let header_mib = json.len() as u64 >> 20;
-    let f = file_with_header(dir.path(), "many.safetensors", json.len() as u64, &json, 0);
-    drop(json);
-
-    let o = run_limited(LIMIT_MIB, &["validate", &f]);
-    let msg = assert_refused("validate", &o, "many.safetensors");
-    assert!(msg.contains("limit"), "{msg}");
-
-    let limit = (4 * header_mib + 96).max(LIMIT_MIB);
-    let o = run_limited(limit, &["validate", "--max-header-size", "200000000", &f]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "within {limit} MiB for a {header_mib} MiB header: {}",
-        stderr(&o)
-    );
 }

@@ -35,6 +35,8 @@ pub enum DType {
     I4,
     /// Packed signed 2-bit integers (weight-inspect notes); read, never written by default.
     I2,
+    /// Complex pairs of f64 (zTensor `complex128`); safetensors has no name for it.
+    C128,
 }
 
 /// One row per dtype: the dtype, its bit size, its safetensors name.
@@ -63,11 +65,12 @@ const TABLE: &[(DType, u32, &str)] = &[
     (DType::U64, 64, "U64"),
     (DType::I4, 4, "I4"),
     (DType::I2, 2, "I2"),
+    (DType::C128, 128, "C128"),
 ];
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 24] = [
+    pub const ALL: [DType; 25] = [
         DType::BOOL,
         DType::F4,
         DType::F6_E2M3,
@@ -92,6 +95,7 @@ impl DType {
         DType::U64,
         DType::I4,
         DType::I2,
+        DType::C128,
     ];
 
     fn row(self) -> &'static (DType, u32, &'static str) {
@@ -128,13 +132,19 @@ impl DType {
         let d = TABLE.iter().find(|r| r.2 == name)?.0;
         match d {
             DType::I4 | DType::I2 if !packed_ints => None,
+            DType::C128 => None,
             _ => Some(d),
         }
     }
 
     /// Whether the safetensors reference library can read and write this dtype.
     pub fn is_safetensors_reference(self) -> bool {
-        !matches!(self, DType::I4 | DType::I2)
+        !matches!(self, DType::I4 | DType::I2 | DType::C128)
+    }
+
+    /// Whether safetensors has a name for this dtype at all (C128 has none).
+    pub fn is_safetensors_dtype(self) -> bool {
+        self != DType::C128
     }
 
     /// Floating point (including complex and the 4/6/8-bit float formats).
@@ -154,7 +164,108 @@ impl DType {
                 | F32
                 | F64
                 | C64
+                | C128
         )
+    }
+}
+
+/// zTensor names, one row per dtype that some zTensor version can store:
+/// `(dtype, v0.1 name, v1.1 name, v2 storage dtype, v2 logical type)`. `""` means the version
+/// has no name for it. v1.2 files use the v2 logical names in their component `type` field.
+const ZTENSOR_TABLE: &[(DType, &str, &str, &str, &str)] = &[
+    (DType::F64, "float64", "f64", "f64", ""),
+    (DType::F32, "float32", "f32", "f32", ""),
+    (DType::F16, "float16", "f16", "f16", ""),
+    (DType::BF16, "bfloat16", "bf16", "bf16", ""),
+    (DType::I64, "int64", "i64", "i64", ""),
+    (DType::I32, "int32", "i32", "i32", ""),
+    (DType::I16, "int16", "i16", "i16", ""),
+    (DType::I8, "int8", "i8", "i8", ""),
+    (DType::U64, "uint64", "u64", "u64", ""),
+    (DType::U32, "uint32", "u32", "u32", ""),
+    (DType::U16, "uint16", "u16", "u16", ""),
+    (DType::U8, "uint8", "u8", "u8", ""),
+    (DType::BOOL, "bool", "bool", "u8", "bool"),
+    (DType::F8_E4M3, "", "f8_e4m3", "u8", "f8_e4m3fn"),
+    (DType::F8_E5M2, "", "f8_e5m2", "u8", "f8_e5m2"),
+    (DType::F8_E4M3FNUZ, "", "", "u8", "f8_e4m3fnuz"),
+    (DType::F8_E5M2FNUZ, "", "", "u8", "f8_e5m2fnuz"),
+    (DType::F8_E8M0, "", "", "u8", "f8_e8m0"),
+    (DType::F4, "", "", "u8", "f4_e2m1"),
+    (DType::C64, "", "complex64", "f32", "complex64"),
+    (DType::C128, "", "complex128", "f64", "complex128"),
+];
+
+fn zt_row(
+    d: DType,
+) -> Option<&'static (
+    DType,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+)> {
+    ZTENSOR_TABLE.iter().find(|r| r.0 == d)
+}
+
+fn non_empty(s: &'static str) -> Option<&'static str> {
+    (!s.is_empty()).then_some(s)
+}
+
+impl DType {
+    /// The zTensor v0.1 name (`"float32"`), if v0.1 can store this dtype.
+    pub fn ztensor_v01_name(self) -> Option<&'static str> {
+        zt_row(self).and_then(|r| non_empty(r.1))
+    }
+
+    pub fn from_ztensor_v01_name(name: &str) -> Option<DType> {
+        ZTENSOR_TABLE
+            .iter()
+            .find(|r| !r.1.is_empty() && r.1 == name)
+            .map(|r| r.0)
+    }
+
+    /// The zTensor v1.1 name (`"f32"`, and the spec-only `f8_e4m3`, `complex64`, ...).
+    pub fn ztensor_v11_name(self) -> Option<&'static str> {
+        zt_row(self).and_then(|r| non_empty(r.2))
+    }
+
+    pub fn from_ztensor_v11_name(name: &str) -> Option<DType> {
+        ZTENSOR_TABLE
+            .iter()
+            .find(|r| !r.2.is_empty() && r.2 == name)
+            .map(|r| r.0)
+    }
+
+    /// The zTensor v2 storage dtype and logical type (`("u8", Some("bool"))`).
+    pub fn ztensor_v2_names(self) -> Option<(&'static str, Option<&'static str>)> {
+        zt_row(self).and_then(|r| non_empty(r.3).map(|s| (s, non_empty(r.4))))
+    }
+
+    /// A zTensor v2 storage dtype name (one of the 12 primitives).
+    pub fn from_ztensor_v2_storage(name: &str) -> Option<DType> {
+        ZTENSOR_TABLE
+            .iter()
+            .find(|r| r.4.is_empty() && r.3 == name)
+            .map(|r| r.0)
+    }
+
+    /// A zTensor logical type name (v2 `type`, v1.2 `type`) with the storage dtype it requires.
+    pub fn from_ztensor_logical(name: &str) -> Option<(DType, DType)> {
+        let row = ZTENSOR_TABLE
+            .iter()
+            .find(|r| !r.4.is_empty() && r.4 == name)?;
+        Some((row.0, DType::from_ztensor_v2_storage(row.3)?))
+    }
+
+    /// Bytes of `elements` elements under zTensor v2's size functions: like
+    /// [`DType::packed_bytes`], except that `f4_e2m1` rounds up to whole bytes (an odd final
+    /// nibble is zero). `None` on overflow or a partial byte.
+    pub fn ztensor_v2_bytes(self, elements: u64) -> Option<u64> {
+        if self == DType::F4 {
+            return Some(elements.div_ceil(2));
+        }
+        self.packed_bytes(elements)
     }
 }
 
@@ -178,7 +289,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_are_case_sensitive() {
-        for d in DType::ALL {
+        for d in DType::ALL.into_iter().filter(|d| d.is_safetensors_dtype()) {
             assert_eq!(
                 DType::from_safetensors_name(d.safetensors_name(), true),
                 Some(d)
@@ -186,6 +297,32 @@ mod tests {
         }
         assert_eq!(DType::from_safetensors_name("f32", true), None);
         assert_eq!(DType::from_safetensors_name("I4", false), None);
+        assert_eq!(DType::from_safetensors_name("C128", true), None);
+    }
+
+    #[test]
+    fn ztensor_names_round_trip() {
+        for d in DType::ALL {
+            if let Some(n) = d.ztensor_v01_name() {
+                assert_eq!(DType::from_ztensor_v01_name(n), Some(d));
+            }
+            if let Some(n) = d.ztensor_v11_name() {
+                assert_eq!(DType::from_ztensor_v11_name(n), Some(d));
+            }
+            if let Some((s, l)) = d.ztensor_v2_names() {
+                match l {
+                    None => assert_eq!(DType::from_ztensor_v2_storage(s), Some(d)),
+                    Some(l) => {
+                        let (ld, sd) = DType::from_ztensor_logical(l).unwrap();
+                        assert_eq!(ld, d);
+                        assert_eq!(sd.ztensor_v2_names().unwrap().0, s);
+                    }
+                }
+            }
+        }
+        assert_eq!(DType::from_ztensor_v2_storage("bool"), None);
+        assert_eq!(DType::from_ztensor_v11_name("float32"), None);
+        assert_eq!(DType::F4.ztensor_v2_bytes(5), Some(3));
     }
 
     #[test]

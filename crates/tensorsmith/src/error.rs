@@ -73,6 +73,78 @@ pub enum ErrorKind {
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
     Gguf(#[from] crate::gguf::GgufRule),
+    // --- zTensor framing (all versions)
+    #[error("not a zTensor file: the first 8 bytes match no known zTensor magic")]
+    ZtUnknownMagic,
+    #[error("zTensor v{version}: file is {len} bytes, smaller than the {min}-byte minimum")]
+    ZtTooSmall {
+        version: &'static str,
+        len: u64,
+        min: u64,
+    },
+    #[error("zTensor v{version}: the footer magic is wrong (truncated or not a zTensor file)")]
+    ZtFooterMagic { version: &'static str },
+    #[error("zTensor v2: footer version {0} is not supported (only 2)")]
+    ZtFooterVersion(u32),
+    #[error("manifest of {len} bytes exceeds the limit of {limit} bytes")]
+    ZtManifestTooLarge { len: u64, limit: u64 },
+    #[error("manifest [{offset}, +{len}) lies outside the {file_len}-byte file's manifest area")]
+    ZtManifestOutOfBounds {
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    },
+    #[error("manifest hash mismatch: footer says {expected:016x}, XXH3-64 of the manifest is {actual:016x}")]
+    ZtManifestHash { expected: u64, actual: u64 },
+    #[error("manifest is not valid CBOR: {msg} (at manifest byte {offset})")]
+    Cbor { msg: String, offset: usize },
+    #[error(
+        "manifest is not deterministic CBOR (RFC 8949 core): {msg} (at manifest byte {offset})"
+    )]
+    CborNotDeterministic { msg: &'static str, offset: usize },
+    #[error("manifest schema: {0}")]
+    ZtSchema(String),
+    #[error("invalid name {name:?}: {rule}")]
+    ZtBadName { name: String, rule: &'static str },
+    #[error("layout '{0}' is not supported here (only dense tensors in this version)")]
+    ZtUnsupportedLayout(String),
+    #[error("unknown encoding '{0}'")]
+    ZtUnknownEncoding(String),
+    #[error("unknown logical type '{0}': its bytes can be read structurally but not interpreted")]
+    ZtUnknownType(String),
+    #[error("malformed digest '{0}'")]
+    ZtBadDigest(String),
+    #[error("blob offset {offset} is not a multiple of {align}")]
+    ZtMisaligned { offset: u64, align: u64 },
+    #[error("blob [{offset}, +{len}) lies outside the data area, which ends at {limit}")]
+    ZtBlobOutOfBounds { offset: u64, len: u64, limit: u64 },
+    #[error("blob at {offset} starts inside the file header (blobs start at {min} or later)")]
+    ZtBlobInHeader { offset: u64, min: u64 },
+    #[error("blobs [{a_offset}, +{a_len}) and [{b_offset}, +{b_len}) overlap")]
+    ZtOverlap {
+        a_offset: u64,
+        a_len: u64,
+        b_offset: u64,
+        b_len: u64,
+    },
+    #[error("shard '{0}' is not declared in the manifest's shard table")]
+    ZtShardRef(String),
+    #[error("part is stored in shard '{0}'; reading other files is not supported")]
+    ZtExternalShard(String),
+    #[error("layout {layout}: {rule}")]
+    ZtLayoutRule { layout: String, rule: String },
+    #[error("data rule: {0}")]
+    ZtLayoutData(String),
+    #[error("decoded data is {actual} bytes but {expected} were declared")]
+    ZtDecodedLength { expected: u64, actual: String },
+    #[error("compressed data is corrupt: {0}")]
+    ZtCompression(String),
+    #[error("zstd seek table: {0}")]
+    ZtSeekTable(String),
+    #[error("digest mismatch: the file says {expected}, the bytes give {actual}")]
+    DigestMismatch { expected: String, actual: String },
+    #[error("option not available for zTensor v{version}: {what}")]
+    ZtUnsupportedOption { version: &'static str, what: String },
 
     // --- use of an opened file
     #[error("no such tensor")]

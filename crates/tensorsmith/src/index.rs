@@ -3,6 +3,7 @@
 //! it never holds tensor bytes itself.
 
 use crate::dtype::DType;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
@@ -21,6 +22,9 @@ pub enum Format {
     Gguf {
         version: u32,
     },
+    Ztensor {
+        version: ZtVersion,
+    },
 }
 
 impl Format {
@@ -28,6 +32,7 @@ impl Format {
         match self {
             Format::Safetensors => "safetensors",
             Format::Gguf { .. } => "gguf",
+            Format::Ztensor { .. } => "ztensor",
         }
     }
 
@@ -36,7 +41,35 @@ impl Format {
         match self {
             Format::Safetensors => None,
             Format::Gguf { version } => Some(version.to_string()),
+            Format::Ztensor { version } => Some(version.to_string()),
         }
+    }
+}
+
+/// The three incompatible on-disk versions of zTensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ZtVersion {
+    /// Magic `ZTEN0001`, trailing CBOR array (specs/ztensor-v0.1.md).
+    V0_1,
+    /// Magic `ZTEN1000` at both ends, CBOR manifest (specs/ztensor-v1.1.md; also 1.2 files).
+    V1_1,
+    /// PNG-style magic, 40-byte footer, deterministic CBOR manifest.
+    V2,
+}
+
+impl ZtVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZtVersion::V0_1 => "0.1",
+            ZtVersion::V1_1 => "1.1",
+            ZtVersion::V2 => "2",
+        }
+    }
+}
+
+impl std::fmt::Display for ZtVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -50,6 +83,12 @@ pub enum MetaValue {
     F32(f32),
     F64(f64),
     Array(Vec<MetaValue>),
+    /// CBOR null (zTensor attributes).
+    Null,
+    /// A CBOR byte string (zTensor attributes).
+    Bytes(Vec<u8>),
+    /// A map with text keys (zTensor attributes).
+    Map(BTreeMap<String, MetaValue>),
 }
 
 /// How a tensor's elements are laid out across its parts.
@@ -60,23 +99,123 @@ pub enum Layout {
     /// One part, `data`, of ggml blocks of this block-quantized type (GGUF); the tensor's
     /// `dtype` is then `U8`, the type of the stored bytes.
     Ggml(crate::gguf::GgmlType),
+    /// Compressed sparse rows: parts `values`, `indices`, `indptr`; rank 2.
+    SparseCsr,
+    /// Coordinate list: parts `values` and `coords` (structure of arrays: all dimension-0
+    /// indices, then dimension 1, ...).
+    SparseCoo,
+    /// Group quantization: `packed_weight`, `scales`, `zeros` (zTensor v1.1) or `data`,
+    /// `scales`, `zeros`? (v2 `zt.quant_group/1`); parameters in the tensor's attributes.
+    QuantizedGroup,
+    /// OCP microscaling (v2 `zt.mx/1`): `data` and one `f8_e8m0` scale per block.
+    Mx,
+    /// A layout this library does not interpret; its parts are exposed as stored.
+    Other(Box<str>),
+}
+
+impl Layout {
+    /// The roles a layout requires, in the order the zTensor writers lay them out.
+    pub fn roles(&self) -> &'static [&'static str] {
+        match self {
+            Layout::Dense => &["data"],
+            Layout::SparseCsr => &["values", "indices", "indptr"],
+            Layout::SparseCoo => &["values", "coords"],
+            Layout::Ggml(_) => &["data"],
+            Layout::QuantizedGroup | Layout::Mx | Layout::Other(_) => &[],
+        }
+    }
 }
 
 /// How a part's bytes are stored in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Encoding {
     Raw,
+    /// zstd frames (zTensor v0.1/v1.1 `zstd`).
+    Zstd,
+    /// zstd frames plus a seek table (zTensor v2 `zt.zstd-seekable/1`).
+    ZstdSeekable,
+    /// An encoding this library cannot decode; the stored bytes are still reachable.
+    Other(Box<str>),
+}
+
+/// A content digest as a file records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Digest {
+    Crc32c(u32),
+    Sha256([u8; 32]),
+    Xxh3(u64),
+}
+
+/// Which bytes a digest covers: the stored ones (zTensor v0.1/v1.1) or the decoded ones (v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestScope {
+    Stored,
+    Decoded,
+}
+
+/// What few parts carry beyond bytes and type (boxed: most parts have none of it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PartExtra {
+    pub digest: Option<(Digest, DigestScope)>,
+    /// A logical type this library does not know (zTensor v2 `type`). `dtype` is then the
+    /// storage type and the bytes must not be interpreted as elements.
+    pub unknown_type: Option<String>,
+    /// The shard (another file) holding the bytes (zTensor v2); `range` is in that file.
+    pub shard: Option<String>,
 }
 
 /// One stored byte range of a tensor (the whole tensor, for a dense one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {
     /// Role of the part in its layout (`data` for dense tensors).
-    pub role: &'static str,
+    pub role: Cow<'static, str>,
+    /// Element type of the decoded bytes (the logical type where the format has one).
     pub dtype: DType,
-    /// Absolute byte range in the file.
+    /// Absolute byte range of the stored bytes in the file.
     pub range: Range<u64>,
     pub encoding: Encoding,
+    /// Length of the decoded bytes (the stored length for raw parts).
+    pub decoded_len: u64,
+    /// Stored elements are big-endian (zTensor v0.1 `data_endianness: "big"`, raw only);
+    /// readers swap them, decoded bytes are always little-endian.
+    pub big_endian: bool,
+    pub extra: Option<Box<PartExtra>>,
+}
+
+impl Part {
+    /// A raw little-endian part with nothing extra: what safetensors has.
+    pub fn raw(role: &'static str, dtype: DType, range: Range<u64>) -> Part {
+        Part {
+            role: Cow::Borrowed(role),
+            dtype,
+            decoded_len: range.end.saturating_sub(range.start),
+            range,
+            encoding: Encoding::Raw,
+            big_endian: false,
+            extra: None,
+        }
+    }
+
+    pub fn stored_len(&self) -> u64 {
+        self.range.end.saturating_sub(self.range.start)
+    }
+
+    pub fn digest(&self) -> Option<(Digest, DigestScope)> {
+        self.extra.as_ref().and_then(|e| e.digest)
+    }
+
+    pub fn unknown_type(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|e| e.unknown_type.as_deref())
+    }
+
+    pub fn shard(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|e| e.shard.as_deref())
+    }
+
+    /// Whether the decoded bytes are the stored bytes, so a map can serve them as they are.
+    pub fn is_zero_copy(&self) -> bool {
+        self.encoding == Encoding::Raw && !self.big_endian && self.shard().is_none()
+    }
 }
 
 /// One named tensor.
@@ -87,6 +226,8 @@ pub struct TensorInfo {
     pub shape: Shape,
     pub layout: Layout,
     pub parts: Parts,
+    /// Per-tensor attributes (zTensor object `attributes`, e.g. quantization parameters).
+    pub attributes: BTreeMap<String, MetaValue>,
 }
 
 impl TensorInfo {
@@ -95,9 +236,14 @@ impl TensorInfo {
         self.shape.iter().product()
     }
 
-    /// Bytes taken by the decoded tensor (sum of stored part lengths for raw parts).
+    /// Bytes taken by the decoded tensor (sum of decoded part lengths).
     pub fn byte_len(&self) -> u64 {
-        self.parts.iter().map(|p| p.range.end - p.range.start).sum()
+        self.parts.iter().map(|p| p.decoded_len).sum()
+    }
+
+    /// The part with this role.
+    pub fn part(&self, role: &str) -> Option<&Part> {
+        self.parts.iter().find(|p| p.role == role)
     }
 
     /// The name of the element type as shown to people: the dtype's, or the ggml type's for

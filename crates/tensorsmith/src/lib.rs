@@ -34,5 +34,6 @@ pub mod remote;
 pub mod safetensors;
 pub mod sink;
 pub mod source;
+pub mod ztensor;
 
 pub use error::{Error, ErrorKind, Result};

@@ -16,7 +16,7 @@ pub use value::{Array, Value, ValueType};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::index::{Encoding, Format, Layout, Part, Shape, TensorIndex, TensorInfo};
+use crate::index::{Format, Layout, Part, Shape, TensorIndex, TensorInfo};
 use crate::source::{Backend, Source};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -103,12 +103,8 @@ impl GgufHeader {
                     dtype,
                     shape: t.shape(),
                     layout,
-                    parts: smallvec::smallvec![Part {
-                        role: "data",
-                        dtype,
-                        range: t.range.clone(),
-                        encoding: Encoding::Raw,
-                    }],
+                    parts: smallvec::smallvec![Part::raw("data", dtype, t.range.clone())],
+                    attributes: Default::default(),
                 }
             })
             .collect();

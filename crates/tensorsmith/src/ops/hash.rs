@@ -82,14 +82,35 @@ impl Enc {
                     self.value(x);
                 }
             }
+            MetaValue::Null => self.tag(b'n'),
+            MetaValue::Bytes(b) => {
+                self.tag(b'y');
+                self.u64(b.len() as u64);
+                self.0.update(b);
+            }
+            MetaValue::Map(m) => {
+                self.tag(b'm');
+                self.u64(m.len() as u64);
+                for (k, v) in m {
+                    self.str(k);
+                    self.value(v);
+                }
+            }
         }
     }
 }
 
-fn layout_name(t: &TensorInfo) -> &'static str {
+/// Layout names shared by every format that has the layout (zTensor v1.1 and v2 spell
+/// theirs differently; the ID must not).
+fn layout_name(t: &TensorInfo) -> &str {
     match &t.layout {
         Layout::Dense => "dense",
         Layout::Ggml(g) => g.name(),
+        Layout::SparseCsr => "sparse_csr",
+        Layout::SparseCoo => "sparse_coo",
+        Layout::QuantizedGroup => "quant_group",
+        Layout::Mx => "mx",
+        Layout::Other(s) => s,
     }
 }
 
@@ -194,12 +215,8 @@ mod tests {
             dtype,
             shape: shape.iter().copied().collect(),
             layout: Layout::Dense,
-            parts: smallvec::smallvec![Part {
-                role: "data",
-                dtype,
-                range,
-                encoding: crate::index::Encoding::Raw,
-            }],
+            parts: smallvec::smallvec![Part::raw("data", dtype, range)],
+            attributes: Default::default(),
         }
     }
 

@@ -23,6 +23,14 @@ pub fn meta_json(v: &MetaValue) -> Value {
         },
         MetaValue::F64(f) => json!(f),
         MetaValue::Array(a) => Value::Array(a.iter().map(meta_json).collect()),
+        MetaValue::Null => Value::Null,
+        MetaValue::Bytes(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            json!({ "bytes_hex": hex })
+        }
+        MetaValue::Map(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), meta_json(v))).collect())
+        }
     }
 }
 

@@ -35,6 +35,16 @@ pub fn inner(v: &MetaValue) -> String {
             let items: Vec<String> = a.iter().map(inner).collect();
             format!("[{}]", items.join(","))
         }
+        MetaValue::Null => "null".to_string(),
+        // Neither safetensors nor GGUF has these; given a form for completeness only.
+        MetaValue::Bytes(b) => quote(&b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        MetaValue::Map(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}:{}", quote(k), inner(v)))
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
     }
 }
 

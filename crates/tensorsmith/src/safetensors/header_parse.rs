@@ -6,7 +6,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Encoding, Layout, Part, Shape, TensorInfo};
+use crate::index::{Layout, Part, Shape, TensorInfo};
 use std::borrow::Cow;
 
 /// Deepest nesting accepted inside ignored values (serde_json's default recursion limit).
@@ -208,12 +208,8 @@ impl<'a> Parser<'a> {
                 dtype,
                 shape,
                 layout: Layout::Dense,
-                parts: smallvec::smallvec![Part {
-                    role: "data",
-                    dtype,
-                    range: begin..end,
-                    encoding: Encoding::Raw,
-                }],
+                parts: smallvec::smallvec![Part::raw("data", dtype, begin..end)],
+                attributes: Default::default(),
             }),
             Err(e) => Err(e.at_tensor(&name)),
         }

@@ -116,7 +116,9 @@ impl<'a> Writer<'a> {
         if name == "__metadata__" {
             return Err(err(ErrorKind::BadName("__metadata__ is reserved")));
         }
-        if !dtype.is_safetensors_reference() && !self.allow_packed_ints {
+        if !dtype.is_safetensors_dtype()
+            || (!dtype.is_safetensors_reference() && !self.allow_packed_ints)
+        {
             return Err(err(ErrorKind::UnsupportedDtype(dtype.to_string())));
         }
         let elements = shape

@@ -1,0 +1,97 @@
+//! zTensor, all three on-disk versions: v0.1 (`ZTEN0001`), v1.1 (`ZTEN1000`, also 1.2
+//! files) and v2 (PNG-style magic, deterministic CBOR, 4 KiB blobs). [`open`] detects the
+//! version from the first 8 bytes, validates the whole manifest and returns a [`ZtFile`]
+//! over the neutral [`TensorIndex`]; [`Writer`] writes any of the three.
+//!
+//! ```no_run
+//! use tensorsmith::ztensor::{self, Compression, WriteOptions, Writer};
+//! use tensorsmith::dtype::DType;
+//! use tensorsmith::index::ZtVersion;
+//!
+//! let f = ztensor::open("model.zt", &Default::default())?;
+//! for t in &f.index().tensors {
+//!     let bytes = f.tensor_bytes(&t.name)?;  // decoded, little-endian; zero-copy when raw
+//!     println!("{} {} {:?} {} bytes", t.name, t.dtype, t.shape, bytes.len());
+//! }
+//! let report = f.verify();                   // digests and data rules
+//! let mut w = Writer::new(WriteOptions {
+//!     version: ZtVersion::V2,
+//!     compression: Compression::Zstd { level: 3 },
+//!     ..Default::default()
+//! });
+//! w.add_dense("x", DType::F32, &[2], vec![0u8; 8])?;
+//! w.write_file("out.zt")?;
+//! # Ok::<(), tensorsmith::Error>(())
+//! ```
+//!
+//! Files: `cbor` (hand-written codec, see its doc for why), `fields` (typed manifest
+//! access), `digest`, `codec` (zstd and the seekable format), `blobs` (alignment, bounds,
+//! overlap), `layout` (size and data rules per layout), `v01_read`/`v11_read`/`v2_read`,
+//! `file` (the opened file, decoding, verify), `write` (the writer front) and
+//! `v01_write`/`v11_write`/`v2_write`.
+
+pub mod blobs;
+pub mod cbor;
+pub mod codec;
+pub mod digest;
+mod fields;
+mod file;
+pub mod layout;
+pub mod v01_read;
+mod v01_write;
+pub mod v11_read;
+mod v11_write;
+pub mod v2_read;
+mod v2_write;
+mod write;
+
+pub use digest::DigestKind;
+pub use file::{decode_part, open, parse_bytes, ReadAt, VerifyReport, ZtFile};
+pub use write::{Compression, PartData, WriteOptions, Writer};
+
+use crate::index::{TensorIndex, ZtVersion};
+use crate::source::Backend;
+use std::ops::Range;
+
+/// The v1.1 spec's manifest limit, used for every version.
+pub const DEFAULT_MAX_MANIFEST_LEN: u64 = 1 << 30;
+
+/// Options for opening a file.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Largest manifest accepted, in bytes (default 1 GiB).
+    pub max_manifest_len: u64,
+    pub backend: Backend,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            max_manifest_len: DEFAULT_MAX_MANIFEST_LEN,
+            backend: Backend::Mmap,
+        }
+    }
+}
+
+/// A validated manifest.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub index: TensorIndex,
+    /// The manifest's `version` string (v1.1: `"1.1.0"` or `"1.2.0"`).
+    pub manifest_version: Option<String>,
+    pub manifest_range: Range<u64>,
+}
+
+/// The zTensor version whose magic starts `first8`.
+pub fn detect(first8: &[u8]) -> Option<ZtVersion> {
+    let head = first8.get(..8)?;
+    if head == v01_read::MAGIC {
+        Some(ZtVersion::V0_1)
+    } else if head == v11_read::MAGIC {
+        Some(ZtVersion::V1_1)
+    } else if head == v2_read::MAGIC {
+        Some(ZtVersion::V2)
+    } else {
+        None
+    }
+}

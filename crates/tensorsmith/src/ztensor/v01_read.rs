@@ -1,0 +1,154 @@
+//! Reading zTensor v0.1 files: `ZTEN0001`, blobs at 64-byte aligned offsets, then a CBOR
+//! array of tensor maps (definite or indefinite) and its size as the last 8 bytes. Only
+//! dense tensors are defined by the spec; the 0.1.x crate's `sparsecsr`/`sparsecoo` layouts
+//! are rejected with a clear error. A missing `layout` means dense (the spec has no such
+//! key). Big-endian raw data is flagged on its part and swapped when decoded.
+
+use super::cbor::{self, Mode, Value};
+use super::fields::{self, req, req_text, req_uint, schema};
+use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{
+    DigestScope, Encoding, Format, Layout, Part, PartExtra, TensorIndex, TensorInfo, ZtVersion,
+};
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+pub const MAGIC: &[u8; 8] = b"ZTEN0001";
+pub const ALIGN: u64 = 64;
+/// Magic, an empty CBOR array, and the size field.
+pub const MIN_LEN: u64 = 17;
+
+pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
+    let len = r.len();
+    if len < 8 || &r.read(0..8)?[..] != MAGIC {
+        return Err(ErrorKind::ZtUnknownMagic.into());
+    }
+    if len < MIN_LEN {
+        return Err(ErrorKind::ZtTooSmall {
+            version: "0.1",
+            len,
+            min: MIN_LEN,
+        }
+        .into());
+    }
+    let size = u64::from_le_bytes(r.read(len - 8..len)?[..].try_into().expect("8 bytes"));
+    if size > opts.max_manifest_len {
+        return Err(ErrorKind::ZtManifestTooLarge {
+            len: size,
+            limit: opts.max_manifest_len,
+        }
+        .into());
+    }
+    let start = match (len - 8).checked_sub(size) {
+        Some(s) if s >= 8 => s,
+        _ => {
+            return Err(ErrorKind::ZtManifestOutOfBounds {
+                offset: (len - 8).saturating_sub(size),
+                len: size,
+                file_len: len,
+            }
+            .into())
+        }
+    };
+    let manifest = r.read(start..len - 8)?;
+    parse_manifest(&manifest, start, len)
+}
+
+pub fn parse_manifest(manifest: &[u8], start: u64, file_len: u64) -> Result<Parsed> {
+    let root = cbor::decode(manifest, Mode::Lenient)?;
+    let entries = root
+        .as_array()
+        .ok_or_else(|| schema("the metadata must be a CBOR array"))?;
+    let mut tensors = Vec::with_capacity(entries.len());
+    let mut names = HashSet::with_capacity(entries.len());
+    for e in entries {
+        let t = entry(e, start)?;
+        if !names.insert(t.name.clone()) {
+            return Err(Error::new(ErrorKind::DuplicateKey).at_tensor(&t.name));
+        }
+        tensors.push(t);
+    }
+    blobs::check_overlaps(&tensors, None, &[])?;
+    tensors.sort_by_key(blobs::data_order_key);
+    Ok(Parsed {
+        index: TensorIndex {
+            format: Format::Ztensor {
+                version: ZtVersion::V0_1,
+            },
+            header_len: 8,
+            file_len,
+            metadata: Default::default(),
+            tensors,
+        },
+        manifest_version: None,
+        manifest_range: start..start + manifest.len() as u64,
+    })
+}
+
+fn entry(e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
+    fields::map(e, "a tensor entry")?;
+    let name = req_text(e, "name", "a tensor entry")?;
+    entry_body(name, e, data_end).map_err(|err| err.at_tensor(name))
+}
+
+fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
+    let what = "a tensor entry";
+    let offset = req_uint(e, "offset", what)?;
+    let size = req_uint(e, "size", what)?;
+    let dtype_name = req_text(e, "dtype", what)?;
+    let dtype = DType::from_ztensor_v01_name(dtype_name)
+        .ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
+    let shape = fields::shape(req(e, "shape", what)?)?;
+    let encoding = match req_text(e, "encoding", what)? {
+        "raw" => Encoding::Raw,
+        "zstd" => Encoding::Zstd,
+        other => return Err(ErrorKind::ZtUnknownEncoding(other.to_string()).into()),
+    };
+    match fields::opt_text(e, "layout")? {
+        None | Some("dense") => {}
+        Some(other) => return Err(ErrorKind::ZtUnsupportedLayout(other.to_string()).into()),
+    }
+    let big = match fields::opt_text(e, "data_endianness")? {
+        None | Some("little") => false,
+        Some("big") => true,
+        Some(other) => {
+            return Err(schema(format!(
+                "data_endianness must be 'little' or 'big', not '{other}'"
+            )))
+        }
+    };
+    let mut extra = PartExtra::default();
+    if let Some(c) = fields::opt_text(e, "checksum")? {
+        extra.digest = digest::parse_legacy(c)?.map(|d| (d, DigestScope::Stored));
+    }
+    blobs::check_range(offset, size, ALIGN, 8, data_end)?;
+    let elements: u64 = shape.iter().product();
+    let decoded_len = match encoding {
+        Encoding::Raw => size,
+        _ => dtype
+            .packed_bytes(elements)
+            .ok_or(ErrorKind::ShapeOverflow)?,
+    };
+    let has_extra = extra != PartExtra::default();
+    let t = TensorInfo {
+        name: name.to_string(),
+        dtype,
+        shape,
+        layout: Layout::Dense,
+        parts: smallvec::smallvec![Part {
+            role: Cow::Borrowed("data"),
+            dtype,
+            range: offset..offset + size,
+            // The spec ties data_endianness to raw data; zstd payloads are little-endian.
+            big_endian: big && encoding == Encoding::Raw && dtype.bits() > 8,
+            encoding,
+            decoded_len,
+            extra: has_extra.then(|| Box::new(extra)),
+        }],
+        attributes: Default::default(),
+    };
+    layout::check(&t, ZtVersion::V0_1)?;
+    Ok(t)
+}

@@ -1,0 +1,121 @@
+//! Writing zTensor v1.1 as the 1.1.1 reference does: `ZTEN1000`, blobs in insertion order
+//! at multiples of 64 (an object's parts in its layout's order: values, indices, indptr for
+//! CSR), the manifest right after the last blob, its size, and the magic again. Manifest
+//! keys in the reference's order: root `version, attributes?, objects`; object `shape,
+//! format, attributes?, components`; component `dtype, offset, length, encoding?, digest?`;
+//! `objects`, `components` and attribute maps in byte-wise key order. A compressed part of
+//! a non-dense object also gets 1.2's `uncompressed_length` (after `length`; 1.1.1 ignores
+//! it): without it a reader cannot know the decoded size of, say, CSR values before
+//! inflating them.
+
+use super::cbor::{self, KeyOrder};
+use super::digest;
+use super::v11_read::{role_rank, ALIGN, MAGIC};
+use super::write::{pad, PreparedObject};
+use crate::error::Result;
+use crate::index::{Layout, MetaValue};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+fn format_name(l: &Layout) -> &str {
+    match l {
+        Layout::Dense => "dense",
+        Layout::SparseCsr => "sparse_csr",
+        Layout::SparseCoo => "sparse_coo",
+        Layout::QuantizedGroup => "quantized_group",
+        Layout::Mx => "mx",
+        Layout::Other(s) => s,
+        Layout::Ggml(g) => g.name(),
+    }
+}
+
+pub(crate) fn write(
+    objects: &[PreparedObject<'_>],
+    attributes: &BTreeMap<String, MetaValue>,
+    out: &mut dyn Write,
+) -> Result<u64> {
+    out.write_all(MAGIC)?;
+    let mut pos = MAGIC.len() as u64;
+    // (name, encoded object map), to be sorted by name.
+    let mut encoded: Vec<(&str, Vec<u8>)> = Vec::with_capacity(objects.len());
+    for o in objects {
+        let mut order: Vec<usize> = (0..o.parts.len()).collect();
+        order.sort_by_key(|&i| role_rank(&o.layout, &o.parts[i].role));
+        let mut comps: Vec<(&str, Vec<u8>)> = Vec::with_capacity(o.parts.len());
+        for i in order {
+            let p = &o.parts[i];
+            pad(out, &mut pos, ALIGN)?;
+            let offset = pos;
+            out.write_all(&p.stored)?;
+            pos += p.stored.len() as u64;
+            let mut c = Vec::with_capacity(96);
+            let sized = p.compressed && o.layout != Layout::Dense;
+            let n = 3
+                + usize::from(sized)
+                + usize::from(p.compressed)
+                + usize::from(p.digest.is_some());
+            cbor::head(&mut c, 5, n as u64);
+            cbor::text(&mut c, "dtype");
+            cbor::text(&mut c, p.dtype.ztensor_v11_name().unwrap_or("u8"));
+            cbor::text(&mut c, "offset");
+            cbor::uint(&mut c, offset);
+            cbor::text(&mut c, "length");
+            cbor::uint(&mut c, p.stored.len() as u64);
+            if sized {
+                cbor::text(&mut c, "uncompressed_length");
+                cbor::uint(&mut c, p.decoded_len);
+            }
+            if p.compressed {
+                cbor::text(&mut c, "encoding");
+                cbor::text(&mut c, "zstd");
+            }
+            if let Some(d) = &p.digest {
+                cbor::text(&mut c, "digest");
+                cbor::text(&mut c, &digest::format(d));
+            }
+            comps.push((&p.role, c));
+        }
+        comps.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let mut m = Vec::with_capacity(128);
+        cbor::head(&mut m, 5, 3 + u64::from(!o.attributes.is_empty()));
+        cbor::text(&mut m, "shape");
+        cbor::u64_array(&mut m, &o.shape);
+        cbor::text(&mut m, "format");
+        cbor::text(&mut m, format_name(&o.layout));
+        if !o.attributes.is_empty() {
+            cbor::text(&mut m, "attributes");
+            cbor::meta_map(&mut m, &o.attributes, KeyOrder::Text);
+        }
+        cbor::text(&mut m, "components");
+        cbor::head(&mut m, 5, comps.len() as u64);
+        for (role, c) in comps {
+            cbor::text(&mut m, role);
+            m.extend_from_slice(&c);
+        }
+        encoded.push((&o.name, m));
+    }
+    encoded.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let mut man = Vec::with_capacity(
+        64 + encoded
+            .iter()
+            .map(|e| e.1.len() + e.0.len() + 4)
+            .sum::<usize>(),
+    );
+    cbor::head(&mut man, 5, 2 + u64::from(!attributes.is_empty()));
+    cbor::text(&mut man, "version");
+    cbor::text(&mut man, "1.1.0");
+    if !attributes.is_empty() {
+        cbor::text(&mut man, "attributes");
+        cbor::meta_map(&mut man, attributes, KeyOrder::Text);
+    }
+    cbor::text(&mut man, "objects");
+    cbor::head(&mut man, 5, encoded.len() as u64);
+    for (name, m) in encoded {
+        cbor::text(&mut man, name);
+        man.extend_from_slice(&m);
+    }
+    out.write_all(&man)?;
+    out.write_all(&(man.len() as u64).to_le_bytes())?;
+    out.write_all(MAGIC)?;
+    Ok(pos + man.len() as u64 + 16)
+}

@@ -1,0 +1,512 @@
+//! The writer front shared by the three versions: collects named tensors (dense, sparse,
+//! quantized, or any layout), checks them with the same layout rules the readers apply,
+//! compresses and digests all parts in parallel, then hands them to the version's writer,
+//! which streams the file through [`AtomicFile`].
+
+use super::digest::{self, DigestKind};
+use super::{codec, layout, v01_write, v11_write, v2_read, v2_write};
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Digest, Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
+use crate::sink::AtomicFile;
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::Path;
+
+/// How part bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    #[default]
+    None,
+    /// zstd at a level of 1-22 (3 is the references' default): one frame per part for
+    /// v0.1/v1.1, `zt.zstd-seekable/1` with 1 MiB frames for v2.
+    Zstd { level: i32 },
+}
+
+/// Options for a [`Writer`].
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    pub version: ZtVersion,
+    /// Default for parts that do not say otherwise.
+    pub compression: Compression,
+    /// v0.1/v1.1: crc32c or sha256 (over stored bytes); v2: xxh3 or sha256 (over decoded
+    /// bytes). `None` writes no digest (v2 canonical files always get xxh3).
+    pub digest: Option<DigestKind>,
+    /// v2 blob placement, a power of two of at least 4096 (default 4096; 65536 when canonical).
+    pub align: Option<u64>,
+    /// v2 canonical form: 64 KiB placement, objects in name order, raw parts, xxh3 digests.
+    pub canonical: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            version: ZtVersion::V2,
+            compression: Compression::None,
+            digest: None,
+            align: None,
+            canonical: false,
+        }
+    }
+}
+
+/// One part to write: decoded little-endian bytes and their element type.
+#[derive(Debug, Clone)]
+pub struct PartData<'a> {
+    pub role: String,
+    pub dtype: DType,
+    pub data: Cow<'a, [u8]>,
+    /// Overrides the writer's default compression for this part.
+    pub compression: Option<Compression>,
+    /// A logical type name unknown to this library, written as is (v2 only); `dtype` is
+    /// then the storage type.
+    pub unknown_type: Option<String>,
+}
+
+impl<'a> PartData<'a> {
+    pub fn new(role: &str, dtype: DType, data: impl Into<Cow<'a, [u8]>>) -> Self {
+        PartData {
+            role: role.to_string(),
+            dtype,
+            data: data.into(),
+            compression: None,
+            unknown_type: None,
+        }
+    }
+
+    pub fn compressed(mut self, c: Compression) -> Self {
+        self.compression = Some(c);
+        self
+    }
+}
+
+pub(crate) struct Object<'a> {
+    pub name: String,
+    pub shape: Shape,
+    pub layout: Layout,
+    pub attributes: BTreeMap<String, MetaValue>,
+    pub parts: Vec<PartData<'a>>,
+}
+
+/// A part ready to be laid out: stored bytes, how they are encoded, and the digest.
+pub(crate) struct Prepared<'a> {
+    pub role: String,
+    pub dtype: DType,
+    pub unknown_type: Option<String>,
+    pub stored: Cow<'a, [u8]>,
+    pub compressed: bool,
+    pub decoded_len: u64,
+    pub digest: Option<Digest>,
+}
+
+pub(crate) struct PreparedObject<'a> {
+    pub name: String,
+    pub shape: Shape,
+    pub layout: Layout,
+    pub attributes: BTreeMap<String, MetaValue>,
+    pub parts: Vec<Prepared<'a>>,
+}
+
+/// Collects tensors and writes them as one zTensor file.
+pub struct Writer<'a> {
+    opts: WriteOptions,
+    objects: Vec<Object<'a>>,
+    names: HashSet<String>,
+    attributes: BTreeMap<String, MetaValue>,
+}
+
+fn opt_err(version: ZtVersion, what: impl Into<String>) -> Error {
+    ErrorKind::ZtUnsupportedOption {
+        version: version.as_str(),
+        what: what.into(),
+    }
+    .into()
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(opts: WriteOptions) -> Self {
+        Writer {
+            opts,
+            objects: Vec::new(),
+            names: HashSet::new(),
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    pub fn options(&self) -> &WriteOptions {
+        &self.opts
+    }
+
+    /// File attributes (v1.1, v2; v0.1 has none).
+    pub fn set_attributes(&mut self, a: BTreeMap<String, MetaValue>) -> Result<&mut Self> {
+        if !a.is_empty() && self.opts.version == ZtVersion::V0_1 {
+            return Err(opt_err(ZtVersion::V0_1, "file attributes"));
+        }
+        if self.opts.version == ZtVersion::V2 {
+            for k in a.keys() {
+                v2_read::check_name(k)?;
+            }
+        }
+        self.attributes = a;
+        Ok(self)
+    }
+
+    /// A dense tensor with the writer's default compression.
+    pub fn add_dense(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<&mut Self> {
+        self.add_object(
+            name,
+            shape,
+            Layout::Dense,
+            BTreeMap::new(),
+            vec![PartData::new("data", dtype, data)],
+        )
+    }
+
+    /// A CSR matrix: `values`, `indices` and `indptr` as (dtype, bytes).
+    pub fn add_sparse_csr(
+        &mut self,
+        name: &str,
+        shape: [u64; 2],
+        values: (DType, Cow<'a, [u8]>),
+        indices: (DType, Cow<'a, [u8]>),
+        indptr: (DType, Cow<'a, [u8]>),
+    ) -> Result<&mut Self> {
+        self.add_object(
+            name,
+            &shape,
+            Layout::SparseCsr,
+            BTreeMap::new(),
+            vec![
+                PartData::new("values", values.0, values.1),
+                PartData::new("indices", indices.0, indices.1),
+                PartData::new("indptr", indptr.0, indptr.1),
+            ],
+        )
+    }
+
+    /// A COO tensor: `values` and `coords` (ndim x nnz indices, all of dimension 0 first).
+    pub fn add_sparse_coo(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        values: (DType, Cow<'a, [u8]>),
+        coords: (DType, Cow<'a, [u8]>),
+    ) -> Result<&mut Self> {
+        self.add_object(
+            name,
+            shape,
+            Layout::SparseCoo,
+            BTreeMap::new(),
+            vec![
+                PartData::new("values", values.0, values.1),
+                PartData::new("coords", coords.0, coords.1),
+            ],
+        )
+    }
+
+    /// Any object: a layout, its attributes and its parts. Checked against the same layout
+    /// rules the readers apply, so a file this writes always reads back.
+    pub fn add_object(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        layout: Layout,
+        attributes: BTreeMap<String, MetaValue>,
+        parts: Vec<PartData<'a>>,
+    ) -> Result<&mut Self> {
+        self.check_object(name, shape, &layout, &attributes, &parts)
+            .map_err(|e| e.at_tensor(name))?;
+        self.names.insert(name.to_string());
+        self.objects.push(Object {
+            name: name.to_string(),
+            shape: Shape::from_slice(shape),
+            layout,
+            attributes,
+            parts,
+        });
+        Ok(self)
+    }
+
+    fn check_object(
+        &self,
+        name: &str,
+        shape: &[u64],
+        layout: &Layout,
+        attributes: &BTreeMap<String, MetaValue>,
+        parts: &[PartData<'a>],
+    ) -> Result<()> {
+        let v = self.opts.version;
+        if self.names.contains(name) {
+            return Err(ErrorKind::DuplicateKey.into());
+        }
+        if name.is_empty() {
+            return Err(ErrorKind::BadName("must not be empty").into());
+        }
+        if shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .is_none()
+        {
+            return Err(ErrorKind::ShapeOverflow.into());
+        }
+        match v {
+            ZtVersion::V0_1 if *layout != Layout::Dense => {
+                return Err(opt_err(v, "only dense tensors"))
+            }
+            ZtVersion::V0_1 if !attributes.is_empty() => {
+                return Err(opt_err(v, "tensor attributes"))
+            }
+            ZtVersion::V1_1 if *layout == Layout::Mx => return Err(opt_err(v, "the mx layout")),
+            ZtVersion::V2 => {
+                v2_read::check_name(name)?;
+                if shape.len() > v2_read::MAX_RANK {
+                    return Err(ErrorKind::ZtSchema("rank exceeds 64".into()).into());
+                }
+                for k in attributes.keys() {
+                    v2_read::check_name(k)?;
+                }
+            }
+            _ => {}
+        }
+        if parts.is_empty() {
+            return Err(ErrorKind::ZtSchema("object has no parts".into()).into());
+        }
+        let mut roles = HashSet::new();
+        for p in parts {
+            if !roles.insert(p.role.as_str()) {
+                return Err(ErrorKind::ZtSchema(format!("part '{}' appears twice", p.role)).into());
+            }
+            if v == ZtVersion::V2 {
+                v2_read::check_name(&p.role)?;
+            }
+            let named = match v {
+                ZtVersion::V0_1 => p.dtype.ztensor_v01_name().is_some(),
+                ZtVersion::V1_1 => p.dtype.ztensor_v11_name().is_some(),
+                ZtVersion::V2 => p.dtype.ztensor_v2_names().is_some(),
+            };
+            if !named {
+                return Err(ErrorKind::UnsupportedDtype(p.dtype.to_string()).into());
+            }
+            if let Some(ty) = &p.unknown_type {
+                if v != ZtVersion::V2 || p.dtype.ztensor_v2_names().is_some_and(|n| n.1.is_some()) {
+                    return Err(opt_err(v, format!("logical type '{ty}'")));
+                }
+            }
+            if let Some(Compression::Zstd { level }) = p.compression.or(Some(self.opts.compression))
+            {
+                if !(1..=22).contains(&level) {
+                    return Err(opt_err(v, format!("zstd level {level} (use 1-22)")));
+                }
+                if self.opts.canonical {
+                    return Err(opt_err(v, "compression in a canonical file"));
+                }
+            }
+        }
+        // The readers' rules, on what the reader will see.
+        let info = TensorInfo {
+            name: name.to_string(),
+            dtype: parts[0].dtype,
+            shape: Shape::from_slice(shape),
+            layout: layout.clone(),
+            parts: parts
+                .iter()
+                .map(|p| Part {
+                    role: Cow::Owned(p.role.clone()),
+                    dtype: p.dtype,
+                    range: 0..0,
+                    encoding: crate::index::Encoding::Raw,
+                    decoded_len: p.data.len() as u64,
+                    big_endian: false,
+                    extra: p.unknown_type.as_ref().map(|t| {
+                        Box::new(PartExtra {
+                            unknown_type: Some(t.clone()),
+                            ..Default::default()
+                        })
+                    }),
+                })
+                .collect(),
+            attributes: attributes.clone(),
+        };
+        let expected_dense =
+            (*layout == Layout::Dense && parts.len() == 1 && parts[0].role == "data")
+                .then(|| {
+                    let n: u64 = shape.iter().product();
+                    parts[0].dtype.ztensor_v2_bytes(n)
+                })
+                .flatten();
+        match layout::check(&info, v) {
+            Err(e)
+                if matches!(e.kind(), ErrorKind::SizeMismatch { .. })
+                    && expected_dense.is_some() =>
+            {
+                Err(ErrorKind::WrongDataLength {
+                    expected: expected_dense.unwrap_or(0),
+                    actual: parts[0].data.len() as u64,
+                }
+                .into())
+            }
+            other => other,
+        }
+    }
+
+    fn check_options(&self) -> Result<()> {
+        let o = &self.opts;
+        let v = o.version;
+        match (v, o.digest) {
+            (ZtVersion::V0_1 | ZtVersion::V1_1, Some(DigestKind::Xxh3)) => {
+                return Err(opt_err(v, "xxh3 digests (use crc32c or sha256)"))
+            }
+            (ZtVersion::V2, Some(DigestKind::Crc32c)) => {
+                return Err(opt_err(v, "crc32c digests (use xxh3 or sha256)"))
+            }
+            (ZtVersion::V2, Some(DigestKind::Sha256)) if o.canonical => {
+                return Err(opt_err(v, "sha256 digests in a canonical file (xxh3 only)"))
+            }
+            _ => {}
+        }
+        if v != ZtVersion::V2 && (o.canonical || o.align.is_some()) {
+            return Err(opt_err(v, "canonical form and alignment are v2 options"));
+        }
+        if let Some(a) = o.align {
+            if !a.is_power_of_two()
+                || a < v2_read::ALIGN
+                || (o.canonical && a != v2_read::CANONICAL_ALIGN)
+            {
+                return Err(opt_err(v, format!("alignment {a}")));
+            }
+        }
+        if let Compression::Zstd { level } = o.compression {
+            if !(1..=22).contains(&level) {
+                return Err(opt_err(v, format!("zstd level {level} (use 1-22)")));
+            }
+            if o.canonical {
+                return Err(opt_err(v, "compression in a canonical file"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Compresses and digests every part, in parallel.
+    fn prepare(
+        self,
+    ) -> Result<(
+        WriteOptions,
+        BTreeMap<String, MetaValue>,
+        Vec<PreparedObject<'a>>,
+    )> {
+        self.check_options()?;
+        let mut opts = self.opts;
+        if opts.version == ZtVersion::V2 && opts.canonical {
+            opts.digest = Some(DigestKind::Xxh3);
+        }
+        let version = opts.version;
+        let default_c = opts.compression;
+        let digest_kind = opts.digest;
+        let mut objects = self.objects;
+        if opts.canonical {
+            objects.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        }
+        let prepared: Vec<PreparedObject<'a>> = objects
+            .into_par_iter()
+            .map(|o| {
+                let parts = o
+                    .parts
+                    .into_par_iter()
+                    .map(|p| prepare_part(p, version, default_c, digest_kind))
+                    .collect::<Result<Vec<_>>>()
+                    .map_err(|e| e.at_tensor(&o.name))?;
+                Ok(PreparedObject {
+                    name: o.name,
+                    shape: o.shape,
+                    layout: o.layout,
+                    attributes: o.attributes,
+                    parts,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok((opts, self.attributes, prepared))
+    }
+
+    /// Writes the file to `out`; returns the number of bytes written.
+    pub fn write_to(self, out: &mut dyn Write) -> Result<u64> {
+        let (opts, attributes, objects) = self.prepare()?;
+        match opts.version {
+            ZtVersion::V0_1 => v01_write::write(&objects, out),
+            ZtVersion::V1_1 => v11_write::write(&objects, &attributes, out),
+            ZtVersion::V2 => v2_write::write(&objects, &attributes, &opts, out),
+        }
+    }
+
+    pub fn to_bytes(self) -> Result<Vec<u8>> {
+        let mut v = Vec::new();
+        self.write_to(&mut v)?;
+        Ok(v)
+    }
+
+    /// Writes atomically: a temporary file in the same folder, renamed over `path` only
+    /// when complete.
+    pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
+        let path = path.as_ref();
+        let mut f = AtomicFile::create(path)?;
+        let n = self.write_to(&mut f).map_err(|e| e.in_file(path))?;
+        f.commit()?;
+        Ok(n)
+    }
+}
+
+fn prepare_part<'a>(
+    p: PartData<'a>,
+    version: ZtVersion,
+    default_c: Compression,
+    digest_kind: Option<DigestKind>,
+) -> Result<Prepared<'a>> {
+    let decoded_len = p.data.len() as u64;
+    // v2 digests cover the decoded bytes, the older versions' the stored ones.
+    let decoded_digest = match version {
+        ZtVersion::V2 => digest_kind.map(|k| digest::compute(k, &p.data)),
+        _ => None,
+    };
+    let (stored, compressed): (Cow<'a, [u8]>, bool) = match p.compression.unwrap_or(default_c) {
+        Compression::None => (p.data, false),
+        Compression::Zstd { level } => {
+            let z = match version {
+                ZtVersion::V2 => codec::seekable_encode(&p.data, level)?,
+                _ => codec::compress_frame(&p.data, level, false)?,
+            };
+            (Cow::Owned(z), true)
+        }
+    };
+    let digest = match version {
+        ZtVersion::V2 => decoded_digest,
+        _ => digest_kind.map(|k| digest::compute(k, &stored)),
+    };
+    Ok(Prepared {
+        role: p.role,
+        dtype: p.dtype,
+        unknown_type: p.unknown_type,
+        stored,
+        compressed,
+        decoded_len,
+        digest,
+    })
+}
+
+/// Zero bytes up to the next multiple of `align` after `pos`.
+pub(crate) fn pad(out: &mut dyn Write, pos: &mut u64, align: u64) -> Result<()> {
+    let target = pos.next_multiple_of(align);
+    const ZEROS: [u8; 4096] = [0; 4096];
+    while *pos < target {
+        let n = ((target - *pos) as usize).min(ZEROS.len());
+        out.write_all(&ZEROS[..n])?;
+        *pos += n as u64;
+    }
+    Ok(())
+}
