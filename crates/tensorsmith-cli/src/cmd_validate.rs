@@ -6,6 +6,7 @@ use crate::render::printable;
 use crate::{schema, shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
+use tensorsmith::ops::open::{open, sniff, Sniffed};
 use tensorsmith::safetensors::SafetensorsFile;
 
 #[derive(Args)]
@@ -30,6 +31,25 @@ pub fn run(a: &ValidateArgs) -> u8 {
     opts.packed_ints = a.packed_ints;
     let mut code = EXIT_OK;
     for path in &a.files {
+        // Other formats (GGUF, zTensor, shard folders and indexes): every rule of their reader.
+        if !is_safetensors_file(path) {
+            match open(&path.to_string_lossy(), &a.open.open_options()) {
+                Ok(m) => {
+                    if !a.quiet {
+                        println!("ok: {} ({} tensors)", shown(path), m.index.tensors.len());
+                    }
+                }
+                Err(e) if e.is_invalid_input() => {
+                    println!("invalid: {}", printable(&e.to_string()));
+                    code = code.max(EXIT_NO);
+                }
+                Err(e) => {
+                    eprintln!("error: {}", printable(&e.to_string()));
+                    code = EXIT_ERROR;
+                }
+            }
+            continue;
+        }
         match SafetensorsFile::open_with(path, &opts) {
             Ok(f) => {
                 let problems = if a.schema {
@@ -61,6 +81,18 @@ pub fn run(a: &ValidateArgs) -> u8 {
         }
     }
     code
+}
+
+/// A local file that is neither GGUF nor zTensor by its first bytes (nor a folder or index).
+fn is_safetensors_file(path: &std::path::Path) -> bool {
+    if path.is_dir() || path.to_string_lossy().ends_with(".index.json") {
+        return false;
+    }
+    let mut first = [0u8; 8];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut first))
+        .unwrap_or(0);
+    sniff(&first[..n]) == Sniffed::Safetensors
 }
 
 fn schema_problems(f: &SafetensorsFile) -> Vec<String> {

@@ -6,6 +6,7 @@ mod cmd_diff;
 mod cmd_hash;
 mod cmd_inspect;
 mod cmd_validate;
+mod cmd_verify;
 mod render;
 mod schema;
 
@@ -38,8 +39,11 @@ enum Command {
     Inspect(cmd_inspect::InspectArgs),
     /// Check files against every rule of their format; one line per invalid file.
     Validate(cmd_validate::ValidateArgs),
-    /// Rewrite a file, optionally casting float tensors to another dtype.
+    /// Rewrite a model as safetensors (one file or shards) or zTensor (0.1, 1.1, 2),
+    /// optionally casting float tensors to another dtype.
     Convert(cmd_convert::ConvertArgs),
+    /// Check every digest a file records (zTensor) and the data rules a full read enforces.
+    Verify(cmd_verify::VerifyArgs),
     /// Compare two models (any formats, files or URLs): tensors, metadata, and with --values
     /// the values. Exit 0 same, 1 different, 2 error.
     Diff(cmd_diff::DiffArgs),
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd_inspect::run(&a),
         Command::Validate(a) => cmd_validate::run(&a),
         Command::Convert(a) => cmd_convert::run(&a),
+        Command::Verify(a) => cmd_verify::run(&a),
         Command::Diff(a) => cmd_diff::run(&a),
         Command::Hash(a) => cmd_hash::run(&a),
     };

@@ -529,8 +529,13 @@ fn validate_exits_2_for_unreadable_files_and_bad_usage() {
     let good = vector("dtype_bool.safetensors");
     let o = run_expect(["validate", good.to_str().unwrap(), missing], 2);
     assert!(stdout(&o).contains("ok: "), "{}", stdout(&o));
-    // A folder is not a file.
-    run_expect(["validate", data_dir().to_str().unwrap()], 2);
+    // A folder is a model of shards: here one of them is invalid, and is named.
+    let o = run_expect(["validate", data_dir().to_str().unwrap()], 1);
+    assert!(
+        stdout(&o).contains("reference_invalid_empty_meta.safetensors"),
+        "{}",
+        stdout(&o)
+    );
 
     // Usage errors.
     run_expect(Vec::<&str>::new(), 2);

@@ -146,7 +146,7 @@ fn reference_files_read_as_the_reference_reads_them() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 8, "four vectors, two backends");
+    assert_eq!(checked, 10, "five vectors, two backends");
 }
 
 #[test]

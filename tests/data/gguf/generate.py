@@ -153,5 +153,19 @@ def no_tensors(w):
 
 write("no_tensors.gguf", no_tensors)
 
+# weight-inspect's published vector (its tests/fixtures/tiny.gguf): GGUF v3, one key
+# general.architecture = "llama", one f32 tensor test.weight.0 with dims 64, 128 in file
+# order (NumPy shape (128, 64)). Its structural hash must be
+# d775e08a3e69f1edce0f3230ecc28841dd1c871f467529a0a8e7aa361b671202.
+path = here / "wi_tiny.gguf"
+w = GGUFWriter(str(path), "llama")
+w.add_tensor("test.weight.0", np.zeros((128, 64), dtype=np.float32))
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
+expected["wi_tiny.gguf"] = describe(path)
+expected["wi_tiny.gguf"]["metadata"] = {"general.architecture": ["STRING", "llama"]}
+
 (here / "expected.json").write_text(json.dumps(expected, indent=1, ensure_ascii=False) + "\n")
 print("wrote", ", ".join([k for k in expected if k.endswith(".gguf")] + list(expected["reject"])))

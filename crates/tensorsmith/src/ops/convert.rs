@@ -22,6 +22,8 @@ pub struct ConvertOptions {
     /// Write shards of at most this many tensor bytes each, plus their index (Hugging Face
     /// convention), instead of one file.
     pub shard_size: Option<u64>,
+    /// Write sparse tensors as dense ones instead of refusing them.
+    pub densify: bool,
 }
 
 /// Elements cast per chunk: 1 Mi elements keeps the buffers at a few MiB.
@@ -39,17 +41,25 @@ struct ModelRange<'a> {
 
 impl TensorData for ModelRange<'_> {
     fn len(&self) -> u64 {
-        let r = self.tensor.data_range();
+        let n = self.tensor.byte_len();
         match self.cast {
-            None => r.end - r.start,
+            None => n,
             Some((from, to, _)) => {
-                let n = (r.end - r.start) / from.byte_size().unwrap_or(1) as u64;
-                n * to.byte_size().unwrap_or(1) as u64
+                n / from.byte_size().unwrap_or(1) as u64 * to.byte_size().unwrap_or(1) as u64
             }
         }
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        if !self.model.is_plain(self.tensor) {
+            // Compressed or big-endian: decoded whole (one tensor in memory), then cast.
+            let bytes = self.model.tensor_bytes(self.tensor)?;
+            match self.cast {
+                None => out.write_all(&bytes)?,
+                Some((from, to, rounding)) => out.write_all(&cast(&bytes, from, to, rounding)?)?,
+            }
+            return Ok(());
+        }
         let r = self.tensor.data_range();
         let step = match self.cast {
             None => COPY_CHUNK,
@@ -94,14 +104,25 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
     }
     let index = &input.index;
     for t in &index.tensors {
-        if t.layout != Layout::Dense {
+        let sparse = matches!(t.layout, Layout::SparseCsr | Layout::SparseCoo);
+        if t.layout != Layout::Dense && !(sparse && opts.densify) {
+            let what = match &t.layout {
+                Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
+                Layout::SparseCsr | Layout::SparseCoo => {
+                    format!("a sparse {:?} tensor (--densify writes it dense)", t.layout)
+                }
+                other => format!("a {other:?} tensor"),
+            };
             return Err(Error::new(ErrorKind::Unsupported(format!(
-                "{} is a {} tensor, which safetensors cannot hold",
-                t.name,
-                t.type_name()
+                "{what}, which safetensors cannot hold"
             )))
             .at_tensor(&t.name)
             .in_file(Path::new(&input.location)));
+        }
+        if let Some(ty) = t.parts.first().and_then(|p| p.unknown_type()) {
+            return Err(Error::new(ErrorKind::ZtUnknownType(ty.to_string()))
+                .at_tensor(&t.name)
+                .in_file(Path::new(&input.location)));
         }
     }
     let meta: BTreeMap<String, String> = index
@@ -169,6 +190,17 @@ fn writer_for<'a>(
         w.metadata(meta.clone());
     }
     for t in tensors {
+        if t.layout != Layout::Dense {
+            let (dtype, dense) = crate::ops::densify::densify(input, t)?;
+            let (dtype, data) = match opts.dtype {
+                Some(to) if to != dtype && is_float16_32_64(dtype) => {
+                    (to, cast(&dense, dtype, to, opts.rounding)?)
+                }
+                _ => (dtype, dense),
+            };
+            w.add(&t.name, dtype, &t.shape, data)?;
+            continue;
+        }
         let (dtype, cast) = match opts.dtype {
             Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
                 (to, Some((t.dtype, to, opts.rounding)))

@@ -152,8 +152,37 @@ pub fn structural_id(index: &TensorIndex) -> String {
     format!("{STRUCTURE_PREFIX}{}", hex(&structural_digest(index)))
 }
 
-/// One tensor's digest: XXH3-128 of its bytes, or of its chunk digests when it spans chunks.
+/// XXH3-128 of `bytes`, or of its 16 MiB chunks' digests when it spans chunks.
+fn digest_bytes(bytes: &[u8]) -> [u8; 16] {
+    if bytes.len() as u64 <= CONTENT_CHUNK {
+        return xxh3_128(bytes).to_le_bytes();
+    }
+    let digests: Vec<[u8; 16]> = bytes
+        .par_chunks(CONTENT_CHUNK as usize)
+        .map(|c| xxh3_128(c).to_le_bytes())
+        .collect();
+    xxh3_128(&digests.concat()).to_le_bytes()
+}
+
+/// One tensor's digest. A tensor of one part: the digest of its values ([`digest_bytes`],
+/// whether stored raw, compressed or big-endian). Several parts (sparse, quantized): XXH3-128
+/// over each part's role and digest, in role order.
 fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
+    if !model.is_plain(t) {
+        if t.parts.len() == 1 {
+            return Ok(digest_bytes(&model.part_bytes(t, 0)?));
+        }
+        // In role order: files list parts in different orders.
+        let mut order: Vec<usize> = (0..t.parts.len()).collect();
+        order.sort_by(|&a, &b| t.parts[a].role.cmp(&t.parts[b].role));
+        let mut all = Vec::new();
+        for (i, p) in order.into_iter().map(|i| (i, &t.parts[i])) {
+            all.extend_from_slice(&(p.role.len() as u64).to_le_bytes());
+            all.extend_from_slice(p.role.as_bytes());
+            all.extend_from_slice(&digest_bytes(&model.part_bytes(t, i)?));
+        }
+        return Ok(xxh3_128(&all).to_le_bytes());
+    }
     let r = t.data_range();
     let len = r.end - r.start;
     if len <= CONTENT_CHUNK {

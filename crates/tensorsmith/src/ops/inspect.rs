@@ -63,7 +63,7 @@ pub fn inspect_json(path: &Path, model: &Model) -> Value {
                 "shape": t.shape.as_slice(),
                 "parameters": t.elements(),
                 "byte_length": t.byte_len(),
-                "data_offsets": [r.start - file.header_len, r.end - file.header_len],
+                "data_offsets": [r.start.saturating_sub(file.header_len), r.end.saturating_sub(file.header_len)],
             });
             if model.is_sharded() {
                 v["shard"] = json!(file.name);

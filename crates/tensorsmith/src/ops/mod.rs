@@ -2,6 +2,8 @@
 //! form) and convert (rewrite with optional dtype casts).
 
 pub mod convert;
+pub mod convert_ztensor;
+pub mod densify;
 pub mod diff;
 pub mod hash;
 pub mod inspect;

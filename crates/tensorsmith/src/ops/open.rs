@@ -17,6 +17,8 @@ use std::path::Path;
 pub struct OpenOptions {
     pub safetensors: ReadOptions,
     pub gguf: GgufOptions,
+    /// zTensor manifest limit (0: the default of 1 GiB).
+    pub ztensor_max_manifest_len: u64,
 }
 
 impl OpenOptions {
@@ -115,8 +117,9 @@ impl Model {
         }
     }
 
-    /// Bytes of `range` in the file of tensor `t` (zero-copy from a memory map; fetched for a
-    /// remote file).
+    /// Stored bytes of `range` in the file of tensor `t` (zero-copy from a memory map;
+    /// fetched for a remote file). For tensors that are not [`Model::is_plain`], stored bytes
+    /// are not the values: use [`Model::part_bytes`].
     pub fn read(&self, t: &TensorInfo, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
         let f = self.file_of(t);
         f.bytes
@@ -124,9 +127,41 @@ impl Model {
             .map_err(|e: Error| e.at_tensor(&t.name).in_file(Path::new(&f.location)))
     }
 
-    /// A dense tensor's stored bytes.
+    /// One part stored raw and little-endian in this file: its stored bytes are its values,
+    /// and any sub-range can be read on its own.
+    pub fn is_plain(&self, t: &TensorInfo) -> bool {
+        t.parts.len() == 1 && t.parts[0].is_zero_copy()
+    }
+
+    /// Part `i` of tensor `t`, decoded (decompressed, little-endian); zero-copy when stored raw.
+    pub fn part_bytes(&self, t: &TensorInfo, i: usize) -> Result<Cow<'_, [u8]>> {
+        let p = &t.parts[i];
+        if p.is_zero_copy() {
+            return self.read(t, p.range.clone());
+        }
+        let f = self.file_of(t);
+        let at = |e: Error| e.at_tensor(&t.name).in_file(Path::new(&f.location));
+        match &f.bytes {
+            FileBytes::Local(s) => crate::ztensor::decode_part(s, p, false).map_err(at),
+            FileBytes::Remote(_) => Err(at(Error::new(crate::ErrorKind::Unsupported(
+                "decoding compressed parts of remote files".into(),
+            )))),
+        }
+    }
+
+    /// A dense tensor's values (decoded).
     pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>> {
-        self.read(t, t.data_range())
+        if t.layout != crate::index::Layout::Dense
+            && !matches!(t.layout, crate::index::Layout::Ggml(_))
+        {
+            return Err(Error::new(crate::ErrorKind::Unsupported(format!(
+                "{:?} tensors have no single run of values (read their parts)",
+                t.layout
+            )))
+            .at_tensor(&t.name)
+            .in_file(Path::new(&self.file_of(t).location)));
+        }
+        self.part_bytes(t, 0)
     }
 }
 
@@ -135,6 +170,7 @@ impl Model {
 pub enum Sniffed {
     Safetensors,
     Gguf,
+    Ztensor,
 }
 
 /// Decides the format from the first bytes: GGUF by its magic, safetensors otherwise (its
@@ -142,6 +178,8 @@ pub enum Sniffed {
 pub fn sniff(first: &[u8]) -> Sniffed {
     if first.starts_with(b"GGUF") {
         Sniffed::Gguf
+    } else if crate::ztensor::detect(first).is_some() {
+        Sniffed::Ztensor
     } else {
         Sniffed::Safetensors
     }
@@ -166,19 +204,37 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
             Sniffed::Safetensors => {
                 safetensors::read::index_from_remote(&remote, &first, &opts.safetensors)?
             }
+            Sniffed::Ztensor => {
+                return Err(Error::new(crate::ErrorKind::Unsupported(
+                    "zTensor files over HTTP (download them first)".into(),
+                ))
+                .in_file(Path::new(target)))
+            }
         };
         return Ok(Model::single(target, index, FileBytes::Remote(remote)));
     }
     let path = Path::new(target);
-    let mut first = [0u8; 4];
+    let mut first = [0u8; 8];
+    let n;
     {
         let probe = Source::open(path, Backend::Pread)?;
-        let n = probe.len().min(4) as usize;
+        n = probe.len().min(8) as usize;
         probe
             .read_exact_at(0, &mut first[..n])
             .map_err(|e| e.in_file(path))?;
     }
-    match sniff(&first) {
+    match sniff(&first[..n]) {
+        Sniffed::Ztensor => {
+            let zopts = crate::ztensor::OpenOptions {
+                max_manifest_len: match opts.ztensor_max_manifest_len {
+                    0 => crate::ztensor::DEFAULT_MAX_MANIFEST_LEN,
+                    n => n,
+                },
+                backend: opts.safetensors.backend,
+            };
+            let (index, source) = crate::ztensor::open(path, &zopts)?.into_parts();
+            Ok(Model::single(target, index, FileBytes::Local(source)))
+        }
         Sniffed::Gguf => {
             let f = gguf::GgufFile::open_with(path, &opts.gguf)?;
             let index = f.header().to_index();

@@ -3,13 +3,17 @@
 //! holding an inner encoding, floats are hashed by bit pattern. Only safetensors and GGUF
 //! have a weight-inspect hash.
 //!
-//! The hashed document is compact JSON with object keys in byte order:
-//! `{"format":F[,"gguf_version":V],"metadata":{K:S…},"tensors":{N:{"byte_length":L,"dtype":D,
-//! "name":N,"shape":[…]}…}}`, and the hash is its SHA-256 in lower-case hex.
+//! The hashed document is compact JSON, fields in weight-inspect's declared order and its two
+//! maps sorted by key: `{"format":F[,"gguf_version":V],"metadata":{K:S…},"tensors":{N:{"name":N,
+//! "dtype":D,"shape":[…],"byte_length":L}…}}`; the hash is its SHA-256 in lower-case hex.
+//!
+//! Beyond weight-inspect: files it refuses to read get the hash its algorithm defines for them
+//! (GGUF arrays of 64-bit numbers and nested arrays encode like its other arrays, arrays over
+//! 100k entries and more than 100k tensors are fine, zero-byte safetensors tensors have
+//! `byte_length` 0).
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Format, Layout, MetaValue, TensorIndex, TensorInfo};
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// weight-inspect's answer for one model.
@@ -79,12 +83,17 @@ fn dtype_and_length(t: &TensorInfo) -> (String, u64) {
     }
 }
 
-/// The document weight-inspect hashes.
-pub fn document(index: &TensorIndex) -> Result<Value> {
+/// A JSON string as serde_json writes it (what weight-inspect's serializer does).
+fn js(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// The exact bytes weight-inspect hashes: compact JSON, top-level fields and tensor fields in
+/// its declared order (`name`, `dtype`, `shape`, `byte_length`), the two maps sorted by key.
+pub fn canonical_json(index: &TensorIndex) -> Result<String> {
     let (format, version) = match &index.format {
         Format::Safetensors => ("safetensors", None),
         Format::Gguf { version } => ("gguf", Some(*version)),
-        #[allow(unreachable_patterns)]
         other => {
             return Err(Error::new(ErrorKind::Unsupported(format!(
                 "weight-inspect has no hash for {} files",
@@ -92,41 +101,47 @@ pub fn document(index: &TensorIndex) -> Result<Value> {
             ))))
         }
     };
-    let mut tensors = Map::new();
-    for t in &index.tensors {
+    let mut out = format!("{{\"format\":{}", js(format));
+    if let Some(v) = version {
+        out.push_str(&format!(",\"gguf_version\":{v}"));
+    }
+    out.push_str(",\"metadata\":{");
+    // BTreeMap order is byte order of the UTF-8 keys.
+    for (i, (k, v)) in index.metadata.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("{}:{}", js(k), js(&inner(v))));
+    }
+    out.push_str("},\"tensors\":{");
+    let mut tensors: Vec<&TensorInfo> = index.tensors.iter().collect();
+    tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    for (i, t) in tensors.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
         let (dtype, len) = dtype_and_length(t);
         // GGUF shapes as the file stores them (ne[0] first); safetensors as written.
-        let shape: Vec<u64> = match index.format {
-            Format::Gguf { .. } => t.shape.iter().rev().copied().collect(),
-            _ => t.shape.to_vec(),
+        let shape: Vec<String> = match index.format {
+            Format::Gguf { .. } => t.shape.iter().rev().map(u64::to_string).collect(),
+            _ => t.shape.iter().map(u64::to_string).collect(),
         };
-        let mut o = Map::new();
-        o.insert("byte_length".into(), len.into());
-        o.insert("dtype".into(), dtype.into());
-        o.insert("name".into(), t.name.clone().into());
-        o.insert("shape".into(), shape.into());
-        tensors.insert(t.name.clone(), Value::Object(o));
+        out.push_str(&format!(
+            "{}:{{\"name\":{},\"dtype\":{},\"shape\":[{}],\"byte_length\":{len}}}",
+            js(&t.name),
+            js(&t.name),
+            js(&dtype),
+            shape.join(",")
+        ));
     }
-    let metadata: Map<String, Value> = index
-        .metadata
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(inner(v))))
-        .collect();
-    let mut doc = Map::new();
-    doc.insert("format".into(), format.into());
-    if let Some(v) = version {
-        doc.insert("gguf_version".into(), v.into());
-    }
-    doc.insert("metadata".into(), Value::Object(metadata));
-    doc.insert("tensors".into(), Value::Object(tensors));
-    Ok(Value::Object(doc))
+    out.push_str("}}");
+    Ok(out)
 }
 
 /// weight-inspect's hash and short ID of a safetensors or GGUF model.
 pub fn weight_inspect(index: &TensorIndex) -> Result<WiHash> {
-    // serde_json's Map is a BTreeMap here (no `preserve_order`): keys come out in byte order.
-    let bytes = serde_json::to_vec(&document(index)?).expect("JSON values serialize");
-    let hash: String = Sha256::digest(&bytes)
+    let json = canonical_json(index)?;
+    let hash: String = Sha256::digest(json.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

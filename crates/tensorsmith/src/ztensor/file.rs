@@ -194,6 +194,11 @@ impl ZtFile {
         &self.source
     }
 
+    /// The index and the bytes, for callers that keep them apart.
+    pub fn into_parts(self) -> (TensorIndex, Source) {
+        (self.parsed.index, self.source)
+    }
+
     /// The manifest's own `version` string, where it has one (v1.1: `"1.1.0"`/`"1.2.0"`).
     pub fn manifest_version(&self) -> Option<&str> {
         self.parsed.manifest_version.as_deref()

@@ -1,0 +1,91 @@
+//! Any model to zTensor (v0.1, v1.1 or v2): dense tensors with optional float casts, sparse
+//! and group-quantized zTensor objects carried over part by part, metadata as file
+//! attributes. Raw parts of a memory-mapped input are handed to the writer without a copy.
+
+use crate::cast::{cast, Rounding};
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Layout, ZtVersion};
+use crate::ops::open::Model;
+use crate::ztensor::{Compression, DigestKind, PartData, WriteOptions, Writer};
+use std::path::Path;
+
+/// Options for [`convert_ztensor`].
+#[derive(Debug, Clone)]
+pub struct ZtConvertOptions {
+    pub version: ZtVersion,
+    pub compression: Compression,
+    pub digest: Option<DigestKind>,
+    /// Cast float tensors (F64, F32, F16, BF16) to this dtype.
+    pub dtype: Option<DType>,
+    pub rounding: Rounding,
+    /// v0.1 has no file metadata: drop it instead of refusing.
+    pub drop_metadata: bool,
+}
+
+fn is_float16_32_64(d: DType) -> bool {
+    matches!(d, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// Writes `input` to `out` as zTensor; returns the bytes written.
+pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Result<u64> {
+    let at = |e: Error| e.in_file(Path::new(&input.location));
+    let mut w = Writer::new(WriteOptions {
+        version: opts.version,
+        compression: opts.compression,
+        digest: opts.digest,
+        ..Default::default()
+    });
+    let index = &input.index;
+    if !index.metadata.is_empty() {
+        if opts.version == ZtVersion::V0_1 {
+            if !opts.drop_metadata {
+                return Err(at(Error::new(ErrorKind::Unsupported(format!(
+                    "zTensor v0.1 has no file metadata and this model has {} keys (--drop-metadata drops them)",
+                    index.metadata.len()
+                )))));
+            }
+        } else {
+            w.set_attributes(index.metadata.clone()).map_err(at)?;
+        }
+    }
+    for t in &index.tensors {
+        let with_name = |e: Error| e.at_tensor(&t.name).in_file(Path::new(&input.location));
+        match &t.layout {
+            Layout::Dense => {
+                let bytes = input.tensor_bytes(t)?;
+                match opts.dtype {
+                    Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
+                        let data = cast(&bytes, t.dtype, to, opts.rounding).map_err(with_name)?;
+                        w.add_dense(&t.name, to, &t.shape, data)
+                            .map_err(with_name)?;
+                    }
+                    _ => {
+                        w.add_dense(&t.name, t.dtype, &t.shape, bytes)
+                            .map_err(with_name)?;
+                    }
+                }
+            }
+            Layout::Ggml(g) => {
+                return Err(with_name(Error::new(ErrorKind::Unsupported(format!(
+                    "{g} is a ggml block-quantized type, which zTensor cannot hold"
+                )))))
+            }
+            layout => {
+                let mut parts = Vec::with_capacity(t.parts.len());
+                for (i, p) in t.parts.iter().enumerate() {
+                    parts.push(PartData::new(&p.role, p.dtype, input.part_bytes(t, i)?));
+                }
+                w.add_object(
+                    &t.name,
+                    &t.shape,
+                    layout.clone(),
+                    t.attributes.clone(),
+                    parts,
+                )
+                .map_err(with_name)?;
+            }
+        }
+    }
+    w.write_file(out)
+}

@@ -1,0 +1,135 @@
+//! Sparse tensors (zTensor CSR and COO) made dense, for formats that only hold dense tensors
+//! (`convert --densify`). Every index is checked against the shape; duplicates keep the last
+//! value. Group-quantized tensors are not dequantized: the zTensor spec leaves the packing
+//! order and zero-point convention open, and a guess would silently corrupt weights.
+
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Layout, TensorInfo};
+use crate::ops::open::Model;
+
+fn err(t: &TensorInfo, msg: String) -> Error {
+    Error::new(ErrorKind::Unsupported(msg)).at_tensor(&t.name)
+}
+
+/// Little-endian integers of `dtype` as u64 (negative values are errors).
+fn indices(t: &TensorInfo, bytes: &[u8], dtype: DType) -> Result<Vec<u64>> {
+    let size = dtype.byte_size().unwrap_or(0);
+    let signed = matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+    if !matches!(size, 1 | 2 | 4 | 8)
+        || !(signed || matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64))
+    {
+        return Err(err(
+            t,
+            format!("index dtype {dtype} is not an integer type"),
+        ));
+    }
+    bytes
+        .chunks_exact(size)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..size].copy_from_slice(c);
+            if signed && c[size - 1] & 0x80 != 0 {
+                return Err(err(t, "negative sparse index".into()));
+            }
+            Ok(u64::from_le_bytes(b))
+        })
+        .collect()
+}
+
+/// The dense little-endian bytes of a sparse tensor, and their dtype.
+pub fn densify(model: &Model, t: &TensorInfo) -> Result<(DType, Vec<u8>)> {
+    let part = |role: &str| -> Result<(usize, DType)> {
+        let i = t
+            .parts
+            .iter()
+            .position(|p| p.role == role)
+            .ok_or_else(|| err(t, format!("no part '{role}'")))?;
+        Ok((i, t.parts[i].dtype))
+    };
+    let (vi, vdtype) = part("values")?;
+    let size = vdtype
+        .byte_size()
+        .ok_or_else(|| err(t, format!("values of {vdtype} are not whole bytes")))?;
+    let values = model.part_bytes(t, vi)?;
+    let n = values.len() / size;
+    let elements = t.elements();
+    let total = elements
+        .checked_mul(size as u64)
+        .filter(|&b| b <= isize::MAX as u64)
+        .ok_or_else(|| err(t, "dense size overflows".into()))?;
+    let mut dense = vec![0u8; total as usize];
+    let mut put = |k: usize, at: u64| -> Result<()> {
+        if at >= elements {
+            return Err(err(
+                t,
+                format!("sparse index {at} is outside {} elements", elements),
+            ));
+        }
+        let at = at as usize * size;
+        dense[at..at + size].copy_from_slice(&values[k * size..(k + 1) * size]);
+        Ok(())
+    };
+    match t.layout {
+        Layout::SparseCsr => {
+            let (rows, cols) = match t.shape.as_slice() {
+                [r, c] => (*r, *c),
+                _ => return Err(err(t, "CSR tensors are rank 2".into())),
+            };
+            let (ii, idt) = part("indices")?;
+            let (pi, pdt) = part("indptr")?;
+            let cols_of = indices(t, &model.part_bytes(t, ii)?, idt)?;
+            let ptr = indices(t, &model.part_bytes(t, pi)?, pdt)?;
+            if ptr.len() as u64 != rows + 1 || cols_of.len() != n {
+                return Err(err(t, "CSR parts do not match the shape".into()));
+            }
+            for r in 0..rows as usize {
+                let (a, b) = (ptr[r] as usize, ptr[r + 1] as usize);
+                if a > b || b > n {
+                    return Err(err(
+                        t,
+                        format!("indptr of row {r} is out of order or range"),
+                    ));
+                }
+                for (k, &c) in cols_of.iter().enumerate().take(b).skip(a) {
+                    if c >= cols {
+                        return Err(err(t, format!("column {c} is outside {cols} columns")));
+                    }
+                    put(k, r as u64 * cols + c)?;
+                }
+            }
+        }
+        Layout::SparseCoo => {
+            let (ci, cdt) = part("coords")?;
+            let coords = indices(t, &model.part_bytes(t, ci)?, cdt)?;
+            let rank = t.shape.len();
+            if coords.len() != rank * n {
+                return Err(err(
+                    t,
+                    "COO coordinates do not match values and rank".into(),
+                ));
+            }
+            for k in 0..n {
+                let mut at = 0u64;
+                for (d, &dim) in t.shape.iter().enumerate() {
+                    let x = coords[d * n + k];
+                    if x >= dim {
+                        return Err(err(
+                            t,
+                            format!("coordinate {x} is outside dimension {d} of {dim}"),
+                        ));
+                    }
+                    at = at * dim + x;
+                }
+                put(k, at)?;
+            }
+        }
+        ref other => {
+            return Err(err(
+                t,
+                format!("{other:?} tensors cannot be densified (only sparse CSR and COO)"),
+            ))
+        }
+    }
+    Ok((vdtype, dense))
+}
