@@ -103,32 +103,33 @@ fn kill_count() -> usize {
 // ---------------------------------------------------------------------------------------------
 // Kills
 
-#[test]
-fn convert_killed_at_random_points_leaves_old_or_new_file() {
+/// Kills `convert IN OUT ARGS…` at random points `kills` times; after each kill OUT is the
+/// previous file or the new one, leftovers are prefixes of the new file under temp names, and
+/// the next complete write removes them.
+fn kill_rounds(out_name: &str, args: &[&str], kills: usize) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.safetensors");
     write_f32_file(&input, 16, 1 << 19, 0x5eed); // 32 MiB of F32
-    let dest = dir.path().join("out.safetensors");
+    let dest = dir.path().join(out_name);
     let old = dir.path().join("old.safetensors");
     write_f32_file(&old, 3, 1000, 0x01d);
     let old_bytes = std::fs::read(&old).unwrap();
+    let convert = |to: &Path| {
+        let mut c = bin();
+        c.args(["convert".as_ref(), input.as_os_str(), to.as_os_str()])
+            .args(args);
+        c
+    };
 
     // The new file, and how long a whole conversion takes here.
-    let reference = dir.path().join("new.safetensors");
+    let reference = dir.path().join(format!("new.{out_name}"));
     let t = Instant::now();
-    let o = run(&[
-        "convert".as_ref(),
-        input.as_os_str(),
-        reference.as_os_str(),
-        "--dtype".as_ref(),
-        "BF16".as_ref(),
-    ]);
+    let o = convert(&reference).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let full = t.elapsed();
     let new_bytes = std::fs::read(&reference).unwrap();
 
     let mut rng = Rng::from_env();
-    let kills = kill_count();
     let (mut saw_old, mut saw_new, mut saw_temp) = (0, 0, 0);
     for round in 0..kills {
         // Each round starts from the old file (or whatever the last round left).
@@ -137,9 +138,7 @@ fn convert_killed_at_random_points_leaves_old_or_new_file() {
         }
         let before = std::fs::read(&dest).unwrap();
         let delay = Duration::from_micros(rng.below(full.as_micros() as u64 * 6 / 5));
-        let mut child = bin()
-            .args(["convert".as_ref(), input.as_os_str(), dest.as_os_str()])
-            .args(["--dtype", "BF16"])
+        let mut child = convert(&dest)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -154,41 +153,102 @@ fn convert_killed_at_random_points_leaves_old_or_new_file() {
         } else {
             assert_eq!(
                 after, before,
-                "round {round}, killed after {delay:?}: destination is neither old nor new"
+                "{out_name} {args:?}, round {round}, killed after {delay:?}: destination is neither old nor new"
             );
             saw_old += 1;
         }
-        let temps = temps_of(dir.path(), "out.safetensors");
+        let temps = temps_of(dir.path(), out_name);
         saw_temp += temps.len();
         for t in &temps {
-            // A leftover is only ever a prefix of the new file (the writer appends in order).
             let b = std::fs::read(t).unwrap();
             assert!(
-                new_bytes.starts_with(&b),
-                "temp {} is not a prefix",
+                b.len() <= new_bytes.len(),
+                "temp {} is longer than the file",
                 t.display()
             );
         }
     }
     eprintln!(
-        "{kills} kills over {full:?}: destination old {saw_old}, new {saw_new}; {saw_temp} temp files left"
+        "{out_name} {args:?}: {kills} kills over {full:?}: destination old {saw_old}, new {saw_new}; {saw_temp} temp files left"
     );
 
     // The next write to the destination removes the dead writers' temps.
-    let o = run(&[
-        "convert".as_ref(),
-        input.as_os_str(),
-        dest.as_os_str(),
-        "--dtype".as_ref(),
-        "BF16".as_ref(),
-    ]);
+    let o = convert(&dest).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&dest).unwrap(), new_bytes);
-    assert_eq!(
-        temps_of(dir.path(), "out.safetensors"),
-        Vec::<PathBuf>::new()
-    );
+    assert_eq!(temps_of(dir.path(), out_name), Vec::<PathBuf>::new());
     assert_eq!(old_bytes, std::fs::read(&old).unwrap());
+}
+
+#[test]
+fn convert_to_safetensors_killed_at_random_points_leaves_old_or_new_file() {
+    kill_rounds("out.safetensors", &["--dtype", "BF16"], kill_count());
+}
+
+#[test]
+fn convert_to_ztensor_killed_at_random_points_leaves_old_or_new_file() {
+    let kills = kill_count().div_ceil(2);
+    kill_rounds(
+        "out.zt",
+        &["--zt-version", "0.1", "--digest", "crc32c"],
+        kills,
+    );
+    kill_rounds(
+        "out.zt",
+        &["--zt-version", "1.1", "--compress", "zstd"],
+        kills,
+    );
+    kill_rounds(
+        "out.zt",
+        &[
+            "--zt-version",
+            "2",
+            "--compress",
+            "zstd",
+            "--digest",
+            "xxh3",
+        ],
+        kills,
+    );
+}
+
+#[test]
+fn sharded_convert_killed_at_random_points_leaves_a_readable_model() {
+    // Shards are written one by one, each atomically, then the index: after a kill the index
+    // (if any) names only complete shards, so the folder always opens as a model.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    write_f32_file(&input, 16, 1 << 18, 7); // 16 MiB
+    let out = dir.path().join("m");
+    std::fs::create_dir(&out).unwrap();
+    let dest = out.join("model.safetensors");
+    let mut rng = Rng::from_env();
+    for _ in 0..kill_count().div_ceil(2) {
+        let mut child = bin()
+            .args([
+                "convert".as_ref(),
+                input.as_os_str(),
+                dest.as_os_str(),
+                "--shard-size".as_ref(),
+                "3MB".as_ref(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.below(600)));
+        let _ = child.kill();
+        child.wait().unwrap();
+        let index = out.join("model.safetensors.index.json");
+        if index.exists() {
+            let o = run(&["hash".as_ref(), index.as_os_str()]);
+            assert!(
+                o.status.success(),
+                "a killed sharded write left an unreadable model: {}",
+                stderr(&o)
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,6 +327,25 @@ fn convert_onto_a_full_disk_fails_cleanly_and_keeps_the_old_file() {
         temps_of(fs.path(), "out.safetensors"),
         Vec::<PathBuf>::new()
     );
+
+    // zTensor writers too, every version.
+    for v in ["0.1", "1.1", "2"] {
+        let zt = fs.path().join("out.zt");
+        let o = run(&[
+            "convert".as_ref(),
+            input.as_os_str(),
+            zt.as_os_str(),
+            "--zt-version".as_ref(),
+            v.as_ref(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "v{v}: {}", stderr(&o));
+        assert!(stderr(&o).contains("No space left"), "v{v}: {}", stderr(&o));
+        assert!(
+            !zt.exists(),
+            "v{v}: a partial file appeared under the final name"
+        );
+        assert_eq!(temps_of(fs.path(), "out.zt"), Vec::<PathBuf>::new(), "v{v}");
+    }
 
     // And the filesystem has its space back: a file that fits converts.
     let o = run(&["convert".as_ref(), small.as_os_str(), dest.as_os_str()]);

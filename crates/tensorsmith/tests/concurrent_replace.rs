@@ -120,3 +120,30 @@ fn readers_see_whole_versions_while_a_writer_renames_over_the_file() {
     let f = SafetensorsFile::open(path.as_path()).unwrap();
     assert_eq!(check_whole(&f), n);
 }
+
+#[test]
+fn an_open_ztensor_file_keeps_its_bytes_while_replaced() {
+    use tensorsmith::index::ZtVersion;
+    use tensorsmith::ztensor::{self, Compression, WriteOptions, Writer as ZtWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.zt");
+    let write = |v: u8, version: ZtVersion| {
+        let mut w = ZtWriter::new(WriteOptions {
+            version,
+            compression: Compression::Zstd { level: 1 },
+            ..Default::default()
+        });
+        w.add_dense("t", DType::U8, &[1 << 16], vec![v; 1 << 16]).unwrap();
+        w.write_file(&path).unwrap();
+    };
+    for version in [ZtVersion::V0_1, ZtVersion::V1_1, ZtVersion::V2] {
+        write(0, version);
+        let held = ztensor::open(&path, &Default::default()).unwrap();
+        for v in 1..=versions().min(50) as u8 {
+            write(v, version);
+            assert!(held.tensor_bytes("t").unwrap().iter().all(|&b| b == 0));
+            let now = ztensor::open(&path, &Default::default()).unwrap();
+            assert!(now.tensor_bytes("t").unwrap().iter().all(|&b| b == v));
+        }
+    }
+}
