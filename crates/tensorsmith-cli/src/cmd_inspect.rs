@@ -6,7 +6,7 @@ use clap::Args;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use tensorsmith::index::MetaValue;
-use tensorsmith::ops::inspect::{bits_per_weight, inspect_json, meta_json};
+use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_json};
 
 /// Array metadata longer than this shows its first items and its length (vocabularies).
 const ARRAY_PREVIEW: usize = 8;
@@ -38,10 +38,7 @@ pub fn run(a: &InspectArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     let out = if a.json {
-        let mut s = serde_json::to_string_pretty(&inspect_json(&a.file, &model))
-            .expect("JSON values serialize");
-        s.push('\n');
-        s
+        inspect_json_text(&a.file, &model)
     } else {
         text(&a.file, &model, a)
     };

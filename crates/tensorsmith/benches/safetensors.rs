@@ -135,6 +135,41 @@ fn bench_many(runs: u64) {
         ms(theirs_file),
         theirs_file.as_secs_f64() / open.as_secs_f64()
     );
+    // (d) what `inspect --json` and `hash` do: open (any format), then the JSON document or
+    // the structural ID; each against deserialize of the same file (target: less time).
+    let target = path.to_str().unwrap().to_owned();
+    let oopts = tensorsmith::ops::open::OpenOptions::default();
+    let (inspect, theirs_d) = time_pair(
+        runs,
+        || {
+            let m = tensorsmith::ops::open::open(&target, &oopts).unwrap();
+            tensorsmith::ops::inspect::inspect_json_text(&path, &m).len()
+        },
+        || {
+            let b = std::fs::read(&path).unwrap();
+            safetensors::SafeTensors::deserialize(&b).unwrap().len()
+        },
+    );
+    let (hash, theirs_h) = time_pair(
+        runs,
+        || {
+            let m = tensorsmith::ops::open::open(&target, &oopts).unwrap();
+            tensorsmith::ops::hash::structural_id(&m.index).len()
+        },
+        || {
+            let b = std::fs::read(&path).unwrap();
+            safetensors::SafeTensors::deserialize(&b).unwrap().len()
+        },
+    );
+    println!(
+        "(d) inspect --json {} ({:.2}x less time than read + deserialize {}); hash {} ({:.2}x less than {}) (target > 1x each)",
+        ms(inspect),
+        theirs_d.as_secs_f64() / inspect.as_secs_f64(),
+        ms(theirs_d),
+        ms(hash),
+        theirs_h.as_secs_f64() / hash.as_secs_f64(),
+        ms(theirs_h)
+    );
     let _ = std::fs::remove_file(&path);
 }
 

@@ -133,7 +133,8 @@ fn an_open_ztensor_file_keeps_its_bytes_while_replaced() {
             compression: Compression::Zstd { level: 1 },
             ..Default::default()
         });
-        w.add_dense("t", DType::U8, &[1 << 16], vec![v; 1 << 16]).unwrap();
+        w.add_dense("t", DType::U8, &[1 << 16], vec![v; 1 << 16])
+            .unwrap();
         w.write_file(&path).unwrap();
     };
     for version in [ZtVersion::V0_1, ZtVersion::V1_1, ZtVersion::V2] {

@@ -34,8 +34,11 @@ pub fn meta_json(v: &MetaValue) -> Value {
     }
 }
 
-/// The full inspect document for one model (a file, or a sharded checkpoint).
-pub fn inspect_json(path: &Path, model: &Model) -> Value {
+/// The full inspect document for one model (a file, or a sharded checkpoint), as indented
+/// JSON text with one line per tensor. Written directly, not through a JSON tree: a header of
+/// 100,000 tensors must print faster than other tools can merely parse it.
+pub fn inspect_json_text(path: &Path, model: &Model) -> String {
+    use std::fmt::Write as _;
     let index = &model.index;
     let dtypes: Vec<Value> = index
         .dtype_totals()
@@ -51,27 +54,7 @@ pub fn inspect_json(path: &Path, model: &Model) -> Value {
         .map(|(k, v)| (k.clone(), meta_json(v)))
         .collect();
     let total_bytes: u64 = index.tensors.iter().map(|t| t.byte_len()).sum();
-    let tensors: Vec<Value> = index
-        .tensors
-        .iter()
-        .map(|t| {
-            let r = t.data_range();
-            let file = model.file_of(t);
-            let mut v = json!({
-                "name": t.name,
-                "dtype": t.type_name(),
-                "shape": t.shape.as_slice(),
-                "parameters": t.elements(),
-                "byte_length": t.byte_len(),
-                "data_offsets": [r.start.saturating_sub(file.header_len), r.end.saturating_sub(file.header_len)],
-            });
-            if model.is_sharded() {
-                v["shard"] = json!(file.name);
-            }
-            v
-        })
-        .collect();
-    let mut doc = json!({
+    let mut head = json!({
         "schema": INSPECT_SCHEMA,
         "file": path.display().to_string(),
         "format": index.format.name(),
@@ -84,12 +67,44 @@ pub fn inspect_json(path: &Path, model: &Model) -> Value {
         "bits_per_weight": bits_per_weight(total_bytes, index.total_elements()),
         "dtypes": dtypes,
         "metadata": metadata,
-        "tensors": tensors,
     });
     if model.is_sharded() {
-        doc["shards"] = model.files.iter().map(|f| json!(f.name)).collect();
+        head["shards"] = model.files.iter().map(|f| json!(f.name)).collect();
     }
-    doc
+    let mut out = serde_json::to_string_pretty(&head).expect("JSON values serialize");
+    out.truncate(out.len() - 2); // "\n}"
+    out.reserve(index.tensors.len() * 160);
+    out.push_str(",\n  \"tensors\": [");
+    for (i, t) in index.tensors.iter().enumerate() {
+        let r = t.data_range();
+        let file = model.file_of(t);
+        out.push_str(if i == 0 { "\n    " } else { ",\n    " });
+        out.push_str("{\"name\": ");
+        out.push_str(&serde_json::to_string(&t.name).expect("strings serialize"));
+        let _ = write!(out, ", \"dtype\": \"{}\", \"shape\": [", t.type_name());
+        for (j, d) in t.shape.iter().enumerate() {
+            let _ = write!(out, "{}{d}", if j == 0 { "" } else { ", " });
+        }
+        let _ = write!(
+            out,
+            "], \"parameters\": {}, \"byte_length\": {}, \"data_offsets\": [{}, {}]",
+            t.elements(),
+            t.byte_len(),
+            r.start.saturating_sub(file.header_len),
+            r.end.saturating_sub(file.header_len)
+        );
+        if model.is_sharded() {
+            out.push_str(", \"shard\": ");
+            out.push_str(&serde_json::to_string(&file.name).expect("strings serialize"));
+        }
+        out.push('}');
+    }
+    out.push_str(if index.tensors.is_empty() {
+        "]\n}\n"
+    } else {
+        "\n  ]\n}\n"
+    });
+    out
 }
 
 /// Stored bits per element (4.5 for q4_0, 16 for F16); null when there are no elements.
