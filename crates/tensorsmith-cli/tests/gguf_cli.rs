@@ -103,3 +103,48 @@ fn a_broken_gguf_file_is_an_error_naming_file_tensor_and_rule() {
         "{err}"
     );
 }
+
+#[test]
+fn plain_gguf_tensors_convert_to_safetensors_and_ztensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = vector("alignment64.gguf");
+    for out in ["a.safetensors", "a.zt"] {
+        let dst = dir.path().join(out);
+        let o = run(&["convert", &src, dst.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // Exit 1: the metadata changes type on the way (below); the tensors do not.
+        let o = run(&[
+            "diff",
+            "--values",
+            "--all",
+            "--json",
+            &src,
+            dst.to_str().unwrap(),
+        ]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["tensors"]["changed"], serde_json::json!([]), "{out}");
+        let compared = v["values"]["compared"].as_array().unwrap();
+        assert_eq!(compared.len(), 2);
+        assert!(
+            compared.iter().all(|c| c["identical"] == true),
+            "{out}: {v}"
+        );
+        // GGUF's typed metadata becomes strings in safetensors (JSON text for non-strings).
+        let m = json(&["inspect", "--json", dst.to_str().unwrap()])["metadata"].clone();
+        if out.ends_with(".safetensors") {
+            assert_eq!(m["general.alignment"], "64");
+            assert_eq!(m["general.architecture"], "llama");
+        } else {
+            assert_eq!(m["general.alignment"], 64);
+        }
+    }
+    // Block-quantized tensors cannot go to either format: the message names the tensor.
+    for out in ["q.safetensors", "q.zt"] {
+        let dst = dir.path().join(out);
+        let o = run(&["convert", &vector("every_type.gguf"), dst.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("q8_0") || err.contains("q4_0"), "{err}");
+        assert!(!dst.exists());
+    }
+}
