@@ -260,7 +260,7 @@ fn round_trips_sparse_and_quantized_raw_and_zstd() {
         assert_eq!(f.info("coo").unwrap().layout, Layout::SparseCoo);
         let q = f.info("q").unwrap();
         assert_eq!(q.layout, Layout::QuantizedGroup);
-        assert_eq!(q.attributes, attrs);
+        assert_eq!(*q.attributes, attrs);
         let (v, i, p) = csr_parts();
         assert_eq!(f.part_bytes("csr", "values").unwrap(), v.1);
         assert_eq!(f.part_bytes("csr", "indices").unwrap(), i.1);

@@ -80,7 +80,7 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
                     &t.name,
                     &t.shape,
                     layout.clone(),
-                    t.attributes.clone(),
+                    t.attributes.to_map(),
                     parts,
                 )
                 .map_err(with_name)?;

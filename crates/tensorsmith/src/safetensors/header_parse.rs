@@ -106,11 +106,12 @@ impl<'a> Parser<'a> {
             _ => return Err(self.unexpected("'{'")),
         }
         // Each entry takes at least 48 bytes (`"":{"dtype":"U8","shape":[],"data_offsets":[0,0]},`),
-        // so this bound never needs a regrowth (which would copy every entry) and never
-        // exceeds what the header's size allows.
+        // so len/48 bounds the count by what the header's size allows. Real entries are two to
+        // four times longer: reserve for 128-byte entries and let the vector grow (a large
+        // vector grows by remapping, without copying), so untouched capacity is not reserved.
         let mut out = RawHeader {
             metadata: Vec::new(),
-            tensors: Vec::with_capacity(self.s.len() / 48),
+            tensors: Vec::with_capacity(self.s.len() / 128),
         };
         let mut seen_metadata = false;
         self.ws();

@@ -155,7 +155,7 @@ fn object(name: &str, o: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
         shape,
         layout,
         parts: Parts::from_vec(parts),
-        attributes,
+        attributes: attributes.into(),
     };
     resolve_lengths(&mut t, &unknown_len)?;
     layout::check(&t, ZtVersion::V1_1)?;

@@ -274,7 +274,7 @@ fn object(
         shape,
         layout,
         parts: Parts::from_vec(parts),
-        attributes,
+        attributes: attributes.into(),
     };
     layout::check(&t, ZtVersion::V2)?;
     Ok(t)

@@ -333,7 +333,7 @@ impl<'a> Writer<'a> {
                     }),
                 })
                 .collect(),
-            attributes: attributes.clone(),
+            attributes: attributes.clone().into(),
         };
         let expected_dense =
             (*layout == Layout::Dense && parts.len() == 1 && parts[0].role == "data")

@@ -225,7 +225,7 @@ pub fn rewrite(
             &t.name,
             &t.shape,
             t.layout.clone(),
-            t.attributes.clone(),
+            t.attributes.to_map(),
             parts,
         )
         .unwrap_or_else(|e| panic!("{}: {e}", t.name));
