@@ -775,3 +775,85 @@ fn raw_dense_reads_are_zero_copy_on_a_map() {
         "crc32c:0x00000000"
     );
 }
+
+/// 1.1.1 reads every sparse index part as u64 whatever its declared dtype: narrower index
+/// parts are widened when writing v1.1 (and left as they are for v2).
+#[test]
+fn v11_sparse_index_parts_are_widened_to_u64() {
+    let values: Vec<u8> = [1.0f32, 2.0, 3.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let le = |xs: &[u32]| -> Vec<u8> { xs.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    let u64s = |xs: &[u64]| -> Vec<u8> { xs.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    for version in [ZtVersion::V1_1, ZtVersion::V2] {
+        // v2 allows only u32 and u64 indices; v1.1 any integer type.
+        let v11 = version == ZtVersion::V1_1;
+        let (indptr_dtype, indptr) = if v11 {
+            (DType::U16, vec![0, 0, 2, 0, 3, 0])
+        } else {
+            (DType::U32, le(&[0, 2, 3]))
+        };
+        let coords_dtype = if v11 { DType::I32 } else { DType::U32 };
+        let mut w = Writer::new(WriteOptions {
+            version,
+            ..Default::default()
+        });
+        w.add_sparse_csr(
+            "csr",
+            [2, 3],
+            (DType::F32, values.clone().into()),
+            (DType::U32, le(&[0, 2, 1]).into()),
+            (indptr_dtype, indptr.into()),
+        )
+        .unwrap();
+        w.add_sparse_coo(
+            "coo",
+            &[2, 3],
+            (DType::F32, values.clone().into()),
+            (coords_dtype, le(&[0, 0, 1, 0, 2, 1]).into()),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.zt");
+        std::fs::write(&path, w.to_bytes().unwrap()).unwrap();
+        let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+        let dtype = |name: &str, role: &str| {
+            let t = f.info(name).unwrap();
+            t.parts.iter().find(|p| p.role == role).unwrap().dtype
+        };
+        if v11 {
+            for (name, role) in [("csr", "indices"), ("csr", "indptr"), ("coo", "coords")] {
+                assert_eq!(dtype(name, role), DType::U64, "{name}/{role}");
+            }
+            assert_eq!(dtype("csr", "values"), DType::F32);
+            assert_eq!(&*f.part_bytes("csr", "indices").unwrap(), u64s(&[0, 2, 1]));
+            assert_eq!(&*f.part_bytes("csr", "indptr").unwrap(), u64s(&[0, 2, 3]));
+            assert_eq!(
+                &*f.part_bytes("coo", "coords").unwrap(),
+                u64s(&[0, 0, 1, 0, 2, 1])
+            );
+        } else {
+            assert_eq!(dtype("csr", "indices"), DType::U32);
+            assert_eq!(dtype("csr", "indptr"), DType::U32);
+            assert_eq!(dtype("coo", "coords"), DType::U32);
+        }
+        assert!(f.verify().is_ok());
+    }
+}
+
+/// 1.1.1 refuses a file whose root attributes hold anything but text.
+#[test]
+fn v11_writer_refuses_typed_file_attributes() {
+    let mut w = Writer::new(WriteOptions {
+        version: ZtVersion::V1_1,
+        ..Default::default()
+    });
+    let err = match w.set_attributes(meta_map(&[("n", MetaValue::UInt(3))])) {
+        Err(e) => e,
+        Ok(_) => panic!("typed attribute accepted"),
+    };
+    assert!(err.to_string().contains("'n'"), "{err}");
+    w.set_attributes(meta_map(&[("s", MetaValue::Str("x".into()))]))
+        .unwrap();
+}

@@ -5,7 +5,8 @@
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Layout, ZtVersion};
+use crate::index::{Layout, MetaValue, ZtVersion};
+use crate::ops::inspect::meta_json;
 use crate::ops::open::Model;
 use crate::ztensor::{Compression, DigestKind, PartData, WriteOptions, Writer};
 use std::path::Path;
@@ -45,6 +46,18 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
                     index.metadata.len()
                 )))));
             }
+        } else if opts.version == ZtVersion::V1_1 {
+            // 1.1 readers take text values only: typed ones go as their JSON text, as they
+            // do to safetensors.
+            let text = index
+                .metadata
+                .iter()
+                .map(|(k, v)| match v {
+                    MetaValue::Str(_) => (k.clone(), v.clone()),
+                    other => (k.clone(), MetaValue::Str(meta_json(other).to_string())),
+                })
+                .collect();
+            w.set_attributes(text).map_err(at)?;
         } else {
             w.set_attributes(index.metadata.clone()).map_err(at)?;
         }

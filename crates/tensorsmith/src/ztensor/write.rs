@@ -125,6 +125,49 @@ fn opt_err(version: ZtVersion, what: impl Into<String>) -> Error {
     .into()
 }
 
+/// v1.1 sparse index parts (`indices`, `indptr`, `coords`) become `u64`. The spec allows
+/// any integer type, but the 1.1.1 reference reads every index part as u64 whatever its
+/// declared dtype, so narrower indices would be misread; it writes u64 itself. Signed parts
+/// are widened only when no value is negative (a negative index is the reader's error to
+/// report, so such parts are left as they are).
+fn widen_sparse_indices(layout: &Layout, parts: &mut [PartData<'_>]) {
+    if !matches!(layout, Layout::SparseCsr | Layout::SparseCoo) {
+        return;
+    }
+    for p in parts.iter_mut() {
+        if !matches!(p.role.as_str(), "indices" | "indptr" | "coords") || p.dtype == DType::U64 {
+            continue;
+        }
+        if let Some(wide) = widen_to_u64(p.dtype, &p.data) {
+            p.dtype = DType::U64;
+            p.data = Cow::Owned(wide);
+        }
+    }
+}
+
+fn widen_to_u64(dtype: DType, bytes: &[u8]) -> Option<Vec<u8>> {
+    fn collect<const N: usize>(b: &[u8], f: impl Fn([u8; N]) -> Option<u64>) -> Option<Vec<u8>> {
+        if b.len() % N != 0 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(b.len() / N * 8);
+        for c in b.chunks_exact(N) {
+            out.extend_from_slice(&f(c.try_into().unwrap())?.to_le_bytes());
+        }
+        Some(out)
+    }
+    match dtype {
+        DType::U8 => collect::<1>(bytes, |c| Some(u64::from(c[0]))),
+        DType::U16 => collect::<2>(bytes, |c| Some(u64::from(u16::from_le_bytes(c)))),
+        DType::U32 => collect::<4>(bytes, |c| Some(u64::from(u32::from_le_bytes(c)))),
+        DType::I8 => collect::<1>(bytes, |c| u64::try_from(c[0] as i8).ok()),
+        DType::I16 => collect::<2>(bytes, |c| u64::try_from(i16::from_le_bytes(c)).ok()),
+        DType::I32 => collect::<4>(bytes, |c| u64::try_from(i32::from_le_bytes(c)).ok()),
+        DType::I64 => collect::<8>(bytes, |c| u64::try_from(i64::from_le_bytes(c)).ok()),
+        _ => None,
+    }
+}
+
 impl<'a> Writer<'a> {
     pub fn new(opts: WriteOptions) -> Self {
         Writer {
@@ -147,6 +190,16 @@ impl<'a> Writer<'a> {
         if self.opts.version == ZtVersion::V2 {
             for k in a.keys() {
                 v2_read::check_name(k)?;
+            }
+        }
+        if self.opts.version == ZtVersion::V1_1 {
+            // The spec says "map", but the 1.1.1 reference reads root attributes as
+            // text-to-text and refuses the whole file otherwise.
+            if let Some((k, _)) = a.iter().find(|(_, v)| !matches!(v, MetaValue::Str(_))) {
+                return Err(opt_err(
+                    ZtVersion::V1_1,
+                    format!("a non-text file attribute ('{k}'): the 1.1 reference reads only text values"),
+                ));
             }
         }
         self.attributes = a;
@@ -220,8 +273,11 @@ impl<'a> Writer<'a> {
         shape: &[u64],
         layout: Layout,
         attributes: BTreeMap<String, MetaValue>,
-        parts: Vec<PartData<'a>>,
+        mut parts: Vec<PartData<'a>>,
     ) -> Result<&mut Self> {
+        if self.opts.version == ZtVersion::V1_1 {
+            widen_sparse_indices(&layout, &mut parts);
+        }
         self.check_object(name, shape, &layout, &attributes, &parts)
             .map_err(|e| e.at_tensor(name))?;
         self.names.insert(name.to_string());
