@@ -188,3 +188,55 @@ fn errors_exit_2_and_name_the_file() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/a.safetensors"));
 }
+
+/// A renamed tensor is found across formats: safetensors against zTensor v1.1 and v2, with
+/// the structural ID and content digest changing with it.
+#[test]
+fn renamed_tensor_across_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.safetensors");
+    let b = dir.path().join("b.safetensors");
+    model(&a, &["enc.weight", "dec.weight"], &[("format", "pt")], 1.0);
+    model(
+        &b,
+        &["enc.weight", "decoder.weight"],
+        &[("format", "pt")],
+        1.0,
+    );
+    let hash = |f: &Path| out(&run(&["hash", "--content", p(f)]));
+    for v in ["1.1", "2"] {
+        let za = dir.path().join(format!("a{v}.zt"));
+        let zb = dir.path().join(format!("b{v}.zt"));
+        for (src, dst) in [(&a, &za), (&b, &zb)] {
+            let o = run(&["convert", p(src), p(dst), "--zt-version", v]);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        assert_eq!(
+            run(&["diff", "--values", p(&a), p(&za)]).status.code(),
+            Some(0)
+        );
+        let o = run(&["diff", "--values", p(&a), p(&zb)]);
+        assert_eq!(o.status.code(), Some(1));
+        let text = out(&o);
+        assert!(text.contains("- tensor dec.weight  F32 [4, 8]"), "{text}");
+        assert!(
+            text.contains("+ tensor decoder.weight  F32 [4, 8]"),
+            "{text}"
+        );
+        let (ha, hza, hzb) = (hash(&a), hash(&za), hash(&zb));
+        let fields = |h: &str| {
+            h.split("  ")
+                .take(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fields(&ha), fields(&hza), "same model, same ID and digest");
+        let (fa, fb) = (fields(&ha), fields(&hzb));
+        assert_ne!(fa[0], fb[0], "a renamed tensor changes the structural ID");
+    }
+}

@@ -157,7 +157,7 @@ pub enum ErrorKind {
     BadName(&'static str),
     #[error("the writer supplied {actual} bytes but shape and dtype need {expected}")]
     WrongDataLength { expected: u64, actual: u64 },
-    #[error("cannot write dtype {0} here")]
+    #[error("cannot write dtype {0}")]
     UnsupportedDtype(String),
     #[error("not supported: {0}")]
     Unsupported(String),

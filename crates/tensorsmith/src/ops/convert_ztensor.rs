@@ -64,18 +64,19 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
     }
     for t in &index.tensors {
         let with_name = |e: Error| e.at_tensor(&t.name).in_file(Path::new(&input.location));
+        // What the writer refuses is about the output.
+        let at_out = |e: Error| e.at_tensor(&t.name).in_file(out);
         match &t.layout {
             Layout::Dense => {
                 let bytes = input.tensor_bytes(t)?;
                 match opts.dtype {
                     Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
                         let data = cast(&bytes, t.dtype, to, opts.rounding).map_err(with_name)?;
-                        w.add_dense(&t.name, to, &t.shape, data)
-                            .map_err(with_name)?;
+                        w.add_dense(&t.name, to, &t.shape, data).map_err(at_out)?;
                     }
                     _ => {
                         w.add_dense(&t.name, t.dtype, &t.shape, bytes)
-                            .map_err(with_name)?;
+                            .map_err(at_out)?;
                     }
                 }
             }
@@ -96,7 +97,7 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
                     t.attributes.to_map(),
                     parts,
                 )
-                .map_err(with_name)?;
+                .map_err(at_out)?;
             }
         }
     }

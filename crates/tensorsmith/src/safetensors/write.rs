@@ -119,7 +119,9 @@ impl<'a> Writer<'a> {
         if !dtype.is_safetensors_dtype()
             || (!dtype.is_safetensors_reference() && !self.allow_packed_ints)
         {
-            return Err(err(ErrorKind::UnsupportedDtype(dtype.to_string())));
+            return Err(err(ErrorKind::UnsupportedDtype(format!(
+                "{dtype} to safetensors (not in its dtype list)"
+            ))));
         }
         let elements = shape
             .iter()

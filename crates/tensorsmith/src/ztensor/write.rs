@@ -349,7 +349,12 @@ impl<'a> Writer<'a> {
                 ZtVersion::V2 => p.dtype.ztensor_v2_names().is_some(),
             };
             if !named {
-                return Err(ErrorKind::UnsupportedDtype(p.dtype.to_string()).into());
+                return Err(ErrorKind::UnsupportedDtype(format!(
+                    "{} to zTensor v{} (not in its dtype table)",
+                    p.dtype,
+                    v.as_str()
+                ))
+                .into());
             }
             if let Some(ty) = &p.unknown_type {
                 if v != ZtVersion::V2 || p.dtype.ztensor_v2_names().is_some_and(|n| n.1.is_some()) {
