@@ -2,6 +2,7 @@
 //! to exit codes (0 success or "same", 1 a negative answer such as "invalid", 2 an error).
 
 mod cmd_convert;
+mod cmd_dataset;
 mod cmd_diff;
 mod cmd_hash;
 mod cmd_inspect;
@@ -50,6 +51,9 @@ enum Command {
     /// Print a format-neutral structural ID per model (`--content`: also a digest of the
     /// tensor bytes; `--compat weight-inspect`: weight-inspect's hash).
     Hash(cmd_hash::HashArgs),
+    /// Tensor datasets in the safetensors-spark layout: write from Parquet/Arrow, info.
+    #[command(subcommand)]
+    Dataset(cmd_dataset::DatasetCommand),
 }
 
 /// Options shared by every command that opens files.
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd_verify::run(&a),
         Command::Diff(a) => cmd_diff::run(&a),
         Command::Hash(a) => cmd_hash::run(&a),
+        Command::Dataset(c) => cmd_dataset::run(&c),
     };
     ExitCode::from(code)
 }

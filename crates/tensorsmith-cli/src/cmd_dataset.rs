@@ -1,0 +1,218 @@
+//! `tensorsmith dataset write|info`: tensor datasets in the safetensors-spark layout.
+
+use crate::{fail, shown, EXIT_OK};
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use tensorsmith_dataset::{
+    write_dataset, Input, JobOptions, Manifest, Mode, Progress, WriteOptions,
+};
+
+#[derive(Subcommand)]
+pub enum DatasetCommand {
+    /// Write Parquet or Arrow IPC input as a dataset: safetensors shards, dataset_manifest.json
+    /// and with --generate-index _tensor_index.parquet.
+    Write(Box<WriteArgs>),
+    /// Summarise a dataset from its manifest.
+    Info(InfoArgs),
+    /// Check every shard against the manifest (presence, sizes, headers, schema, sample
+    /// counts) and the index; exit 0 sound, 1 problems found, 2 unreadable.
+    Verify(InfoArgs),
+    /// Write a dataset back to one Parquet file (batch mode: a row per sample; KV mode: a
+    /// row per tensor with the tensor struct).
+    Export(ExportArgs),
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    dir: PathBuf,
+    out: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Error,
+    Overwrite,
+    Append,
+}
+
+#[derive(Args)]
+pub struct WriteArgs {
+    /// Input files (Parquet, Arrow IPC file or stream), read in order, then the output folder.
+    #[arg(required = true, num_args = 2..)]
+    paths: Vec<PathBuf>,
+    /// Batch mode: rows per shard.
+    #[arg(long)]
+    batch_size: Option<String>,
+    /// KV mode: the column whose values name the tensors.
+    #[arg(long)]
+    name_col: Option<String>,
+    /// Target dtype (F16 F32 F64 BF16 U8 I8 U16 I16 U32 I32 U64 I64).
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Columns to write, comma-separated (default: all but --name-col).
+    #[arg(long)]
+    columns: Option<String>,
+    /// Per-sample shapes as JSON: {"col": [dims]}.
+    #[arg(long)]
+    shapes: Option<String>,
+    /// drop, pad or write (default write).
+    #[arg(long)]
+    tail_strategy: Option<String>,
+    /// fail or lastWin (default fail).
+    #[arg(long)]
+    duplicates_strategy: Option<String>,
+    /// KV mode shard size, 50-1000 (default 300).
+    #[arg(long)]
+    target_shard_size_mb: Option<String>,
+    /// Also write _tensor_index.parquet.
+    #[arg(long)]
+    generate_index: bool,
+    /// KV key separator (default "__").
+    #[arg(long)]
+    kv_separator: Option<String>,
+    /// F16/BF16 rounding: nearest (default) or truncate.
+    #[arg(long)]
+    f16_rounding: Option<String>,
+    /// Any option by its safetensors-spark name, as NAME=VALUE (repeatable).
+    #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
+    options: Vec<String>,
+    /// When the folder already holds a dataset: error (default), overwrite or append.
+    #[arg(long, value_enum, default_value = "error")]
+    mode: ModeArg,
+    /// Worker threads, one task each (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+#[derive(Args)]
+pub struct InfoArgs {
+    dir: PathBuf,
+    /// Print the manifest as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(c: &DatasetCommand) -> u8 {
+    match c {
+        DatasetCommand::Write(a) => write(a),
+        DatasetCommand::Info(a) => info(a),
+        DatasetCommand::Verify(a) => verify(a),
+        DatasetCommand::Export(a) => match tensorsmith_dataset::export(&a.dir, &a.out) {
+            Ok(rows) => {
+                eprintln!("{}: {rows} rows", shown(&a.out));
+                EXIT_OK
+            }
+            Err(e) => fail(&e),
+        },
+    }
+}
+
+fn verify(a: &InfoArgs) -> u8 {
+    match tensorsmith_dataset::verify(&a.dir) {
+        Ok(r) if r.is_ok() => {
+            println!(
+                "ok: {} ({} shards, {} tensors)",
+                shown(&a.dir),
+                r.shards,
+                r.tensors
+            );
+            EXIT_OK
+        }
+        Ok(r) => {
+            for p in &r.problems {
+                println!("{}: {}", shown(&a.dir), crate::render::printable(p));
+            }
+            crate::EXIT_NO
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn write(a: &WriteArgs) -> u8 {
+    let (inputs, out) = a.paths.split_at(a.paths.len() - 1);
+    let out = &out[0];
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let flags = [
+        ("batch_size", &a.batch_size),
+        ("name_col", &a.name_col),
+        ("dtype", &a.dtype),
+        ("columns", &a.columns),
+        ("shapes", &a.shapes),
+        ("tail_strategy", &a.tail_strategy),
+        ("duplicatesStrategy", &a.duplicates_strategy),
+        ("target_shard_size_mb", &a.target_shard_size_mb),
+        ("kv_separator", &a.kv_separator),
+        ("f16_rounding", &a.f16_rounding),
+    ];
+    for (k, v) in flags {
+        if let Some(v) = v {
+            pairs.push((k.to_string(), v.clone()));
+        }
+    }
+    if a.generate_index {
+        pairs.push(("generate_index".into(), "true".into()));
+    }
+    for o in &a.options {
+        match o.split_once('=') {
+            Some((k, v)) => pairs.push((k.to_string(), v.to_string())),
+            None => return fail(&format!("--option {o}: expected NAME=VALUE")),
+        }
+    }
+    let opts = match WriteOptions::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    let input = match Input::open(inputs) {
+        Ok(i) => i,
+        Err(e) => return fail(&e),
+    };
+    let job = JobOptions {
+        mode: match a.mode {
+            ModeArg::Error => Mode::ErrorIfExists,
+            ModeArg::Overwrite => Mode::Overwrite,
+            ModeArg::Append => Mode::Append,
+        },
+        threads: a.threads,
+    };
+    let progress = Progress::default();
+    let t = std::time::Instant::now();
+    match write_dataset(&input, out, &opts, &job, &progress) {
+        Ok(m) => {
+            let secs = t.elapsed().as_secs_f64();
+            eprintln!(
+                "{}: {} samples in {} shards, {} bytes, {:.2} s ({:.0} MB/s)",
+                shown(out),
+                m.total_samples,
+                m.shards.len(),
+                m.total_bytes,
+                secs,
+                m.total_bytes as f64 / 1e6 / secs.max(1e-9)
+            );
+            EXIT_OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn info(a: &InfoArgs) -> u8 {
+    let m = match Manifest::read(&a.dir) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    if a.json {
+        print!("{}", m.to_json());
+        return EXIT_OK;
+    }
+    println!("dataset: {}", shown(&a.dir));
+    println!("samples: {}", m.total_samples);
+    println!("shards:  {} ({} bytes)", m.shards.len(), m.total_bytes);
+    for (k, s) in &m.schema {
+        println!(
+            "  {}  {} {:?}",
+            crate::render::printable(k),
+            s.dtype,
+            s.shape
+        );
+    }
+    EXIT_OK
+}

@@ -1,0 +1,413 @@
+//! Input columns and how their rows become tensor samples. A column is one of:
+//! - numbers in a list, large_list or fixed_size_list of any integer or float type; nested
+//!   fixed_size_lists give the inner dimensions of the per-sample shape;
+//! - binary (bytes of the `dtype` option, little-endian);
+//! - the tensor struct `struct<data: binary, shape: list<int32>, dtype: string>`.
+//!
+//! Every row of one tensor must have the same sample shape (and, for structs, dtype): a row
+//! that does not is an error naming it. Nulls are errors too.
+
+use crate::convert::{self, leaf_dtype};
+use crate::error::{DatasetError, Result};
+use crate::options::DATASET_DTYPES;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use std::ops::Range;
+use tensorsmith::cast::{cast, Rounding};
+use tensorsmith::dtype::DType;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    /// Numbers: the leaf type and the dimensions of nested fixed-size lists.
+    Numeric {
+        leaf: DType,
+        inner: Vec<u64>,
+    },
+    Binary,
+    TensorStruct,
+}
+
+/// A column to write, resolved against the input schema and the options.
+#[derive(Debug, Clone)]
+pub struct ColumnPlan {
+    pub name: String,
+    pub kind: Kind,
+    /// Target dtype: the `dtype` option, or for structs the rows' own.
+    pub dtype: Option<DType>,
+    /// The `shapes` option for this column.
+    pub shape: Option<Vec<u64>>,
+    pub rounding: Rounding,
+}
+
+pub fn classify(field: &Field) -> Result<Kind> {
+    let name = field.name();
+    let bad = |m: String| DatasetError::column(name, m);
+    match field.data_type() {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            let mut inner = Vec::new();
+            let mut t = f.data_type();
+            while let DataType::FixedSizeList(g, n) = t {
+                inner.push(u64::try_from(*n).map_err(|_| bad(format!("negative list size {n}")))?);
+                t = g.data_type();
+            }
+            match leaf_dtype(t) {
+                Some(leaf) => Ok(Kind::Numeric { leaf, inner }),
+                None => Err(bad(format!(
+                    "lists of {t} are not tensors (lists of integers or floats, with fixed-size inner lists, are)"
+                ))),
+            }
+        }
+        DataType::Binary | DataType::LargeBinary | DataType::FixedSizeBinary(_) => Ok(Kind::Binary),
+        DataType::Struct(fields) => {
+            let has = |n: &str, ok: &dyn Fn(&DataType) -> bool| {
+                fields.iter().any(|f| f.name() == n && ok(f.data_type()))
+            };
+            let data = has("data", &|t| {
+                matches!(t, DataType::Binary | DataType::LargeBinary)
+            });
+            let shape = has("shape", &|t| match t {
+                DataType::List(g) | DataType::LargeList(g) => {
+                    matches!(g.data_type(), DataType::Int32 | DataType::Int64)
+                }
+                _ => false,
+            });
+            let dtype = has("dtype", &|t| {
+                matches!(t, DataType::Utf8 | DataType::LargeUtf8)
+            });
+            if data && shape && dtype {
+                Ok(Kind::TensorStruct)
+            } else {
+                Err(bad(
+                    "a struct column must be the tensor struct struct<data: binary, shape: list<int32>, dtype: string>"
+                        .into(),
+                ))
+            }
+        }
+        t => Err(bad(format!(
+            "type {t} is not a tensor column (lists of numbers, binary, or the tensor struct)"
+        ))),
+    }
+}
+
+impl ColumnPlan {
+    pub fn new(
+        schema: &Schema,
+        name: &str,
+        dtype: Option<DType>,
+        shape: Option<Vec<u64>>,
+        rounding: Rounding,
+    ) -> Result<Self> {
+        let field = schema
+            .field_with_name(name)
+            .map_err(|_| DatasetError::column(name, "no such column in the input"))?;
+        let kind = classify(field)?;
+        let bad = |m: String| DatasetError::column(name, m);
+        match &kind {
+            Kind::Numeric { leaf, .. } => {
+                let to = dtype.ok_or_else(|| {
+                    bad(format!(
+                        "the dtype option is required for a column of {leaf} numbers"
+                    ))
+                })?;
+                convert::convertible(*leaf, to).map_err(bad)?;
+            }
+            Kind::Binary => {
+                if dtype.is_none() {
+                    return Err(bad(
+                        "the dtype option is required for a binary column".into()
+                    ));
+                }
+            }
+            Kind::TensorStruct => {}
+        }
+        Ok(ColumnPlan {
+            name: name.to_string(),
+            kind,
+            dtype,
+            shape,
+            rounding,
+        })
+    }
+}
+
+/// One tensor being assembled from rows: its sample shape and dtype (set by the first row),
+/// the number of samples and their bytes.
+#[derive(Debug, Default)]
+pub struct Samples {
+    pub sample_shape: Option<Vec<u64>>,
+    pub dtype: Option<DType>,
+    pub count: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl Samples {
+    /// Zero samples to reach `n` (the pad tail strategy).
+    pub fn pad_to(&mut self, n: u64) {
+        if self.count < n {
+            let per = self.bytes.len() as u64 / self.count.max(1);
+            self.bytes
+                .resize(self.bytes.len() + ((n - self.count) * per) as usize, 0);
+            self.count = n;
+        }
+    }
+}
+
+fn elements(shape: &[u64]) -> u64 {
+    shape.iter().product()
+}
+
+impl ColumnPlan {
+    /// Appends rows `rows` of this column of `batch` to `out`. `row_base` is the input row
+    /// number of the batch's row 0, for error messages.
+    pub fn append_rows(
+        &self,
+        batch: &RecordBatch,
+        rows: Range<usize>,
+        row_base: u64,
+        out: &mut Samples,
+    ) -> Result<()> {
+        let col = batch
+            .column_by_name(&self.name)
+            .ok_or_else(|| DatasetError::column(&self.name, "missing from a record batch"))?;
+        let row_err = |r: usize, m: String| DatasetError::Input {
+            file: None,
+            column: Some(self.name.clone()),
+            row: Some(row_base + r as u64),
+            msg: m,
+        };
+        for r in rows.clone() {
+            if col.is_null(r) {
+                return Err(row_err(r, "is null".into()));
+            }
+        }
+        match &self.kind {
+            Kind::Numeric { inner, .. } => {
+                let to = self.dtype.expect("checked in new");
+                let (leaf, ranges) =
+                    leaf_ranges(col, rows.clone(), inner.len()).map_err(|(r, m)| row_err(r, m))?;
+                for (r, range) in rows.clone().zip(ranges) {
+                    let natural: Vec<u64> =
+                        std::iter::once(range.len() as u64 / elements(inner).max(1))
+                            .chain(inner.iter().copied())
+                            .collect();
+                    let shape = self
+                        .sample_shape_for(&natural, range.len() as u64)
+                        .map_err(|m| row_err(r, m))?;
+                    self.accept(out, shape, to).map_err(|m| row_err(r, m))?;
+                    if leaf.null_count() > 0 && (range.start..range.end).any(|i| leaf.is_null(i)) {
+                        return Err(row_err(r, "holds a null element".into()));
+                    }
+                    convert::append(leaf.as_ref(), range, to, self.rounding, &mut out.bytes)
+                        .map_err(|e| {
+                            row_err(
+                                r,
+                                format!("element {} = {} does not fit in {to}", e.element, e.value),
+                            )
+                        })?;
+                }
+            }
+            Kind::Binary => {
+                let to = self.dtype.expect("checked in new");
+                let size = to.byte_size().expect("whole bytes") as u64;
+                for r in rows {
+                    let b = binary_value(col.as_ref(), r);
+                    if !(b.len() as u64).is_multiple_of(size) {
+                        return Err(row_err(
+                            r,
+                            format!("{} bytes is not a whole number of {to} elements", b.len()),
+                        ));
+                    }
+                    let n = b.len() as u64 / size;
+                    let shape = self.sample_shape_for(&[n], n).map_err(|m| row_err(r, m))?;
+                    self.accept(out, shape, to).map_err(|m| row_err(r, m))?;
+                    out.bytes.extend_from_slice(b);
+                }
+            }
+            Kind::TensorStruct => {
+                let s = col.as_struct();
+                let data = s.column_by_name("data").expect("classified");
+                let shapes = s.column_by_name("shape").expect("classified");
+                let dtypes = s.column_by_name("dtype").expect("classified");
+                for r in rows {
+                    if data.is_null(r) || shapes.is_null(r) || dtypes.is_null(r) {
+                        return Err(row_err(r, "a field of the tensor struct is null".into()));
+                    }
+                    let name = match dtypes.data_type() {
+                        DataType::LargeUtf8 => dtypes.as_string::<i64>().value(r),
+                        _ => dtypes.as_string::<i32>().value(r),
+                    };
+                    let from = DATASET_DTYPES
+                        .iter()
+                        .copied()
+                        .find(|d| d.safetensors_name() == name)
+                        .ok_or_else(|| {
+                            row_err(r, format!("dtype '{name}' is not a dataset dtype"))
+                        })?;
+                    let shape = struct_shape(shapes.as_ref(), r).map_err(|m| row_err(r, m))?;
+                    let b = binary_value(data.as_ref(), r);
+                    let want = elements(&shape) * from.byte_size().expect("whole bytes") as u64;
+                    if b.len() as u64 != want {
+                        return Err(row_err(
+                            r,
+                            format!(
+                                "data holds {} bytes, shape {shape:?} of {from} needs {want}",
+                                b.len()
+                            ),
+                        ));
+                    }
+                    let shape = self
+                        .sample_shape_for(&shape, elements(&shape))
+                        .map_err(|m| row_err(r, m))?;
+                    let to = self.dtype.unwrap_or(from);
+                    if to != from && !(convert::is_float(from) && convert::is_float(to)) {
+                        return Err(row_err(r, format!(
+                            "the struct says {from} and the dtype option {to}: only float types convert into one another (bytes are never relabelled)"
+                        )));
+                    }
+                    self.accept(out, shape, to).map_err(|m| row_err(r, m))?;
+                    if to == from {
+                        out.bytes.extend_from_slice(b);
+                    } else {
+                        out.bytes
+                            .extend_from_slice(&cast(b, from, to, self.rounding)?);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The sample shape of a row: the `shapes` option when given (its element count must
+    /// match), else the row's own.
+    fn sample_shape_for(&self, natural: &[u64], count: u64) -> Result<Vec<u64>, String> {
+        match &self.shape {
+            Some(s) if elements(s) != count => Err(format!(
+                "has {count} elements, the shapes option {s:?} needs {}",
+                elements(s)
+            )),
+            Some(s) => Ok(s.clone()),
+            None => Ok(natural.to_vec()),
+        }
+    }
+
+    fn accept(&self, out: &mut Samples, shape: Vec<u64>, dtype: DType) -> Result<(), String> {
+        match (&out.sample_shape, out.dtype) {
+            (None, _) => {
+                out.sample_shape = Some(shape);
+                out.dtype = Some(dtype);
+            }
+            (Some(s), Some(d)) => {
+                if *s != shape {
+                    return Err(format!(
+                        "sample shape {shape:?} differs from {s:?} of the rows before it in this tensor"
+                    ));
+                }
+                if d != dtype {
+                    return Err(format!(
+                        "dtype {dtype} differs from {d} of the rows before it in this tensor"
+                    ));
+                }
+            }
+            (Some(_), None) => unreachable!("set together"),
+        }
+        out.count += 1;
+        Ok(())
+    }
+}
+
+fn binary_value(a: &dyn Array, r: usize) -> &[u8] {
+    match a.data_type() {
+        DataType::LargeBinary => a.as_binary::<i64>().value(r),
+        DataType::FixedSizeBinary(_) => a.as_fixed_size_binary().value(r),
+        _ => a.as_binary::<i32>().value(r),
+    }
+}
+
+fn struct_shape(a: &dyn Array, r: usize) -> Result<Vec<u64>, String> {
+    let vals: ArrayRef = match a.data_type() {
+        DataType::LargeList(_) => a.as_list::<i64>().value(r),
+        _ => a.as_list::<i32>().value(r),
+    };
+    if vals.null_count() > 0 {
+        return Err("the shape holds a null".into());
+    }
+    let dims: Vec<i64> = match vals.data_type() {
+        DataType::Int64 => vals.as_primitive::<Int64Type>().values().to_vec(),
+        _ => vals
+            .as_primitive::<Int32Type>()
+            .values()
+            .iter()
+            .map(|&d| i64::from(d))
+            .collect(),
+    };
+    dims.iter()
+        .map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d} in the shape")))
+        .collect()
+}
+
+/// A leaf array and one element range per row.
+type LeafRanges = (ArrayRef, Vec<Range<usize>>);
+
+/// The leaf (number) array below `levels` nested fixed-size lists, and for each row of
+/// `rows` its range of leaf elements. Errors carry the batch row.
+fn leaf_ranges(
+    col: &ArrayRef,
+    rows: Range<usize>,
+    levels: usize,
+) -> Result<LeafRanges, (usize, String)> {
+    let (mut child, mut ranges): (ArrayRef, Vec<Range<usize>>) = match col.data_type() {
+        DataType::List(_) => {
+            let l = col.as_list::<i32>();
+            let o = l.value_offsets();
+            (
+                l.values().clone(),
+                rows.clone()
+                    .map(|r| o[r] as usize..o[r + 1] as usize)
+                    .collect(),
+            )
+        }
+        DataType::LargeList(_) => {
+            let l = col.as_list::<i64>();
+            let o = l.value_offsets();
+            (
+                l.values().clone(),
+                rows.clone()
+                    .map(|r| o[r] as usize..o[r + 1] as usize)
+                    .collect(),
+            )
+        }
+        DataType::FixedSizeList(_, n) => {
+            let l = col.as_fixed_size_list();
+            let n = *n as usize;
+            (
+                l.values().clone(),
+                rows.clone()
+                    .map(|r| {
+                        let s = l.value_offset_at(r);
+                        s..s + n
+                    })
+                    .collect(),
+            )
+        }
+        t => unreachable!("classified as a list: {t}"),
+    };
+    for _ in 0..levels {
+        let l = child.as_fixed_size_list();
+        let m = l.value_length() as usize;
+        for (r, range) in rows.clone().zip(&mut ranges) {
+            if l.null_count() > 0 && range.clone().any(|i| l.is_null(i)) {
+                return Err((r, "holds a null inner list".into()));
+            }
+            let s = if range.start == range.end {
+                0
+            } else {
+                l.value_offset_at(range.start)
+            };
+            *range = s..s + range.len() * m;
+        }
+        child = l.values().clone();
+    }
+    Ok((child, ranges))
+}

@@ -1,0 +1,143 @@
+//! `_tensor_index.parquet`: one row per tensor of every shard (tensor_key, file_name, shape
+//! list<int32>, dtype), a single Parquet file written atomically.
+
+use crate::error::{DatasetError, Result};
+use crate::manifest::ShardInfo;
+use crate::write::IndexEntry;
+use arrow_array::builder::{Int32Builder, ListBuilder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use std::path::Path;
+use std::sync::Arc;
+use tensorsmith::sink::AtomicFile;
+
+pub fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("tensor_key", DataType::Utf8, false),
+        Field::new("file_name", DataType::Utf8, false),
+        Field::new(
+            "shape",
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+            false,
+        ),
+        Field::new("dtype", DataType::Utf8, false),
+    ]))
+}
+
+pub fn write(path: &Path, entries: &[IndexEntry]) -> Result<()> {
+    let mut keys = StringBuilder::new();
+    let mut files = StringBuilder::new();
+    let mut shapes = ListBuilder::new(Int32Builder::new());
+    let mut dtypes = StringBuilder::new();
+    for e in entries {
+        keys.append_value(&e.tensor_key);
+        files.append_value(&e.file_name);
+        for &d in &e.shape {
+            let d = i32::try_from(d).map_err(|_| {
+                DatasetError::input(format!(
+                    "tensor '{}': dimension {d} does not fit the index's int32 shape",
+                    e.tensor_key
+                ))
+            })?;
+            shapes.values().append_value(d);
+        }
+        shapes.append(true);
+        dtypes.append_value(&e.dtype);
+    }
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(keys.finish()),
+        Arc::new(files.finish()),
+        Arc::new(shapes.finish()),
+        Arc::new(dtypes.finish()),
+    ];
+    let batch = RecordBatch::try_new(schema(), cols).map_err(|source| DatasetError::Arrow {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let pq = |source| DatasetError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = AtomicFile::create(path)?;
+    let mut w = ArrowWriter::try_new(f, schema(), None).map_err(pq)?;
+    w.write(&batch).map_err(pq)?;
+    let f = w.into_inner().map_err(pq)?;
+    f.commit()?;
+    Ok(())
+}
+
+/// Reads an index file back.
+pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
+    let pq = |source| DatasetError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
+    let r = ParquetRecordBatchReaderBuilder::try_new(f)
+        .map_err(pq)?
+        .build()
+        .map_err(pq)?;
+    let bad = |m: &str| DatasetError::Corrupt {
+        path: path.to_path_buf(),
+        msg: m.to_string(),
+    };
+    let mut out = Vec::new();
+    for b in r {
+        let b = b.map_err(|source| DatasetError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let col = |n: &str| {
+            b.column_by_name(n)
+                .ok_or_else(|| bad("missing a column of the tensor index"))
+        };
+        let (k, f, s, d) = (
+            col("tensor_key")?,
+            col("file_name")?,
+            col("shape")?,
+            col("dtype")?,
+        );
+        let (k, f, d) = (
+            k.as_string::<i32>(),
+            f.as_string::<i32>(),
+            d.as_string::<i32>(),
+        );
+        let s = s.as_list::<i32>();
+        for i in 0..b.num_rows() {
+            let dims = s.value(i);
+            out.push(IndexEntry {
+                tensor_key: k.value(i).to_string(),
+                file_name: f.value(i).to_string(),
+                shape: dims
+                    .as_primitive::<Int32Type>()
+                    .values()
+                    .iter()
+                    .map(|&x| x.max(0) as u64)
+                    .collect(),
+                dtype: d.value(i).to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Index entries of existing shards, from their headers.
+pub fn entries_from_headers(dir: &Path, shards: &[ShardInfo]) -> Result<Vec<IndexEntry>> {
+    let mut out = Vec::new();
+    for s in shards {
+        let f = tensorsmith::safetensors::SafetensorsFile::open(dir.join(&s.shard_path))?;
+        for t in &f.index().tensors {
+            out.push(IndexEntry {
+                tensor_key: t.name.clone(),
+                file_name: s.shard_path.clone(),
+                shape: t.shape.to_vec(),
+                dtype: t.dtype.safetensors_name().to_string(),
+            });
+        }
+    }
+    Ok(out)
+}

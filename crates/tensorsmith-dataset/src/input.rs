@@ -1,0 +1,275 @@
+//! Input files: Parquet, Arrow IPC files and Arrow IPC streams, one after the other as one
+//! sequence of rows. Parquet (and IPC file) row counts are known up front, so a row range can
+//! be read by each task on its own: Parquet skips whole row groups and selects rows within.
+
+use crate::error::{DatasetError, Result};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::ProjectionMask;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Parquet,
+    IpcFile,
+    IpcStream,
+}
+
+#[derive(Debug, Clone)]
+pub struct InputFile {
+    pub path: PathBuf,
+    pub kind: InputKind,
+    pub schema: SchemaRef,
+    /// Rows in the file, when known without reading it (Parquet metadata).
+    pub rows: Option<u64>,
+}
+
+/// The input: files read in order as one sequence of rows.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub files: Vec<InputFile>,
+}
+
+fn sniff(path: &Path) -> Result<InputKind> {
+    let mut head = [0u8; 6];
+    let mut f = File::open(path).map_err(|e| DatasetError::io(path, e))?;
+    let n = f.read(&mut head).map_err(|e| DatasetError::io(path, e))?;
+    Ok(if n >= 4 && &head[..4] == b"PAR1" {
+        InputKind::Parquet
+    } else if n == 6 && &head == b"ARROW1" {
+        InputKind::IpcFile
+    } else {
+        InputKind::IpcStream
+    })
+}
+
+fn pq_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> DatasetError + '_ {
+    move |source| DatasetError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn arrow_err(path: &Path) -> impl Fn(arrow_schema::ArrowError) -> DatasetError + '_ {
+    move |source| DatasetError::Arrow {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Input {
+    pub fn open<P: AsRef<Path>>(paths: &[P]) -> Result<Input> {
+        if paths.is_empty() {
+            return Err(DatasetError::input("no input files"));
+        }
+        let mut files = Vec::new();
+        for p in paths {
+            let path = p.as_ref();
+            let kind = sniff(path)?;
+            let f = File::open(path).map_err(|e| DatasetError::io(path, e))?;
+            let (schema, rows) = match kind {
+                InputKind::Parquet => {
+                    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(pq_err(path))?;
+                    let rows = b.metadata().file_metadata().num_rows();
+                    (b.schema().clone(), Some(rows.max(0) as u64))
+                }
+                InputKind::IpcFile => {
+                    let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
+                        .map_err(arrow_err(path))?;
+                    (r.schema(), None)
+                }
+                InputKind::IpcStream => {
+                    let r = arrow_ipc::reader::StreamReader::try_new(BufReader::new(f), None)
+                        .map_err(arrow_err(path))?;
+                    (r.schema(), None)
+                }
+            };
+            files.push(InputFile {
+                path: path.to_path_buf(),
+                kind,
+                schema,
+                rows,
+            });
+        }
+        Ok(Input { files })
+    }
+
+    pub fn schema(&self) -> &SchemaRef {
+        &self.files[0].schema
+    }
+
+    /// Checks that every file has `columns` with the first file's types.
+    pub fn check_columns(&self, columns: &[String]) -> Result<()> {
+        let first = &self.files[0];
+        for c in columns {
+            let want = first.schema.field_with_name(c).map_err(|_| {
+                DatasetError::column(c, "no such column in the input").in_file(&first.path)
+            })?;
+            for f in &self.files[1..] {
+                let got = f.schema.field_with_name(c).map_err(|_| {
+                    DatasetError::column(c, "no such column in the input").in_file(&f.path)
+                })?;
+                if got.data_type() != want.data_type() {
+                    return Err(DatasetError::column(
+                        c,
+                        format!(
+                            "type {} here, {} in {}",
+                            got.data_type(),
+                            want.data_type(),
+                            first.path.display()
+                        ),
+                    )
+                    .in_file(&f.path));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Total rows, when every file's count is known up front.
+    pub fn total_rows(&self) -> Option<u64> {
+        self.files.iter().map(|f| f.rows).sum()
+    }
+
+    /// Calls `f(batch, first input row of the batch, file)` for the rows of `range` (global
+    /// row numbers), with only `columns`, in record batches of at most `batch_rows` rows.
+    pub fn read_range(
+        &self,
+        range: Range<u64>,
+        columns: &[String],
+        batch_rows: usize,
+        f: &mut dyn FnMut(&RecordBatch, u64, &Path) -> Result<()>,
+    ) -> Result<()> {
+        let mut base = 0u64;
+        for file in &self.files {
+            if base >= range.end {
+                break;
+            }
+            let path = &file.path;
+            match (file.kind, file.rows) {
+                (InputKind::Parquet, Some(rows)) => {
+                    let (lo, hi) = (range.start.max(base), range.end.min(base + rows));
+                    if lo < hi {
+                        read_parquet(
+                            file,
+                            lo - base..hi - base,
+                            columns,
+                            batch_rows,
+                            &mut |b, r| f(b, base + r, path).map_err(|e| e.in_file(path)),
+                        )?;
+                    }
+                    base += rows;
+                }
+                _ => {
+                    // IPC: read through, keeping what falls in the range.
+                    let fh = File::open(path).map_err(|e| DatasetError::io(path, e))?;
+                    let reader: Box<
+                        dyn Iterator<
+                            Item = std::result::Result<RecordBatch, arrow_schema::ArrowError>,
+                        >,
+                    > = if file.kind == InputKind::IpcFile {
+                        Box::new(
+                            arrow_ipc::reader::FileReader::try_new(BufReader::new(fh), None)
+                                .map_err(arrow_err(path))?,
+                        )
+                    } else {
+                        Box::new(
+                            arrow_ipc::reader::StreamReader::try_new(BufReader::new(fh), None)
+                                .map_err(arrow_err(path))?,
+                        )
+                    };
+                    for b in reader {
+                        let b = b.map_err(arrow_err(path))?;
+                        let n = b.num_rows() as u64;
+                        let (lo, hi) = (range.start.max(base), range.end.min(base + n));
+                        if lo < hi {
+                            let idx: Vec<usize> = columns
+                                .iter()
+                                .map(|c| b.schema().index_of(c).expect("checked"))
+                                .collect();
+                            let b = b.project(&idx).map_err(arrow_err(path))?;
+                            let mut off = lo;
+                            while off < hi {
+                                let len = (hi - off).min(batch_rows as u64);
+                                let s = b.slice((off - base) as usize, len as usize);
+                                f(&s, off, path).map_err(|e| e.in_file(path))?;
+                                off += len;
+                            }
+                        }
+                        base += n;
+                        if base >= range.end {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_parquet(
+    file: &InputFile,
+    range: Range<u64>,
+    columns: &[String],
+    batch_rows: usize,
+    f: &mut dyn FnMut(&RecordBatch, u64) -> Result<()>,
+) -> Result<()> {
+    let path = &file.path;
+    let fh = File::open(path).map_err(|e| DatasetError::io(path, e))?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(fh).map_err(pq_err(path))?;
+    // Row groups overlapping the range, and the rows to skip in the first of them.
+    let mut groups = Vec::new();
+    let mut first_row = None;
+    let mut at = 0u64;
+    for (i, g) in b.metadata().row_groups().iter().enumerate() {
+        let n = g.num_rows().max(0) as u64;
+        if at + n > range.start && at < range.end {
+            groups.push(i);
+            first_row.get_or_insert(at);
+        }
+        at += n;
+    }
+    let Some(first_row) = first_row else {
+        return Ok(());
+    };
+    let skip = range.start - first_row;
+    let selection = RowSelection::from(vec![
+        RowSelector::skip(skip as usize),
+        RowSelector::select((range.end - range.start) as usize),
+    ]);
+    let schema = b.schema().clone();
+    let roots: Vec<usize> = columns
+        .iter()
+        .map(|c| schema.index_of(c).expect("checked"))
+        .collect();
+    let mask = ProjectionMask::roots(b.parquet_schema(), roots.iter().copied());
+    let reader = b
+        .with_row_groups(groups)
+        .with_row_selection(selection)
+        .with_projection(mask)
+        .with_batch_size(batch_rows.max(1))
+        .build()
+        .map_err(pq_err(path))?;
+    let mut row = range.start;
+    for batch in reader {
+        let batch = batch.map_err(arrow_err(path))?;
+        let n = batch.num_rows() as u64;
+        f(&batch, row)?;
+        row += n;
+    }
+    if row != range.end {
+        return Err(DatasetError::input(format!(
+            "read {} rows of {}..{}, the file's metadata promised more",
+            row - range.start,
+            range.start,
+            range.end
+        ))
+        .in_file(path));
+    }
+    Ok(())
+}

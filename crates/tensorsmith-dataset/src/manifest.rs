@@ -1,0 +1,96 @@
+//! `dataset_manifest.json` (schemas/manifest-jsonschema.json): totals computed from what was
+//! written (total_bytes = shard file sizes), shards sorted by path, `schema` keyed by column
+//! (batch mode, batch dimension included) or by tensor key (KV mode).
+
+use crate::error::{DatasetError, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const MANIFEST_NAME: &str = "dataset_manifest.json";
+pub const INDEX_NAME: &str = "_tensor_index.parquet";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    pub shard_path: String,
+    pub samples_count: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorSchema {
+    pub dtype: String,
+    pub shape: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: String,
+    pub safetensors_version: String,
+    pub total_samples: u64,
+    pub total_bytes: u64,
+    pub shards: Vec<ShardInfo>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub schema: BTreeMap<String, TensorSchema>,
+}
+
+impl Manifest {
+    /// A manifest over `shards` (sorted here) with totals computed from them.
+    pub fn new(mut shards: Vec<ShardInfo>, schema: BTreeMap<String, TensorSchema>) -> Manifest {
+        shards.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
+        Manifest {
+            format_version: "1.0".into(),
+            safetensors_version: "1.0".into(),
+            total_samples: shards.iter().map(|s| s.samples_count).sum(),
+            total_bytes: shards.iter().map(|s| s.bytes).sum(),
+            shards,
+            schema,
+        }
+    }
+
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST_NAME);
+        let text = std::fs::read(&path).map_err(|e| DatasetError::io(&path, e))?;
+        let m: Manifest = serde_json::from_slice(&text).map_err(|e| DatasetError::Corrupt {
+            path: path.clone(),
+            msg: format!("not a dataset manifest: {e}"),
+        })?;
+        let bad = |msg: String| DatasetError::Corrupt {
+            path: path.clone(),
+            msg,
+        };
+        if m.format_version != "1.0" || m.safetensors_version != "1.0" {
+            return Err(bad(format!(
+                "format_version {} / safetensors_version {}: only 1.0 is known",
+                m.format_version, m.safetensors_version
+            )));
+        }
+        if m.shards.is_empty() {
+            return Err(bad("lists no shards".into()));
+        }
+        for s in &m.shards {
+            if !s.shard_path.ends_with(".safetensors")
+                || s.shard_path.contains('/')
+                || s.shard_path.contains('\\')
+                || s.shard_path.starts_with('.')
+            {
+                return Err(bad(format!(
+                    "shard path '{}' is not a file name in the dataset folder",
+                    s.shard_path
+                )));
+            }
+        }
+        if m.total_samples != m.shards.iter().map(|s| s.samples_count).sum::<u64>()
+            || m.total_bytes != m.shards.iter().map(|s| s.bytes).sum::<u64>()
+        {
+            return Err(bad("totals do not match the shard list".into()));
+        }
+        Ok(m)
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("serializable");
+        s.push('\n');
+        s
+    }
+}

@@ -1,0 +1,168 @@
+//! Checking a dataset against its manifest: every shard present, of the recorded size, with a
+//! valid header, holding what the manifest's schema and sample counts say; the index (when
+//! present) naming only listed shards and tensors that exist; no stray shard files.
+
+use crate::error::Result;
+use crate::index;
+use crate::manifest::{Manifest, INDEX_NAME};
+use crate::read::{Dataset, DatasetMode};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+/// What `verify` found: problems, one line each (empty when the dataset is sound).
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    pub shards: usize,
+    pub tensors: usize,
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+pub fn verify(dir: &Path) -> Result<VerifyReport> {
+    let m = Manifest::read(dir)?;
+    let mut r = VerifyReport {
+        shards: m.shards.len(),
+        ..Default::default()
+    };
+    let mode = Dataset::open(dir)
+        .map(|d| d.mode())
+        .unwrap_or(DatasetMode::Kv);
+    let mut tensors_of: HashMap<&str, HashSet<String>> = HashMap::new();
+    let mut seen_keys: HashMap<String, String> = HashMap::new();
+    for s in &m.shards {
+        let path = dir.join(&s.shard_path);
+        let p = &s.shard_path;
+        let meta = match std::fs::metadata(&path) {
+            Ok(md) => md,
+            Err(e) => {
+                r.problems.push(format!("{p}: missing ({e})"));
+                continue;
+            }
+        };
+        if meta.len() != s.bytes {
+            r.problems.push(format!(
+                "{p}: {} bytes, the manifest says {}",
+                meta.len(),
+                s.bytes
+            ));
+        }
+        let f = match tensorsmith::safetensors::SafetensorsFile::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                r.problems
+                    .push(format!("{p}: not a valid safetensors file: {e}"));
+                continue;
+            }
+        };
+        let names = tensors_of.entry(p.as_str()).or_default();
+        for t in &f.index().tensors {
+            r.tensors += 1;
+            names.insert(t.name.clone());
+            let dtype = t.dtype.safetensors_name();
+            match mode {
+                DatasetMode::Batch => {
+                    if t.shape.first() != Some(&s.samples_count) {
+                        r.problems.push(format!(
+                            "{p}: tensor '{}' has shape {:?}, the manifest says {} samples",
+                            t.name, t.shape, s.samples_count
+                        ));
+                    }
+                    match m.schema.get(&t.name) {
+                        Some(sc) if sc.dtype != dtype || sc.shape.get(1..) != t.shape.get(1..) => {
+                            r.problems.push(format!(
+                                "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
+                                t.name, t.shape, sc.dtype, sc.shape
+                            ))
+                        }
+                        None if !m.schema.is_empty() => r.problems.push(format!(
+                            "{p}: tensor '{}' is not in the manifest's schema",
+                            t.name
+                        )),
+                        _ => {}
+                    }
+                }
+                DatasetMode::Kv => {
+                    if let Some(other) = seen_keys.insert(t.name.clone(), p.clone()) {
+                        r.problems
+                            .push(format!("{p}: tensor '{}' is also in {other}", t.name));
+                    }
+                    match m.schema.get(&t.name) {
+                        Some(sc) if sc.dtype != dtype || sc.shape != t.shape.to_vec() => {
+                            r.problems.push(format!(
+                                "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
+                                t.name, t.shape, sc.dtype, sc.shape
+                            ))
+                        }
+                        None if !m.schema.is_empty() => r.problems.push(format!(
+                            "{p}: tensor '{}' is not in the manifest's schema",
+                            t.name
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    if mode == DatasetMode::Batch {
+        for col in m.schema.keys() {
+            for s in &m.shards {
+                if tensors_of
+                    .get(s.shard_path.as_str())
+                    .is_some_and(|n| !n.contains(col))
+                {
+                    r.problems
+                        .push(format!("{}: no tensor '{col}'", s.shard_path));
+                }
+            }
+        }
+    } else if !m.schema.is_empty() {
+        for k in m.schema.keys().filter(|k| !seen_keys.contains_key(*k)) {
+            r.problems
+                .push(format!("schema names '{k}', which no shard holds"));
+        }
+    }
+    let ipath = dir.join(INDEX_NAME);
+    if ipath.exists() {
+        match index::read(&ipath) {
+            Ok(entries) => {
+                for e in entries {
+                    match tensors_of.get(e.file_name.as_str()) {
+                        None => r.problems.push(format!(
+                            "{INDEX_NAME}: '{}' points at {}, which the manifest does not list",
+                            e.tensor_key, e.file_name
+                        )),
+                        Some(n) if !n.contains(&e.tensor_key) => r.problems.push(format!(
+                            "{INDEX_NAME}: '{}' is not in {}",
+                            e.tensor_key, e.file_name
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+            Err(e) => r.problems.push(format!("{INDEX_NAME}: unreadable: {e}")),
+        }
+    }
+    let listed: HashSet<&str> = m.shards.iter().map(|s| s.shard_path.as_str()).collect();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let mut stray: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(String::from))
+            .filter(|n| {
+                n.starts_with("part-")
+                    && n.ends_with(".safetensors")
+                    && !listed.contains(n.as_str())
+            })
+            .collect();
+        stray.sort();
+        for n in stray {
+            r.problems
+                .push(format!("{n}: a shard file the manifest does not list"));
+        }
+    }
+    Ok(r)
+}

@@ -1,0 +1,113 @@
+//! The library round trip without Python: Arrow IPC input (file and stream) written as a
+//! dataset, read back by sample (batch mode) and by key (KV mode), and verified.
+
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use std::path::Path;
+use std::sync::Arc;
+use tensorsmith::dtype::DType;
+use tensorsmith_dataset::{
+    verify, write_dataset, Dataset, DatasetMode, Input, JobOptions, Progress, WriteOptions,
+};
+
+fn batch(rows: std::ops::Range<usize>) -> RecordBatch {
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for i in rows.clone() {
+        for j in 0..3 {
+            v.values().append_value((i * 10 + j) as f32);
+        }
+        v.append(true);
+    }
+    let ids = StringArray::from(rows.map(|i| format!("r{i}")).collect::<Vec<_>>());
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(
+            "v",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
+            true,
+        ),
+        Field::new("id", DataType::Utf8, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![Arc::new(v.finish()) as ArrayRef, Arc::new(ids)],
+    )
+    .unwrap()
+}
+
+fn write_ipc(path: &Path, stream: bool) {
+    let f = std::fs::File::create(path).unwrap();
+    let b1 = batch(0..7);
+    if stream {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(f, &b1.schema()).unwrap();
+        w.write(&b1).unwrap();
+        w.write(&batch(7..11)).unwrap();
+        w.finish().unwrap();
+    } else {
+        let mut w = arrow_ipc::writer::FileWriter::try_new(f, &b1.schema()).unwrap();
+        w.write(&b1).unwrap();
+        w.write(&batch(7..11)).unwrap();
+        w.finish().unwrap();
+    }
+}
+
+#[test]
+fn batch_and_kv_datasets_read_back() {
+    for stream in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in.arrow");
+        write_ipc(&src, stream);
+        let input = Input::open(&[&src]).unwrap();
+        let mut o = WriteOptions::batch(4);
+        o.dtype = Some(DType::F32);
+        o.columns = Some(vec!["v".into()]);
+        let out = dir.path().join("b");
+        let m = write_dataset(
+            &input,
+            &out,
+            &o,
+            &JobOptions::default(),
+            &Progress::default(),
+        )
+        .unwrap();
+        assert_eq!(m.total_samples, 11);
+        let ds = Dataset::open(&out).unwrap();
+        assert_eq!(ds.mode(), DatasetMode::Batch);
+        assert_eq!(ds.len().unwrap(), 11);
+        for i in [0u64, 4, 9, 10] {
+            let s = ds.sample(i).unwrap();
+            assert_eq!(s[0].0, "v");
+            assert_eq!(s[0].1.shape, vec![3]);
+            let want: Vec<u8> = (0..3)
+                .flat_map(|j| ((i * 10 + j) as f32).to_le_bytes())
+                .collect();
+            assert_eq!(s[0].1.data, want, "sample {i}");
+        }
+        assert!(ds.sample(11).is_err());
+        assert!(verify(&out).unwrap().is_ok());
+
+        let mut o = WriteOptions::kv("id");
+        o.dtype = Some(DType::F16);
+        let out = dir.path().join("kv");
+        write_dataset(
+            &input,
+            &out,
+            &o,
+            &JobOptions::default(),
+            &Progress::default(),
+        )
+        .unwrap();
+        let ds = Dataset::open(&out).unwrap();
+        assert_eq!(ds.mode(), DatasetMode::Kv);
+        assert_eq!(ds.len().unwrap(), 11);
+        let t = ds.tensor("r8__v").unwrap();
+        assert_eq!((t.dtype, t.shape.clone()), (DType::F16, vec![3]));
+        let want: Vec<u8> = [80.0f32, 81.0, 82.0]
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+            .collect();
+        assert_eq!(t.data, want);
+        assert!(ds.tensor("r11__v").is_err());
+        assert!(verify(&out).unwrap().is_ok());
+    }
+}

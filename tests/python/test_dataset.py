@@ -1,0 +1,296 @@
+"""`tensorsmith dataset write` against the reference `safetensors` package, NumPy and the
+manifest JSON schema (validated by the `jsonschema` package): every option, both modes,
+tail and duplicate strategies, conversions, errors that name the row, overwrite and append."""
+
+import glob
+import json
+import pathlib
+
+import jsonschema
+import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy for the reference loader)
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from safetensors.numpy import load_file
+
+SCHEMA = json.loads(
+    (pathlib.Path(__file__).resolve().parents[2] / "crates" / "tensorsmith-dataset" / "schemas"
+     / "manifest-jsonschema.json").read_text()
+)
+
+
+def manifest(out):
+    m = json.loads((out / "dataset_manifest.json").read_text())
+    jsonschema.validate(m, SCHEMA)
+    # totals are what is on disk
+    assert m["total_bytes"] == sum((out / s["shard_path"]).stat().st_size for s in m["shards"])
+    assert m["total_samples"] == sum(s["samples_count"] for s in m["shards"])
+    assert [s["shard_path"] for s in m["shards"]] == sorted(s["shard_path"] for s in m["shards"])
+    assert sorted(p.name for p in out.glob("*.safetensors")) == [s["shard_path"] for s in m["shards"]]
+    return m
+
+
+def shards(out):
+    return [load_file(str(out / s["shard_path"])) for s in manifest(out)["shards"]]
+
+
+def table(n=10, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 6)).astype(np.float32)
+    y = rng.standard_normal((n, 2, 3))
+    lab = rng.integers(-(2**62), 2**62, size=(n, 1), dtype=np.int64)
+    return {
+        "x": x, "y": y, "lab": lab, "ids": [f"s{i}" for i in range(n)],
+    }, pa.table({
+        "x": pa.array(list(x), type=pa.list_(pa.float32())),
+        "y": pa.array([list(map(list, r)) for r in y], type=pa.list_(pa.list_(pa.float64(), 3), 2)),
+        "lab": pa.array(list(lab), type=pa.large_list(pa.int64())),
+        "id": [f"s{i}" for i in range(n)],
+    })
+
+
+def write(tsm, tmp_path, tbl, *opts, name="in.parquet", out="out", expect=0, row_group_size=3):
+    src = tmp_path / name
+    pq.write_table(tbl, src, row_group_size=row_group_size)
+    p = tsm.run("dataset", "write", src, tmp_path / out, *opts, expect=expect)
+    return tmp_path / out, p
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("tail,expect_rows", [("write", 10), ("drop", 8), ("pad", 12)])
+def test_batch_mode_values_and_tails(tsm, tmp_path, threads, tail, expect_rows):
+    want, tbl = table()
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "4", "--dtype", "F64", "--columns", "x,y,lab",
+                   "--tail-strategy", tail, "--threads", threads)
+    m = manifest(out)
+    assert m["schema"] == {"x": {"dtype": "F64", "shape": [4, 6]}, "y": {"dtype": "F64", "shape": [4, 2, 3]},
+                           "lab": {"dtype": "F64", "shape": [4, 1]}}
+    got = shards(out)
+    assert m["total_samples"] == expect_rows
+    x = np.concatenate([s["x"] for s in got])
+    n = min(10, expect_rows)
+    np.testing.assert_array_equal(x[:n], want["x"][:n].astype(np.float64))
+    np.testing.assert_array_equal(np.concatenate([s["y"] for s in got])[:n], want["y"][:n])
+    if tail == "pad":
+        assert not x[10:].any() and x.shape == (12, 6)
+    if tail == "write":
+        assert got[-1]["x"].shape == (2, 6)
+
+
+def test_integers_never_pass_through_f64(tsm, tmp_path):
+    want, tbl = table()
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "5", "--dtype", "I64", "--columns", "lab")
+    lab = np.concatenate([s["lab"] for s in shards(out)])
+    np.testing.assert_array_equal(lab, want["lab"])  # values above 2^53 exact
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "5", "--dtype", "I32", "--columns", "lab", out="o2", expect=2)
+    err = p.stderr.decode()
+    assert "column 'lab', row 0" in err and "does not fit in I32" in err, err
+    assert not (tmp_path / "o2" / "dataset_manifest.json").exists()
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "truncate"])
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+def test_half_precision_rounding(tsm, tmp_path, rounding, dtype):
+    rng = np.random.default_rng(1)
+    v = (rng.standard_normal((8, 64)) * 10).astype(np.float32)
+    tbl = pa.table({"v": pa.array(list(v), type=pa.list_(pa.float32()))})
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "8", "--dtype", dtype, "--f16-rounding", rounding)
+    got = shards(out)[0]["v"]
+    bits = v.view(np.uint32)
+    if dtype == "F16":
+        if rounding == "nearest":
+            want = v.astype(np.float16).view(np.uint16)
+        else:
+            sign = (bits >> 16) & 0x8000
+            exp = ((bits >> 23) & 0xFF).astype(np.int64) - 127 + 15
+            mant = (bits >> 13) & 0x3FF
+            want = np.where(exp >= 31, sign | 0x7C00, np.where(exp <= 0, sign, sign | (exp << 10) | mant))
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got.view(np.uint16), want.astype(np.uint16))
+    else:
+
+        if rounding == "nearest":
+            want = v.astype(ml_dtypes.bfloat16).view(np.uint16)
+        else:
+            want = (bits >> 16).astype(np.uint16)
+        np.testing.assert_array_equal(got.view(np.uint16), want)
+
+
+def test_kv_mode_keys_shards_and_index(tsm, tmp_path):
+    want, tbl = table(n=7)
+    out, _ = write(tsm, tmp_path, tbl, "--name-col", "id", "--dtype", "F32", "--columns", "x,y",
+                   "--kv-separator", "/", "--generate-index")
+    m = manifest(out)
+    assert m["total_samples"] == 7
+    assert m["schema"]["s3/y"] == {"dtype": "F32", "shape": [2, 3]}
+    merged = {}
+    for s in shards(out):
+        merged.update(s)
+    assert sorted(merged) == sorted(f"s{i}/{c}" for i in range(7) for c in "xy")
+    for i in range(7):
+        np.testing.assert_array_equal(merged[f"s{i}/x"], want["x"][i])
+        np.testing.assert_array_equal(merged[f"s{i}/y"], want["y"][i].astype(np.float32))
+    idx = pq.read_table(out / "_tensor_index.parquet")
+    assert idx.schema.field("shape").type == pa.list_(pa.int32())
+    rows = {r["tensor_key"]: r for r in idx.to_pylist()}
+    assert len(rows) == 14 and rows["s2/y"]["shape"] == [2, 3] and rows["s2/y"]["dtype"] == "F32"
+    assert {r["file_name"] for r in rows.values()} == {s["shard_path"] for s in m["shards"]}
+
+
+def test_kv_shards_roll_over_at_the_target_size(tsm, tmp_path):
+    # 40 rows of 4 MiB: 50 MB target -> several shards; keys found in the shard the index names
+    n, width = 40, 1 << 20
+    tbl = pa.table({"id": [f"k{i}" for i in range(n)],
+                    "v": pa.array([np.full(width, i, np.float32) for i in range(n)], type=pa.list_(pa.float32()))})
+    out, _ = write(tsm, tmp_path, tbl, "--name-col", "id", "--dtype", "F32", "--target-shard-size-mb", "50",
+                   "--generate-index", "--threads", "1", row_group_size=8)
+    m = manifest(out)
+    assert len(m["shards"]) == 4 and m["total_samples"] == n
+    assert all(s["bytes"] <= 54 << 20 for s in m["shards"])
+    for r in pq.read_table(out / "_tensor_index.parquet").to_pylist()[::7]:
+        t = load_file(str(out / r["file_name"]))[r["tensor_key"]]
+        assert t[0] == int(r["tensor_key"][1:].split("__")[0])
+
+
+def test_duplicates_across_the_whole_write(tsm, tmp_path):
+    tbl = pa.table({"id": ["a", "b", "a", "c"], "v": pa.array([[1], [2], [3], [4]], type=pa.list_(pa.int32()))})
+    _, p = write(tsm, tmp_path, tbl, "--name-col", "id", "--dtype", "I32", "--threads", "2", expect=2,
+                 row_group_size=1)
+    assert "duplicate tensor key 'a__v' (rows 0 and 2)" in p.stderr.decode()
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    out, _ = write(tsm, tmp_path, tbl, "--name-col", "id", "--dtype", "I32", "--duplicates-strategy", "lastWin",
+                   "--threads", "2", out="lw", row_group_size=1)
+    merged = {}
+    for s in shards(out):
+        assert not set(s) & set(merged)
+        merged.update(s)
+    assert {k: int(v[0]) for k, v in merged.items()} == {"a__v": 3, "b__v": 2, "c__v": 4}
+
+
+def test_struct_input_and_dtype_conversion(tsm, tmp_path):
+    v = np.arange(12, dtype=np.float32).reshape(3, 4)
+    st = pa.array([{"data": r.tobytes(), "shape": [2, 2], "dtype": "F32"} for r in v],
+                  type=pa.struct([("data", pa.binary()), ("shape", pa.list_(pa.int32())), ("dtype", pa.string())]))
+    tbl = pa.table({"t": st})
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "3")
+    np.testing.assert_array_equal(shards(out)[0]["t"], v.reshape(3, 2, 2))
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "3", "--dtype", "F16", out="half")
+    np.testing.assert_array_equal(shards(out)[0]["t"], v.reshape(3, 2, 2).astype(np.float16))
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "3", "--dtype", "I32", out="bad", expect=2)
+    assert "bytes are never relabelled" in p.stderr.decode()
+
+
+def test_binary_and_fixed_size_list_input_with_shapes(tsm, tmp_path):
+    v = np.arange(24, dtype=np.uint16).reshape(4, 6)
+    tbl = pa.table({"b": pa.array([r.tobytes() for r in v], type=pa.binary()),
+                    "f": pa.array(list(v), type=pa.list_(pa.uint16(), 6))})
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "2", "--dtype", "U16", "--shapes", '{"b": [2, 3], "f": [3, 2]}')
+    got = shards(out)
+    np.testing.assert_array_equal(np.concatenate([s["b"] for s in got]), v.reshape(4, 2, 3))
+    np.testing.assert_array_equal(np.concatenate([s["f"] for s in got]), v.reshape(4, 3, 2))
+
+
+def test_rows_of_the_wrong_length_are_named(tsm, tmp_path):
+    tbl = pa.table({"v": pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0]], type=pa.list_(pa.float32()))})
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "4", "--dtype", "F32", expect=2)
+    err = p.stderr.decode()
+    assert "in.parquet: column 'v', row 3: sample shape [1] differs from [2]" in err, err
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "4", "--dtype", "F32", "--shapes", '{"v": [2]}', out="o2",
+                 expect=2)
+    assert "row 3: has 1 elements, the shapes option [2] needs 2" in p.stderr.decode()
+    tbl = pa.table({"v": pa.array([[1.0], None], type=pa.list_(pa.float32()))})
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "2", "--dtype", "F32", out="o3", expect=2)
+    assert "row 1: is null" in p.stderr.decode()
+
+
+def test_options_are_validated(tsm, tmp_path):
+    _, tbl = table()
+    for opts, msg in [
+        ((), "one of batch_size"),
+        (("--batch-size", "2", "--name-col", "id"), "mutually exclusive"),
+        (("--batch-size", "2"), "the dtype option is required"),
+        (("--batch-size", "2", "--dtype", "I32", "--columns", "x"), "would drop fractions"),
+        (("--batch-size", "2", "--dtype", "F32", "--columns", "nope"), "no such column"),
+        (("--batch-size", "2", "--dtype", "F32", "--columns", "id"), "not a tensor column"),
+        (("--name-col", "id", "--dtype", "F32", "--target-shard-size-mb", "10"), "between 50 and 1000"),
+        (("--batch-size", "2", "--dtype", "F32", "-o", "tail_strategy=later"), "drop, pad or write"),
+    ]:
+        _, p = write(tsm, tmp_path, tbl, *opts, expect=2)
+        assert msg in p.stderr.decode(), (opts, p.stderr.decode())
+        assert not (tmp_path / "out" / "dataset_manifest.json").exists()
+
+
+def test_empty_input_is_an_error_not_an_invalid_manifest(tsm, tmp_path):
+    tbl = pa.table({"v": pa.array([], type=pa.list_(pa.float32()))})
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "2", "--dtype", "F32", expect=2)
+    assert "no rows" in p.stderr.decode()
+    tbl = pa.table({"v": pa.array([[1.0]], type=pa.list_(pa.float32()))})
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "2", "--dtype", "F32", "--tail-strategy", "drop", expect=2)
+    assert "dropped" in p.stderr.decode()
+    assert not (tmp_path / "out" / "dataset_manifest.json").exists()
+
+
+def test_overwrite_and_append(tsm, tmp_path):
+    _, tbl = table()
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "5", "--dtype", "F32", "--columns", "x", "--generate-index")
+    first = {s["shard_path"] for s in manifest(out)["shards"]}
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "5", "--dtype", "F32", "--columns", "x", expect=2)
+    assert "already holds a dataset" in p.stderr.decode()
+    write(tsm, tmp_path, tbl, "--batch-size", "5", "--dtype", "F32", "--columns", "x", "--mode", "append",
+          "--generate-index")
+    m = manifest(out)
+    assert m["total_samples"] == 20 and first < {s["shard_path"] for s in m["shards"]}
+    assert len(pq.read_table(out / "_tensor_index.parquet")) == 4
+    _, p = write(tsm, tmp_path, tbl, "--batch-size", "5", "--dtype", "F64", "--columns", "x", "--mode", "append",
+                 expect=2)
+    assert "append needs the same dtype" in p.stderr.decode()
+    write(tsm, tmp_path, tbl, "--batch-size", "10", "--dtype", "F32", "--columns", "x", "--mode", "overwrite")
+    m = manifest(out)  # also checks that no other shard is left in the folder
+    assert len(m["shards"]) == 1 and m["total_samples"] == 10
+    assert not (out / "_tensor_index.parquet").exists()
+    assert not glob.glob(str(out / "_tensorsmith_staging-*"))
+
+
+def test_export_round_trips_and_verify_reports(tsm, tmp_path):
+    want, tbl = table(n=9)
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "4", "--dtype", "F32", "--columns", "x,y")
+    assert tsm.run("dataset", "verify", out).stdout.decode().startswith("ok:")
+    tsm.run("dataset", "export", out, tmp_path / "back.parquet")
+    back = pq.read_table(tmp_path / "back.parquet")
+    assert back.num_rows == 9
+    assert back.schema.field("y").type == pa.list_(pa.field("item", pa.list_(pa.field("item", pa.float32(), False), 3), False))
+    np.testing.assert_array_equal(np.array(back["x"].to_pylist(), np.float32), want["x"])
+    np.testing.assert_array_equal(np.array(back["y"].to_pylist()), want["y"].astype(np.float32))
+    # the export written again gives the same tensors
+    again = tsm.run("dataset", "write", tmp_path / "back.parquet", tmp_path / "again", "--batch-size", "4",
+                    "--dtype", "F32")
+    a = shards(out)
+    b = shards(tmp_path / "again")
+    for sa, sb in zip(a, b):
+        assert sa.keys() == sb.keys()
+        for k in sa:
+            np.testing.assert_array_equal(sa[k], sb[k])
+    # damage: a truncated shard, a stray shard, a wrong count
+    m = manifest(out)
+    first = out / m["shards"][0]["shard_path"]
+    first.write_bytes(first.read_bytes()[:-4])
+    (out / "part-09999-0000-x.safetensors").write_bytes(b"")
+    p = tsm.run("dataset", "verify", out, expect=1)
+    lines = p.stdout.decode()
+    assert f"{first.name}: {first.stat().st_size} bytes, the manifest says" in lines, lines
+    assert "not a valid safetensors file" in lines
+    assert "part-09999-0000-x.safetensors: a shard file the manifest does not list" in lines
+
+
+def test_kv_export(tsm, tmp_path):
+    want, tbl = table(n=5)
+    out, _ = write(tsm, tmp_path, tbl, "--name-col", "id", "--dtype", "I64", "--columns", "lab",
+                   "--generate-index")
+    assert tsm.run("dataset", "verify", out).stdout.decode().startswith("ok:")
+    tsm.run("dataset", "export", out, tmp_path / "kv.parquet")
+    rows = pq.read_table(tmp_path / "kv.parquet").to_pylist()
+    assert [r["tensor_key"] for r in rows] == [f"s{i}__lab" for i in range(5)]
+    for i, r in enumerate(rows):
+        assert r["tensor"]["dtype"] == "I64" and r["tensor"]["shape"] == [1]
+        assert np.frombuffer(r["tensor"]["data"], np.int64)[0] == want["lab"][i][0]
