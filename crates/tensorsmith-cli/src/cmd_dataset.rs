@@ -176,7 +176,10 @@ fn write(a: &WriteArgs) -> u8 {
     };
     let progress = Progress::default();
     let t = std::time::Instant::now();
-    match write_dataset(&input, out, &opts, &job, &progress) {
+    let result = with_progress_bar(&progress, || {
+        write_dataset(&input, out, &opts, &job, &progress)
+    });
+    match result {
         Ok(m) => {
             let secs = t.elapsed().as_secs_f64();
             eprintln!(
@@ -215,4 +218,43 @@ fn info(a: &InfoArgs) -> u8 {
         );
     }
     EXIT_OK
+}
+
+/// Runs `f` while a progress line (rows, bytes written, rate) is drawn on stderr, when stderr
+/// is a terminal.
+fn with_progress_bar<T>(p: &Progress, f: impl FnOnce() -> T) -> T {
+    use std::io::IsTerminal;
+    use std::sync::atomic::Ordering;
+    if !std::io::stderr().is_terminal() {
+        return f();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .expect("a valid template"),
+    );
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let rows = p.rows.load(Ordering::Relaxed);
+                let bytes = p.bytes.load(Ordering::Relaxed);
+                let secs = start.elapsed().as_secs_f64().max(1e-3);
+                bar.set_message(format!(
+                    "{rows} rows, {} shards, {:.1} MB written, {:.0} rows/s, {:.0} MB/s",
+                    p.shards.load(Ordering::Relaxed),
+                    bytes as f64 / 1e6,
+                    rows as f64 / secs,
+                    bytes as f64 / 1e6 / secs
+                ));
+                bar.tick();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+        let r = f();
+        done.store(true, Ordering::Relaxed);
+        bar.finish_and_clear();
+        r
+    })
 }

@@ -587,33 +587,27 @@ fn commit(
         })
         .collect();
     let mut all = shards.clone();
-    let mut stale: Vec<String> = Vec::new();
-    if let Some(old) = &old {
-        match mode {
-            Mode::Append => {
-                for (k, v) in &old.schema {
-                    match (schema.get(k), &ctx.opts.naming) {
-                        (Some(n), Naming::Batch(_)) if n != v => {
-                            return Err(DatasetError::column(k, format!(
-                                "is {} {:?} in the existing dataset, {} {:?} here: append needs the same dtype and shape",
-                                v.dtype, v.shape, n.dtype, n.shape
-                            )))
-                        }
-                        (Some(_), Naming::Kv { .. }) => {
-                            return Err(DatasetError::input(format!(
-                                "tensor key '{k}' is already in the existing dataset: append cannot replace it"
-                            )))
-                        }
-                        _ => {}
-                    }
-                    schema.entry(k.clone()).or_insert_with(|| v.clone());
+    if let (Some(old), Mode::Append) = (&old, mode) {
+        for (k, v) in &old.schema {
+            match (schema.get(k), &ctx.opts.naming) {
+                (Some(n), Naming::Batch(_)) if n != v => {
+                    return Err(DatasetError::column(k, format!(
+                        "is {} {:?} in the existing dataset, {} {:?} here: append needs the same dtype and shape",
+                        v.dtype, v.shape, n.dtype, n.shape
+                    )))
                 }
-                all.extend(old.shards.iter().cloned());
-                if ctx.opts.generate_index {
-                    entries.extend(index::entries_from_headers(out, &old.shards)?);
+                (Some(_), Naming::Kv { .. }) => {
+                    return Err(DatasetError::input(format!(
+                        "tensor key '{k}' is already in the existing dataset: append cannot replace it"
+                    )))
                 }
+                _ => {}
             }
-            _ => stale.extend(old.shards.iter().map(|s| s.shard_path.clone())),
+            schema.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        all.extend(old.shards.iter().cloned());
+        if ctx.opts.generate_index {
+            entries.extend(index::entries_from_headers(out, &old.shards)?);
         }
     }
     // Shards into place (new names: nothing is overwritten), then the index, then the
@@ -635,19 +629,24 @@ fn commit(
     std::io::Write::write_all(&mut f, manifest.to_json().as_bytes())
         .map_err(|e| DatasetError::io(&mpath, e))?;
     f.commit()?;
-    // After the commit point: what the new manifest does not name goes.
-    if mode == Mode::Overwrite {
-        let keep: HashSet<&str> = manifest
-            .shards
-            .iter()
-            .map(|s| s.shard_path.as_str())
-            .collect();
-        for name in stale.iter().filter(|n| !keep.contains(n.as_str())) {
-            let _ = std::fs::remove_file(out.join(name));
+    // After the commit point: shard files the new manifest does not name go (the old
+    // dataset's on overwrite, and strays of killed writers in either mode).
+    let keep: HashSet<&str> = manifest
+        .shards
+        .iter()
+        .map(|s| s.shard_path.as_str())
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with("part-") && name.ends_with(".safetensors") && !keep.contains(name) {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
-        if !ctx.opts.generate_index {
-            let _ = std::fs::remove_file(&index_path);
-        }
+    }
+    if mode == Mode::Overwrite && !ctx.opts.generate_index {
+        let _ = std::fs::remove_file(&index_path);
     }
     Ok(manifest)
 }

@@ -1,0 +1,146 @@
+//! `dataset write` killed (SIGKILL) at random points: the folder always holds a dataset that
+//! verifies, either the previous one or the complete new one (its manifest is the commit
+//! point); what a killed writer leaves (a staging folder, shards renamed in before the
+//! manifest) is removed by the next write. Quick by default; `TS_RELIABILITY_KILLS=N` sets
+//! the number of kills (default 12).
+
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tensorsmith_dataset::{verify, Manifest};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+}
+
+/// An Arrow IPC file: `rows` samples of 4096 f32 each, values from `seed`.
+fn write_input(path: &Path, rows: usize, seed: u32) {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "v",
+        DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
+        false,
+    )]));
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = arrow_ipc::writer::FileWriter::try_new(f, &schema).unwrap();
+    for chunk in 0..rows / 256 {
+        let mut b = ListBuilder::new(Float32Builder::new());
+        for r in 0..256 {
+            for j in 0..4096u32 {
+                b.values()
+                    .append_value(((chunk * 256 + r) as u32 * 31 + j + seed) as f32);
+            }
+            b.append(true);
+        }
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(b.finish()) as ArrayRef]).unwrap();
+        w.write(&batch).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn kill_count() -> usize {
+    std::env::var("TS_RELIABILITY_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+fn problems_other_than_strays(dir: &Path) -> Vec<String> {
+    verify(dir)
+        .unwrap()
+        .problems
+        .into_iter()
+        .filter(|p| !p.ends_with("a shard file the manifest does not list"))
+        .collect()
+}
+
+#[test]
+fn dataset_write_killed_at_random_points_leaves_old_or_new_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_in, new_in) = (dir.path().join("old.arrow"), dir.path().join("new.arrow"));
+    write_input(&old_in, 256, 1);
+    write_input(&new_in, 2048, 2); // 32 MiB of F32
+    let out = dir.path().join("ds");
+    let write = |input: &Path| {
+        let mut c = bin();
+        c.args(["dataset", "write"]).arg(input).arg(&out).args([
+            "--batch-size",
+            "128",
+            "--dtype",
+            "F32",
+            "--mode",
+            "overwrite",
+            "--generate-index",
+        ]);
+        c
+    };
+    let o = write(&old_in).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let old = Manifest::read(&out).unwrap();
+    let t = Instant::now();
+    let o = write(&new_in).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let full = t.elapsed();
+    let new_samples = Manifest::read(&out).unwrap().total_samples;
+    assert_eq!(new_samples, 2048);
+
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    let (mut saw_old, mut saw_new) = (0, 0);
+    for round in 0..kill_count() {
+        // Every other round starts from the old dataset.
+        if round % 2 == 0 {
+            let o = write(&old_in).output().unwrap();
+            assert!(o.status.success());
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_micros(seed % (full.as_micros() as u64 * 6 / 5).max(1));
+        let mut child = write(&new_in)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().unwrap();
+        let m = Manifest::read(&out).expect("a manifest is always there");
+        assert!(
+            m.total_samples == old.total_samples || m.total_samples == new_samples,
+            "round {round}, killed after {delay:?}: {} samples",
+            m.total_samples
+        );
+        if m.total_samples == new_samples {
+            saw_new += 1;
+        } else {
+            saw_old += 1;
+        }
+        let p = problems_other_than_strays(&out);
+        assert!(p.is_empty(), "round {round}, killed after {delay:?}: {p:?}");
+    }
+    eprintln!(
+        "{} kills over {full:?}: old {saw_old}, new {saw_new}",
+        kill_count()
+    );
+    // A complete write leaves nothing behind: no stray shard, no staging folder.
+    let o = write(&new_in).output().unwrap();
+    assert!(o.status.success());
+    let r = verify(&out).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('_') && n != "_tensor_index.parquet" || n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
