@@ -140,9 +140,19 @@ pub struct Samples {
     pub dtype: Option<DType>,
     pub count: u64,
     pub bytes: Vec<u8>,
+    /// Samples expected (batch mode: the batch size): the first sample reserves room for
+    /// all of them at once, so a shard's buffer is allocated once, at its exact size.
+    pub expected: u64,
 }
 
 impl Samples {
+    pub fn expecting(n: u64) -> Self {
+        Samples {
+            expected: n,
+            ..Default::default()
+        }
+    }
+
     /// Zero samples to reach `n` (the pad tail strategy).
     pub fn pad_to(&mut self, n: u64) {
         if self.count < n {
@@ -295,6 +305,9 @@ impl ColumnPlan {
     fn accept(&self, out: &mut Samples, shape: Vec<u64>, dtype: DType) -> Result<(), String> {
         match (&out.sample_shape, out.dtype) {
             (None, _) => {
+                let per = elements(&shape) * dtype.byte_size().expect("whole bytes") as u64;
+                out.bytes
+                    .reserve_exact((per * out.expected.max(1)).min(1 << 30) as usize);
                 out.sample_shape = Some(shape);
                 out.dtype = Some(dtype);
             }
