@@ -7,7 +7,7 @@ use crate::write::IndexEntry;
 use arrow_array::builder::{Int32Builder, ListBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -72,15 +72,36 @@ pub fn write(path: &Path, entries: &[IndexEntry]) -> Result<()> {
 
 /// Reads an index file back.
 pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
+    let bytes = std::fs::read(path).map_err(|e| DatasetError::io(path, e))?;
+    read_bytes(bytes.into(), path)
+}
+
+/// Reads index bytes (`path` is named in errors). Columns are found by name and must have
+/// the index's types (nullable or not, as Spark writes them); nulls are refused.
+pub fn read_bytes(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEntry>> {
     let pq = |source| DatasetError::Parquet {
         path: path.to_path_buf(),
         source,
     };
-    let f = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
-    let r = ParquetRecordBatchReaderBuilder::try_new(f)
-        .map_err(pq)?
-        .build()
-        .map_err(pq)?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(pq)?;
+    let fits = |name: &str, ok: &dyn Fn(&DataType) -> bool| {
+        b.schema()
+            .field_with_name(name)
+            .is_ok_and(|f| ok(f.data_type()))
+    };
+    let utf8 = |t: &DataType| *t == DataType::Utf8;
+    let shape = |t: &DataType| matches!(t, DataType::List(f) if *f.data_type() == DataType::Int32);
+    if !(fits("tensor_key", &utf8)
+        && fits("file_name", &utf8)
+        && fits("dtype", &utf8)
+        && fits("shape", &shape))
+    {
+        return Err(DatasetError::Corrupt {
+            path: path.to_path_buf(),
+            msg: "not a tensor index: needs tensor_key, file_name, dtype (string) and shape (list<int32>)".into(),
+        });
+    }
+    let r = b.build().map_err(pq)?;
     let bad = |m: &str| DatasetError::Corrupt {
         path: path.to_path_buf(),
         msg: m.to_string(),
@@ -108,7 +129,19 @@ pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
         );
         let s = s.as_list::<i32>();
         for i in 0..b.num_rows() {
+            if k.is_null(i) || f.is_null(i) || d.is_null(i) || s.is_null(i) {
+                return Err(bad("a null in the tensor index"));
+            }
             let dims = s.value(i);
+            if dims.null_count() > 0
+                || dims
+                    .as_primitive::<Int32Type>()
+                    .values()
+                    .iter()
+                    .any(|&x| x < 0)
+            {
+                return Err(bad("a null or negative dimension in the tensor index"));
+            }
             out.push(IndexEntry {
                 tensor_key: k.value(i).to_string(),
                 file_name: f.value(i).to_string(),
@@ -116,7 +149,7 @@ pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
                     .as_primitive::<Int32Type>()
                     .values()
                     .iter()
-                    .map(|&x| x.max(0) as u64)
+                    .map(|&x| x as u64)
                     .collect(),
                 dtype: d.value(i).to_string(),
             });

@@ -9,6 +9,8 @@ use std::path::Path;
 
 pub const MANIFEST_NAME: &str = "dataset_manifest.json";
 pub const INDEX_NAME: &str = "_tensor_index.parquet";
+/// Largest manifest read (a million shards take about 200 MB).
+pub const MAX_MANIFEST_LEN: u64 = 1 << 30;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardInfo {
@@ -50,8 +52,24 @@ impl Manifest {
 
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_NAME);
+        let meta = std::fs::metadata(&path).map_err(|e| DatasetError::io(&path, e))?;
+        if meta.len() > MAX_MANIFEST_LEN {
+            return Err(DatasetError::Corrupt {
+                path,
+                msg: format!(
+                    "{} bytes, over the {MAX_MANIFEST_LEN}-byte limit for a manifest",
+                    meta.len()
+                ),
+            });
+        }
         let text = std::fs::read(&path).map_err(|e| DatasetError::io(&path, e))?;
-        let m: Manifest = serde_json::from_slice(&text).map_err(|e| DatasetError::Corrupt {
+        Self::parse(&text, &path)
+    }
+
+    /// Parses and checks manifest bytes; `path` is named in errors.
+    pub fn parse(text: &[u8], path: &Path) -> Result<Manifest> {
+        let path = path.to_path_buf();
+        let m: Manifest = serde_json::from_slice(text).map_err(|e| DatasetError::Corrupt {
             path: path.clone(),
             msg: format!("not a dataset manifest: {e}"),
         })?;
@@ -80,8 +98,10 @@ impl Manifest {
                 )));
             }
         }
-        if m.total_samples != m.shards.iter().map(|s| s.samples_count).sum::<u64>()
-            || m.total_bytes != m.shards.iter().map(|s| s.bytes).sum::<u64>()
+        let sum =
+            |f: fn(&ShardInfo) -> u64| m.shards.iter().try_fold(0u64, |a, s| a.checked_add(f(s)));
+        if sum(|s| s.samples_count) != Some(m.total_samples)
+            || sum(|s| s.bytes) != Some(m.total_bytes)
         {
             return Err(bad("totals do not match the shard list".into()));
         }

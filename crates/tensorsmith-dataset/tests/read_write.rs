@@ -111,3 +111,49 @@ fn batch_and_kv_datasets_read_back() {
         assert!(verify(&out).unwrap().is_ok());
     }
 }
+
+/// The metadata vectors in tests/data/dataset (manifests in the connector's shape, an index
+/// written by pyarrow with nullable columns, as Spark writes Parquet) read back; damaged
+/// copies are refused with the rule that failed.
+#[test]
+fn metadata_vectors_read_and_damage_is_refused() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/dataset");
+    let p = data.join("manifest_batch.json");
+    let m = tensorsmith_dataset::Manifest::parse(&std::fs::read(&p).unwrap(), &p).unwrap();
+    assert_eq!((m.total_samples, m.shards.len()), (2500, 3));
+    assert_eq!(m.schema["image"].shape, vec![1000, 3, 4, 4]);
+    let p = data.join("manifest_kv.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let m = tensorsmith_dataset::Manifest::parse(text.as_bytes(), &p).unwrap();
+    assert_eq!(m.schema["b__emb"].dtype, "BF16");
+    for (from, to, rule) in [
+        (
+            "\"total_samples\": 2",
+            "\"total_samples\": 3",
+            "totals do not match",
+        ),
+        (
+            "\"format_version\": \"1.0\"",
+            "\"format_version\": \"2.0\"",
+            "only 1.0",
+        ),
+        ("part-00000", "../part-00000", "not a file name"),
+        (
+            "\"shards\": [",
+            "\"shards\": [], \"x\": [",
+            "lists no shards",
+        ),
+    ] {
+        let bad = text.replacen(from, to, 1);
+        let e = tensorsmith_dataset::Manifest::parse(bad.as_bytes(), &p).unwrap_err();
+        assert!(e.to_string().contains(rule), "{rule}: {e}");
+    }
+    let idx = tensorsmith_dataset::index::read(&data.join("index_kv.parquet")).unwrap();
+    assert_eq!(idx.len(), 2);
+    assert_eq!(
+        (idx[1].tensor_key.as_str(), idx[1].shape.clone()),
+        ("b__emb", vec![8])
+    );
+    let e = tensorsmith_dataset::index::read(&data.join("manifest_kv.json")).unwrap_err();
+    assert!(e.to_string().contains("manifest_kv.json"), "{e}");
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Dataset metadata vectors: manifests as the safetensors-spark connector writes them (batch
+and KV mode, per specs/safetensors-spark-format.md §2.2) and a `_tensor_index.parquet`
+written by pyarrow with nullable columns, as Spark writes Parquet. Seeds for the `dataset`
+fuzz target and inputs for the index reader's tests.
+
+    .venv/bin/python tests/data/dataset/generate.py
+"""
+
+import json
+import pathlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HERE = pathlib.Path(__file__).resolve().parent
+U = "550e8400-e29b-41d4-a716-446655440000"
+
+batch = {
+    "format_version": "1.0",
+    "safetensors_version": "1.0",
+    "total_samples": 2500,
+    "total_bytes": 3 * 4096 + 2 * 100,
+    "shards": [
+        {"shard_path": f"part-00000-0000-{U}.safetensors", "samples_count": 1000, "bytes": 4096 + 100},
+        {"shard_path": f"part-00000-0001-{U}.safetensors", "samples_count": 1000, "bytes": 4096 + 100},
+        {"shard_path": f"part-00001-0000-{U}.safetensors", "samples_count": 500, "bytes": 4096},
+    ],
+    "schema": {"image": {"dtype": "F32", "shape": [1000, 3, 4, 4]}, "label": {"dtype": "I64", "shape": [1000]}},
+}
+kv = {
+    "format_version": "1.0",
+    "safetensors_version": "1.0",
+    "total_samples": 2,
+    "total_bytes": 256,
+    "shards": [{"shard_path": f"part-00000-0000-{U}.safetensors", "samples_count": 2, "bytes": 256}],
+    "schema": {"a__emb": {"dtype": "BF16", "shape": [8]}, "b__emb": {"dtype": "BF16", "shape": [8]}},
+}
+(HERE / "manifest_batch.json").write_text(json.dumps(batch, indent=2) + "\n")
+(HERE / "manifest_kv.json").write_text(json.dumps(kv, indent=2) + "\n")
+
+index = pa.table({
+    "tensor_key": pa.array(["a__emb", "b__emb"], pa.string()),
+    "file_name": pa.array([f"part-00000-0000-{U}.safetensors"] * 2, pa.string()),
+    "shape": pa.array([[8], [8]], pa.list_(pa.int32())),
+    "dtype": pa.array(["BF16", "BF16"], pa.string()),
+})
+pq.write_table(index, HERE / "index_kv.parquet")
+print("wrote", sorted(p.name for p in HERE.iterdir()))
