@@ -125,3 +125,23 @@ impl DatasetError {
         matches!(self, DatasetError::Option { .. })
     }
 }
+
+/// Runs `f`, turning a panic inside it into an error about `path`. The Parquet reader
+/// (arrow-rs) panics on some malformed files instead of returning an error; a reader of
+/// files from strangers must not.
+pub fn guard_parquet<T>(path: &std::path::Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown failure".into());
+            Err(DatasetError::Corrupt {
+                path: path.to_path_buf(),
+                msg: format!("malformed Parquet (the Parquet reader failed: {msg})"),
+            })
+        }
+    }
+}

@@ -79,6 +79,10 @@ pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
 /// Reads index bytes (`path` is named in errors). Columns are found by name and must have
 /// the index's types (nullable or not, as Spark writes them); nulls are refused.
 pub fn read_bytes(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEntry>> {
+    crate::error::guard_parquet(path, || read_bytes_unguarded(bytes, path))
+}
+
+fn read_bytes_unguarded(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEntry>> {
     let pq = |source| DatasetError::Parquet {
         path: path.to_path_buf(),
         source,

@@ -72,11 +72,11 @@ impl Input {
             let kind = sniff(path)?;
             let f = File::open(path).map_err(|e| DatasetError::io(path, e))?;
             let (schema, rows) = match kind {
-                InputKind::Parquet => {
+                InputKind::Parquet => crate::error::guard_parquet(path, || {
                     let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(pq_err(path))?;
                     let rows = b.metadata().file_metadata().num_rows();
-                    (b.schema().clone(), Some(rows.max(0) as u64))
-                }
+                    Ok((b.schema().clone(), Some(rows.max(0) as u64)))
+                })?,
                 InputKind::IpcFile => {
                     let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
                         .map_err(arrow_err(path))?;
@@ -154,13 +154,15 @@ impl Input {
                 (InputKind::Parquet, Some(rows)) => {
                     let (lo, hi) = (range.start.max(base), range.end.min(base + rows));
                     if lo < hi {
-                        read_parquet(
-                            file,
-                            lo - base..hi - base,
-                            columns,
-                            batch_rows,
-                            &mut |b, r| f(b, base + r, path).map_err(|e| e.in_file(path)),
-                        )?;
+                        crate::error::guard_parquet(path, || {
+                            read_parquet(
+                                file,
+                                lo - base..hi - base,
+                                columns,
+                                batch_rows,
+                                &mut |b, r| f(b, base + r, path).map_err(|e| e.in_file(path)),
+                            )
+                        })?;
                     }
                     base += rows;
                 }

@@ -157,3 +157,34 @@ fn metadata_vectors_read_and_damage_is_refused() {
     let e = tensorsmith_dataset::index::read(&data.join("manifest_kv.json")).unwrap_err();
     assert!(e.to_string().contains("manifest_kv.json"), "{e}");
 }
+
+/// Found by the `dataset` fuzz target: Parquet metadata with a negative column start makes
+/// the Parquet reader panic; the index reader reports it as malformed instead.
+#[test]
+fn parquet_reader_panics_become_errors() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/dataset/fuzz_parquet_negative_column_start.bin");
+    let data = std::fs::read(&p).unwrap();
+    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
+        .unwrap_err();
+    assert!(e.to_string().contains("malformed Parquet"), "{e}");
+    // The same bytes as dataset input: an error naming the file, not a crash.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.parquet");
+    std::fs::write(&f, &data[1..]).unwrap();
+    let e = match Input::open(&[&f]) {
+        Err(e) => e,
+        Ok(input) => {
+            let cols: Vec<String> = input
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            input
+                .read_range(0..u64::MAX, &cols, 1024, &mut |_, _, _| Ok(()))
+                .expect_err("malformed Parquet read")
+        }
+    };
+    assert!(e.to_string().contains("bad.parquet"), "{e}");
+}
