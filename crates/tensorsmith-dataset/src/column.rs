@@ -9,7 +9,7 @@
 
 use crate::convert::{self, leaf_dtype};
 use crate::error::{DatasetError, Result};
-use crate::options::DATASET_DTYPES;
+use crate::options::dataset_dtype;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -198,14 +198,25 @@ impl ColumnPlan {
                 let (leaf, ranges) =
                     leaf_ranges(col, rows.clone(), inner.len()).map_err(|(r, m)| row_err(r, m))?;
                 for (r, range) in rows.clone().zip(ranges) {
-                    let natural: Vec<u64> =
-                        std::iter::once(range.len() as u64 / elements(inner).max(1))
-                            .chain(inner.iter().copied())
-                            .collect();
-                    let shape = self
-                        .sample_shape_for(&natural, range.len() as u64)
-                        .map_err(|m| row_err(r, m))?;
-                    self.accept(out, shape, to).map_err(|m| row_err(r, m))?;
+                    // Once the tensor has its sample shape, a row of as many elements has that
+                    // shape (the inner dims are the column type's): no per-row shape to build.
+                    let known = out
+                        .sample_shape
+                        .as_deref()
+                        .map(elements)
+                        .is_some_and(|n| n > 0 && n == range.len() as u64);
+                    if known {
+                        out.count += 1;
+                    } else {
+                        let natural: Vec<u64> =
+                            std::iter::once(range.len() as u64 / elements(inner).max(1))
+                                .chain(inner.iter().copied())
+                                .collect();
+                        let shape = self
+                            .sample_shape_for(&natural, range.len() as u64)
+                            .map_err(|m| row_err(r, m))?;
+                        self.accept(out, shape, to).map_err(|m| row_err(r, m))?;
+                    }
                     if leaf.null_count() > 0 && (range.start..range.end).any(|i| leaf.is_null(i)) {
                         return Err(row_err(r, "holds a null element".into()));
                     }
@@ -248,13 +259,9 @@ impl ColumnPlan {
                         DataType::LargeUtf8 => dtypes.as_string::<i64>().value(r),
                         _ => dtypes.as_string::<i32>().value(r),
                     };
-                    let from = DATASET_DTYPES
-                        .iter()
-                        .copied()
-                        .find(|d| d.safetensors_name() == name)
-                        .ok_or_else(|| {
-                            row_err(r, format!("dtype '{name}' is not a dataset dtype"))
-                        })?;
+                    let from = dataset_dtype(name).ok_or_else(|| {
+                        row_err(r, format!("dtype '{name}' is not a dataset dtype"))
+                    })?;
                     let shape = struct_shape(shapes.as_ref(), r).map_err(|m| row_err(r, m))?;
                     let b = binary_value(data.as_ref(), r);
                     let want = elements(&shape) * from.byte_size().expect("whole bytes") as u64;

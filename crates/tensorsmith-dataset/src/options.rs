@@ -305,18 +305,18 @@ impl WriteOptions {
     }
 }
 
+/// A dataset dtype by its safetensors name (the one table in `tensorsmith::dtype`).
+pub fn dataset_dtype(name: &str) -> Option<DType> {
+    DType::from_safetensors_name(name, false).filter(|d| DATASET_DTYPES.contains(d))
+}
+
 fn parse_dtype(s: &str) -> Result<DType> {
-    let up = s.trim().to_ascii_uppercase();
-    DATASET_DTYPES
-        .iter()
-        .copied()
-        .find(|d| d.safetensors_name() == up)
-        .ok_or_else(|| {
-            DatasetError::option(
-                "dtype",
-                format!("'{s}': use one of F16 F32 F64 BF16 U8 I8 U16 I16 U32 I32 U64 I64"),
-            )
-        })
+    dataset_dtype(&s.trim().to_ascii_uppercase()).ok_or_else(|| {
+        DatasetError::option(
+            "dtype",
+            format!("'{s}': use one of F16 F32 F64 BF16 U8 I8 U16 I16 U32 I32 U64 I64"),
+        )
+    })
 }
 
 fn parse_shapes(s: &str) -> Result<BTreeMap<String, Vec<u64>>> {

@@ -72,39 +72,28 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
                             t.name, t.shape, s.samples_count
                         ));
                     }
-                    match m.schema.get(&t.name) {
-                        Some(sc) if sc.dtype != dtype || sc.shape.get(1..) != t.shape.get(1..) => {
-                            r.problems.push(format!(
-                                "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
-                                t.name, t.shape, sc.dtype, sc.shape
-                            ))
-                        }
-                        None if !m.schema.is_empty() => r.problems.push(format!(
-                            "{p}: tensor '{}' is not in the manifest's schema",
-                            t.name
-                        )),
-                        _ => {}
-                    }
                 }
                 DatasetMode::Kv => {
                     if let Some(other) = seen_keys.insert(t.name.clone(), p.clone()) {
                         r.problems
                             .push(format!("{p}: tensor '{}' is also in {other}", t.name));
                     }
-                    match m.schema.get(&t.name) {
-                        Some(sc) if sc.dtype != dtype || sc.shape != t.shape.to_vec() => {
-                            r.problems.push(format!(
-                                "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
-                                t.name, t.shape, sc.dtype, sc.shape
-                            ))
-                        }
-                        None if !m.schema.is_empty() => r.problems.push(format!(
-                            "{p}: tensor '{}' is not in the manifest's schema",
-                            t.name
-                        )),
-                        _ => {}
-                    }
                 }
+            }
+            // Batch-mode schema shapes hold the full batch: compare the sample dimensions.
+            let skip = usize::from(mode == DatasetMode::Batch);
+            match m.schema.get(&t.name) {
+                Some(sc) if sc.dtype != dtype || sc.shape.get(skip..) != t.shape.get(skip..) => {
+                    r.problems.push(format!(
+                        "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
+                        t.name, t.shape, sc.dtype, sc.shape
+                    ))
+                }
+                None if !m.schema.is_empty() => r.problems.push(format!(
+                    "{p}: tensor '{}' is not in the manifest's schema",
+                    t.name
+                )),
+                _ => {}
             }
         }
     }

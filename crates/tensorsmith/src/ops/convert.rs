@@ -5,7 +5,7 @@
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Layout, MetaValue, TensorInfo};
+use crate::index::{Layout, TensorInfo};
 use crate::ops::open::Model;
 use crate::safetensors::{TensorData, Writer};
 use crate::sink::AtomicFile;
@@ -128,10 +128,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
     let meta: BTreeMap<String, String> = index
         .metadata
         .iter()
-        .map(|(k, v)| match v {
-            MetaValue::Str(s) => (k.clone(), s.clone()),
-            other => (k.clone(), crate::ops::inspect::meta_json(other).to_string()),
-        })
+        .map(|(k, v)| (k.clone(), crate::ops::inspect::meta_text(v)))
         .collect();
     let tensors: Vec<&TensorInfo> = index.tensors.iter().collect();
     let groups = match opts.shard_size {

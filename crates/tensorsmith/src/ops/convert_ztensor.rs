@@ -6,7 +6,7 @@ use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, ZtVersion};
-use crate::ops::inspect::meta_json;
+use crate::ops::inspect::meta_text;
 use crate::ops::open::Model;
 use crate::ztensor::{Compression, DigestKind, PartData, WriteOptions, Writer};
 use std::path::Path;
@@ -52,10 +52,7 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
             let text = index
                 .metadata
                 .iter()
-                .map(|(k, v)| match v {
-                    MetaValue::Str(_) => (k.clone(), v.clone()),
-                    other => (k.clone(), MetaValue::Str(meta_json(other).to_string())),
-                })
+                .map(|(k, v)| (k.clone(), MetaValue::Str(meta_text(v))))
                 .collect();
             w.set_attributes(text).map_err(at)?;
         } else {

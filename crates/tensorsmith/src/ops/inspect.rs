@@ -34,6 +34,15 @@ pub fn meta_json(v: &MetaValue) -> Value {
     }
 }
 
+/// A metadata value as text, for formats whose metadata is text only (safetensors, zTensor
+/// v1.1): strings as they are, anything else as its JSON.
+pub fn meta_text(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Str(s) => s.clone(),
+        other => meta_json(other).to_string(),
+    }
+}
+
 /// The full inspect document for one model (a file, or a sharded checkpoint), as indented
 /// JSON text with one line per tensor. Written directly, not through a JSON tree: a header of
 /// 100,000 tensors must print faster than other tools can merely parse it.
