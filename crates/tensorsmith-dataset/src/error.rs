@@ -101,6 +101,14 @@ impl DatasetError {
         }
     }
 
+    /// A Parquet file whose structures the pre-check (parquet_guard) refused.
+    pub fn malformed_parquet(path: &std::path::Path, why: String) -> Self {
+        DatasetError::Corrupt {
+            path: path.to_path_buf(),
+            msg: format!("malformed Parquet: {why}"),
+        }
+    }
+
     /// Adds the input file to an input error that has none.
     pub fn in_file(mut self, path: &std::path::Path) -> Self {
         if let DatasetError::Input { file, .. } = &mut self {

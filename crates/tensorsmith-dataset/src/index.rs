@@ -87,7 +87,11 @@ fn read_bytes_unguarded(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEnt
         path: path.to_path_buf(),
         source,
     };
-    let b = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(pq)?;
+    crate::parquet_guard::check_file_footer(&bytes)
+        .map_err(|why| DatasetError::malformed_parquet(path, why))?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(pq)?;
+    crate::parquet_guard::check_pages(&bytes, b.metadata())
+        .map_err(|why| DatasetError::malformed_parquet(path, why))?;
     let fits = |name: &str, ok: &dyn Fn(&DataType) -> bool| {
         b.schema()
             .field_with_name(name)

@@ -73,7 +73,13 @@ impl Input {
             let f = File::open(path).map_err(|e| DatasetError::io(path, e))?;
             let (schema, rows) = match kind {
                 InputKind::Parquet => crate::error::guard_parquet(path, || {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(pq_err(path))?;
+                    let malformed = |why| DatasetError::malformed_parquet(path, why);
+                    crate::parquet_guard::check_file_footer(&f).map_err(malformed)?;
+                    let b = ParquetRecordBatchReaderBuilder::try_new(
+                        f.try_clone().map_err(|e| DatasetError::io(path, e))?,
+                    )
+                    .map_err(pq_err(path))?;
+                    crate::parquet_guard::check_pages(&f, b.metadata()).map_err(malformed)?;
                     let rows = b.metadata().file_metadata().num_rows();
                     Ok((b.schema().clone(), Some(rows.max(0) as u64)))
                 })?,

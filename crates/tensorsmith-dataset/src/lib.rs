@@ -12,6 +12,7 @@ pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub mod index;
 pub mod input;
 pub mod manifest;
+pub mod parquet_guard;
 pub mod write;
 
 pub use input::Input;

@@ -188,3 +188,35 @@ fn parquet_reader_panics_become_errors() {
     };
     assert!(e.to_string().contains("bad.parquet"), "{e}");
 }
+
+/// Found by the `dataset` fuzz target: a 2 KiB index whose page headers declare lists of
+/// 2^31 bools, which the Parquet reader skips one zero-byte element at a time (seconds per
+/// list). The pre-check (parquet_guard) refuses it after walking its bytes once.
+#[test]
+fn thrift_list_bombs_are_refused_quickly() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/dataset/fuzz_parquet_slow_thrift_skip.bin");
+    let data = std::fs::read(&p).unwrap();
+    let t = std::time::Instant::now();
+    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("malformed Parquet: row group 0"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bomb.parquet");
+    std::fs::write(&f, &data[1..]).unwrap();
+    let e = Input::open(&[&f]).err().expect("refused at open");
+    assert!(e.to_string().contains("bomb.parquet"), "{e}");
+    assert!(
+        e.to_string().contains("malformed Parquet: row group 0"),
+        "{e}"
+    );
+    // Unguarded, a debug build spends well over a minute here.
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+}

@@ -8,9 +8,10 @@ fuzz target and inputs for the index reader's tests.
 
 Not generated here: `fuzz_*.bin`, inputs found by the `dataset` fuzz target (selector byte,
 then the bytes). `fuzz_parquet_negative_column_start.bin` made the Parquet reader panic (now an
-error, tests/read_write.rs); `fuzz_parquet_slow_thrift_skip.bin`, a 2 KiB index, costs the
-Parquet reader (arrow-rs 60.1 thrift skipping of page headers) about 2.8 s before it errors:
-open, noted for a fix (a bound on page-header nesting before handing bytes to the reader).
+error, tests/read_write.rs); `fuzz_parquet_slow_thrift_skip.bin`, a 2 KiB index, cost the
+Parquet reader (arrow-rs 60.1, which skips a bool element of a Thrift list as zero bytes)
+about 2.8 s before it errored; the Thrift pre-check (src/parquet_guard.rs) now refuses it at
+once (tests/read_write.rs).
 """
 
 import json
