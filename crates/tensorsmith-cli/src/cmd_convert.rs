@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::ZtVersion;
-use tensorsmith::ops::convert::{convert_safetensors, ConvertOptions};
+use tensorsmith::ops::convert::{convert_safetensors, parse_size, ConvertOptions};
 use tensorsmith::ops::convert_ztensor::{convert_ztensor, ZtConvertOptions};
 use tensorsmith::ops::open::open;
 use tensorsmith::ztensor::{Compression, DigestKind};
@@ -69,33 +69,6 @@ pub struct ConvertArgs {
     shard_size: Option<u64>,
     #[command(flatten)]
     open: OpenArgs,
-}
-
-/// `5GB` (decimal, as Hugging Face means it), `2GiB` (binary), `123` (bytes).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
-    let mult: f64 = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1.0,
-        "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        "KIB" => 1024.0,
-        "MIB" => 1024.0 * 1024.0,
-        "GIB" => 1024.0 * 1024.0 * 1024.0,
-        "TIB" => 1024f64.powi(4),
-        u => return Err(format!("unknown size unit '{u}' in '{s}'")),
-    };
-    let v = (n * mult).round();
-    if !(1.0..=u64::MAX as f64).contains(&v) {
-        return Err(format!("size '{s}' out of range"));
-    }
-    Ok(v as u64)
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {

@@ -4,10 +4,10 @@
 use crate::render::{grouped, printable};
 use crate::{fail, OpenArgs, EXIT_NO, EXIT_OK};
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
 use std::fmt::Write as _;
 use tensorsmith::index::MetaValue;
 use tensorsmith::ops::diff::{compare_values, diff_structure, Diff, TensorDesc};
+use tensorsmith::ops::diff_json::to_json;
 use tensorsmith::ops::inspect::meta_json;
 use tensorsmith::ops::open::open;
 
@@ -39,9 +39,6 @@ pub struct DiffArgs {
     open: OpenArgs,
 }
 
-/// Version tag of the JSON form.
-pub const DIFF_SCHEMA: &str = "tensorsmith.diff/1";
-
 pub fn run(a: &DiffArgs) -> u8 {
     let opts = a.open.open_options();
     let (ma, mb) = match (open(&a.a, &opts), open(&a.b, &opts)) {
@@ -69,61 +66,6 @@ pub fn run(a: &DiffArgs) -> u8 {
         EXIT_OK
     } else {
         EXIT_NO
-    }
-}
-
-fn desc_json(t: &TensorDesc) -> Value {
-    json!({"name": t.name, "dtype": t.dtype, "shape": t.shape, "byte_length": t.byte_length})
-}
-
-fn to_json(a: &str, b: &str, d: &Diff) -> Value {
-    let meta = |v: &[(String, MetaValue)]| -> Value {
-        v.iter()
-            .map(|(k, x)| json!({"key": k, "value": meta_json(x)}))
-            .collect()
-    };
-    json!({
-        "schema": DIFF_SCHEMA,
-        "a": a,
-        "b": b,
-        "same": d.is_same(),
-        "tensors": {
-            "added": d.added.iter().map(desc_json).collect::<Vec<_>>(),
-            "removed": d.removed.iter().map(desc_json).collect::<Vec<_>>(),
-            "changed": d.changed.iter().map(|c| json!({
-                "name": c.a.name, "fields": c.fields(), "a": desc_json(&c.a), "b": desc_json(&c.b),
-            })).collect::<Vec<_>>(),
-        },
-        "metadata": {
-            "added": meta(&d.meta_added),
-            "removed": meta(&d.meta_removed),
-            "changed": d.meta_changed.iter().map(|(k, x, y)| json!({
-                "key": k, "a": meta_json(x), "b": meta_json(y),
-            })).collect::<Vec<_>>(),
-        },
-        "values": if d.values_compared {
-            json!({
-                "compared": d.values.iter().map(|v| json!({
-                    "name": v.name, "identical": v.identical, "elements": v.elements,
-                    "differing": v.differing, "max_abs_diff": finite(v.max_abs_diff),
-                    "mean_abs_diff": finite(v.mean_abs_diff),
-                })).collect::<Vec<_>>(),
-                "not_compared": d.not_compared.iter().map(|n| json!({
-                    "name": n.name, "reason": n.reason,
-                })).collect::<Vec<_>>(),
-            })
-        } else {
-            Value::Null
-        },
-    })
-}
-
-/// JSON has no infinity: an infinite difference is written as the string "inf".
-fn finite(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        json!("inf")
     }
 }
 

@@ -5,6 +5,7 @@ pub mod convert;
 pub mod convert_ztensor;
 pub mod densify;
 pub mod diff;
+pub mod diff_json;
 pub mod hash;
 pub mod inspect;
 pub mod open;
