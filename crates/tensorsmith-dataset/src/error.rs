@@ -25,6 +25,13 @@ pub enum DatasetError {
         first: u64,
         second: u64,
     },
+    /// Two tasks of a job wrote the same tensor key (duplicatesStrategy=fail).
+    #[error("duplicate tensor key '{key}' (written by tasks {first} and {second}); use duplicatesStrategy=lastWin to keep the last")]
+    DuplicateKeyInTasks {
+        key: String,
+        first: u64,
+        second: u64,
+    },
     /// The input holds no rows (or every row was dropped): no dataset is written.
     #[error("{0}")]
     Empty(String),

@@ -3,7 +3,6 @@
 
 use crate::error::{DatasetError, Result};
 use crate::manifest::ShardInfo;
-use crate::write::IndexEntry;
 use arrow_array::builder::{Int32Builder, ListBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
@@ -11,9 +10,19 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 use tensorsmith::sink::AtomicFile;
+
+/// One tensor entry of the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub tensor_key: String,
+    pub file_name: String,
+    pub shape: Vec<u64>,
+    pub dtype: String,
+}
 
 pub fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![

@@ -1,9 +1,11 @@
-//! Input files: Parquet, Arrow IPC files and Arrow IPC streams, one after the other as one
-//! sequence of rows. Parquet (and IPC file) row counts are known up front, so a row range can
-//! be read by each task on its own: Parquet skips whole row groups and selects rows within.
+//! Input: Parquet, Arrow IPC files and Arrow IPC streams, one after the other as one
+//! sequence of rows, or Arrow record batches handed over in memory (input_memory.rs).
+//! Parquet, IPC file and in-memory row counts are known up front, so a row range can be read
+//! by each task on its own: Parquet skips whole row groups and selects rows within.
 
 use crate::error::{DatasetError, Result};
-use arrow_array::RecordBatch;
+use crate::input_memory::{Batches, Stream};
+use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 use parquet::arrow::ProjectionMask;
@@ -28,11 +30,21 @@ pub struct InputFile {
     pub rows: Option<u64>,
 }
 
-/// The input: files read in order as one sequence of rows.
-#[derive(Debug, Clone)]
+/// The input: files read in order as one sequence of rows, or record batches in memory.
+#[derive(Debug)]
 pub struct Input {
-    pub files: Vec<InputFile>,
+    source: Source,
 }
+
+#[derive(Debug)]
+enum Source {
+    Files(Vec<InputFile>),
+    Batches(Batches),
+    Stream(Stream),
+}
+
+/// Called with (batch, first input row of the batch, the input's name for errors).
+pub type RowSink<'a> = dyn FnMut(&RecordBatch, u64, &Path) -> Result<()> + 'a;
 
 fn sniff(path: &Path) -> Result<InputKind> {
     let mut head = [0u8; 6];
@@ -54,7 +66,7 @@ fn pq_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> DatasetError
     }
 }
 
-fn arrow_err(path: &Path) -> impl Fn(arrow_schema::ArrowError) -> DatasetError + '_ {
+pub(crate) fn arrow_err(path: &Path) -> impl Fn(arrow_schema::ArrowError) -> DatasetError + '_ {
     move |source| DatasetError::Arrow {
         path: path.to_path_buf(),
         source,
@@ -101,21 +113,88 @@ impl Input {
                 rows,
             });
         }
-        Ok(Input { files })
+        Ok(Input {
+            source: Source::Files(files),
+        })
+    }
+
+    /// Record batches in memory, all of `schema` (checked here). The row count is known, so
+    /// tasks split them like a Parquet file; each range is served by zero-copy slices.
+    pub fn from_batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<Input> {
+        Ok(Input {
+            source: Source::Batches(Batches::new(
+                schema,
+                batches,
+                crate::input_memory::BATCHES_NAME,
+            )?),
+        })
+    }
+
+    /// A stream of record batches, read once: the row count is unknown, so a write runs it as
+    /// one task. Writes that need two passes over the input (KV mode's duplicate-key pass)
+    /// first collect the whole stream in memory (see `multi_pass`).
+    pub fn from_reader(reader: Box<dyn RecordBatchReader + Send>) -> Input {
+        Input {
+            source: Source::Stream(Stream::new(reader)),
+        }
+    }
+
+    /// The input files (none for in-memory input).
+    pub fn files(&self) -> &[InputFile] {
+        match &self.source {
+            Source::Files(f) => f,
+            Source::Batches(_) | Source::Stream(_) => &[],
+        }
+    }
+
+    /// What errors name as the input: the first file, or `<arrow batches>` / `<arrow stream>`.
+    pub fn name(&self) -> &Path {
+        match &self.source {
+            Source::Files(f) => &f[0].path,
+            Source::Batches(_) => Path::new(crate::input_memory::BATCHES_NAME),
+            Source::Stream(_) => Path::new(crate::input_memory::STREAM_NAME),
+        }
     }
 
     pub fn schema(&self) -> &SchemaRef {
-        &self.files[0].schema
+        match &self.source {
+            Source::Files(f) => &f[0].schema,
+            Source::Batches(b) => b.schema(),
+            Source::Stream(s) => s.schema(),
+        }
+    }
+
+    /// This input as one that can be read more than once: `None` when it already can (files,
+    /// batches); a one-pass stream is read to its end and its batches kept in memory.
+    pub fn multi_pass(&self) -> Result<Option<Input>> {
+        match &self.source {
+            Source::Stream(s) => Ok(Some(Input {
+                source: Source::Batches(s.collect()?),
+            })),
+            Source::Files(_) | Source::Batches(_) => Ok(None),
+        }
     }
 
     /// Checks that every file has `columns` with the first file's types.
     pub fn check_columns(&self, columns: &[String]) -> Result<()> {
-        let first = &self.files[0];
+        let files =
+            match &self.source {
+                Source::Files(f) => f,
+                Source::Batches(_) | Source::Stream(_) => {
+                    let schema = self.schema();
+                    return match columns.iter().find(|c| schema.index_of(c).is_err()) {
+                        Some(c) => Err(DatasetError::column(c, "no such column in the input")
+                            .in_file(self.name())),
+                        None => Ok(()),
+                    };
+                }
+            };
+        let first = &files[0];
         for c in columns {
             let want = first.schema.field_with_name(c).map_err(|_| {
                 DatasetError::column(c, "no such column in the input").in_file(&first.path)
             })?;
-            for f in &self.files[1..] {
+            for f in &files[1..] {
                 let got = f.schema.field_with_name(c).map_err(|_| {
                     DatasetError::column(c, "no such column in the input").in_file(&f.path)
                 })?;
@@ -138,7 +217,11 @@ impl Input {
 
     /// Total rows, when every file's count is known up front.
     pub fn total_rows(&self) -> Option<u64> {
-        self.files.iter().map(|f| f.rows).sum()
+        match &self.source {
+            Source::Files(f) => f.iter().map(|f| f.rows).sum(),
+            Source::Batches(b) => Some(b.rows()),
+            Source::Stream(_) => None,
+        }
     }
 
     /// Calls `f(batch, first input row of the batch, file)` for the rows of `range` (global
@@ -148,10 +231,15 @@ impl Input {
         range: Range<u64>,
         columns: &[String],
         batch_rows: usize,
-        f: &mut dyn FnMut(&RecordBatch, u64, &Path) -> Result<()>,
+        f: &mut RowSink,
     ) -> Result<()> {
+        let files = match &self.source {
+            Source::Files(files) => files,
+            Source::Batches(b) => return b.read_range(range, columns, batch_rows, f),
+            Source::Stream(s) => return s.read_range(range, columns, batch_rows, f),
+        };
         let mut base = 0u64;
-        for file in &self.files {
+        for file in files {
             if base >= range.end {
                 break;
             }
@@ -175,11 +263,7 @@ impl Input {
                 _ => {
                     // IPC: read through, keeping what falls in the range.
                     let fh = File::open(path).map_err(|e| DatasetError::io(path, e))?;
-                    let reader: Box<
-                        dyn Iterator<
-                            Item = std::result::Result<RecordBatch, arrow_schema::ArrowError>,
-                        >,
-                    > = if file.kind == InputKind::IpcFile {
+                    let reader: Box<dyn RecordBatchReader> = if file.kind == InputKind::IpcFile {
                         Box::new(
                             arrow_ipc::reader::FileReader::try_new(BufReader::new(fh), None)
                                 .map_err(arrow_err(path))?,
@@ -190,33 +274,88 @@ impl Input {
                                 .map_err(arrow_err(path))?,
                         )
                     };
-                    for b in reader {
-                        let b = b.map_err(arrow_err(path))?;
-                        let n = b.num_rows() as u64;
-                        let (lo, hi) = (range.start.max(base), range.end.min(base + n));
-                        if lo < hi {
-                            let idx: Vec<usize> = columns
-                                .iter()
-                                .map(|c| b.schema().index_of(c).expect("checked"))
-                                .collect();
-                            let b = b.project(&idx).map_err(arrow_err(path))?;
-                            let mut off = lo;
-                            while off < hi {
-                                let len = (hi - off).min(batch_rows as u64);
-                                let s = b.slice((off - base) as usize, len as usize);
-                                f(&s, off, path).map_err(|e| e.in_file(path))?;
-                                off += len;
-                            }
-                        }
-                        base += n;
-                        if base >= range.end {
-                            break;
-                        }
-                    }
+                    let cut = Cut {
+                        range: &range,
+                        columns,
+                        batch_rows,
+                        schema: &file.schema,
+                        name: path,
+                    };
+                    base = cut.serve(reader.map(|b| b.map_err(arrow_err(path))), base, f)?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// How a row range is cut out of a sequence of record batches (IPC and in-memory input).
+pub(crate) struct Cut<'a> {
+    pub range: &'a Range<u64>,
+    pub columns: &'a [String],
+    pub batch_rows: usize,
+    /// What every batch must hold (for the projected columns).
+    pub schema: &'a SchemaRef,
+    /// Named in errors.
+    pub name: &'a Path,
+}
+
+impl Cut<'_> {
+    /// Serves the rows of the range from `batches`, the first of which starts at global row
+    /// `base`, as zero-copy slices of the projected batches. Returns the row after the last
+    /// batch taken (reading stops once the range is served).
+    pub fn serve(
+        &self,
+        batches: impl Iterator<Item = Result<RecordBatch>>,
+        mut base: u64,
+        f: &mut RowSink,
+    ) -> Result<u64> {
+        let (range, name) = (self.range, self.name);
+        for b in batches {
+            if base >= range.end {
+                break;
+            }
+            let b = b?;
+            let n = b.num_rows() as u64;
+            let (lo, hi) = (range.start.max(base), range.end.min(base + n));
+            if lo < hi {
+                let b = self.project(&b)?;
+                let mut off = lo;
+                while off < hi {
+                    let len = (hi - off).min(self.batch_rows.max(1) as u64);
+                    let s = b.slice((off - base) as usize, len as usize);
+                    f(&s, off, name).map_err(|e| e.in_file(name))?;
+                    off += len;
+                }
+            }
+            base += n;
+        }
+        Ok(base)
+    }
+
+    /// The batch with only the wanted columns, each of the schema's type (a batch of another
+    /// shape is an error, not a panic further on).
+    fn project(&self, b: &RecordBatch) -> Result<RecordBatch> {
+        let bs = b.schema();
+        let idx = self
+            .columns
+            .iter()
+            .map(|c| {
+                let i = bs.index_of(c).map_err(|_| {
+                    DatasetError::column(c, "missing from a record batch").in_file(self.name)
+                })?;
+                let (got, want) = (bs.field(i).data_type(), self.schema.field_with_name(c));
+                match want {
+                    Ok(w) if w.data_type() == got => Ok(i),
+                    _ => Err(DatasetError::column(
+                        c,
+                        format!("type {got} in a record batch, not the input schema's"),
+                    )
+                    .in_file(self.name)),
+                }
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        b.project(&idx).map_err(arrow_err(self.name))
     }
 }
 

@@ -1,6 +1,8 @@
 //! Tensor datasets in the safetensors-spark layout (specs/safetensors-spark-format.md):
-//! Arrow record batches, from Parquet or Arrow IPC, written as safetensors shards with a
-//! `dataset_manifest.json` and an optional `_tensor_index.parquet`, and read back.
+//! Arrow record batches, from Parquet, Arrow IPC or memory, written as safetensors shards
+//! with a `dataset_manifest.json` and an optional `_tensor_index.parquet`, and read back.
+//! One process writes with `write_dataset`; a distributed job with `write_task` per task,
+//! then `commit_job` (or `abort_job`).
 
 pub mod column;
 pub mod convert;
@@ -9,14 +11,22 @@ pub mod options;
 
 pub use error::{DatasetError, Result};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
+mod commit;
+mod duplicates;
 pub mod index;
 pub mod input;
+mod input_memory;
+pub mod job;
 pub mod manifest;
 pub mod parquet_guard;
+mod task;
 pub mod write;
 
+pub use index::IndexEntry;
 pub use input::Input;
-pub use manifest::Manifest;
+pub use job::{abort_job, commit_job, write_task};
+pub use manifest::{Manifest, ShardInfo, TensorSchema};
+pub use task::TaskReport;
 pub use write::{write_dataset, JobOptions, Mode, Progress};
 pub mod export;
 pub mod read;

@@ -1,0 +1,168 @@
+//! Duplicate tensor keys (KV mode). Within one input they are found by a pass over the key
+//! column before anything is written. Between tasks of a job (each with its own input) they
+//! are found at the commit, from the task reports: `fail` refuses the commit; `lastWin` keeps
+//! the tensor of the highest task (then the later shard) and rewrites every shard holding a
+//! superseded tensor without it, so the committed dataset holds one tensor per key.
+
+use crate::error::{DatasetError, Result};
+use crate::input::Input;
+use crate::options::Duplicates;
+use crate::task::{key_of, null_key, TaskReport};
+use arrow_schema::DataType;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+/// Key columns hold strings or integers.
+pub(crate) fn is_key_type(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+    )
+}
+
+/// Reads the key column once over the whole input: duplicates are found across the whole
+/// input, before anything is written. Returns the (row, column) pairs a later row replaces.
+pub(crate) fn pre_pass(
+    input: &Input,
+    name_col: &str,
+    columns: &[String],
+    sep: &str,
+    strategy: Duplicates,
+) -> Result<HashSet<(u64, usize)>> {
+    let mut last: HashMap<String, (u64, usize)> = HashMap::new();
+    let mut superseded = HashSet::new();
+    input.read_range(
+        0..u64::MAX,
+        &[name_col.to_string()],
+        65536,
+        &mut |b, row0, _| {
+            let col = b.column_by_name(name_col).expect("projected");
+            for r in 0..b.num_rows() {
+                let row = row0 + r as u64;
+                let name = key_of(col.as_ref(), r).ok_or_else(|| null_key(name_col, row))?;
+                for (ci, c) in columns.iter().enumerate() {
+                    let key = format!("{name}{sep}{c}");
+                    if let Some((prev_row, prev_ci)) = last.insert(key.clone(), (row, ci)) {
+                        match strategy {
+                            Duplicates::Fail => {
+                                return Err(DatasetError::DuplicateKey {
+                                    key,
+                                    first: prev_row,
+                                    second: row,
+                                })
+                            }
+                            Duplicates::LastWin => {
+                                superseded.insert((prev_row, prev_ci));
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(superseded)
+}
+
+/// Resolves keys written by more than one task. `reports` are in task order and their shards
+/// are still in `staging`. With lastWin, the losing tensors leave their shards (rewritten in
+/// place, atomically), their reports' index and samples; a shard left with no tensor is
+/// removed from staging and from its report.
+pub(crate) fn across_tasks(
+    reports: &mut [TaskReport],
+    staging: &Path,
+    strategy: Duplicates,
+) -> Result<()> {
+    // Key -> (report, entry) of the latest writer so far; losers by (report, shard file).
+    let mut latest: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut losers: BTreeMap<(usize, String), HashSet<String>> = BTreeMap::new();
+    for (ri, r) in reports.iter().enumerate() {
+        for (ei, e) in r.index.iter().enumerate() {
+            let Some((pr, pe)) = latest.insert(e.tensor_key.as_str(), (ri, ei)) else {
+                continue;
+            };
+            if strategy == Duplicates::Fail {
+                return Err(DatasetError::DuplicateKeyInTasks {
+                    key: e.tensor_key.clone(),
+                    first: reports[pr].task,
+                    second: r.task,
+                });
+            }
+            let lost = &reports[pr].index[pe];
+            losers
+                .entry((pr, lost.file_name.clone()))
+                .or_default()
+                .insert(lost.tensor_key.clone());
+        }
+    }
+    for ((ri, shard), gone) in losers {
+        let r = &mut reports[ri];
+        let before = r.index.iter().filter(|e| e.file_name == shard).count() as u64;
+        let left = rewrite_without(&staging.join(&shard), &gone)?;
+        r.index
+            .retain(|e| !(e.file_name == shard && gone.contains(&e.tensor_key)));
+        for k in &gone {
+            // A key left in this report (an earlier shard of the same task lost it to a
+            // later one) keeps its sample entry.
+            if !r.index.iter().any(|e| &e.tensor_key == k) {
+                r.samples.remove(k);
+            }
+        }
+        let pos = r
+            .shards
+            .iter()
+            .position(|s| s.shard_path == shard)
+            .expect("checked: every entry's shard is listed");
+        match left {
+            None => {
+                r.shards.remove(pos);
+            }
+            Some(bytes) => {
+                let s = &mut r.shards[pos];
+                // Every row of a KV shard has one tensor per column and a later row with the
+                // same key replaces all of them, so rows go in proportion to tensors.
+                let kept = before - gone.len() as u64;
+                s.samples_count = (s.samples_count * kept / before.max(1)).max(1);
+                s.bytes = bytes;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites the shard at `path` without the tensors named in `gone` (through tensorsmith's
+/// reader and atomic writer). Returns its new size, or `None` when no tensor is left (the
+/// file is then removed).
+fn rewrite_without(path: &Path, gone: &HashSet<String>) -> Result<Option<u64>> {
+    let f = tensorsmith::safetensors::SafetensorsFile::open(path)?;
+    let kept: Vec<_> = f
+        .index()
+        .tensors
+        .iter()
+        .filter(|t| !gone.contains(&t.name))
+        .collect();
+    if kept.is_empty() {
+        drop(f);
+        std::fs::remove_file(path).map_err(|e| DatasetError::io(path, e))?;
+        return Ok(None);
+    }
+    let views = kept
+        .iter()
+        .map(|t| f.tensor(&t.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut w = tensorsmith::safetensors::Writer::new();
+    for (t, v) in kept.iter().zip(&views) {
+        w.add(&t.name, t.dtype, &t.shape, v.bytes())?;
+    }
+    Ok(Some(w.write_file(path)?))
+}

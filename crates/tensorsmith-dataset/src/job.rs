@@ -1,0 +1,95 @@
+//! Writing one dataset from many processes (a Spark job: tasks on executors, the commit on
+//! the driver). Each task writes its rows with `write_task` into the job's staging folder
+//! `<dir>/_tensorsmith_job-<job id>/` and returns a `TaskReport` (JSON-serializable, no
+//! tensor data); once every task has succeeded, `commit_job` commits the reported shards as
+//! `write_dataset` does; if any failed, `abort_job` removes the staging folder and every
+//! shard in it. Shards carry their task id: `part-{task:05}-{n:04}-{uuid}.safetensors`.
+
+use crate::commit::commit;
+use crate::error::{DatasetError, Result};
+use crate::input::Input;
+use crate::manifest::Manifest;
+use crate::options::WriteOptions;
+use crate::task::{run_task, Ctx, Plan, TaskReport};
+use crate::write::{Mode, Progress};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
+
+/// The job's staging folder in `dir`. Job ids are 1 to 64 of `[A-Za-z0-9_-]`, so the folder
+/// is always a child of `dir`.
+pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
+    let ok = (1..=64).contains(&job_id.len())
+        && job_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !ok {
+        return Err(DatasetError::option(
+            "job_id",
+            format!("'{job_id}': a job id is 1 to 64 characters of A-Z a-z 0-9 _ -"),
+        ));
+    }
+    Ok(dir.join(format!("{JOB_STAGING_PREFIX}{job_id}")))
+}
+
+/// Writes the whole of `input` as task `task` of job `job_id`: shards into the job's staging
+/// folder in `dir` (both created if missing; several processes may do so at once). Batch
+/// mode: a shard every `batch_size` rows, the tail strategy applied to this task's tail.
+/// KV mode: duplicate keys within the task as `write_dataset` handles them (a one-pass
+/// stream is collected into memory for that); between tasks at the commit.
+pub fn write_task(
+    input: &Input,
+    dir: &Path,
+    job_id: &str,
+    task: u64,
+    opts: &WriteOptions,
+    progress: &Progress,
+) -> Result<TaskReport> {
+    let staging = job_staging(dir, job_id)?;
+    let plan = Plan::new(input, opts)?;
+    std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+    let collected = plan.rereadable(input)?;
+    let input = collected.as_ref().unwrap_or(input);
+    let failed = AtomicBool::new(false);
+    let ctx = Ctx {
+        input,
+        opts,
+        plan: &plan,
+        staging: &staging,
+        progress,
+        failed: &failed,
+        superseded: plan.superseded(input, opts)?,
+    };
+    run_task(&ctx, task, 0..u64::MAX)
+}
+
+/// Commits job `job_id` from its tasks' reports (in any order; one per task): the shards
+/// they name are moved from the staging folder into `dir`, the index written when asked, the
+/// manifest written last and atomically, and the staging folder removed. KV keys written by
+/// several tasks: `fail` refuses the commit (nothing is committed; abort the job), `lastWin`
+/// keeps the highest task's tensor and rewrites the shards that held the others without
+/// them. `mode` is checked here, against the folder as it is at commit time.
+pub fn commit_job(
+    dir: &Path,
+    job_id: &str,
+    reports: Vec<TaskReport>,
+    opts: &WriteOptions,
+    mode: Mode,
+) -> Result<Manifest> {
+    let staging = job_staging(dir, job_id)?;
+    opts.check()?;
+    let manifest = commit(dir, &staging, reports, opts, mode)?;
+    let _ = std::fs::remove_dir_all(&staging);
+    Ok(manifest)
+}
+
+/// Removes job `job_id`'s staging folder and every shard in it. Committed files are never
+/// touched; aborting a job with no staging folder (never started, already aborted) is fine.
+pub fn abort_job(dir: &Path, job_id: &str) -> Result<()> {
+    let staging = job_staging(dir, job_id)?;
+    match std::fs::remove_dir_all(&staging) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DatasetError::io(&staging, e)),
+        _ => Ok(()),
+    }
+}

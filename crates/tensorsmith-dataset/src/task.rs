@@ -1,0 +1,413 @@
+//! One task: a range of the input's rows written as shards into a staging folder, and what
+//! was written reported (`TaskReport`, no tensor data) for the commit. Batch mode: every
+//! `batch_size` rows one shard, the tail strategy applied to the task's last partial batch;
+//! KV mode: a tensor per row and column, shards rolled over at the target size.
+//! `write_dataset` runs several tasks as threads; a Spark job runs one per partition.
+
+use crate::column::{ColumnPlan, Samples};
+use crate::duplicates;
+use crate::error::{DatasetError, Result};
+use crate::index::IndexEntry;
+use crate::input::Input;
+use crate::manifest::{ShardInfo, TensorSchema};
+use crate::options::{Naming, TailStrategy, WriteOptions};
+use crate::write::Progress;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What one task wrote, sent to the commit (from executor to driver as JSON in a Spark job).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// The task id (Spark: the partition id); shard names carry it.
+    pub task: u64,
+    /// Shards in the staging folder, in the order written.
+    pub shards: Vec<ShardInfo>,
+    /// One entry per tensor of those shards, shard by shard.
+    pub index: Vec<IndexEntry>,
+    /// Per tensor key (batch mode: column): dtype and sample shape (no batch dimension).
+    pub samples: BTreeMap<String, TensorSchema>,
+    /// Input rows the task read.
+    pub rows: u64,
+}
+
+impl TaskReport {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("serializable")
+    }
+
+    pub fn from_json(text: &[u8]) -> Result<TaskReport> {
+        serde_json::from_slice(text)
+            .map_err(|e| DatasetError::input(format!("not a task report: {e}")))
+    }
+}
+
+/// The options checked against the input schema: which columns become tensors and how.
+pub(crate) struct Plan {
+    pub columns: Vec<String>,
+    pub plans: Vec<ColumnPlan>,
+    /// Columns read: the tensor columns, then the key column (KV mode).
+    pub read_cols: Vec<String>,
+    pub name_col: Option<String>,
+}
+
+impl Plan {
+    pub fn new(input: &Input, opts: &WriteOptions) -> Result<Plan> {
+        opts.check()?;
+        let schema = input.schema().clone();
+        let name_col = match &opts.naming {
+            Naming::Kv { name_col } => Some(name_col.clone()),
+            Naming::Batch(_) => None,
+        };
+        let columns: Vec<String> = match &opts.columns {
+            Some(c) => c.clone(),
+            None => schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .filter(|n| Some(n) != name_col.as_ref())
+                .collect(),
+        };
+        if columns.is_empty() {
+            return Err(DatasetError::option("columns", "no column to write"));
+        }
+        if let Some(c) = opts.shapes.keys().find(|c| !columns.contains(c)) {
+            return Err(DatasetError::option(
+                "shapes",
+                format!("names '{c}', which is not a written column"),
+            ));
+        }
+        let mut read_cols = columns.clone();
+        if let Some(n) = &name_col {
+            read_cols.push(n.clone());
+            let f = schema.field_with_name(n).map_err(|_| {
+                DatasetError::option("name_col", format!("no column '{n}' in the input"))
+            })?;
+            if !duplicates::is_key_type(f.data_type()) {
+                return Err(DatasetError::option(
+                    "name_col",
+                    format!(
+                        "'{n}' is {}: keys come from strings or integers",
+                        f.data_type()
+                    ),
+                ));
+            }
+        }
+        input
+            .check_columns(&read_cols)
+            .map_err(|e| e.in_file(input.name()))?;
+        let plans = columns
+            .iter()
+            .map(|c| {
+                ColumnPlan::new(
+                    &schema,
+                    c,
+                    opts.dtype,
+                    opts.shapes.get(c).cloned(),
+                    opts.f16_rounding,
+                )
+                .map_err(|e| e.in_file(input.name()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Plan {
+            columns,
+            plans,
+            read_cols,
+            name_col,
+        })
+    }
+
+    /// KV mode reads the input twice (the duplicate-key pass, then the tensors): a one-pass
+    /// stream is collected into memory first. `None`: use the input as it is.
+    pub fn rereadable(&self, input: &Input) -> Result<Option<Input>> {
+        match self.name_col {
+            Some(_) => input.multi_pass(),
+            None => Ok(None),
+        }
+    }
+
+    /// KV mode: the (row, column) pairs a later row replaces (duplicatesStrategy=lastWin) or
+    /// the first duplicate key as an error (fail), from one pass over the key column.
+    pub fn superseded(&self, input: &Input, opts: &WriteOptions) -> Result<HashSet<(u64, usize)>> {
+        match &self.name_col {
+            Some(n) => {
+                duplicates::pre_pass(input, n, &self.columns, &opts.kv_separator, opts.duplicates)
+            }
+            None => Ok(HashSet::new()),
+        }
+    }
+}
+
+/// What every task of one write shares.
+pub(crate) struct Ctx<'a> {
+    pub input: &'a Input,
+    pub opts: &'a WriteOptions,
+    pub plan: &'a Plan,
+    pub staging: &'a Path,
+    pub progress: &'a Progress,
+    /// Set by the first task that fails, so the others stop early.
+    pub failed: &'a AtomicBool,
+    /// KV lastWin: (row, column index) pairs superseded by a later row.
+    pub superseded: HashSet<(u64, usize)>,
+}
+
+const READ_BATCH_ROWS: usize = 4096;
+
+/// Runs task `task` over the input rows `rows`.
+pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskReport> {
+    let r = match ctx.opts.naming {
+        Naming::Batch(bs) => batch_task(ctx, task, rows, bs),
+        Naming::Kv { ref name_col } => kv_task(ctx, task, rows, name_col),
+    };
+    if r.is_err() {
+        ctx.failed.store(true, Ordering::Relaxed);
+    }
+    r
+}
+
+/// `part-{task:05}-{n:04}-{uuid}.safetensors`, one uuid per task (as safetensors-spark names
+/// them: a retried task's shards never collide with the first attempt's).
+struct ShardNamer {
+    task: u64,
+    next: usize,
+    uuid: uuid::Uuid,
+}
+
+impl ShardNamer {
+    fn new(task: u64) -> Self {
+        ShardNamer {
+            task,
+            next: 0,
+            uuid: uuid::Uuid::new_v4(),
+        }
+    }
+
+    fn next(&mut self) -> String {
+        let n = format!(
+            "part-{:05}-{:04}-{}.safetensors",
+            self.task, self.next, self.uuid
+        );
+        self.next += 1;
+        n
+    }
+}
+
+fn new_report(task: u64) -> TaskReport {
+    TaskReport {
+        task,
+        ..Default::default()
+    }
+}
+
+/// Writes one shard file into the staging folder.
+fn write_shard(
+    ctx: &Ctx,
+    name: &str,
+    tensors: Vec<(String, Samples, Vec<u64>)>,
+    samples_count: u64,
+    out: &mut TaskReport,
+) -> Result<()> {
+    let mut w = tensorsmith::safetensors::Writer::new();
+    for (key, s, shape) in tensors {
+        let dtype = s.dtype.expect("at least one sample");
+        out.index.push(IndexEntry {
+            tensor_key: key.clone(),
+            file_name: name.to_string(),
+            shape: shape.clone(),
+            dtype: dtype.safetensors_name().to_string(),
+        });
+        w.add(&key, dtype, &shape, s.bytes)?;
+    }
+    let bytes = w.write_file(ctx.staging.join(name))?;
+    ctx.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    ctx.progress.shards.fetch_add(1, Ordering::Relaxed);
+    out.shards.push(ShardInfo {
+        shard_path: name.to_string(),
+        samples_count,
+        bytes,
+    });
+    Ok(())
+}
+
+fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
+    let dtype = s.dtype.expect("sampled").safetensors_name().to_string();
+    let shape = s.sample_shape.clone().expect("sampled");
+    match out.samples.get(key) {
+        Some(t) if t.dtype != dtype || t.shape != shape => Err(DatasetError::column(
+            key,
+            format!("samples of {dtype} {shape:?} after samples of {} {:?}: every batch of a column must have one sample shape and dtype", t.dtype, t.shape),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            out.samples.insert(key.to_string(), TensorSchema { dtype, shape });
+            Ok(())
+        }
+    }
+}
+
+fn stopped(ctx: &Ctx) -> Result<()> {
+    if ctx.failed.load(Ordering::Relaxed) {
+        return Err(DatasetError::input("stopped: another task failed"));
+    }
+    Ok(())
+}
+
+fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Result<TaskReport> {
+    let mut out = new_report(task);
+    let mut namer = ShardNamer::new(task);
+    let plans = &ctx.plan.plans;
+    let fresh = || plans.iter().map(|_| Samples::default()).collect::<Vec<_>>();
+    let mut cur = fresh();
+    let mut in_batch = 0u64;
+    let flush =
+        |cur: Vec<Samples>, n: u64, out: &mut TaskReport, namer: &mut ShardNamer| -> Result<()> {
+            let mut tensors = Vec::new();
+            for (plan, s) in plans.iter().zip(cur) {
+                note_sample(out, &plan.name, &s)?;
+                let shape: Vec<u64> = std::iter::once(n)
+                    .chain(s.sample_shape.clone().expect("sampled"))
+                    .collect();
+                tensors.push((plan.name.clone(), s, shape));
+            }
+            write_shard(ctx, &namer.next(), tensors, n, out)
+        };
+    ctx.input.read_range(
+        rows,
+        &ctx.plan.read_cols,
+        READ_BATCH_ROWS.min(bs as usize).max(1),
+        &mut |b: &RecordBatch, row0, _| {
+            stopped(ctx)?;
+            let mut r = 0usize;
+            while r < b.num_rows() {
+                let take = ((bs - in_batch) as usize).min(b.num_rows() - r);
+                for (plan, s) in plans.iter().zip(cur.iter_mut()) {
+                    plan.append_rows(b, r..r + take, row0, s)?;
+                }
+                r += take;
+                in_batch += take as u64;
+                out.rows += take as u64;
+                ctx.progress.rows.fetch_add(take as u64, Ordering::Relaxed);
+                if in_batch == bs {
+                    flush(
+                        std::mem::replace(&mut cur, fresh()),
+                        bs,
+                        &mut out,
+                        &mut namer,
+                    )?;
+                    in_batch = 0;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    // The task's tail (write_dataset: only its last task has one).
+    if in_batch > 0 {
+        match ctx.opts.tail_strategy {
+            TailStrategy::Drop => {}
+            TailStrategy::Write => flush(cur, in_batch, &mut out, &mut namer)?,
+            TailStrategy::Pad => {
+                for s in cur.iter_mut() {
+                    s.pad_to(bs);
+                }
+                flush(cur, bs, &mut out, &mut namer)?
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The key column's value of row `r` as text; `None` when null.
+pub(crate) fn key_of(col: &dyn Array, r: usize) -> Option<String> {
+    if col.is_null(r) {
+        return None;
+    }
+    use arrow_array::types::*;
+    Some(match col.data_type() {
+        DataType::Utf8 => col.as_string::<i32>().value(r).to_string(),
+        DataType::LargeUtf8 => col.as_string::<i64>().value(r).to_string(),
+        DataType::Utf8View => col.as_string_view().value(r).to_string(),
+        DataType::Int8 => col.as_primitive::<Int8Type>().value(r).to_string(),
+        DataType::Int16 => col.as_primitive::<Int16Type>().value(r).to_string(),
+        DataType::Int32 => col.as_primitive::<Int32Type>().value(r).to_string(),
+        DataType::Int64 => col.as_primitive::<Int64Type>().value(r).to_string(),
+        DataType::UInt8 => col.as_primitive::<UInt8Type>().value(r).to_string(),
+        DataType::UInt16 => col.as_primitive::<UInt16Type>().value(r).to_string(),
+        DataType::UInt32 => col.as_primitive::<UInt32Type>().value(r).to_string(),
+        DataType::UInt64 => col.as_primitive::<UInt64Type>().value(r).to_string(),
+        _ => unreachable!("checked by Plan::new"),
+    })
+}
+
+pub(crate) fn null_key(name_col: &str, row: u64) -> DatasetError {
+    DatasetError::Input {
+        file: None,
+        column: Some(name_col.to_string()),
+        row: Some(row),
+        msg: "the key (name_col) is null".into(),
+    }
+}
+
+fn kv_task(ctx: &Ctx, task: u64, rows: Range<u64>, name_col: &str) -> Result<TaskReport> {
+    let mut out = new_report(task);
+    let mut namer = ShardNamer::new(task);
+    let target = ctx.opts.target_shard_bytes();
+    let mut tensors: Vec<(String, Samples, Vec<u64>)> = Vec::new();
+    let mut shard_rows = 0u64;
+    let mut shard_bytes = 0u64;
+    let sep = &ctx.opts.kv_separator;
+    let mut seal = |tensors: Vec<(String, Samples, Vec<u64>)>,
+                    shard_rows: u64,
+                    out: &mut TaskReport|
+     -> Result<()> {
+        for (k, s, _) in &tensors {
+            note_sample(out, k, s)?;
+        }
+        write_shard(ctx, &namer.next(), tensors, shard_rows, out)
+    };
+    ctx.input.read_range(
+        rows,
+        &ctx.plan.read_cols,
+        READ_BATCH_ROWS,
+        &mut |b: &RecordBatch, row0, _| {
+            stopped(ctx)?;
+            let keys = b.column_by_name(name_col).expect("projected");
+            for r in 0..b.num_rows() {
+                let row = row0 + r as u64;
+                let name = key_of(keys.as_ref(), r).ok_or_else(|| null_key(name_col, row))?;
+                let mut wrote = false;
+                for (ci, plan) in ctx.plan.plans.iter().enumerate() {
+                    if ctx.superseded.contains(&(row, ci)) {
+                        continue;
+                    }
+                    let mut s = Samples::default();
+                    plan.append_rows(b, r..r + 1, row0, &mut s)?;
+                    let key = format!("{name}{sep}{}", plan.name);
+                    shard_bytes += s.bytes.len() as u64 + 200;
+                    let shape = s.sample_shape.clone().expect("sampled");
+                    tensors.push((key, s, shape));
+                    wrote = true;
+                }
+                out.rows += 1;
+                ctx.progress.rows.fetch_add(1, Ordering::Relaxed);
+                if wrote {
+                    shard_rows += 1;
+                }
+                if shard_bytes >= target {
+                    seal(std::mem::take(&mut tensors), shard_rows, &mut out)?;
+                    shard_rows = 0;
+                    shard_bytes = 0;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    if !tensors.is_empty() {
+        seal(tensors, shard_rows, &mut out)?;
+    }
+    Ok(out)
+}
