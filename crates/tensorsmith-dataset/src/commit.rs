@@ -6,7 +6,7 @@
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
 use crate::index;
-use crate::manifest::{Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
+use crate::manifest::{is_shard_file_name, Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
 use crate::task::TaskReport;
 use crate::write::Mode;
@@ -18,16 +18,6 @@ fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(|e| DatasetError::io(dir, e))
-}
-
-/// Shard names as tasks write them: a plain file name (a report cannot point outside the
-/// staging folder).
-fn is_shard_name(n: &str) -> bool {
-    n.starts_with("part-")
-        && n.ends_with(".safetensors")
-        && !n.contains('/')
-        && !n.contains('\\')
-        && !n.contains("..")
 }
 
 /// Reports in task order, each naming only shards that are in `staging`.
@@ -48,7 +38,7 @@ fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
     for r in reports.iter() {
         let names: HashSet<&str> = r.shards.iter().map(|s| s.shard_path.as_str()).collect();
         for s in &r.shards {
-            if !is_shard_name(&s.shard_path) {
+            if !(s.shard_path.starts_with("part-") && is_shard_file_name(&s.shard_path)) {
                 return Err(DatasetError::input(format!(
                     "task {}: '{}' is not a shard file name (part-*.safetensors)",
                     r.task, s.shard_path

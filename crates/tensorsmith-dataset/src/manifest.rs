@@ -36,6 +36,12 @@ pub struct Manifest {
     pub schema: BTreeMap<String, TensorSchema>,
 }
 
+/// A shard path that is a plain `.safetensors` file name in the dataset folder (nothing a
+/// manifest or a task report names can point elsewhere).
+pub fn is_shard_file_name(n: &str) -> bool {
+    n.ends_with(".safetensors") && !n.contains('/') && !n.contains('\\') && !n.starts_with('.')
+}
+
 impl Manifest {
     /// A manifest over `shards` (sorted here) with totals computed from them.
     pub fn new(mut shards: Vec<ShardInfo>, schema: BTreeMap<String, TensorSchema>) -> Manifest {
@@ -87,11 +93,7 @@ impl Manifest {
             return Err(bad("lists no shards".into()));
         }
         for s in &m.shards {
-            if !s.shard_path.ends_with(".safetensors")
-                || s.shard_path.contains('/')
-                || s.shard_path.contains('\\')
-                || s.shard_path.starts_with('.')
-            {
+            if !is_shard_file_name(&s.shard_path) {
                 return Err(bad(format!(
                     "shard path '{}' is not a file name in the dataset folder",
                     s.shard_path

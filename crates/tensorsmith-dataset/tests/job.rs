@@ -1,0 +1,619 @@
+//! The job API (write_task per task, then commit_job or abort_job) on real files, and
+//! in-memory input (Input::from_batches, Input::from_reader) through write_dataset.
+
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use std::path::Path;
+use std::sync::Arc;
+use tensorsmith::dtype::DType;
+use tensorsmith_dataset::{
+    abort_job, commit_job, verify, write_dataset, write_task, Dataset, DatasetError, Duplicates,
+    Input, JobOptions, Manifest, Mode, Progress, TailStrategy, TaskReport, WriteOptions,
+};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "v",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
+            true,
+        ),
+        Field::new("id", DataType::Utf8, false),
+    ]))
+}
+
+/// Row `i` has id `r{i}` and values `base + i*10 + j`, j < 3.
+fn batch(rows: impl Iterator<Item = usize> + Clone, base: f32) -> RecordBatch {
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for i in rows.clone() {
+        for j in 0..3 {
+            v.values().append_value(values(i, base)[j]);
+        }
+        v.append(true);
+    }
+    let ids = StringArray::from(rows.map(|i| format!("r{i}")).collect::<Vec<_>>());
+    RecordBatch::try_new(
+        schema(),
+        vec![Arc::new(v.finish()) as ArrayRef, Arc::new(ids)],
+    )
+    .unwrap()
+}
+
+fn values(i: usize, base: f32) -> [f32; 3] {
+    [0, 1, 2].map(|j| base + (i * 10 + j) as f32)
+}
+
+fn f32_bytes(v: [f32; 3]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Rows `rows` in memory, in batches of 4 rows (so tasks cut across batches).
+fn rows_input(rows: std::ops::Range<usize>, base: f32) -> Input {
+    let batches = rows
+        .clone()
+        .step_by(4)
+        .map(|s| batch(s..(s + 4).min(rows.end), base))
+        .collect();
+    Input::from_batches(schema(), batches).unwrap()
+}
+
+fn batch_opts(bs: u64) -> WriteOptions {
+    let mut o = WriteOptions::batch(bs);
+    o.dtype = Some(DType::F32);
+    o.columns = Some(vec!["v".into()]);
+    o
+}
+
+fn kv_opts() -> WriteOptions {
+    let mut o = WriteOptions::kv("id");
+    o.dtype = Some(DType::F32);
+    o
+}
+
+fn task(dir: &Path, job: &str, t: u64, input: &Input, o: &WriteOptions) -> TaskReport {
+    write_task(input, dir, job, t, o, &Progress::default()).unwrap()
+}
+
+/// Shard files in `dir`, sorted.
+fn shard_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".safetensors"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Writes the three tasks of a batch-mode job over rows 0..10, 10..20, 20..27 (in the order
+/// 2, 0, 1) and commits them, reports shuffled.
+fn three_task_job(dir: &Path, job: &str, o: &WriteOptions, mode: Mode) -> Manifest {
+    let parts = [(0, 0..10), (1, 10..20), (2, 20..27)];
+    let mut reports: Vec<TaskReport> = [2, 0, 1]
+        .iter()
+        .map(|&i| {
+            let (t, rows) = parts[i].clone();
+            task(dir, job, t, &rows_input(rows, 0.0), o)
+        })
+        .collect();
+    reports.swap(0, 1);
+    commit_job(dir, job, reports, o, mode).unwrap()
+}
+
+#[test]
+fn three_tasks_in_any_order_commit_to_one_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let m = three_task_job(dir, "job-1", &batch_opts(4), Mode::ErrorIfExists);
+    // Per task: 4 + 4 + 2 (its tail), 4 + 4 + 2, 4 + 3.
+    assert_eq!(m.total_samples, 27);
+    let counts: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
+    assert_eq!(counts, [4, 4, 2, 4, 4, 2, 4, 3]);
+    assert_eq!(m.schema["v"].shape, vec![4, 3]);
+    let files = shard_files(dir);
+    assert_eq!(files.len(), 8);
+    for (f, want) in files.iter().zip([
+        "part-00000-0000-",
+        "part-00000-0001-",
+        "part-00000-0002-",
+        "part-00001-0000-",
+        "part-00001-0001-",
+        "part-00001-0002-",
+        "part-00002-0000-",
+        "part-00002-0001-",
+    ]) {
+        assert!(f.starts_with(want), "{f}");
+    }
+    let ds = Dataset::open(dir).unwrap();
+    for i in 0..27u64 {
+        let s = ds.sample(i).unwrap();
+        assert_eq!(
+            s[0].1.data,
+            f32_bytes(values(i as usize, 0.0)),
+            "sample {i}"
+        );
+    }
+    assert!(verify(dir).unwrap().is_ok());
+    assert!(!dir.join("_tensorsmith_job-job-1").exists());
+}
+
+#[test]
+fn tasks_running_at_once_share_the_staging_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new").join("ds");
+    let o = batch_opts(4);
+    let reports: Vec<TaskReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6u64)
+            .map(|t| {
+                let (dir, o) = (&dir, &o);
+                s.spawn(move || {
+                    let rows = t as usize * 5..t as usize * 5 + 5;
+                    task(dir, "par", t, &rows_input(rows, 0.0), o)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let m = commit_job(&dir, "par", reports, &o, Mode::ErrorIfExists).unwrap();
+    assert_eq!(m.total_samples, 30);
+    let ds = Dataset::open(&dir).unwrap();
+    assert_eq!(ds.sample(29).unwrap()[0].1.data, f32_bytes(values(29, 0.0)));
+}
+
+#[test]
+fn task_reports_round_trip_as_json_without_tensor_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = task(tmp.path(), "j", 7, &rows_input(0..9, 0.0), &batch_opts(4));
+    assert_eq!(r.task, 7);
+    assert_eq!(r.rows, 9);
+    assert_eq!(r.shards.len(), 3);
+    assert_eq!(r.index.len(), 3);
+    assert_eq!(r.samples["v"].shape, vec![3]);
+    let json = r.to_json();
+    assert!(json.len() < 2000, "{json}");
+    assert_eq!(TaskReport::from_json(json.as_bytes()).unwrap(), r);
+    let e = TaskReport::from_json(b"{\"task\": 1}").unwrap_err();
+    assert!(e.to_string().contains("not a task report"), "{e}");
+}
+
+#[test]
+fn tail_strategies_apply_to_each_task() {
+    for (tail, total, counts) in [
+        (TailStrategy::Drop, 20, vec![4, 4, 4, 4, 4]),
+        (TailStrategy::Pad, 32, vec![4, 4, 4, 4, 4, 4, 4, 4]),
+        (TailStrategy::Write, 27, vec![4, 4, 2, 4, 4, 2, 4, 3]),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let mut o = batch_opts(4);
+        o.tail_strategy = tail;
+        let m = three_task_job(dir, "tails", &o, Mode::ErrorIfExists);
+        assert_eq!(m.total_samples, total, "{tail:?}");
+        let got: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
+        assert_eq!(got, counts, "{tail:?}");
+        let ds = Dataset::open(dir).unwrap();
+        if tail == TailStrategy::Pad {
+            // Task 0's padded tail: rows 8, 9, then two rows of zeros.
+            assert_eq!(ds.sample(9).unwrap()[0].1.data, f32_bytes(values(9, 0.0)));
+            assert_eq!(ds.sample(10).unwrap()[0].1.data, vec![0u8; 12]);
+            assert_eq!(ds.sample(12).unwrap()[0].1.data, f32_bytes(values(10, 0.0)));
+        }
+        if tail == TailStrategy::Drop {
+            // Rows 8, 9 (task 0's tail) are gone: sample 8 is row 10.
+            assert_eq!(ds.sample(8).unwrap()[0].1.data, f32_bytes(values(10, 0.0)));
+        }
+        assert!(verify(dir).unwrap().is_ok(), "{tail:?}");
+    }
+}
+
+#[test]
+fn kv_tasks_commit_with_index_and_read_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut o = kv_opts();
+    o.generate_index = true;
+    let reports = vec![
+        task(dir, "kv", 1, &rows_input(5..9, 0.0), &o),
+        task(dir, "kv", 0, &rows_input(0..5, 0.0), &o),
+        task(dir, "kv", 2, &rows_input(9..12, 0.0), &o),
+    ];
+    let m = commit_job(dir, "kv", reports, &o, Mode::ErrorIfExists).unwrap();
+    assert_eq!(m.total_samples, 12);
+    assert_eq!(m.schema.len(), 12);
+    let files = shard_files(dir);
+    assert_eq!(files.len(), 3);
+    for (t, f) in files.iter().enumerate() {
+        assert!(f.starts_with(&format!("part-{t:05}-0000-")), "{f}");
+    }
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.len().unwrap(), 12);
+    for i in 0..12 {
+        let t = ds.tensor(&format!("r{i}__v")).unwrap();
+        assert_eq!((t.dtype, t.shape.clone()), (DType::F32, vec![3]));
+        assert_eq!(t.data, f32_bytes(values(i, 0.0)));
+    }
+    let idx = tensorsmith_dataset::index::read(&dir.join("_tensor_index.parquet")).unwrap();
+    assert_eq!(idx.len(), 12);
+    assert!(verify(dir).unwrap().is_ok());
+}
+
+#[test]
+fn cross_task_duplicates_fail_names_the_key_and_commits_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = kv_opts();
+    let reports = vec![
+        task(dir, "dup", 0, &rows_input(0..6, 0.0), &o),
+        task(dir, "dup", 1, &rows_input(5..8, 0.0), &o),
+    ];
+    let e = commit_job(dir, "dup", reports, &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(matches!(e, DatasetError::DuplicateKeyInTasks { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("'r5__v'") && msg.contains("tasks 0 and 1"),
+        "{msg}"
+    );
+    assert!(!dir.join("dataset_manifest.json").exists());
+    assert!(shard_files(dir).is_empty());
+    abort_job(dir, "dup").unwrap();
+    assert!(!dir.join("_tensorsmith_job-dup").exists());
+}
+
+#[test]
+fn cross_task_duplicates_last_win_keeps_one_tensor_per_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut o = kv_opts();
+    o.duplicates = Duplicates::LastWin;
+    o.generate_index = true;
+    // Task 0: r0..r9; task 1: r5..r12 (+1000); task 2: r0 (+2000); task 3: r20, lost
+    // entirely to task 4's r20 (+4000). Task 0 also repeats r3 within itself (+500 wins).
+    let t0 = Input::from_batches(
+        schema(),
+        vec![batch(0..10, 0.0), batch(std::iter::once(3), 500.0)],
+    )
+    .unwrap();
+    let reports = vec![
+        task(dir, "lw", 4, &rows_input(20..21, 4000.0), &o),
+        task(dir, "lw", 1, &rows_input(5..13, 1000.0), &o),
+        task(dir, "lw", 0, &t0, &o),
+        task(dir, "lw", 3, &rows_input(20..21, 0.0), &o),
+        task(dir, "lw", 2, &rows_input(0..1, 2000.0), &o),
+    ];
+    let m = commit_job(dir, "lw", reports, &o, Mode::ErrorIfExists).unwrap();
+    // r0..r12 and r20: 14 keys, one sample each; task 0 keeps r1..r4, task 3 nothing.
+    assert_eq!(m.total_samples, 14);
+    let counts: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
+    assert_eq!(counts, [4, 8, 1, 1]);
+    assert_eq!(m.schema.len(), 14);
+    let files = shard_files(dir);
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(
+        !files.iter().any(|f| f.starts_with("part-00003-")),
+        "{files:?}"
+    );
+    // Each key in exactly one shard file; shard sizes as the manifest says.
+    let mut keys = Vec::new();
+    for s in &m.shards {
+        let p = dir.join(&s.shard_path);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), s.bytes);
+        let f = tensorsmith::safetensors::SafetensorsFile::open(&p).unwrap();
+        keys.extend(f.index().tensors.iter().map(|t| t.name.clone()));
+    }
+    keys.sort();
+    let mut want: Vec<String> = (0..13).chain([20]).map(|i| format!("r{i}__v")).collect();
+    want.sort();
+    assert_eq!(keys, want);
+    let ds = Dataset::open(dir).unwrap();
+    for (i, base) in [
+        (0, 2000.0),
+        (1, 0.0),
+        (3, 500.0),
+        (4, 0.0),
+        (5, 1000.0),
+        (9, 1000.0),
+        (12, 1000.0),
+        (20, 4000.0),
+    ] {
+        let t = ds.tensor(&format!("r{i}__v")).unwrap();
+        assert_eq!(t.data, f32_bytes(values(i, base)), "r{i}");
+    }
+    let idx = tensorsmith_dataset::index::read(&dir.join("_tensor_index.parquet")).unwrap();
+    assert_eq!(idx.len(), 14);
+    let r = verify(dir).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+}
+
+#[test]
+fn abort_removes_the_jobs_shards_and_keeps_the_committed_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = batch_opts(4);
+    let before = three_task_job(dir, "first", &o, Mode::ErrorIfExists);
+    let committed = shard_files(dir);
+    let staging = dir.join("_tensorsmith_job-second");
+    task(dir, "second", 0, &rows_input(0..9, 100.0), &o);
+    task(dir, "second", 1, &rows_input(9..12, 100.0), &o);
+    assert_eq!(shard_files(&staging).len(), 4);
+    abort_job(dir, "second").unwrap();
+    assert!(!staging.exists());
+    assert_eq!(shard_files(dir), committed);
+    assert_eq!(Manifest::read(dir).unwrap(), before);
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.sample(26).unwrap()[0].1.data, f32_bytes(values(26, 0.0)));
+    assert!(verify(dir).unwrap().is_ok());
+    // Aborting again (or a job that never started) is not an error.
+    abort_job(dir, "second").unwrap();
+    abort_job(dir, "never").unwrap();
+}
+
+#[test]
+fn commit_without_the_staging_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = batch_opts(4);
+    let reports = vec![task(dir, "gone", 0, &rows_input(0..5, 0.0), &o)];
+    abort_job(dir, "gone").unwrap();
+    let e = commit_job(dir, "gone", reports.clone(), &o, Mode::ErrorIfExists).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("_tensorsmith_job-gone") && msg.contains("staging folder"),
+        "{msg}"
+    );
+    assert!(!dir.join("dataset_manifest.json").exists());
+    // A report naming a shard that is not in the staging folder.
+    let mut other = task(dir, "other", 0, &rows_input(0..5, 0.0), &o);
+    other.shards[0].shard_path = reports[0].shards[0].shard_path.clone();
+    let e = commit_job(dir, "other", vec![other], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(
+        e.to_string().contains("missing from the staging folder"),
+        "{e}"
+    );
+    // A report naming a path outside it.
+    let mut evil = task(dir, "evil", 0, &rows_input(0..5, 0.0), &o);
+    evil.shards[0].shard_path = "../part-00000-0000-x.safetensors".into();
+    let e = commit_job(dir, "evil", vec![evil], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(e.to_string().contains("not a shard file name"), "{e}");
+    // The same task reported twice.
+    let r = task(dir, "twice", 0, &rows_input(0..5, 0.0), &o);
+    let e = commit_job(dir, "twice", vec![r.clone(), r], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(e.to_string().contains("reported twice"), "{e}");
+    assert!(!dir.join("dataset_manifest.json").exists());
+}
+
+#[test]
+fn empty_job_is_the_empty_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = batch_opts(4);
+    let empty = Input::from_batches(schema(), vec![]).unwrap();
+    let r = task(dir, "e", 0, &empty, &o);
+    let e = commit_job(dir, "e", vec![r], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(matches!(e, DatasetError::Empty(_)), "{e}");
+    assert!(e.to_string().contains("no rows"), "{e}");
+    let e = commit_job(dir, "e", vec![], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(matches!(e, DatasetError::Empty(_)), "{e}");
+    let mut o = batch_opts(4);
+    o.tail_strategy = TailStrategy::Drop;
+    let r = task(dir, "d", 0, &rows_input(0..3, 0.0), &o);
+    let e = commit_job(dir, "d", vec![r], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(e.to_string().contains("all 3 rows were dropped"), "{e}");
+    assert!(!dir.join("dataset_manifest.json").exists());
+}
+
+#[test]
+fn overwrite_append_and_error_if_exists_through_commit_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = batch_opts(4);
+    let first = three_task_job(dir, "a", &o, Mode::ErrorIfExists);
+    // ErrorIfExists, checked at commit time: the tasks ran, the commit refuses.
+    let r = task(dir, "b", 0, &rows_input(0..4, 0.0), &o);
+    let e = commit_job(dir, "b", vec![r], &o, Mode::ErrorIfExists).unwrap_err();
+    assert!(matches!(e, DatasetError::Exists(_)), "{e}");
+    assert_eq!(Manifest::read(dir).unwrap(), first);
+    abort_job(dir, "b").unwrap();
+    // Append: the old shards and the new.
+    let r = task(dir, "c", 5, &rows_input(100..105, 0.0), &o);
+    let m = commit_job(dir, "c", vec![r], &o, Mode::Append).unwrap();
+    assert_eq!(m.total_samples, 32);
+    assert_eq!(m.shards.len(), 10);
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(
+        ds.sample(31).unwrap()[0].1.data,
+        f32_bytes(values(104, 0.0))
+    );
+    assert!(verify(dir).unwrap().is_ok());
+    // Append with another sample shape is refused.
+    let mut o2 = o.clone();
+    o2.shapes.insert("v".into(), vec![1, 3]);
+    let r = task(dir, "c2", 0, &rows_input(0..4, 0.0), &o2);
+    let e = commit_job(dir, "c2", vec![r], &o2, Mode::Append).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("append needs the same dtype and shape"),
+        "{e}"
+    );
+    abort_job(dir, "c2").unwrap();
+    // Overwrite: only the new shards remain.
+    let r = task(dir, "d", 0, &rows_input(50..53, 0.0), &o);
+    let m = commit_job(dir, "d", vec![r], &o, Mode::Overwrite).unwrap();
+    assert_eq!(m.total_samples, 3);
+    let files = shard_files(dir);
+    assert_eq!(files, vec![m.shards[0].shard_path.clone()]);
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.sample(0).unwrap()[0].1.data, f32_bytes(values(50, 0.0)));
+    assert!(verify(dir).unwrap().is_ok());
+}
+
+#[test]
+fn invalid_job_ids_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let o = batch_opts(4);
+    let input = rows_input(0..4, 0.0);
+    let long = "a".repeat(65);
+    for id in ["", "..", "../x", "a/b", "a b", "é", "a.b", long.as_str()] {
+        let e = write_task(&input, &dir, id, 0, &o, &Progress::default()).unwrap_err();
+        assert!(e.to_string().contains("job id"), "{id}: {e}");
+        let e = commit_job(&dir, id, vec![], &o, Mode::Overwrite).unwrap_err();
+        assert!(e.to_string().contains("job id"), "{id}: {e}");
+        let e = abort_job(&dir, id).unwrap_err();
+        assert!(e.to_string().contains("job id"), "{id}: {e}");
+    }
+    assert!(!dir.exists());
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    // The longest and widest valid id.
+    let ok = format!("{}-_Z9", "a".repeat(60));
+    write_task(&input, &dir, &ok, 0, &o, &Progress::default()).unwrap();
+    abort_job(&dir, &ok).unwrap();
+}
+
+/// Shard bytes by name without its uuid (`part-TTTTT-NNNN`).
+fn shard_contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    shard_files(dir)
+        .into_iter()
+        .map(|f| (f[..15].to_string(), std::fs::read(dir.join(&f)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn write_dataset_on_batches_matches_the_same_rows_from_parquet() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Uneven batches: 7, 4, 13, 1, 12 rows.
+    let mut batches = Vec::new();
+    let mut at = 0;
+    for n in [7, 4, 13, 1, 12] {
+        batches.push(batch(at..at + n, 0.0));
+        at += n;
+    }
+    let pq = tmp.path().join("in.parquet");
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(10))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&pq).unwrap(),
+        schema(),
+        Some(props),
+    )
+    .unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+    for (name, o) in [("batch", batch_opts(5)), ("kv", kv_opts())] {
+        for threads in [1, 3] {
+            let job = JobOptions {
+                mode: Mode::ErrorIfExists,
+                threads,
+            };
+            let a = tmp.path().join(format!("pq-{name}-{threads}"));
+            let b = tmp.path().join(format!("mem-{name}-{threads}"));
+            let input = Input::open(&[&pq]).unwrap();
+            write_dataset(&input, &a, &o, &job, &Progress::default()).unwrap();
+            let input = Input::from_batches(schema(), batches.clone()).unwrap();
+            write_dataset(&input, &b, &o, &job, &Progress::default()).unwrap();
+            let (ca, cb) = (shard_contents(&a), shard_contents(&b));
+            assert_eq!(
+                ca.len(),
+                if name == "batch" { 8 } else { threads },
+                "{name} {threads}"
+            );
+            assert!(ca == cb, "{name} with {threads} threads: shards differ");
+            assert!(verify(&b).unwrap().is_ok());
+        }
+    }
+}
+
+#[test]
+fn batches_of_another_schema_are_refused() {
+    let other = Arc::new(Schema::new(vec![Field::new("x", DataType::Int32, false)]));
+    let b = RecordBatch::try_new(
+        other,
+        vec![Arc::new(arrow_array::Int32Array::from(vec![1])) as ArrayRef],
+    )
+    .unwrap();
+    let e = Input::from_batches(schema(), vec![batch(0..2, 0.0), b]).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("<arrow batches>") && msg.contains("record batch 1"),
+        "{msg}"
+    );
+    // A missing column names the in-memory input.
+    let input = rows_input(0..4, 0.0);
+    let mut o = batch_opts(2);
+    o.columns = Some(vec!["nope".into()]);
+    let e = write_dataset(
+        &input,
+        &tempfile::tempdir().unwrap().path().join("o"),
+        &o,
+        &JobOptions::default(),
+        &Progress::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("<arrow batches>") && e.to_string().contains("nope"),
+        "{e}"
+    );
+}
+
+fn reader(batches: Vec<RecordBatch>) -> Input {
+    let it = RecordBatchIterator::new(batches.into_iter().map(Ok), schema());
+    Input::from_reader(Box::new(it))
+}
+
+#[test]
+fn stream_input_is_read_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = || vec![batch(0..6, 0.0), batch(6..11, 0.0)];
+    // Batch mode through write_dataset (threads asked for, one task: the count is unknown).
+    let input = reader(rows());
+    assert_eq!(input.total_rows(), None);
+    let out = tmp.path().join("b");
+    let job = JobOptions {
+        mode: Mode::ErrorIfExists,
+        threads: 3,
+    };
+    let m = write_dataset(&input, &out, &batch_opts(4), &job, &Progress::default()).unwrap();
+    assert_eq!(m.total_samples, 11);
+    let ds = Dataset::open(&out).unwrap();
+    for i in 0..11 {
+        assert_eq!(
+            ds.sample(i).unwrap()[0].1.data,
+            f32_bytes(values(i as usize, 0.0))
+        );
+    }
+    // A second read of the same stream is an error, not an empty dataset.
+    let e = write_dataset(
+        &input,
+        &tmp.path().join("again"),
+        &batch_opts(4),
+        &job,
+        &Progress::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("<arrow stream>") && e.to_string().contains("read once"),
+        "{e}"
+    );
+    // Batch mode through a job task.
+    let dir = tmp.path().join("job");
+    let r = task(&dir, "s", 3, &reader(rows()), &batch_opts(4));
+    assert_eq!((r.rows, r.shards.len()), (11, 3));
+    commit_job(&dir, "s", vec![r], &batch_opts(4), Mode::ErrorIfExists).unwrap();
+    assert!(shard_files(&dir)
+        .iter()
+        .all(|f| f.starts_with("part-00003-")));
+    // KV mode (two passes: the stream is collected first), with a duplicate key in it.
+    let mut o = kv_opts();
+    o.duplicates = Duplicates::LastWin;
+    let out = tmp.path().join("kv");
+    let input = reader(vec![batch(0..6, 0.0), batch(std::iter::once(2), 7.0)]);
+    let m = write_dataset(&input, &out, &o, &job, &Progress::default()).unwrap();
+    assert_eq!(m.total_samples, 6);
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(ds.tensor("r2__v").unwrap().data, f32_bytes(values(2, 7.0)));
+    assert!(verify(&out).unwrap().is_ok());
+}
