@@ -311,3 +311,20 @@ def test_parquet_writer_variants_pass_the_precheck(tsm, tmp_path, compression, p
     got = shards(tmp_path / "out")
     np.testing.assert_array_equal(np.concatenate([s["x"] for s in got]), want["x"])
     np.testing.assert_array_equal(np.concatenate([s["y"] for s in got]), want["y"].astype(np.float32))
+
+
+def test_nested_variable_length_lists_are_tensors_when_regular(tsm, tmp_path):
+    # Spark writes array<array<double>> as list<list<double>>: each sample's inner lists
+    # give its dims when they have one length; ragged ones are refused naming the row.
+    rng = np.random.default_rng(5)
+    y = rng.standard_normal((7, 2, 3))
+    tbl = pa.table({"y": pa.array([[list(r) for r in s] for s in y], type=pa.list_(pa.list_(pa.float64())))})
+    out, _ = write(tsm, tmp_path, tbl, "--batch-size", "3", "--dtype", "F64")
+    assert manifest(out)["schema"] == {"y": {"dtype": "F64", "shape": [3, 2, 3]}}
+    np.testing.assert_array_equal(np.concatenate([s["y"] for s in shards(out)]), y)
+    ragged = pa.table({"y": pa.array([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0]]],
+                                     type=pa.list_(pa.list_(pa.float64())))})
+    _, p = write(tsm, tmp_path, ragged, "--batch-size", "1", "--dtype", "F64", out="r", name="r.parquet",
+                 expect=2)
+    err = p.stderr.decode()
+    assert "row 1" in err and "inner lists of 2 and 1 elements" in err, err

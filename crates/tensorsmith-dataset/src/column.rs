@@ -1,6 +1,7 @@
 //! Input columns and how their rows become tensor samples. A column is one of:
 //! - numbers in a list, large_list or fixed_size_list of any integer or float type; nested
-//!   fixed_size_lists give the inner dimensions of the per-sample shape;
+//!   lists give the inner dimensions of the per-sample shape (fixed_size_lists by their type,
+//!   variable-length lists, as Spark writes nested arrays, by their one length per sample);
 //! - binary (bytes of the `dtype` option, little-endian);
 //! - the tensor struct `struct<data: binary, shape: list<int32>, dtype: string>`.
 //!
@@ -20,10 +21,12 @@ use tensorsmith::dtype::DType;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
-    /// Numbers: the leaf type and the dimensions of nested fixed-size lists.
+    /// Numbers: the leaf type and the inner dimensions: `Some(n)` for a nested fixed-size
+    /// list, `None` for a nested variable-length list (Spark's nested arrays), whose lists
+    /// must all have one length within a sample.
     Numeric {
         leaf: DType,
-        inner: Vec<u64>,
+        inner: Vec<Option<u64>>,
     },
     Binary,
     TensorStruct,
@@ -48,14 +51,25 @@ pub fn classify(field: &Field) -> Result<Kind> {
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             let mut inner = Vec::new();
             let mut t = f.data_type();
-            while let DataType::FixedSizeList(g, n) = t {
-                inner.push(u64::try_from(*n).map_err(|_| bad(format!("negative list size {n}")))?);
-                t = g.data_type();
+            loop {
+                match t {
+                    DataType::FixedSizeList(g, n) => {
+                        let n = u64::try_from(*n)
+                            .map_err(|_| bad(format!("negative list size {n}")))?;
+                        inner.push(Some(n));
+                        t = g.data_type();
+                    }
+                    DataType::List(g) | DataType::LargeList(g) => {
+                        inner.push(None);
+                        t = g.data_type();
+                    }
+                    _ => break,
+                }
             }
             match leaf_dtype(t) {
                 Some(leaf) => Ok(Kind::Numeric { leaf, inner }),
                 None => Err(bad(format!(
-                    "lists of {t} are not tensors (lists of integers or floats, with fixed-size inner lists, are)"
+                    "lists of {t} are not tensors (lists of integers or floats, nested to any depth, are)"
                 ))),
             }
         }
@@ -195,22 +209,26 @@ impl ColumnPlan {
         match &self.kind {
             Kind::Numeric { inner, .. } => {
                 let to = self.dtype.expect("checked in new");
-                let (leaf, ranges) =
-                    leaf_ranges(col, rows.clone(), inner.len()).map_err(|(r, m)| row_err(r, m))?;
-                for (r, range) in rows.clone().zip(ranges) {
+                let (leaf, ranges, row_dims) =
+                    leaf_ranges(col, rows.clone(), inner).map_err(|(r, m)| row_err(r, m))?;
+                let fixed: Vec<u64> = inner.iter().map(|d| d.unwrap_or(0)).collect();
+                for (i, (r, range)) in rows.clone().zip(ranges).enumerate() {
                     // Once the tensor has its sample shape, a row of as many elements has that
-                    // shape (the inner dims are the column type's): no per-row shape to build.
-                    let known = out
-                        .sample_shape
-                        .as_deref()
-                        .map(elements)
-                        .is_some_and(|n| n > 0 && n == range.len() as u64);
+                    // shape when the inner dims are the column type's: no per-row shape to
+                    // build. Variable-length inner lists give each row's dims.
+                    let known = row_dims.is_none()
+                        && out
+                            .sample_shape
+                            .as_deref()
+                            .map(elements)
+                            .is_some_and(|n| n > 0 && n == range.len() as u64);
                     if known {
                         out.count += 1;
                     } else {
+                        let dims = row_dims.as_ref().map_or(&fixed[..], |d| &d[i][..]);
                         let natural: Vec<u64> =
-                            std::iter::once(range.len() as u64 / elements(inner).max(1))
-                                .chain(inner.iter().copied())
+                            std::iter::once(range.len() as u64 / elements(dims).max(1))
+                                .chain(dims.iter().copied())
                                 .collect();
                         let shape = self
                             .sample_shape_for(&natural, range.len() as u64)
@@ -367,67 +385,124 @@ fn struct_shape(a: &dyn Array, r: usize) -> Result<Vec<u64>, String> {
         .collect()
 }
 
-/// A leaf array and one element range per row.
-type LeafRanges = (ArrayRef, Vec<Range<usize>>);
+/// A leaf array, one element range per row and, when a level is a variable-length list,
+/// each row's inner dimensions.
+type LeafRanges = (ArrayRef, Vec<Range<usize>>, Option<Vec<Vec<u64>>>);
 
-/// The leaf (number) array below `levels` nested fixed-size lists, and for each row of
-/// `rows` its range of leaf elements. Errors carry the batch row.
-fn leaf_ranges(
-    col: &ArrayRef,
-    rows: Range<usize>,
-    levels: usize,
-) -> Result<LeafRanges, (usize, String)> {
-    let (mut child, mut ranges): (ArrayRef, Vec<Range<usize>>) = match col.data_type() {
-        DataType::List(_) => {
-            let l = col.as_list::<i32>();
-            let o = l.value_offsets();
-            (
-                l.values().clone(),
-                rows.clone()
-                    .map(|r| o[r] as usize..o[r + 1] as usize)
-                    .collect(),
-            )
-        }
-        DataType::LargeList(_) => {
-            let l = col.as_list::<i64>();
-            let o = l.value_offsets();
-            (
-                l.values().clone(),
-                rows.clone()
-                    .map(|r| o[r] as usize..o[r + 1] as usize)
-                    .collect(),
-            )
-        }
+/// Each row's range of list entries in `col` (the outer list), and the entries' array.
+fn outer_ranges(col: &ArrayRef, rows: Range<usize>) -> (ArrayRef, Vec<Range<usize>>) {
+    match col.data_type() {
         DataType::FixedSizeList(_, n) => {
             let l = col.as_fixed_size_list();
             let n = *n as usize;
-            (
-                l.values().clone(),
-                rows.clone()
-                    .map(|r| {
-                        let s = l.value_offset_at(r);
-                        s..s + n
-                    })
-                    .collect(),
-            )
+            let ranges = rows
+                .map(|r| {
+                    let s = l.value_offset_at(r);
+                    s..s + n
+                })
+                .collect();
+            (l.values().clone(), ranges)
+        }
+        _ => {
+            let (values, o) = list_parts(col);
+            (values, rows.map(|r| o.at(r)..o.at(r + 1)).collect())
+        }
+    }
+}
+
+/// A variable-length list's offsets.
+enum Offsets<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl Offsets<'_> {
+    fn at(&self, i: usize) -> usize {
+        match self {
+            Offsets::I32(o) => o[i] as usize,
+            Offsets::I64(o) => o[i] as usize,
+        }
+    }
+}
+
+/// A variable-length list's entries and offsets.
+fn list_parts(a: &ArrayRef) -> (ArrayRef, Offsets<'_>) {
+    match a.data_type() {
+        DataType::LargeList(_) => {
+            let l = a.as_list::<i64>();
+            (l.values().clone(), Offsets::I64(l.value_offsets()))
+        }
+        DataType::List(_) => {
+            let l = a.as_list::<i32>();
+            (l.values().clone(), Offsets::I32(l.value_offsets()))
         }
         t => unreachable!("classified as a list: {t}"),
-    };
-    for _ in 0..levels {
-        let l = child.as_fixed_size_list();
-        let m = l.value_length() as usize;
-        for (r, range) in rows.clone().zip(&mut ranges) {
-            if l.null_count() > 0 && range.clone().any(|i| l.is_null(i)) {
-                return Err((r, "holds a null inner list".into()));
-            }
-            let s = if range.start == range.end {
-                0
-            } else {
-                l.value_offset_at(range.start)
-            };
-            *range = s..s + range.len() * m;
-        }
-        child = l.values().clone();
     }
-    Ok((child, ranges))
+}
+
+/// The leaf (number) array below the nested `inner` lists, and for each row of `rows` its
+/// range of leaf elements. Errors carry the batch row.
+fn leaf_ranges(
+    col: &ArrayRef,
+    rows: Range<usize>,
+    inner: &[Option<u64>],
+) -> Result<LeafRanges, (usize, String)> {
+    let (mut child, mut ranges) = outer_ranges(col, rows.clone());
+    let mut dims: Option<Vec<Vec<u64>>> = inner
+        .iter()
+        .any(Option::is_none)
+        .then(|| vec![Vec::with_capacity(inner.len()); ranges.len()]);
+    for level in inner {
+        if child.null_count() > 0 {
+            for (r, range) in rows.clone().zip(&ranges) {
+                if range.clone().any(|i| child.is_null(i)) {
+                    return Err((r, "holds a null inner list".into()));
+                }
+            }
+        }
+        match level {
+            Some(m) => {
+                let l = child.as_fixed_size_list();
+                let m = *m as usize;
+                for range in ranges.iter_mut() {
+                    let s = if range.start == range.end {
+                        0
+                    } else {
+                        l.value_offset_at(range.start)
+                    };
+                    *range = s..s + range.len() * m;
+                }
+                if let Some(d) = dims.as_mut() {
+                    d.iter_mut().for_each(|d| d.push(m as u64));
+                }
+                child = l.values().clone();
+            }
+            None => {
+                let (values, o) = list_parts(&child);
+                let len = |j: usize| o.at(j + 1) - o.at(j);
+                for (i, (r, range)) in rows.clone().zip(ranges.iter_mut()).enumerate() {
+                    let m = if range.start == range.end {
+                        0
+                    } else {
+                        len(range.start)
+                    };
+                    if let Some(k) = range.clone().find(|&j| len(j) != m) {
+                        return Err((
+                            r,
+                            format!(
+                                "inner lists of {m} and {} elements: a tensor needs one length per dimension",
+                                len(k)
+                            ),
+                        ));
+                    }
+                    *range = o.at(range.start)..o.at(range.end);
+                    if let Some(d) = dims.as_mut() {
+                        d[i].push(m as u64);
+                    }
+                }
+                child = values;
+            }
+        }
+    }
+    Ok((child, ranges, dims))
 }
