@@ -127,6 +127,15 @@ impl Model {
             .map_err(|e: Error| e.at_tensor(&t.name).in_file(Path::new(&f.location)))
     }
 
+    /// The bytes before the tensor data of file `i` (for safetensors: the length and the
+    /// JSON header).
+    pub fn header_bytes(&self, i: usize) -> Result<Cow<'_, [u8]>> {
+        let f = &self.files[i];
+        f.bytes
+            .read(0..f.header_len)
+            .map_err(|e: Error| e.in_file(Path::new(&f.location)))
+    }
+
     /// One part stored raw and little-endian in this file: its stored bytes are its values,
     /// and any sub-range can be read on its own.
     pub fn is_plain(&self, t: &TensorInfo) -> bool {

@@ -1,0 +1,296 @@
+"""A PySpark data source named "safetensors" (Spark 4's Python Data Source API), backed by the
+Rust core.
+
+    import tensorsmith.spark
+    tensorsmith.spark.register(spark)
+    df.write.format("safetensors").option("batch_size", 1024).option("dtype", "F32").save(path)
+    spark.read.format("safetensors").load(path)
+
+Writing: every task hands its Arrow batches to the Rust writer, which writes the task's shards
+(named after the Spark partition id) into the job's staging folder and returns a report, the
+task's commit message. The driver's `commit` moves the shards in and writes the index and the
+manifest, last; `abort` deletes every shard of the job. Options are the dataset options of
+`tensorsmith.write_dataset`, same names. Save modes: Spark 4 allows Python data sources only
+"append" (adds shards to the dataset at the path, or creates it) and "overwrite" (replaces
+it; the old shards go once the new manifest is in place).
+
+Reading: one partition per shard. Rows are samples (batch mode) or keys (KV mode: one row per
+name, the tensor key split at the last `kv_separator`, with a `name_col` column, default
+"key"), columns are arrays nested as the sample shape, so a round trip gives the original
+DataFrame. `.option("rows", "file")` gives the original connector's shape instead: one row
+per shard file, one struct column (data, shape, dtype) per tensor key.
+"""
+
+import itertools
+import json
+import os
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType, BinaryType, ByteType, DecimalType, DoubleType, FloatType, IntegerType, LongType,
+    ShortType, StringType, StructField, StructType,
+)
+
+from . import _native
+from ._dtypes import to_numpy
+from ._options import option_texts
+from .errors import OptionError
+
+# Dataset dtype -> (Spark type, the NumPy type its Arrow values are built from).
+_SPARK = {
+    "F64": (DoubleType(), np.float64), "F32": (FloatType(), np.float32),
+    "F16": (FloatType(), np.float32), "BF16": (FloatType(), np.float32),
+    "I64": (LongType(), np.int64), "I32": (IntegerType(), np.int32),
+    "I16": (ShortType(), np.int16), "I8": (ByteType(), np.int8),
+    "U32": (LongType(), np.int64), "U16": (IntegerType(), np.int32), "U8": (ShortType(), np.int16),
+    "U64": (DecimalType(20, 0), None),
+}
+_READ_OPTIONS = {"path", "rows", "kv_separator", "name_col"}
+_READ_CHUNK_ROWS = 4096
+
+
+def _nested_type(dtype: str, rank: int):
+    t = _SPARK[dtype][0]
+    for _ in range(rank):
+        t = ArrayType(t, containsNull=False)
+    return t
+
+
+def _arrow_values(arr: np.ndarray, dtype: str) -> pa.Array:
+    flat = arr.reshape(-1)
+    target = _SPARK[dtype][1]
+    if target is None:  # U64: Spark has no unsigned 64-bit integers
+        return pa.array(flat, type=pa.uint64()).cast(pa.decimal128(20, 0))
+    return pa.array(flat.astype(target, copy=False))
+
+
+def _nested(arr: np.ndarray, dtype: str, sample_shape) -> pa.Array:
+    """Rows of `arr` (shape [n, *sample_shape]) as Arrow lists nested like the sample."""
+    out = _arrow_values(arr, dtype)
+    outer = [arr.shape[0], *sample_shape]
+    for level in range(len(sample_shape), 0, -1):
+        lists = int(np.prod(outer[:level], dtype=np.int64))
+        offsets = pa.array(np.arange(lists + 1, dtype=np.int64) * outer[level], type=pa.int64())
+        out = pa.LargeListArray.from_arrays(offsets, out).cast(pa.list_(out.type))
+    return out
+
+
+class _Manifest:
+    def __init__(self, path: str):
+        with open(os.path.join(path, "dataset_manifest.json"), "rb") as f:
+            self.m = json.load(f)
+        self.path = path
+
+    def shards(self):
+        return [os.path.join(self.path, s["shard_path"]) for s in self.m["shards"]]
+
+    def schema(self):
+        return self.m["schema"]
+
+
+def _kv_columns(schema: dict, sep: str):
+    """KV tensor keys split at the last separator: {column: (dtype, rank)}, {key: (name, column)}."""
+    cols, split = {}, {}
+    for key, s in schema.items():
+        name, found, col = key.rpartition(sep)
+        if not found:
+            raise OptionError(f"tensor key {key!r} has no separator {sep!r} (set kv_separator)")
+        this = (s["dtype"], len(s["shape"]))
+        if cols.setdefault(col, this) != this:
+            raise OptionError(
+                f"column {col!r}: tensors of {cols[col]} and {this} (dtype, rank) cannot share a column")
+        split[key] = (name, col)
+    return cols, split
+
+
+@dataclass
+class _Shard(InputPartition):
+    path: str
+
+
+@dataclass
+class _Report(WriterCommitMessage):
+    report: str  # JSON of the task's shards; "" for an empty partition
+
+
+class SafetensorsDataSource(DataSource):
+    @classmethod
+    def name(cls):
+        return "safetensors"
+
+    def _path(self):
+        try:
+            return self.options["path"]
+        except KeyError:
+            raise OptionError("no path: use .save(path) or .load(path)") from None
+
+    def _read_opts(self):
+        rows = self.options.get("rows", "sample").lower()
+        if rows not in ("sample", "file"):
+            raise OptionError(f"rows must be 'sample' or 'file', not {rows!r}")
+        return rows, self.options.get("kv_separator", "__"), self.options.get("name_col", "key")
+
+    def schema(self):
+        m = _Manifest(self._path())
+        rows, sep, name_col = self._read_opts()
+        mode = _native.DatasetReader(m.path).mode
+        if rows == "file":
+            tensor = StructType([StructField("data", BinaryType()),
+                                 StructField("shape", ArrayType(IntegerType(), False)),
+                                 StructField("dtype", StringType())])
+            keys = sorted(m.schema()) if mode == "kv" else list(m.schema())
+            return StructType([StructField(k, tensor, True) for k in keys])
+        if mode == "batch":
+            return StructType([StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
+                               for c, s in m.schema().items()])
+        cols, _ = _kv_columns(m.schema(), sep)
+        return StructType([StructField(name_col, StringType(), False)]
+                          + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()])
+
+    def reader(self, schema):
+        return _Reader(self._path(), *self._read_opts(), schema)
+
+    def writer(self, schema, overwrite):
+        opts = {k: v for k, v in self.options.items() if k.lower() != "path"}
+        return _Writer(self._path(), option_texts(opts), overwrite)
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, path, rows, sep, name_col, schema):
+        self.path, self.rows, self.sep, self.name_col = path, rows, sep, name_col
+        self.spark_schema = schema
+        self.mode = _native.DatasetReader(path).mode
+        self.schema_json = json.dumps(_Manifest(path).schema())
+
+    def partitions(self):
+        return [_Shard(p) for p in _Manifest(self.path).shards()]
+
+    def read(self, partition):
+        from . import safe_open
+
+        schema = self.spark_schema
+        arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable)
+                                  for f in schema.fields])
+        with safe_open(partition.path, framework="np") as f:
+            if self.rows == "file":
+                yield _file_row(f, arrow_schema)
+            elif self.mode == "batch":
+                yield from _batch_rows(f, arrow_schema)
+            else:
+                yield _kv_rows(f, arrow_schema, json.loads(self.schema_json), self.sep, self.name_col)
+
+
+def _arrow_type(t):
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(t)
+
+
+def _file_row(f, arrow_schema):
+    cols = []
+    names = set(f.keys())
+    for field in arrow_schema:
+        if field.name in names:
+            buf = f._f.tensor_bytes(field.name)
+            dtype, shape, _ = f._f.info_of(field.name)
+            cols.append(pa.array([{"data": bytes(buf), "shape": list(shape), "dtype": dtype}],
+                                 type=field.type))
+        else:
+            cols.append(pa.nulls(1, type=field.type))
+    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+
+
+def _batch_rows(f, arrow_schema):
+    tensors = {name: f.get_tensor(name) for name in arrow_schema.names}
+    n = len(next(iter(tensors.values()))) if tensors else 0
+    for start in range(0, n, _READ_CHUNK_ROWS):
+        cols = []
+        for name in arrow_schema.names:
+            t = tensors[name][start:start + _READ_CHUNK_ROWS]
+            cols.append(_nested(t, f.get_dtype(name), t.shape[1:]))
+        yield pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+
+
+def _kv_rows(f, arrow_schema, schema, sep, name_col):
+    rows = {}
+    for key in f.keys():
+        name, _, col = key.rpartition(sep)
+        rows.setdefault(name, {})[col] = key
+    names = sorted(rows)
+    cols = [pa.array(names, type=pa.string())]
+    for field in arrow_schema:
+        if field.name == name_col:
+            continue
+        values = []
+        for name in names:
+            key = rows[name].get(field.name)
+            if key is None:
+                values.append(None)
+                continue
+            t = f.get_tensor(key)
+            values.append(_nested(t[None], f.get_dtype(key), t.shape)[0])
+        cols.append(pa.array([v.as_py() if v is not None else None for v in values],
+                             type=field.type))
+    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+
+
+class _Writer(DataSourceArrowWriter):
+    def __init__(self, path, options, overwrite):
+        _native.check_options(options)  # on the driver: a typo fails before any task runs
+        self.path = path
+        self.options = options
+        self.mode = "overwrite" if overwrite else "append"
+        # One id per job: the staging folder every task writes into.
+        self.job_id = uuid.uuid4().hex
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+
+        first = next(iterator, None)
+        if first is None:
+            return _Report("")
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        stream = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], iterator))
+        return _Report(_native.write_job_task(stream, self.path, self.job_id, task, self.options))
+
+    def commit(self, messages):
+        reports = [m.report for m in messages if m is not None and m.report]
+        _native.commit_job_reports(self.path, self.job_id, reports, self.options, self.mode)
+
+    def abort(self, messages):
+        _native.abort_job_shards(self.path, self.job_id)
+
+
+def register(spark=None):
+    """Registers the "safetensors" data source with `spark` (default: the active session)."""
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise RuntimeError("no active SparkSession: pass one to tensorsmith.spark.register")
+    spark.dataSource.register(SafetensorsDataSource)
+    return SafetensorsDataSource
+
+
+def _register_active():
+    try:
+        from pyspark.sql import SparkSession
+
+        s = SparkSession.getActiveSession()
+    except Exception:  # noqa: BLE001 - importing must never fail because of Spark's state
+        return
+    if s is not None:
+        s.dataSource.register(SafetensorsDataSource)
+
+
+_register_active()
+
+__all__ = ["SafetensorsDataSource", "register"]

@@ -1,0 +1,94 @@
+//! `Bytes`: read-only bytes exported to Python through the buffer protocol, so NumPy
+//! (`np.frombuffer`) views them without a copy. The bytes are either a range of an opened
+//! model's memory map (the model is kept alive by the object) or an owned buffer (decoded,
+//! decompressed or densified data).
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use std::os::raw::c_int;
+use std::sync::Arc;
+use tensorsmith::ops::open::Model;
+
+enum Store {
+    /// `len` bytes at address `addr` inside a mapping owned by `_model`.
+    Mapped {
+        _model: Arc<Model>,
+        addr: usize,
+        len: usize,
+    },
+    Owned(Vec<u8>),
+}
+
+#[pyclass(frozen, module = "tensorsmith._native")]
+pub struct Bytes {
+    store: Store,
+}
+
+impl Bytes {
+    /// Bytes borrowed from `model`'s mapping; `data` must point into it.
+    pub fn mapped(model: Arc<Model>, data: &[u8]) -> Bytes {
+        Bytes {
+            store: Store::Mapped {
+                addr: data.as_ptr() as usize,
+                len: data.len(),
+                _model: model,
+            },
+        }
+    }
+
+    pub fn owned(data: Vec<u8>) -> Bytes {
+        Bytes {
+            store: Store::Owned(data),
+        }
+    }
+
+    fn as_ptr_len(&self) -> (*const u8, usize) {
+        match &self.store {
+            Store::Mapped { addr, len, .. } => (*addr as *const u8, *len),
+            Store::Owned(v) => (v.as_ptr(), v.len()),
+        }
+    }
+}
+
+#[pymethods]
+impl Bytes {
+    fn __len__(&self) -> usize {
+        self.as_ptr_len().1
+    }
+
+    /// True when the bytes are a view of a file's memory map (no copy was made).
+    #[getter]
+    fn zero_copy(&self) -> bool {
+        matches!(self.store, Store::Mapped { .. })
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("tensorsmith buffers are read-only"));
+        }
+        let (ptr, len) = slf.get().as_ptr_len();
+        // SAFETY: `view` comes from the interpreter; the bytes stay valid while the exporter
+        // (this object, referenced by the view) lives, and are never written.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                ptr as *mut std::ffi::c_void,
+                len as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}

@@ -1,0 +1,220 @@
+//! Datasets from Python: `write_dataset` from any Arrow stream (the Arrow C stream interface,
+//! `__arrow_c_stream__`: pyarrow tables, record batch readers, anything that exports one),
+//! the map-style reader, and the three steps of a distributed (Spark) write: a task writes
+//! its shards into the job's staging folder and reports them, the driver commits the reports
+//! (manifest and index) or aborts the job (every shard of it removed).
+
+use crate::buffer::Bytes;
+use crate::errors::{raise, IntoPy};
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
+use arrow_array::{RecordBatch, RecordBatchReader};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tensorsmith_dataset::{
+    abort_job, commit_job, write_dataset as write_rust, write_task, Dataset, DatasetMode, Input,
+    JobOptions, Mode, Progress, TaskReport, WriteOptions,
+};
+
+/// Takes the Arrow C stream that `obj.__arrow_c_stream__()` exports.
+fn stream_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<RecordBatchStreamReader> {
+    if !obj.hasattr("__arrow_c_stream__")? {
+        return Err(raise(
+            py,
+            "InvalidInput",
+            format!(
+                "expected Arrow data (a pyarrow Table, RecordBatchReader or anything with \
+                 __arrow_c_stream__), not {}",
+                obj.get_type().name()?
+            ),
+        ));
+    }
+    let cap = obj.call_method0("__arrow_c_stream__")?;
+    let cap = cap.cast::<PyCapsule>()?;
+    let ptr = cap.pointer_checked(Some(c"arrow_array_stream"))?;
+    // SAFETY: the capsule holds an `ArrowArrayStream` (its name says so); from_raw moves the
+    // stream out and leaves a released one behind for the capsule's destructor.
+    unsafe { RecordBatchStreamReader::from_raw(ptr.as_ptr() as *mut FFI_ArrowArrayStream) }
+        .map_err(|e| raise(py, "InvalidInput", format!("Arrow stream: {e}")))
+}
+
+/// Every batch of the stream (zero-copy: the buffers stay the producer's).
+fn batches(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Input> {
+    let reader = stream_of(py, obj)?;
+    let schema = reader.schema();
+    let all = py
+        .detach(|| reader.collect::<Result<Vec<RecordBatch>, _>>())
+        .map_err(|e| raise(py, "InvalidInput", format!("Arrow stream: {e}")))?;
+    Input::from_batches(schema, all).py_err(py)
+}
+
+fn options(py: Python<'_>, opts: &BTreeMap<String, String>) -> PyResult<WriteOptions> {
+    WriteOptions::parse(opts.iter().map(|(k, v)| (k.as_str(), v.as_str()))).py_err(py)
+}
+
+fn mode(py: Python<'_>, m: &str) -> PyResult<Mode> {
+    match m.to_ascii_lowercase().as_str() {
+        "error" | "errorifexists" => Ok(Mode::ErrorIfExists),
+        "overwrite" => Ok(Mode::Overwrite),
+        "append" => Ok(Mode::Append),
+        _ => Err(raise(
+            py,
+            "OptionError",
+            format!("mode must be 'error', 'overwrite' or 'append', not {m:?}"),
+        )),
+    }
+}
+
+/// Checks dataset options (names and values) without writing anything.
+#[pyfunction]
+pub fn check_options(py: Python<'_>, options: BTreeMap<String, String>) -> PyResult<()> {
+    self::options(py, &options)?.check().py_err(py)
+}
+
+/// Writes a dataset from Arrow data; returns the manifest's JSON text.
+#[pyfunction]
+#[pyo3(signature = (data, path, options, mode = "error", threads = 0))]
+pub fn write_dataset(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    path: PathBuf,
+    options: BTreeMap<String, String>,
+    mode: &str,
+    threads: usize,
+) -> PyResult<String> {
+    let opts = self::options(py, &options)?;
+    let job = JobOptions {
+        mode: self::mode(py, mode)?,
+        threads,
+    };
+    let input = batches(py, data)?;
+    let progress = Progress::default();
+    let m = py
+        .detach(|| write_rust(&input, &path, &opts, &job, &progress))
+        .py_err(py)?;
+    Ok(m.to_json())
+}
+
+/// One Spark task: its Arrow batches become shards in the job's staging folder; returns the
+/// task's report (JSON text: the commit message).
+#[pyfunction]
+pub fn write_job_task(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    path: PathBuf,
+    job_id: &str,
+    task: u64,
+    options: BTreeMap<String, String>,
+) -> PyResult<String> {
+    let opts = self::options(py, &options)?;
+    // One pass over the task's batches as Spark hands them over (memory stays bounded).
+    let input = Input::from_reader(Box::new(stream_of(py, data)?));
+    let progress = Progress::default();
+    let r = py
+        .detach(|| write_task(&input, &path, job_id, task, &opts, &progress))
+        .py_err(py)?;
+    Ok(serde_json::to_string(&r).expect("reports serialize"))
+}
+
+/// The driver's commit: every task's report; returns the manifest's JSON text.
+#[pyfunction]
+pub fn commit_job_reports(
+    py: Python<'_>,
+    path: PathBuf,
+    job_id: &str,
+    reports: Vec<String>,
+    options: BTreeMap<String, String>,
+    mode: &str,
+) -> PyResult<String> {
+    let opts = self::options(py, &options)?;
+    let mode = self::mode(py, mode)?;
+    let reports = reports
+        .iter()
+        .map(|r| serde_json::from_str::<TaskReport>(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            raise(
+                py,
+                "DatasetFailure",
+                format!("a task report is malformed: {e}"),
+            )
+        })?;
+    let m = py
+        .detach(|| commit_job(&path, job_id, reports, &opts, mode))
+        .py_err(py)?;
+    Ok(m.to_json())
+}
+
+/// The driver's abort: removes every shard the job wrote.
+#[pyfunction]
+pub fn abort_job_shards(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult<()> {
+    py.detach(|| abort_job(&path, job_id)).py_err(py)
+}
+
+/// A dataset opened for reading (map-style: sample i in batch mode, tensor i or by key in KV
+/// mode).
+#[pyclass(frozen, module = "tensorsmith._native")]
+pub struct DatasetReader {
+    ds: Dataset,
+    keys: Vec<String>,
+}
+
+type Item = (String, &'static str, Vec<u64>, Bytes);
+
+#[pymethods]
+impl DatasetReader {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let ds = py.detach(|| Dataset::open(&path)).py_err(py)?;
+        let keys = match ds.mode() {
+            DatasetMode::Kv => ds.tensor_keys().py_err(py)?,
+            DatasetMode::Batch => Vec::new(),
+        };
+        Ok(DatasetReader { ds, keys })
+    }
+
+    /// "batch" or "kv".
+    #[getter]
+    fn mode(&self) -> &'static str {
+        match self.ds.mode() {
+            DatasetMode::Batch => "batch",
+            DatasetMode::Kv => "kv",
+        }
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        match self.ds.mode() {
+            DatasetMode::Kv => Ok(self.keys.len()),
+            DatasetMode::Batch => Ok(self.ds.len().py_err(py)? as usize),
+        }
+    }
+
+    /// Tensor keys (KV mode), sorted.
+    fn keys(&self) -> Vec<String> {
+        self.keys.clone()
+    }
+
+    fn manifest_json(&self) -> String {
+        self.ds.manifest().to_json()
+    }
+
+    /// Sample `i` (batch mode): `(column, dtype, shape, bytes)` per column.
+    fn sample(&self, py: Python<'_>, i: u64) -> PyResult<Vec<Item>> {
+        let s = py.detach(|| self.ds.sample(i)).py_err(py)?;
+        Ok(s.into_iter()
+            .map(|(k, t)| (k, t.dtype.safetensors_name(), t.shape, Bytes::owned(t.data)))
+            .collect())
+    }
+
+    /// A tensor by key (KV mode).
+    fn tensor(&self, py: Python<'_>, key: &str) -> PyResult<Item> {
+        let t = py.detach(|| self.ds.tensor(key)).py_err(py)?;
+        Ok((
+            key.to_owned(),
+            t.dtype.safetensors_name(),
+            t.shape,
+            Bytes::owned(t.data),
+        ))
+    }
+}

@@ -1,0 +1,173 @@
+//! `File`: an opened model (safetensors, zTensor of any version, GGUF, a sharded checkpoint or
+//! an http(s) URL) as the Python `safe_open` sees it: names, dtype and shape per tensor,
+//! metadata, and each tensor's bytes (a zero-copy view of the map when stored raw).
+
+use crate::buffer::Bytes;
+use crate::errors::{raise, IntoPy};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::borrow::Cow;
+use std::sync::Arc;
+use tensorsmith::index::{Format, Layout, MetaValue, TensorInfo};
+use tensorsmith::ops::inspect::meta_json;
+use tensorsmith::ops::open::{open, Model, OpenOptions};
+use tensorsmith::source::Backend;
+
+#[pyclass(frozen, module = "tensorsmith._native")]
+pub struct File {
+    model: Arc<Model>,
+    by_name: std::collections::HashMap<String, usize>,
+}
+
+impl File {
+    fn info(&self, py: Python<'_>, name: &str) -> PyResult<&TensorInfo> {
+        match self.by_name.get(name) {
+            Some(&i) => Ok(&self.model.index.tensors[i]),
+            None => Err(raise(
+                py,
+                "TensorNotFound",
+                format!(
+                    "{}: File does not contain tensor {name}",
+                    self.model.location
+                ),
+            )),
+        }
+    }
+}
+
+pub fn parse_backend(py: Python<'_>, backend: &str) -> PyResult<Backend> {
+    match backend {
+        "mmap" => Ok(Backend::Mmap),
+        "pread" => Ok(Backend::Pread),
+        other => Err(raise(
+            py,
+            "OptionError",
+            format!("backend must be 'mmap' or 'pread', not {other:?}"),
+        )),
+    }
+}
+
+fn layout_name(l: &Layout) -> String {
+    match l {
+        Layout::Dense => "dense".into(),
+        Layout::Ggml(t) => format!("ggml:{}", t.name()),
+        Layout::SparseCsr => "sparse_csr".into(),
+        Layout::SparseCoo => "sparse_coo".into(),
+        Layout::QuantizedGroup => "quantized_group".into(),
+        Layout::Mx => "mx".into(),
+        Layout::Other(s) => s.to_string(),
+    }
+}
+
+/// Whether a safetensors header has the key `"__metadata__"` (a string inside a tensor name
+/// would have its quotes escaped).
+fn has_metadata_key(header: &[u8]) -> bool {
+    let key = b"\"__metadata__\"";
+    header
+        .windows(key.len())
+        .enumerate()
+        .any(|(i, w)| w == key && (i == 0 || header[i - 1] != b'\\'))
+}
+
+#[pymethods]
+impl File {
+    #[new]
+    #[pyo3(signature = (path, backend = "mmap"))]
+    fn new(py: Python<'_>, path: &str, backend: &str) -> PyResult<Self> {
+        let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
+        let target = path.to_owned();
+        let model = py.detach(|| open(&target, &opts)).py_err(py)?;
+        let by_name = model
+            .index
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(File {
+            model: Arc::new(model),
+            by_name,
+        })
+    }
+
+    /// `(format name, version or None)`: ("safetensors", None), ("ztensor", "1.1"), ("gguf", "3").
+    fn format(&self) -> (&'static str, Option<String>) {
+        let f = &self.model.index.format;
+        (f.name(), f.version())
+    }
+
+    /// Tensor names in the order of their data in the file.
+    fn names(&self) -> Vec<String> {
+        self.model
+            .index
+            .tensors
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    /// `(dtype name, shape, layout)` of one tensor; dtype names are safetensors' ("F32").
+    fn info_of(&self, py: Python<'_>, name: &str) -> PyResult<(&'static str, Vec<u64>, String)> {
+        let t = self.info(py, name)?;
+        Ok((
+            t.dtype.safetensors_name(),
+            t.shape.to_vec(),
+            layout_name(&t.layout),
+        ))
+    }
+
+    /// File metadata: safetensors' strings as `str`; typed values of other formats as the
+    /// Python value of their JSON form. None when there is none.
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let meta = &self.model.index.metadata;
+        if meta.is_empty() {
+            // safetensors tells an empty `__metadata__` ({}) from none (None).
+            let empty_object = self.model.index.format == Format::Safetensors
+                && !self.model.is_sharded()
+                && has_metadata_key(&self.model.header_bytes(0).py_err(py)?);
+            return Ok(empty_object.then(|| PyDict::new(py)));
+        }
+        let d = PyDict::new(py);
+        let loads = py.import("json")?.getattr("loads")?;
+        for (k, v) in meta {
+            match v {
+                MetaValue::Str(s) => d.set_item(k, s)?,
+                other => d.set_item(k, loads.call1((meta_json(other).to_string(),))?)?,
+            }
+        }
+        Ok(Some(d))
+    }
+
+    /// A tensor's values as little-endian bytes: a view of the file's map when stored raw
+    /// (no copy), else decoded (zstd) or made dense (sparse zTensor objects).
+    fn tensor_bytes(&self, py: Python<'_>, name: &str) -> PyResult<Bytes> {
+        let t = self.info(py, name)?;
+        let model = &self.model;
+        let bytes = py
+            .detach(|| -> tensorsmith::Result<Option<Vec<u8>>> {
+                match t.layout {
+                    Layout::SparseCsr | Layout::SparseCoo => {
+                        tensorsmith::ops::densify::densify(model, t).map(|(_, v)| Some(v))
+                    }
+                    _ => match model.tensor_bytes(t)? {
+                        Cow::Borrowed(_) => Ok(None),
+                        Cow::Owned(v) => Ok(Some(v)),
+                    },
+                }
+            })
+            .py_err(py)?;
+        Ok(match bytes {
+            Some(v) => Bytes::owned(v),
+            None => match model.tensor_bytes(t).py_err(py)? {
+                Cow::Borrowed(b) => Bytes::mapped(Arc::clone(model), b),
+                Cow::Owned(v) => Bytes::owned(v),
+            },
+        })
+    }
+
+    /// Where the file or shards live (as given).
+    #[getter]
+    fn location(&self) -> &str {
+        &self.model.location
+    }
+}

@@ -1,0 +1,33 @@
+//! The `tensorsmith._native` extension module: the Rust core as the Python package
+//! `tensorsmith` uses it (python/tensorsmith wraps these in the public API).
+
+mod buffer;
+mod dataset;
+mod errors;
+mod file;
+mod ops;
+mod save;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<buffer::Bytes>()?;
+    m.add_class::<file::File>()?;
+    m.add_class::<dataset::DatasetReader>()?;
+    m.add_function(wrap_pyfunction!(save::serialize, m)?)?;
+    m.add_function(wrap_pyfunction!(save::serialize_file, m)?)?;
+    m.add_function(wrap_pyfunction!(save::parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::inspect_json, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::hash, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::diff_json, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::check_options, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::write_job_task, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::commit_job_reports, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::abort_job_shards, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! `inspect`, `hash`, `diff` and `convert`: the CLI's operations, returning plain Python
+//! values (JSON text that the Python side turns into dicts, or strings).
+
+use crate::errors::{raise, IntoPy};
+use crate::file::parse_backend;
+use pyo3::prelude::*;
+use std::path::{Path, PathBuf};
+use tensorsmith::cast::Rounding;
+use tensorsmith::dtype::DType;
+use tensorsmith::index::ZtVersion;
+use tensorsmith::ops::convert::{convert_safetensors, ConvertOptions};
+use tensorsmith::ops::convert_ztensor::{convert_ztensor, ZtConvertOptions};
+use tensorsmith::ops::open::{open, Model, OpenOptions};
+use tensorsmith::ztensor::{Compression, DigestKind};
+
+fn open_model(py: Python<'_>, target: &str, backend: &str) -> PyResult<Model> {
+    let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
+    py.detach(|| open(target, &opts)).py_err(py)
+}
+
+/// `inspect --json` of a file, folder of shards, shard index or URL (`tensorsmith.inspect/1`).
+#[pyfunction]
+#[pyo3(signature = (target, backend = "mmap"))]
+pub fn inspect_json(py: Python<'_>, target: &str, backend: &str) -> PyResult<String> {
+    let m = open_model(py, target, backend)?;
+    Ok(tensorsmith::ops::inspect::inspect_json_text(
+        Path::new(target),
+        &m,
+    ))
+}
+
+/// `(structural_id, content_digest or None)`, or with `compat="weight-inspect"` the pair
+/// `(hash, short id)` of weight-inspect's algorithm.
+#[pyfunction]
+#[pyo3(signature = (target, content = false, compat = None, backend = "mmap"))]
+pub fn hash(
+    py: Python<'_>,
+    target: &str,
+    content: bool,
+    compat: Option<&str>,
+    backend: &str,
+) -> PyResult<(String, Option<String>)> {
+    let m = open_model(py, target, backend)?;
+    match compat {
+        Some("weight-inspect") => {
+            let wi = tensorsmith::ops::wi_hash::weight_inspect(&m.index).py_err(py)?;
+            Ok((wi.hash, Some(wi.short_id)))
+        }
+        Some(other) => Err(raise(
+            py,
+            "OptionError",
+            format!("compat must be 'weight-inspect' or None, not {other:?}"),
+        )),
+        None => {
+            let id = tensorsmith::ops::hash::structural_id(&m.index);
+            let c = if content {
+                Some(
+                    py.detach(|| tensorsmith::ops::hash::content_id(&m))
+                        .py_err(py)?,
+                )
+            } else {
+                None
+            };
+            Ok((id, c))
+        }
+    }
+}
+
+/// The diff of two models as `tensorsmith.diff/1` JSON text.
+#[pyfunction]
+#[pyo3(signature = (a, b, values = false, all = false))]
+pub fn diff_json(py: Python<'_>, a: &str, b: &str, values: bool, all: bool) -> PyResult<String> {
+    let (ma, mb) = (open_model(py, a, "mmap")?, open_model(py, b, "mmap")?);
+    let mut d = tensorsmith::ops::diff::diff_structure(&ma.index, &mb.index);
+    if values {
+        py.detach(|| tensorsmith::ops::diff::compare_values(&mut d, &ma, &mb, all))
+            .py_err(py)?;
+    }
+    Ok(tensorsmith::ops::diff_json::to_json(a, b, &d).to_string())
+}
+
+fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
+    s.map(|s| {
+        DType::from_safetensors_name(&s.to_ascii_uppercase(), false)
+            .ok_or_else(|| raise(py, "OptionError", format!("unknown dtype {s:?}")))
+    })
+    .transpose()
+}
+
+/// Converts `src` (any readable model) to `dst`: safetensors (one file, or shards of at most
+/// `shard_size` bytes plus their index), or zTensor when `zt_version` is given or `dst` ends in
+/// `.zt`. Returns the files written.
+#[pyfunction]
+#[pyo3(signature = (src, dst, dtype = None, rounding = "nearest", zt_version = None,
+    compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn convert(
+    py: Python<'_>,
+    src: &str,
+    dst: PathBuf,
+    dtype: Option<&str>,
+    rounding: &str,
+    zt_version: Option<&str>,
+    compress: Option<i32>,
+    digest: Option<&str>,
+    densify: bool,
+    drop_metadata: bool,
+    shard_size: Option<u64>,
+) -> PyResult<Vec<PathBuf>> {
+    let opt = |msg: String| raise(py, "OptionError", msg);
+    let rounding = match rounding {
+        "nearest" => Rounding::Nearest,
+        "truncate" => Rounding::Truncate,
+        r => {
+            return Err(opt(format!(
+                "rounding must be 'nearest' or 'truncate', not {r:?}"
+            )))
+        }
+    };
+    let dtype = dtype_arg(py, dtype)?;
+    let m = open_model(py, src, "mmap")?;
+    let to_zt = zt_version.is_some() || dst.extension().is_some_and(|e| e == "zt");
+    if !to_zt {
+        if compress.is_some() || digest.is_some() {
+            return Err(opt("compress and digest apply to zTensor output".into()));
+        }
+        let o = ConvertOptions {
+            dtype,
+            rounding,
+            shard_size,
+            densify,
+        };
+        let w = py.detach(|| convert_safetensors(&m, &dst, &o)).py_err(py)?;
+        return Ok(w.files);
+    }
+    if shard_size.is_some() {
+        return Err(opt("shard_size applies to safetensors output".into()));
+    }
+    let version = match zt_version.unwrap_or("2") {
+        "0.1" => ZtVersion::V0_1,
+        "1.1" => ZtVersion::V1_1,
+        "2" => ZtVersion::V2,
+        v => {
+            return Err(opt(format!(
+                "zt_version must be '0.1', '1.1' or '2', not {v:?}"
+            )))
+        }
+    };
+    let compression = match compress {
+        None => Compression::None,
+        Some(level @ 1..=22) => Compression::Zstd { level },
+        Some(l) => return Err(opt(format!("compress is a zstd level 1-22, not {l}"))),
+    };
+    let digest = match digest {
+        None => None,
+        Some("crc32c") => Some(DigestKind::Crc32c),
+        Some("sha256") => Some(DigestKind::Sha256),
+        Some("xxh3") => Some(DigestKind::Xxh3),
+        Some(d) => {
+            return Err(opt(format!(
+                "digest must be crc32c, sha256 or xxh3, not {d:?}"
+            )))
+        }
+    };
+    let o = ZtConvertOptions {
+        version,
+        compression,
+        digest,
+        dtype,
+        rounding,
+        drop_metadata,
+    };
+    py.detach(|| convert_ztensor(&m, &dst, &o)).py_err(py)?;
+    Ok(vec![dst])
+}
+
+/// `"5GB"` (decimal), `"2GiB"` (binary) or `"123"` (bytes) as a byte count.
+#[pyfunction]
+pub fn parse_size(py: Python<'_>, s: &str) -> PyResult<u64> {
+    tensorsmith::ops::convert::parse_size(s).map_err(|m| raise(py, "OptionError", m))
+}
