@@ -111,10 +111,7 @@ type Located = (String, &'static str, Vec<u64>, u64, u64);
 /// Parses safetensors bytes (for `load`): `(name, dtype, shape, begin, end)` per tensor in
 /// file order, offsets into `data`.
 #[pyfunction]
-pub fn parse_bytes(
-    py: Python<'_>,
-    data: PyBuffer<u8>,
-) -> PyResult<Vec<Located>> {
+pub fn parse_bytes(py: Python<'_>, data: PyBuffer<u8>) -> PyResult<Vec<Located>> {
     // SAFETY: `data` is held for the call.
     let bytes =
         unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };

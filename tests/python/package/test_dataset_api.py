@@ -1,0 +1,103 @@
+"""`tensorsmith.write_dataset` from pyarrow data and the map-style `tensorsmith.Dataset`."""
+
+import json
+
+import ml_dtypes  # noqa: F401
+import numpy as np
+import pyarrow as pa
+import pytest
+from safetensors.numpy import load_file
+
+import tensorsmith
+
+
+def table(n=9, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    y = rng.standard_normal((n, 2, 3))
+    return x, y, pa.table({
+        "id": [f"r{i}" for i in range(n)],
+        "x": pa.array(list(x), type=pa.list_(pa.float32())),
+        "y": pa.array([[list(a) for a in s] for s in y], type=pa.list_(pa.list_(pa.float64(), 3))),
+    })
+
+
+@pytest.mark.parametrize("shape", ["table", "batches", "reader", "batch"])
+def test_write_dataset_from_every_arrow_shape(tmp_path, shape):
+    x, y, t = table()
+    data = {"table": t, "batches": t.to_batches(max_chunksize=4),
+            "reader": pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=2)),
+            "batch": t.combine_chunks().to_batches()[0]}[shape]
+    m = tensorsmith.write_dataset(data, tmp_path / "d", batch_size=4, dtype="F64", columns=["x", "y"],
+                                  threads=2)
+    assert m["total_samples"] == 9 and m["schema"]["y"]["shape"] == [4, 2, 3]
+    ds = tensorsmith.Dataset(tmp_path / "d")
+    assert len(ds) == 9 and ds.mode == "batch"
+    for i in (0, 4, 8, -1):
+        s = ds[i]
+        np.testing.assert_array_equal(s["x"], x[i].astype(np.float64))
+        np.testing.assert_array_equal(s["y"], y[i])
+    with pytest.raises(IndexError):
+        ds[9]
+    assert sum(1 for _ in ds) == 9  # the sequence protocol stops at IndexError
+    shards = [load_file(str(tmp_path / "d" / s["shard_path"])) for s in m["shards"]]
+    np.testing.assert_array_equal(np.concatenate([s["x"] for s in shards]), x.astype(np.float64))
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "truncate"])
+def test_f16_and_bf16_rounding(tmp_path, rounding):
+    x, _, t = table(n=8)
+    for dtype, np_t in (("F16", np.float16), ("BF16", ml_dtypes.bfloat16)):
+        out = tmp_path / f"{dtype}{rounding}"
+        tensorsmith.write_dataset(t, out, batch_size=8, dtype=dtype, columns="x", f16_rounding=rounding)
+        got = tensorsmith.Dataset(out)
+        values = np.stack([got[i]["x"] for i in range(8)])
+        assert values.dtype == np.dtype(np_t)
+        if rounding == "nearest":
+            assert values.view(np.uint16).tolist() == x.astype(np_t).view(np.uint16).tolist()
+        elif dtype == "BF16":  # the connector's truncation: the high 16 bits of the f32
+            assert values.view(np.uint16).tolist() == (x.view(np.uint32) >> 16).astype(np.uint16).tolist()
+        else:  # truncation never rounds away from zero
+            assert np.all(np.abs(values.astype(np.float32)) <= np.abs(x))
+
+
+def test_kv_dataset_by_index_and_key(tmp_path):
+    x, y, t = table()
+    tensorsmith.write_dataset(t, tmp_path / "kv", name_col="id", dtype="F32", generate_index=True)
+    ds = tensorsmith.Dataset(tmp_path / "kv")
+    assert ds.mode == "kv" and len(ds) == 18
+    assert ds.keys()[:2] == ["r0__x", "r0__y"]
+    assert ds[0]["key"] == "r0__x"
+    np.testing.assert_array_equal(ds["r3__y"], y[3].astype(np.float32))
+    with pytest.raises(tensorsmith.TensorsmithError, match="nope"):
+        ds["nope"]
+
+
+def test_modes_and_errors(tmp_path):
+    _, _, t = table()
+    out = tmp_path / "m"
+    tensorsmith.write_dataset(t, out, batch_size=3, dtype="F32", columns="x")
+    with pytest.raises(FileExistsError):
+        tensorsmith.write_dataset(t, out, batch_size=3, dtype="F32", columns="x")
+    tensorsmith.write_dataset(t, out, mode="append", batch_size=3, dtype="F32", columns="x")
+    assert len(tensorsmith.Dataset(out)) == 18
+    m = tensorsmith.write_dataset(t.slice(0, 3), out, mode="overwrite", batch_size=3, dtype="F32", columns="x")
+    assert m == json.loads((out / "dataset_manifest.json").read_text()) and m["total_samples"] == 3
+    with pytest.raises(tensorsmith.OptionError, match="bogus"):
+        tensorsmith.write_dataset(t, tmp_path / "o", batch_size=3, dtype="F32", bogus=1)
+    with pytest.raises(tensorsmith.OptionError):
+        tensorsmith.write_dataset(t, tmp_path / "o", batch_size=3, mode="sometimes")
+    with pytest.raises(tensorsmith.InvalidInput):
+        tensorsmith.write_dataset({"x": [1]}, tmp_path / "o", batch_size=3)
+    bad = pa.table({"x": pa.array([[1.0], None], type=pa.list_(pa.float64()))})
+    with pytest.raises(tensorsmith.DatasetFailure, match="row 1"):
+        tensorsmith.write_dataset(bad, tmp_path / "o", batch_size=1, dtype="F64")
+    assert not (tmp_path / "o" / "dataset_manifest.json").exists()
+
+
+def test_dataloader_when_torch_is_installed(tmp_path):
+    torch = pytest.importorskip("torch")
+    _, _, t = table(n=8)
+    tensorsmith.write_dataset(t, tmp_path / "d", batch_size=4, dtype="F32", columns="x")
+    loader = torch.utils.data.DataLoader(tensorsmith.Dataset(tmp_path / "d"), batch_size=4)
+    assert [b["x"].shape for b in loader] == [(4, 4), (4, 4)]
