@@ -145,9 +145,45 @@ impl Walker<'_> {
 }
 
 /// Checks the footer metadata bytes (the Thrift `FileMetaData`, without length and magic).
+/// Besides the walk, every schema element's `num_children` must be within the number of
+/// schema elements: arrow-rs reserves that many children before reading them.
 pub fn check_footer(meta: &[u8]) -> Result<(), String> {
     let mut w = Walker { buf: meta, pos: 0 };
-    match w.structure(0, |_, _, _| Ok(false)) {
+    let walked = w.structure(0, |w, id, t| {
+        // FileMetaData field 2: list<SchemaElement>.
+        if id != 2 || t != 9 {
+            return Ok(false);
+        }
+        let h = w.byte()?;
+        let n = match h >> 4 {
+            15 => w.varint()?,
+            n => u64::from(n),
+        };
+        if n > w.left() as u64 {
+            return Err(Stop::Bad("a list longer than the bytes that follow it"));
+        }
+        if h & 0x0f != 12 {
+            return Err(Stop::Bad("the schema is not a list of structs"));
+        }
+        for _ in 0..n {
+            let mut children = None;
+            w.structure(1, |w, id, t| {
+                // SchemaElement field 5: num_children (i32).
+                if id == 5 && t == 5 {
+                    children = Some(w.zigzag()?);
+                    return Ok(true);
+                }
+                Ok(false)
+            })?;
+            if children.is_some_and(|c| c < 0 || c as u64 > n) {
+                return Err(Stop::Bad(
+                    "a schema element claims more children than the schema has elements",
+                ));
+            }
+        }
+        Ok(true)
+    });
+    match walked {
         Ok(()) => Ok(()),
         Err(Stop::Eof) => Err("the footer metadata ends inside a structure".into()),
         Err(Stop::Bad(why)) => Err(format!("footer metadata: {why}")),
@@ -268,6 +304,17 @@ mod tests {
         assert_eq!(check_footer(&[0x19, 0x31, 1, 2, 1, 0x00]), Ok(()));
         // The same list one element short ends inside the structure.
         assert!(check_footer(&[0x19, 0x31, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn schema_children_beyond_the_schema_are_refused() {
+        // FileMetaData { 2: [SchemaElement { 5: num_children = 2^30 }] }.
+        let meta = [0x29, 0x1c, 0x55, 0x80, 0x80, 0x80, 0x80, 0x08, 0x00, 0x00];
+        let err = check_footer(&meta).unwrap_err();
+        assert!(err.contains("more children"), "{err}");
+        // Two elements, the root with one child: fine.
+        let ok = [0x29, 0x2c, 0x55, 0x02, 0x00, 0x00, 0x00];
+        assert_eq!(check_footer(&ok), Ok(()));
     }
 
     #[test]

@@ -222,3 +222,18 @@ fn thrift_list_bombs_are_refused_quickly() {
         t.elapsed()
     );
 }
+
+/// Found by the `dataset` fuzz target: a schema element claiming 2^31-ish children made the
+/// Parquet reader reserve 6 GB before reading them. The pre-check refuses it.
+#[test]
+fn schema_child_counts_are_bounded_before_the_reader_allocates() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/dataset/fuzz_parquet_schema_children_oom.bin");
+    let data = std::fs::read(&p).unwrap();
+    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("malformed Parquet: footer metadata"),
+        "{e}"
+    );
+}

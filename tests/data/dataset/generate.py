@@ -11,7 +11,9 @@ then the bytes). `fuzz_parquet_negative_column_start.bin` made the Parquet reade
 error, tests/read_write.rs); `fuzz_parquet_slow_thrift_skip.bin`, a 2 KiB index, cost the
 Parquet reader (arrow-rs 60.1, which skips a bool element of a Thrift list as zero bytes)
 about 2.8 s before it errored; the Thrift pre-check (src/parquet_guard.rs) now refuses it at
-once (tests/read_write.rs).
+once (tests/read_write.rs); `fuzz_parquet_schema_children_oom.bin` has a schema element
+claiming about 2^31 children, for which arrow-rs reserved 6 GB before reading them (refused by
+the same pre-check).
 """
 
 import json
