@@ -204,6 +204,19 @@ fn new_report(task: u64) -> TaskReport {
     }
 }
 
+/// Writes a shard into the staging folder without waiting for the disk: nothing in staging
+/// is visible before the commit, which fsyncs every shard (all at once, so their writeback
+/// overlaps the tasks' work) before it renames them in. A shard cut short by a failure or a
+/// kill stays in staging, which is removed.
+fn write_staged(w: tensorsmith::safetensors::Writer<'_>, path: &Path) -> Result<u64> {
+    let io = |e| DatasetError::io(path, e);
+    let f = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, f);
+    let n = w.write_to(&mut out).map_err(|e| e.in_file(path))?;
+    std::io::Write::flush(&mut out).map_err(io)?;
+    Ok(n)
+}
+
 /// Writes one shard file into the staging folder.
 fn write_shard(
     ctx: &Ctx,
@@ -211,9 +224,9 @@ fn write_shard(
     tensors: Vec<(String, Samples, Vec<u64>)>,
     samples_count: u64,
     out: &mut TaskReport,
-) -> Result<()> {
+) -> Result<Vec<Vec<u8>>> {
     let mut w = tensorsmith::safetensors::Writer::new();
-    for (key, s, shape) in tensors {
+    for (key, s, shape) in &tensors {
         let dtype = s.dtype.expect("at least one sample");
         out.index.push(IndexEntry {
             tensor_key: key.clone(),
@@ -221,9 +234,9 @@ fn write_shard(
             shape: shape.clone(),
             dtype: dtype.safetensors_name().to_string(),
         });
-        w.add(&key, dtype, &shape, s.bytes)?;
+        w.add(key, dtype, shape, &s.bytes[..])?;
     }
-    let bytes = w.write_file(ctx.staging.join(name))?;
+    let bytes = write_staged(w, &ctx.staging.join(name))?;
     ctx.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
     ctx.progress.shards.fetch_add(1, Ordering::Relaxed);
     out.shards.push(ShardInfo {
@@ -231,7 +244,16 @@ fn write_shard(
         samples_count,
         bytes,
     });
-    Ok(())
+    // The buffers go back to the caller, emptied, for the next shard: no fresh pages to
+    // fault in and zero for every shard.
+    Ok(tensors
+        .into_iter()
+        .map(|(_, s, _)| {
+            let mut b = s.bytes;
+            b.clear();
+            b
+        })
+        .collect())
 }
 
 fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
@@ -261,21 +283,35 @@ fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Result<TaskRep
     let mut out = new_report(task);
     let mut namer = ShardNamer::new(task);
     let plans = &ctx.plan.plans;
-    let fresh = || plans.iter().map(|_| Samples::default()).collect::<Vec<_>>();
-    let mut cur = fresh();
+    // One buffer per column, sized for a whole shard by its first sample and reused for
+    // every shard of the task.
+    let fresh = |pool: &mut Vec<Vec<u8>>| {
+        plans
+            .iter()
+            .map(|_| Samples {
+                bytes: pool.pop().unwrap_or_default(),
+                ..Samples::expecting(bs)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut pool = Vec::new();
+    let mut cur = fresh(&mut pool);
     let mut in_batch = 0u64;
-    let flush =
-        |cur: Vec<Samples>, n: u64, out: &mut TaskReport, namer: &mut ShardNamer| -> Result<()> {
-            let mut tensors = Vec::new();
-            for (plan, s) in plans.iter().zip(cur) {
-                note_sample(out, &plan.name, &s)?;
-                let shape: Vec<u64> = std::iter::once(n)
-                    .chain(s.sample_shape.clone().expect("sampled"))
-                    .collect();
-                tensors.push((plan.name.clone(), s, shape));
-            }
-            write_shard(ctx, &namer.next(), tensors, n, out)
-        };
+    let flush = |cur: Vec<Samples>,
+                 n: u64,
+                 out: &mut TaskReport,
+                 namer: &mut ShardNamer|
+     -> Result<Vec<Vec<u8>>> {
+        let mut tensors = Vec::new();
+        for (plan, s) in plans.iter().zip(cur) {
+            note_sample(out, &plan.name, &s)?;
+            let shape: Vec<u64> = std::iter::once(n)
+                .chain(s.sample_shape.clone().expect("sampled"))
+                .collect();
+            tensors.push((plan.name.clone(), s, shape));
+        }
+        write_shard(ctx, &namer.next(), tensors, n, out)
+    };
     ctx.input.read_range(
         rows,
         &ctx.plan.read_cols,
@@ -293,12 +329,9 @@ fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Result<TaskRep
                 out.rows += take as u64;
                 ctx.progress.rows.fetch_add(take as u64, Ordering::Relaxed);
                 if in_batch == bs {
-                    flush(
-                        std::mem::replace(&mut cur, fresh()),
-                        bs,
-                        &mut out,
-                        &mut namer,
-                    )?;
+                    let full = std::mem::take(&mut cur);
+                    pool.extend(flush(full, bs, &mut out, &mut namer)?);
+                    cur = fresh(&mut pool);
                     in_batch = 0;
                 }
             }
@@ -309,12 +342,12 @@ fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Result<TaskRep
     if in_batch > 0 {
         match ctx.opts.tail_strategy {
             TailStrategy::Drop => {}
-            TailStrategy::Write => flush(cur, in_batch, &mut out, &mut namer)?,
+            TailStrategy::Write => drop(flush(cur, in_batch, &mut out, &mut namer)?),
             TailStrategy::Pad => {
                 for s in cur.iter_mut() {
                     s.pad_to(bs);
                 }
-                flush(cur, bs, &mut out, &mut namer)?
+                drop(flush(cur, bs, &mut out, &mut namer)?);
             }
         }
     }
@@ -367,7 +400,7 @@ fn kv_task(ctx: &Ctx, task: u64, rows: Range<u64>, name_col: &str) -> Result<Tas
         for (k, s, _) in &tensors {
             note_sample(out, k, s)?;
         }
-        write_shard(ctx, &namer.next(), tensors, shard_rows, out)
+        write_shard(ctx, &namer.next(), tensors, shard_rows, out).map(drop)
     };
     ctx.input.read_range(
         rows,
