@@ -7,7 +7,11 @@ these machines are noisy):
 (b) reading a 2 GiB safetensors file (64 tensors of 32 MiB) with tensorsmith.safe_open versus
     safetensors.safe_open: every tensor fetched, then every tensor fetched and summed.
 
+    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -m crates/tensorsmith-py/Cargo.toml
     .venv/bin/python benches/python_package.py          # BENCH_ONLY=a or b; BENCH_DIR=...
+
+(a) needs pandas (Spark's mapInArrow requires it; in tests/python/requirements.txt). The data
+source's job fsyncs every shard before its commit; the pure-Python writer does not.
 """
 
 import gc
