@@ -65,6 +65,20 @@ impl Walker<'_> {
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
 
+    /// A list or set header: element type and count, the count checked against the bytes
+    /// left (every element takes at least one byte).
+    fn list_header(&mut self) -> Result<(u8, u64), Stop> {
+        let h = self.byte()?;
+        let n = match h >> 4 {
+            15 => self.varint()?,
+            n => u64::from(n),
+        };
+        if n > self.left() as u64 {
+            return Err(Stop::Bad("a list longer than the bytes that follow it"));
+        }
+        Ok((h & 0x0f, n))
+    }
+
     /// Walks one value of compact type `t`; `in_list` says a bool takes a byte of its own.
     fn value(&mut self, t: u8, in_list: bool, depth: u32) -> Result<(), Stop> {
         if depth > MAX_DEPTH {
@@ -81,17 +95,9 @@ impl Walker<'_> {
                 self.skip(usize::try_from(n).map_err(|_| Stop::Eof)?)
             }
             9 | 10 => {
-                let h = self.byte()?;
-                let n = match h >> 4 {
-                    15 => self.varint()?,
-                    n => u64::from(n),
-                };
-                // Every element takes at least one byte.
-                if n > self.left() as u64 {
-                    return Err(Stop::Bad("a list longer than the bytes that follow it"));
-                }
+                let (elem, n) = self.list_header()?;
                 for _ in 0..n {
-                    self.value(h & 0x0f, true, depth + 1)?;
+                    self.value(elem, true, depth + 1)?;
                 }
                 Ok(())
             }
@@ -154,15 +160,8 @@ pub fn check_footer(meta: &[u8]) -> Result<(), String> {
         if id != 2 || t != 9 {
             return Ok(false);
         }
-        let h = w.byte()?;
-        let n = match h >> 4 {
-            15 => w.varint()?,
-            n => u64::from(n),
-        };
-        if n > w.left() as u64 {
-            return Err(Stop::Bad("a list longer than the bytes that follow it"));
-        }
-        if h & 0x0f != 12 {
+        let (elem, n) = w.list_header()?;
+        if elem != 12 {
             return Err(Stop::Bad("the schema is not a list of structs"));
         }
         for _ in 0..n {
