@@ -15,7 +15,7 @@ use std::path::Path;
 use tensorsmith::sink::AtomicFile;
 
 /// fsyncs the staged shards, a few at a time so the disk sees them together.
-fn sync_files(staging: &Path, shards: &[crate::manifest::ShardInfo]) -> Result<()> {
+pub(crate) fn sync_files(staging: &Path, shards: &[crate::manifest::ShardInfo]) -> Result<()> {
     use rayon::prelude::*;
     shards.par_iter().try_for_each(|s| {
         let p = staging.join(&s.shard_path);

@@ -37,7 +37,8 @@ pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
 /// folder in `dir` (both created if missing; several processes may do so at once). Batch
 /// mode: a shard every `batch_size` rows, the tail strategy applied to this task's tail.
 /// KV mode: duplicate keys within the task as `write_dataset` handles them (a one-pass
-/// stream is collected into memory for that); between tasks at the commit.
+/// stream is collected into memory for that); between tasks at the commit. The shards are
+/// fsynced before the report is returned.
 pub fn write_task(
     input: &Input,
     dir: &Path,
@@ -61,7 +62,11 @@ pub fn write_task(
         failed: &failed,
         superseded: plan.superseded(input, opts)?,
     };
-    run_task(&ctx, task, 0..u64::MAX)
+    let report = run_task(&ctx, task, 0..u64::MAX)?;
+    // On the machine that wrote them: in a cluster the driver's commit cannot flush another
+    // node's page cache.
+    crate::commit::sync_files(&staging, &report.shards)?;
+    Ok(report)
 }
 
 /// Commits job `job_id` from its tasks' reports (in any order; one per task): the shards
