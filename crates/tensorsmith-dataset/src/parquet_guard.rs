@@ -155,9 +155,10 @@ impl Walker<'_> {
 /// schema elements: arrow-rs reserves that many children before reading them.
 pub fn check_footer(meta: &[u8]) -> Result<(), String> {
     let mut w = Walker { buf: meta, pos: 0 };
-    let walked = w.structure(0, |w, id, t| {
-        // FileMetaData field 2: list<SchemaElement>.
-        if id != 2 || t != 9 {
+    let walked = w.structure(0, |w, id, _| {
+        // FileMetaData field 2: list<SchemaElement>. arrow-rs reads it as a list whatever
+        // type the field header declares, so it is walked that way here too.
+        if id != 2 {
             return Ok(false);
         }
         let (elem, n) = w.list_header()?;
@@ -166,9 +167,10 @@ pub fn check_footer(meta: &[u8]) -> Result<(), String> {
         }
         for _ in 0..n {
             let mut children = None;
-            w.structure(1, |w, id, t| {
-                // SchemaElement field 5: num_children (i32).
-                if id == 5 && t == 5 {
+            w.structure(1, |w, id, _| {
+                // SchemaElement field 5: num_children, read as an i32 varint whatever its
+                // declared type (as arrow-rs reads it).
+                if id == 5 {
                     children = Some(w.zigzag()?);
                     return Ok(true);
                 }
