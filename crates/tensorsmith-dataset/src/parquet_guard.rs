@@ -132,7 +132,9 @@ impl Walker<'_> {
         if depth > MAX_DEPTH {
             return Err(Stop::Bad("Thrift structures nested deeper than 64"));
         }
-        let mut id = 0i64;
+        // Field ids as arrow-rs computes them: i16, a long-form id truncated to i16, a delta
+        // that overflows refused.
+        let mut id = 0i16;
         loop {
             let h = self.byte()?;
             if h == 0 {
@@ -140,10 +142,12 @@ impl Walker<'_> {
             }
             let t = h & 0x0f;
             id = match h >> 4 {
-                0 => self.zigzag()?,
-                d => id.wrapping_add(i64::from(d)),
+                0 => self.zigzag()? as i16,
+                d => id
+                    .checked_add(i16::from(d))
+                    .ok_or(Stop::Bad("a field id delta overflows"))?,
             };
-            if !field(self, id, t)? {
+            if !field(self, i64::from(id), t)? {
                 self.value(t, false, depth)?;
             }
         }
@@ -168,10 +172,10 @@ pub fn check_footer(meta: &[u8]) -> Result<(), String> {
         for _ in 0..n {
             let mut children = None;
             w.structure(1, |w, id, _| {
-                // SchemaElement field 5: num_children, read as an i32 varint whatever its
-                // declared type (as arrow-rs reads it).
+                // SchemaElement field 5: num_children, read as an i32 varint (truncated, as
+                // arrow-rs reads it) whatever its declared type.
                 if id == 5 {
-                    children = Some(w.zigzag()?);
+                    children = Some(i64::from(w.zigzag()? as i32));
                     return Ok(true);
                 }
                 Ok(false)

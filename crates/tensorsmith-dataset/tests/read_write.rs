@@ -230,10 +230,26 @@ fn schema_child_counts_are_bounded_before_the_reader_allocates() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/data/dataset/fuzz_parquet_schema_children_oom.bin");
     let data = std::fs::read(&p).unwrap();
-    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
-        .unwrap_err();
+    let b = bytes::Bytes::copy_from_slice(&data[1..]);
+    let why = tensorsmith_dataset::parquet_guard::check_file_footer(&b).unwrap_err();
+    assert!(why.contains("more children"), "{why}");
+    let e = tensorsmith_dataset::index::read_bytes(b, &p).unwrap_err();
     assert!(
         e.to_string().contains("malformed Parquet: footer metadata"),
         "{e}"
     );
+}
+
+/// Open (#7): `fuzz_parquet_schema_children_oom2.bin`, found later by the same target, still
+/// makes arrow-rs reserve 15 GB under ASan (a nested schema element; the pre-check's reading
+/// of the schema does not yet agree with arrow-rs's on it). Outside a sanitizer the
+/// reservation is virtual and the read fails with an error, which is what this pins.
+#[test]
+fn second_schema_children_vector_is_an_error() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/dataset/fuzz_parquet_schema_children_oom2.bin");
+    let data = std::fs::read(&p).unwrap();
+    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
+        .unwrap_err();
+    assert!(e.to_string().contains("oom2.bin"), "{e}");
 }
