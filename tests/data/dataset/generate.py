@@ -13,8 +13,8 @@ Parquet reader (arrow-rs 60.1, which skips a bool element of a Thrift list as ze
 about 2.8 s before it errored; the Thrift pre-check (src/parquet_guard.rs) now refuses it at
 once (tests/read_write.rs); `fuzz_parquet_schema_children_oom.bin` has a schema element
 claiming about 2^31 children, for which arrow-rs reserved 6 GB before reading them (refused by
-the same pre-check); `fuzz_parquet_schema_children_oom2.bin`, found later, still makes
-arrow-rs reserve 15 GB under ASan (open: the pre-check's reading of its schema does not yet
+the same pre-check); `fuzz_parquet_schema_children_oom2.bin` and `..._oom3.bin`, found
+later, still make arrow-rs reserve 15 GB / 2 GB under ASan (open: the pre-check's reading of its schema does not yet
 agree with arrow-rs's).
 """
 
