@@ -14,17 +14,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use tensorsmith::sink::AtomicFile;
 
-/// fsyncs the staged shards, a few at a time so the disk sees them together.
-pub(crate) fn sync_files(staging: &Path, shards: &[crate::manifest::ShardInfo]) -> Result<()> {
-    use rayon::prelude::*;
-    shards.par_iter().try_for_each(|s| {
-        let p = staging.join(&s.shard_path);
-        std::fs::File::open(&p)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| DatasetError::io(&p, e))
-    })
-}
-
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
@@ -159,9 +148,8 @@ pub(crate) fn commit(
             entries.extend(index::entries_from_headers(out, &old.shards)?);
         }
     }
-    // Shards on disk (tasks write them without fsync), then into place (new names: nothing
-    // is overwritten), then the index, then the manifest: the commit point.
-    sync_files(staging, &shards)?;
+    // Shards (fsynced by their tasks) into place (new names: nothing is overwritten), then
+    // the index, then the manifest: the commit point.
     for s in &shards {
         let from = staging.join(&s.shard_path);
         let to = out.join(&s.shard_path);

@@ -32,6 +32,9 @@ pub enum DatasetError {
         first: u64,
         second: u64,
     },
+    /// A task gave up because another one failed (that one's error is the one to report).
+    #[error("stopped: another task failed")]
+    Stopped,
     /// The input holds no rows (or every row was dropped): no dataset is written.
     #[error("{0}")]
     Empty(String),

@@ -163,7 +163,14 @@ pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskRep
     let r = match ctx.opts.naming {
         Naming::Batch(bs) => batch_task(ctx, task, rows, bs),
         Naming::Kv { ref name_col } => kv_task(ctx, task, rows, name_col),
-    };
+    }
+    .and_then(|report| {
+        // Shards are written without waiting for the disk; the task's are flushed together
+        // at its end, on the machine that wrote them (in a cluster a driver's commit could
+        // not flush another node's page cache), before anyone may commit them.
+        sync_files(ctx.staging, &report.shards)?;
+        Ok(report)
+    });
     if r.is_err() {
         ctx.failed.store(true, Ordering::Relaxed);
     }
@@ -204,9 +211,20 @@ fn new_report(task: u64) -> TaskReport {
     }
 }
 
+/// fsyncs shards of the staging folder, a few at a time so the disk sees them together.
+fn sync_files(staging: &Path, shards: &[ShardInfo]) -> Result<()> {
+    use rayon::prelude::*;
+    shards.par_iter().try_for_each(|s| {
+        let p = staging.join(&s.shard_path);
+        std::fs::File::open(&p)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| DatasetError::io(&p, e))
+    })
+}
+
 /// Writes a shard into the staging folder without waiting for the disk: nothing in staging
-/// is visible before the commit, which fsyncs every shard (all at once, so their writeback
-/// overlaps the tasks' work) before it renames them in. A shard cut short by a failure or a
+/// is visible before the commit, and the task fsyncs its shards together at its end
+/// (`run_task`), so their writeback overlaps its work. A shard cut short by a failure or a
 /// kill stays in staging, which is removed.
 fn write_staged(w: tensorsmith::safetensors::Writer<'_>, path: &Path) -> Result<u64> {
     let io = |e| DatasetError::io(path, e);
@@ -274,7 +292,7 @@ fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
 
 fn stopped(ctx: &Ctx) -> Result<()> {
     if ctx.failed.load(Ordering::Relaxed) {
-        return Err(DatasetError::input("stopped: another task failed"));
+        return Err(DatasetError::Stopped);
     }
     Ok(())
 }

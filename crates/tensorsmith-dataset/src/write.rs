@@ -128,8 +128,12 @@ fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskRe
             match h.join().expect("task thread panicked") {
                 Ok(o) => outs.push(o),
                 Err(e) => {
-                    // The error of the earliest range is the one to report.
-                    if first_err.is_none() {
+                    // The error of the earliest range is the one to report, unless that task
+                    // only stopped because a later one failed.
+                    if first_err
+                        .as_ref()
+                        .is_none_or(|f| matches!(f, DatasetError::Stopped))
+                    {
                         first_err = Some(e);
                     }
                 }

@@ -17,6 +17,9 @@ use tensorsmith::source::Backend;
 pub struct File {
     model: Arc<Model>,
     by_name: std::collections::HashMap<String, usize>,
+    /// Whether a safetensors header declares an empty `__metadata__` (looked up once, on
+    /// the first `metadata()` call that needs it).
+    empty_metadata_object: std::sync::OnceLock<bool>,
 }
 
 impl File {
@@ -87,6 +90,7 @@ impl File {
         Ok(File {
             model: Arc::new(model),
             by_name,
+            empty_metadata_object: std::sync::OnceLock::new(),
         })
     }
 
@@ -121,10 +125,17 @@ impl File {
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let meta = &self.model.index.metadata;
         if meta.is_empty() {
-            // safetensors tells an empty `__metadata__` ({}) from none (None).
-            let empty_object = self.model.index.format == Format::Safetensors
-                && !self.model.is_sharded()
-                && has_metadata_key(&self.model.header_bytes(0).py_err(py)?);
+            // safetensors tells an empty `__metadata__` ({}) from none (None); the neutral
+            // index does not, so the header is looked at, once.
+            let empty_object = match self.empty_metadata_object.get() {
+                Some(&b) => b,
+                None => {
+                    let b = self.model.index.format == Format::Safetensors
+                        && !self.model.is_sharded()
+                        && has_metadata_key(&self.model.header_bytes(0).py_err(py)?);
+                    *self.empty_metadata_object.get_or_init(|| b)
+                }
+            };
             return Ok(empty_object.then(|| PyDict::new(py)));
         }
         let d = PyDict::new(py);
@@ -143,25 +154,18 @@ impl File {
     fn tensor_bytes(&self, py: Python<'_>, name: &str) -> PyResult<Bytes> {
         let t = self.info(py, name)?;
         let model = &self.model;
+        // Decoding (zstd, densify) runs without the GIL; a raw part comes back borrowed.
         let bytes = py
-            .detach(|| -> tensorsmith::Result<Option<Vec<u8>>> {
-                match t.layout {
-                    Layout::SparseCsr | Layout::SparseCoo => {
-                        tensorsmith::ops::densify::densify(model, t).map(|(_, v)| Some(v))
-                    }
-                    _ => match model.tensor_bytes(t)? {
-                        Cow::Borrowed(_) => Ok(None),
-                        Cow::Owned(v) => Ok(Some(v)),
-                    },
+            .detach(|| match t.layout {
+                Layout::SparseCsr | Layout::SparseCoo => {
+                    tensorsmith::ops::densify::densify(model, t).map(|(_, v)| Cow::Owned(v))
                 }
+                _ => model.tensor_bytes(t),
             })
             .py_err(py)?;
         Ok(match bytes {
-            Some(v) => Bytes::owned(v),
-            None => match model.tensor_bytes(t).py_err(py)? {
-                Cow::Borrowed(b) => Bytes::mapped(Arc::clone(model), b),
-                Cow::Owned(v) => Bytes::owned(v),
-            },
+            Cow::Borrowed(b) => Bytes::mapped(Arc::clone(model), b),
+            Cow::Owned(v) => Bytes::owned(v),
         })
     }
 

@@ -43,8 +43,7 @@ def to_numpy(name: str) -> np.dtype:
 
 def from_numpy(dt: np.dtype) -> str:
     """safetensors dtype name of a NumPy dtype (byte order aside)."""
-    key = np.dtype(dt).newbyteorder("=") if np.dtype(dt).byteorder not in ("|", "=") else np.dtype(dt)
     try:
-        return _FROM_NP[key]
+        return _FROM_NP[np.dtype(dt).newbyteorder("=")]
     except KeyError:
         raise Unsupported(f"NumPy dtype {dt} has no safetensors equivalent") from None

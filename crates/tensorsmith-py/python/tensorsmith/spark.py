@@ -136,10 +136,16 @@ class SafetensorsDataSource(DataSource):
             raise OptionError(f"rows must be 'sample' or 'file', not {rows!r}")
         return rows, self.options.get("kv_separator", "__"), self.options.get("name_col", "key")
 
+    def _dataset(self):
+        """The manifest and the mode (from the first shard), read once per instance."""
+        if not hasattr(self, "_opened"):
+            path = self._path()
+            self._opened = (_Manifest(path), _native.DatasetReader(path).mode)
+        return self._opened
+
     def schema(self):
-        m = _Manifest(self._path())
+        m, mode = self._dataset()
         rows, sep, name_col = self._read_opts()
-        mode = _native.DatasetReader(m.path).mode
         if rows == "file":
             tensor = StructType([StructField("data", BinaryType()),
                                  StructField("shape", ArrayType(IntegerType(), False)),
@@ -154,7 +160,8 @@ class SafetensorsDataSource(DataSource):
                           + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()])
 
     def reader(self, schema):
-        return _Reader(self._path(), *self._read_opts(), schema)
+        m, mode = self._dataset()
+        return _Reader(m.shards(), mode, *self._read_opts(), schema)
 
     def writer(self, schema, overwrite):
         opts = {k: v for k, v in self.options.items() if k.lower() != "path"}
@@ -162,14 +169,13 @@ class SafetensorsDataSource(DataSource):
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, path, rows, sep, name_col, schema):
-        self.path, self.rows, self.sep, self.name_col = path, rows, sep, name_col
+    def __init__(self, shards, mode, rows, sep, name_col, schema):
+        self.shards, self.mode = shards, mode
+        self.rows, self.sep, self.name_col = rows, sep, name_col
         self.spark_schema = schema
-        self.mode = _native.DatasetReader(path).mode
-        self.schema_json = json.dumps(_Manifest(path).schema())
 
     def partitions(self):
-        return [_Shard(p) for p in _Manifest(self.path).shards()]
+        return [_Shard(p) for p in self.shards]
 
     def read(self, partition):
         from . import safe_open
@@ -183,7 +189,7 @@ class _Reader(DataSourceReader):
             elif self.mode == "batch":
                 yield from _batch_rows(f, arrow_schema)
             else:
-                yield _kv_rows(f, arrow_schema, json.loads(self.schema_json), self.sep, self.name_col)
+                yield _kv_rows(f, arrow_schema, self.sep, self.name_col)
 
 
 def _arrow_type(t):
@@ -217,7 +223,7 @@ def _batch_rows(f, arrow_schema):
         yield pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
 
 
-def _kv_rows(f, arrow_schema, schema, sep, name_col):
+def _kv_rows(f, arrow_schema, sep, name_col):
     rows = {}
     for key in f.keys():
         name, _, col = key.rpartition(sep)
