@@ -13,7 +13,7 @@ use crate::options::WriteOptions;
 use crate::task::{run_task, Ctx, Plan, TaskReport};
 use crate::write::{Mode, Progress};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
 
 pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
 
@@ -52,14 +52,14 @@ pub fn write_task(
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
     let collected = plan.rereadable(input)?;
     let input = collected.as_ref().unwrap_or(input);
-    let failed = AtomicBool::new(false);
+    let first_failed = AtomicU64::new(u64::MAX);
     let ctx = Ctx {
         input,
         opts,
         plan: &plan,
         staging: &staging,
         progress,
-        failed: &failed,
+        first_failed: &first_failed,
         superseded: plan.superseded(input, opts)?,
     };
     run_task(&ctx, task, 0..u64::MAX)

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What one task wrote, sent to the commit (from executor to driver as JSON in a Spark job).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,8 +150,9 @@ pub(crate) struct Ctx<'a> {
     pub plan: &'a Plan,
     pub staging: &'a Path,
     pub progress: &'a Progress,
-    /// Set by the first task that fails, so the others stop early.
-    pub failed: &'a AtomicBool,
+    /// The lowest task number that failed (`u64::MAX`: none). Tasks after it stop early;
+    /// tasks before it run on, so the error reported is always the first in input order.
+    pub first_failed: &'a AtomicU64,
     /// KV lastWin: (row, column index) pairs superseded by a later row.
     pub superseded: HashSet<(u64, usize)>,
 }
@@ -172,7 +173,7 @@ pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskRep
         Ok(report)
     });
     if r.is_err() {
-        ctx.failed.store(true, Ordering::Relaxed);
+        ctx.first_failed.fetch_min(task, Ordering::Relaxed);
     }
     r
 }
@@ -290,8 +291,8 @@ fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
     }
 }
 
-fn stopped(ctx: &Ctx) -> Result<()> {
-    if ctx.failed.load(Ordering::Relaxed) {
+fn stopped(ctx: &Ctx, task: u64) -> Result<()> {
+    if ctx.first_failed.load(Ordering::Relaxed) < task {
         return Err(DatasetError::Stopped);
     }
     Ok(())
@@ -335,7 +336,7 @@ fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Result<TaskRep
         &ctx.plan.read_cols,
         READ_BATCH_ROWS.min(bs as usize).max(1),
         &mut |b: &RecordBatch, row0, _| {
-            stopped(ctx)?;
+            stopped(ctx, task)?;
             let mut r = 0usize;
             while r < b.num_rows() {
                 let take = ((bs - in_batch) as usize).min(b.num_rows() - r);
@@ -425,7 +426,7 @@ fn kv_task(ctx: &Ctx, task: u64, rows: Range<u64>, name_col: &str) -> Result<Tas
         &ctx.plan.read_cols,
         READ_BATCH_ROWS,
         &mut |b: &RecordBatch, row0, _| {
-            stopped(ctx)?;
+            stopped(ctx, task)?;
             let keys = b.column_by_name(name_col).expect("projected");
             for r in 0..b.num_rows() {
                 let row = row0 + r as u64;

@@ -12,7 +12,7 @@ use crate::options::{Naming, WriteOptions};
 use crate::task::{run_task, Ctx, Plan, TaskReport};
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 
 pub use crate::index::IndexEntry;
 
@@ -78,14 +78,14 @@ pub fn write_dataset(
         uuid::Uuid::new_v4()
     ));
     std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let failed = AtomicBool::new(false);
+    let first_failed = AtomicU64::new(u64::MAX);
     let ctx = Ctx {
         input,
         opts,
         plan: &plan,
         staging: &staging,
         progress,
-        failed: &failed,
+        first_failed: &first_failed,
         superseded,
     };
     let result = run_tasks(&ctx, input.total_rows(), threads)
@@ -128,12 +128,9 @@ fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskRe
             match h.join().expect("task thread panicked") {
                 Ok(o) => outs.push(o),
                 Err(e) => {
-                    // The error of the earliest range is the one to report, unless that task
-                    // only stopped because a later one failed.
-                    if first_err
-                        .as_ref()
-                        .is_none_or(|f| matches!(f, DatasetError::Stopped))
-                    {
+                    // Only tasks after a failed one stop early, so the first error in task
+                    // order is the real error of the earliest range: the same on every run.
+                    if first_err.is_none() {
                         first_err = Some(e);
                     }
                 }

@@ -617,3 +617,50 @@ fn stream_input_is_read_once() {
     assert_eq!(ds.tensor("r2__v").unwrap().data, f32_bytes(values(2, 7.0)));
     assert!(verify(&out).unwrap().is_ok());
 }
+
+/// Rows `rows` of three values each, except the rows in `short`, which have two.
+fn batch_with_short_rows(rows: std::ops::Range<usize>, short: &[usize]) -> RecordBatch {
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for i in rows.clone() {
+        let n = if short.contains(&i) { 2 } else { 3 };
+        for x in &values(i, 0.0)[..n] {
+            v.values().append_value(*x);
+        }
+        v.append(true);
+    }
+    let ids = StringArray::from(rows.map(|i| format!("r{i}")).collect::<Vec<_>>());
+    RecordBatch::try_new(
+        schema(),
+        vec![Arc::new(v.finish()) as ArrayRef, Arc::new(ids)],
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_error_reported_is_the_first_in_input_order_on_every_run() {
+    // Two tasks: rows 0..20 and 20..40. The second fails at once (its first row is short, so
+    // row 21 differs from it); the first only at its last batch (row 19). A task may stop early only for an earlier task's failure, so
+    // every run must report row 19, however the threads are scheduled.
+    let short = [19, 20];
+    let batches: Vec<_> = (0..40)
+        .step_by(4)
+        .map(|s| batch_with_short_rows(s..s + 4, &short))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    for run in 0..30 {
+        let input = Input::from_batches(schema(), batches.clone()).unwrap();
+        let job = JobOptions {
+            mode: Mode::ErrorIfExists,
+            threads: 2,
+        };
+        let out = tmp.path().join(format!("o{run}"));
+        let e = write_dataset(&input, &out, &batch_opts(4), &job, &Progress::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("row 19") && !e.contains("row 21"),
+            "run {run}: {e}"
+        );
+        assert!(!out.join("dataset_manifest.json").exists());
+    }
+}
