@@ -328,3 +328,55 @@ def test_nested_variable_length_lists_are_tensors_when_regular(tsm, tmp_path):
                  expect=2)
     err = p.stderr.decode()
     assert "row 1" in err and "inner lists of 2 and 1 elements" in err, err
+
+
+def every_type_table(n=40):
+    # A column of each Arrow type pyarrow maps to its own Parquet logical or converted type
+    # (ints of each width and sign, decimals, dates, times and timestamps in each unit, UUIDs,
+    # float16, JSON-less strings, maps, structs, dictionaries), beside the tensor column.
+    import datetime
+    import decimal
+    import uuid
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    cols = {"x": pa.array(list(x), type=pa.list_(pa.float32()))}
+    for t in [pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]:
+        cols[f"i_{t}"] = pa.array(rng.integers(0, 100, n), type=t)
+    cols["f16"] = pa.array(rng.standard_normal(n).astype(np.float16), type=pa.float16())
+    cols["dec"] = pa.array([decimal.Decimal(f"{i}.25") for i in range(n)], type=pa.decimal128(12, 2))
+    cols["dec_big"] = pa.array([decimal.Decimal(i) for i in range(n)], type=pa.decimal128(30, 0))
+    cols["date"] = pa.array([datetime.date(2020, 1, 1 + i % 28) for i in range(n)], type=pa.date32())
+    for unit in ["ms", "us", "ns"]:
+        cols[f"ts_{unit}"] = pa.array([i * 1000 for i in range(n)], type=pa.timestamp(unit, tz="UTC"))
+        cols[f"ts_local_{unit}"] = pa.array([i * 1000 for i in range(n)], type=pa.timestamp(unit))
+    cols["t_ms"] = pa.array(list(range(n)), type=pa.time32("ms"))
+    cols["t_us"] = pa.array(list(range(n)), type=pa.time64("us"))
+    cols["t_ns"] = pa.array([i * 1000 for i in range(n)], type=pa.time64("ns"))
+    cols["uuid"] = pa.array([uuid.UUID(int=i).bytes for i in range(n)], type=pa.uuid())
+    cols["s"] = pa.array([f"s{i}" for i in range(n)])
+    cols["ls"] = pa.array([f"s{i}" for i in range(n)], type=pa.large_string())
+    cols["bin"] = pa.array([bytes([i]) * i for i in range(n)])
+    cols["b"] = pa.array([i % 3 == 0 for i in range(n)])
+    cols["null"] = pa.nulls(n)
+    cols["dict"] = pa.array([f"k{i % 4}" for i in range(n)]).dictionary_encode()
+    cols["map"] = pa.array([[("a", i)] for i in range(n)], type=pa.map_(pa.string(), pa.int64()))
+    cols["st"] = pa.array([{"p": i, "q": [float(i)]} for i in range(n)])
+    tbl = pa.table(cols).replace_schema_metadata({"origin": "tensorsmith tests"})
+    return x, tbl
+
+
+@pytest.mark.parametrize("version,stats", [("1.0", False), ("2.4", True), ("2.6", True)])
+def test_every_logical_type_pyarrow_writes_passes_the_precheck(tsm, tmp_path, version, stats):
+    # The pre-check holds every footer field it knows to the type parquet.thrift gives it;
+    # files pyarrow writes with any logical type, key-value metadata, sorting columns and
+    # statistics pass it, and the tensor column beside them arrives intact.
+    x, tbl = every_type_table()
+    src = tmp_path / "in.parquet"
+    pq.write_table(tbl, src, version=version, write_statistics=stats, row_group_size=15,
+                   sorting_columns=[pq.SortingColumn(1)], store_schema=stats,
+                   write_page_index=stats, data_page_size=512)
+    tsm.run("dataset", "write", src, tmp_path / "out", "--batch-size", "8", "--columns", "x",
+            "--dtype", "F32")
+    got = shards(tmp_path / "out")
+    np.testing.assert_array_equal(np.concatenate([s["x"] for s in got]), x)

@@ -10,12 +10,11 @@ Not generated here: `fuzz_*.bin`, inputs found by the `dataset` fuzz target (sel
 then the bytes). `fuzz_parquet_negative_column_start.bin` made the Parquet reader panic (now an
 error, tests/read_write.rs); `fuzz_parquet_slow_thrift_skip.bin`, a 2 KiB index, cost the
 Parquet reader (arrow-rs 60.1, which skips a bool element of a Thrift list as zero bytes)
-about 2.8 s before it errored; the Thrift pre-check (src/parquet_guard.rs) now refuses it at
-once (tests/read_write.rs); `fuzz_parquet_schema_children_oom.bin` has a schema element
-claiming about 2^31 children, for which arrow-rs reserved 6 GB before reading them (refused by
-the same pre-check); `fuzz_parquet_schema_children_oom2.bin` and `..._oom3.bin`, found
-later, still make arrow-rs reserve 15 GB / 2 GB under ASan (open: the pre-check's reading of its schema does not yet
-agree with arrow-rs's).
+about 2.8 s before it errored; the Thrift pre-check (src/parquet_guard/) now refuses it at
+once (tests/read_write.rs); `fuzz_parquet_schema_children_oom.bin`, `..._oom2.bin` and
+`..._oom3.bin` have a schema element claiming up to 2^31 children, for which arrow-rs reserved
+6 / 15 / 2 GB before reading them (in the last two the count sits in a field whose header
+declares another type, which arrow-rs reads as an i32 anyway); all refused by the pre-check.
 """
 
 import json

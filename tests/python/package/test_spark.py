@@ -167,3 +167,24 @@ def test_overwrite_and_append(df, spark, tmp_path):
     assert spark.read.format("safetensors").load(str(out)).count() == 5
     with pytest.raises(Exception, match="Append|Overwrite"):
         write(df, out, mode="error", batch_size=5, dtype="F32", columns="x")
+
+
+def test_parquet_spark_writes_passes_the_precheck(df, spark, tsm, tmp_path):
+    # Spark's own Parquet writer (parquet-java): its footers and page headers pass the Thrift
+    # pre-check of `dataset write`, with columns of other types beside the tensor column.
+    from pyspark.sql import functions as F
+
+    src = tmp_path / "spark.parquet"
+    more = (df.withColumn("ts", F.timestamp_seconds(F.lit(1_700_000_000)))
+            .withColumn("d", F.to_date(F.lit("2024-02-29")))
+            .withColumn("dec", F.lit(12.5).cast("decimal(20,3)"))
+            .withColumn("m", F.create_map(F.col("id"), F.lit(1)))
+            .withColumn("b", F.lit(True)).withColumn("i8", F.lit(3).cast("tinyint")))
+    more.coalesce(1).orderBy("id").write.option("compression", "zstd").parquet(str(src))
+    (part,) = [p for p in src.iterdir() if p.suffix == ".parquet"]
+    tsm.run("dataset", "write", part, tmp_path / "out", "--batch-size", "5", "--columns", "x",
+            "--dtype", "F32")
+    got = np.concatenate([safetensors.numpy.load_file(str(tmp_path / "out" / s["shard_path"]))["x"]
+                          for s in manifest(tmp_path / "out")["shards"]])
+    want = np.array([[float(i) + j / 8 for j in range(6)] for i in range(N)], dtype=np.float32)
+    np.testing.assert_array_equal(got, want)
