@@ -1,7 +1,8 @@
 //! The commit of a write (threads of `write_dataset` or tasks of a job): task reports checked
 //! against the staging folder, cross-task duplicate keys resolved (KV), shards renamed into
-//! the dataset folder, the index written, then the manifest written last, atomically: the
-//! commit point. After it, shard files the new manifest does not name are removed.
+//! the dataset folder, the manifest written last, atomically: the commit point (the index is
+//! renamed into place just after it). After it, shard files the new manifest does not name
+//! are removed.
 
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
@@ -148,8 +149,12 @@ pub(crate) fn commit(
             entries.extend(index::entries_from_headers(out, &old.shards)?);
         }
     }
-    // Shards (fsynced by their tasks) into place (new names: nothing is overwritten), then
-    // the index, then the manifest: the commit point.
+    // Shards (fsynced by their tasks) into place (new names: nothing is overwritten), the
+    // new index written and fsynced under a temporary name, the old index removed, then the
+    // manifest: the commit point; the new index is renamed into place after it. The index
+    // and the manifest cannot change together, so a kill between the steps leaves the old
+    // or the new dataset without an index (which readers do without), never a manifest
+    // beside an index of another dataset.
     for s in &shards {
         let from = staging.join(&s.shard_path);
         let to = out.join(&s.shard_path);
@@ -158,15 +163,25 @@ pub(crate) fn commit(
     sync_dir(out)?;
     let manifest = Manifest::new(all, schema);
     let index_path = out.join(INDEX_NAME);
-    if opts.generate_index {
+    let new_index = if opts.generate_index {
         entries.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));
-        index::write(&index_path, &entries)?;
+        Some(index::prepare(&index_path, &entries)?)
+    } else {
+        None
+    };
+    match std::fs::remove_file(&index_path) {
+        Ok(()) => sync_dir(out)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(DatasetError::io(&index_path, e)),
     }
     let mpath = out.join(MANIFEST_NAME);
     let mut f = AtomicFile::create(&mpath)?;
     std::io::Write::write_all(&mut f, manifest.to_json().as_bytes())
         .map_err(|e| DatasetError::io(&mpath, e))?;
     f.commit()?;
+    if let Some(index) = new_index {
+        index.commit()?;
+    }
     // After the commit point: shard files the new manifest does not name go (the old
     // dataset's on overwrite, and strays of killed writers in either mode).
     let keep: HashSet<&str> = manifest
@@ -182,9 +197,6 @@ pub(crate) fn commit(
                 let _ = std::fs::remove_file(e.path());
             }
         }
-    }
-    if mode == Mode::Overwrite && !opts.generate_index {
-        let _ = std::fs::remove_file(&index_path);
     }
     Ok(manifest)
 }

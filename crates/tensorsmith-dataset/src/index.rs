@@ -37,7 +37,15 @@ pub fn schema() -> Arc<Schema> {
     ]))
 }
 
+/// Writes an index file (atomically: complete or not there).
 pub fn write(path: &Path, entries: &[IndexEntry]) -> Result<()> {
+    prepare(path, entries)?.commit()?;
+    Ok(())
+}
+
+/// Writes the index that will become `path` under a temporary name, fsynced: the caller's
+/// `commit` renames it into place.
+pub(crate) fn prepare(path: &Path, entries: &[IndexEntry]) -> Result<AtomicFile> {
     let mut keys = StringBuilder::new();
     let mut files = StringBuilder::new();
     let mut shapes = ListBuilder::new(Int32Builder::new());
@@ -74,9 +82,9 @@ pub fn write(path: &Path, entries: &[IndexEntry]) -> Result<()> {
     let f = AtomicFile::create(path)?;
     let mut w = ArrowWriter::try_new(f, schema(), None).map_err(pq)?;
     w.write(&batch).map_err(pq)?;
-    let f = w.into_inner().map_err(pq)?;
-    f.commit()?;
-    Ok(())
+    let mut f = w.into_inner().map_err(pq)?;
+    f.sync()?;
+    Ok(f)
 }
 
 /// Reads an index file back.

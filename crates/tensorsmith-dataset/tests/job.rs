@@ -664,3 +664,47 @@ fn the_error_reported_is_the_first_in_input_order_on_every_run() {
         assert!(!out.join("dataset_manifest.json").exists());
     }
 }
+
+#[test]
+fn append_keeps_the_index_complete_or_drops_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ds");
+    let index = out.join("_tensor_index.parquet");
+    let job = |mode| JobOptions { mode, threads: 2 };
+    let mut o = kv_opts();
+    o.generate_index = true;
+    let input = rows_input(0..6, 0.0);
+    write_dataset(
+        &input,
+        &out,
+        &o,
+        &job(Mode::ErrorIfExists),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert_eq!(tensorsmith_dataset::index::read(&index).unwrap().len(), 6);
+    // Append with the index asked for: one index over old and new shards.
+    let input = Input::from_batches(schema(), vec![batch(6..9, 0.0)]).unwrap();
+    write_dataset(&input, &out, &o, &job(Mode::Append), &Progress::default()).unwrap();
+    let keys: Vec<String> = tensorsmith_dataset::index::read(&index)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.tensor_key)
+        .collect();
+    assert_eq!(keys.len(), 9, "{keys:?}");
+    assert!(verify(&out).unwrap().is_ok());
+    // Append without it: the old index would miss the new keys, so it goes.
+    let input = Input::from_batches(schema(), vec![batch(9..10, 0.0)]).unwrap();
+    write_dataset(
+        &input,
+        &out,
+        &kv_opts(),
+        &job(Mode::Append),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert!(!index.exists());
+    let r = verify(&out).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+    assert_eq!(Dataset::open(&out).unwrap().len().unwrap(), 10);
+}

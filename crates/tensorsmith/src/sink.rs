@@ -68,6 +68,15 @@ impl AtomicFile {
         self.written
     }
 
+    /// Flushes and fsyncs what is written so far, still under the temporary name: the slow
+    /// part of a commit, for callers that want the rename itself to be quick.
+    pub fn sync(&mut self) -> Result<()> {
+        let out = self.out.as_mut().expect("not yet committed");
+        out.flush()
+            .and_then(|()| out.get_ref().sync_all())
+            .map_err(|e| Error::from(e).in_file(&self.dest))
+    }
+
     /// Flushes, fsyncs and renames the temporary file over the destination, then fsyncs the
     /// folder so the rename itself is durable.
     pub fn commit(mut self) -> Result<()> {
