@@ -12,6 +12,8 @@ these machines are noisy):
 
 (a) needs pandas (Spark's mapInArrow requires it; in tests/python/requirements.txt). The data
 source's job fsyncs every shard before its commit; the pure-Python writer does not.
+BENCH_SPARK_CACHED=1 caches the DataFrame in Spark's memory first (no Parquet decoding in the
+timed jobs); BENCH_ARROW_BATCH sets spark.sql.execution.arrow.maxRecordsPerBatch.
 """
 
 import gc
@@ -57,11 +59,18 @@ def bench_spark():
             w.write_table(t, row_group_size=16384)
         w.close()
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "4g").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+               .config("spark.driver.memory", "6g"))
+    if os.environ.get("BENCH_ARROW_BATCH"):
+        builder = builder.config("spark.sql.execution.arrow.maxRecordsPerBatch",
+                                 os.environ["BENCH_ARROW_BATCH"])
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     tensorsmith.spark.register(spark)
     df = spark.read.parquet(src)
+    if os.environ.get("BENCH_SPARK_CACHED"):
+        df = df.cache()
+        assert df.count() == rows
 
     def ours():
         (df.write.format("safetensors").option("batch_size", batch).option("dtype", "F32")

@@ -95,7 +95,7 @@ pub(super) const SCHEMA_ELEMENT: Shape = Shape {
         (5, I32),
         (6, I32),
         (7, I32),
-        (8, Struct(&TIME_TYPE)),
+        (8, I32),
         (9, I32),
         (10, Struct(&LOGICAL_TYPE)),
     ],
