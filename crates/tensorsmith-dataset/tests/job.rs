@@ -25,10 +25,16 @@ fn schema() -> SchemaRef {
 
 /// Row `i` has id `r{i}` and values `base + i*10 + j`, j < 3.
 fn batch(rows: impl Iterator<Item = usize> + Clone, base: f32) -> RecordBatch {
+    rows_of(rows, base, &[])
+}
+
+/// As `batch`, except that the rows in `short` have two values.
+fn rows_of(rows: impl Iterator<Item = usize> + Clone, base: f32, short: &[usize]) -> RecordBatch {
     let mut v = ListBuilder::new(Float32Builder::new());
     for i in rows.clone() {
-        for j in 0..3 {
-            v.values().append_value(values(i, base)[j]);
+        let n = if short.contains(&i) { 2 } else { 3 };
+        for x in &values(i, base)[..n] {
+            v.values().append_value(*x);
         }
         v.append(true);
     }
@@ -618,24 +624,6 @@ fn stream_input_is_read_once() {
     assert!(verify(&out).unwrap().is_ok());
 }
 
-/// Rows `rows` of three values each, except the rows in `short`, which have two.
-fn batch_with_short_rows(rows: std::ops::Range<usize>, short: &[usize]) -> RecordBatch {
-    let mut v = ListBuilder::new(Float32Builder::new());
-    for i in rows.clone() {
-        let n = if short.contains(&i) { 2 } else { 3 };
-        for x in &values(i, 0.0)[..n] {
-            v.values().append_value(*x);
-        }
-        v.append(true);
-    }
-    let ids = StringArray::from(rows.map(|i| format!("r{i}")).collect::<Vec<_>>());
-    RecordBatch::try_new(
-        schema(),
-        vec![Arc::new(v.finish()) as ArrayRef, Arc::new(ids)],
-    )
-    .unwrap()
-}
-
 #[test]
 fn the_error_reported_is_the_first_in_input_order_on_every_run() {
     // Two tasks: rows 0..20 and 20..40. The second fails at once (its first row is short, so
@@ -644,7 +632,7 @@ fn the_error_reported_is_the_first_in_input_order_on_every_run() {
     let short = [19, 20];
     let batches: Vec<_> = (0..40)
         .step_by(4)
-        .map(|s| batch_with_short_rows(s..s + 4, &short))
+        .map(|s| rows_of(s..s + 4, 0.0, &short))
         .collect();
     let tmp = tempfile::tempdir().unwrap();
     for run in 0..30 {
