@@ -37,12 +37,6 @@ pub fn schema() -> Arc<Schema> {
     ]))
 }
 
-/// Writes an index file (atomically: complete or not there).
-pub fn write(path: &Path, entries: &[IndexEntry]) -> Result<()> {
-    prepare(path, entries)?.commit()?;
-    Ok(())
-}
-
 /// Writes the index that will become `path` under a temporary name, fsynced: the caller's
 /// `commit` renames it into place.
 pub(crate) fn prepare(path: &Path, entries: &[IndexEntry]) -> Result<AtomicFile> {

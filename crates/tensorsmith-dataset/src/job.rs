@@ -10,10 +10,9 @@ use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::manifest::Manifest;
 use crate::options::WriteOptions;
-use crate::task::{run_task, Ctx, Plan, TaskReport};
+use crate::task::{run_task, Plan, TaskReport};
 use crate::write::{Mode, Progress};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
 
 pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
 
@@ -50,19 +49,9 @@ pub fn write_task(
     let staging = job_staging(dir, job_id)?;
     let plan = Plan::new(input, opts)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let collected = plan.rereadable(input)?;
-    let input = collected.as_ref().unwrap_or(input);
-    let first_failed = AtomicU64::new(u64::MAX);
-    let ctx = Ctx {
-        input,
-        opts,
-        plan: &plan,
-        staging: &staging,
-        progress,
-        first_failed: &first_failed,
-        superseded: plan.superseded(input, opts)?,
-    };
-    run_task(&ctx, task, 0..u64::MAX)
+    plan.with_ctx(input, opts, &staging, progress, |ctx| {
+        run_task(ctx, task, 0..u64::MAX)
+    })
 }
 
 /// Commits job `job_id` from its tasks' reports (in any order; one per task): the shards

@@ -124,7 +124,7 @@ impl Plan {
 
     /// KV mode reads the input twice (the duplicate-key pass, then the tensors): a one-pass
     /// stream is collected into memory first. `None`: use the input as it is.
-    pub fn rereadable(&self, input: &Input) -> Result<Option<Input>> {
+    fn rereadable(&self, input: &Input) -> Result<Option<Input>> {
         match self.name_col {
             Some(_) => input.multi_pass(),
             None => Ok(None),
@@ -133,13 +133,38 @@ impl Plan {
 
     /// KV mode: the (row, column) pairs a later row replaces (duplicatesStrategy=lastWin) or
     /// the first duplicate key as an error (fail), from one pass over the key column.
-    pub fn superseded(&self, input: &Input, opts: &WriteOptions) -> Result<HashSet<(u64, usize)>> {
+    fn superseded(&self, input: &Input, opts: &WriteOptions) -> Result<HashSet<(u64, usize)>> {
         match &self.name_col {
             Some(n) => {
                 duplicates::pre_pass(input, n, &self.columns, &opts.kv_separator, opts.duplicates)
             }
             None => Ok(HashSet::new()),
         }
+    }
+
+    /// Runs `f` with the context the tasks of one write share: the input made re-readable
+    /// where KV mode needs its pre-pass, the rows lastWin supersedes, no task failed yet.
+    pub(crate) fn with_ctx<T>(
+        &self,
+        input: &Input,
+        opts: &WriteOptions,
+        staging: &Path,
+        progress: &Progress,
+        f: impl FnOnce(&Ctx) -> Result<T>,
+    ) -> Result<T> {
+        let collected = self.rereadable(input)?;
+        let input = collected.as_ref().unwrap_or(input);
+        let first_failed = AtomicU64::new(u64::MAX);
+        let ctx = Ctx {
+            input,
+            opts,
+            plan: self,
+            staging,
+            progress,
+            first_failed: &first_failed,
+            superseded: self.superseded(input, opts)?,
+        };
+        f(&ctx)
     }
 }
 

@@ -69,26 +69,16 @@ pub fn write_dataset(
     } else {
         job.threads
     };
-    let collected = plan.rereadable(input)?;
-    let input = collected.as_ref().unwrap_or(input);
-    let superseded = plan.superseded(input, opts)?;
     let staging = out.join(format!(
         "{STAGING_PREFIX}{}-{}",
         std::process::id(),
         uuid::Uuid::new_v4()
     ));
     std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let first_failed = AtomicU64::new(u64::MAX);
-    let ctx = Ctx {
-        input,
-        opts,
-        plan: &plan,
-        staging: &staging,
-        progress,
-        first_failed: &first_failed,
-        superseded,
-    };
-    let result = run_tasks(&ctx, input.total_rows(), threads)
+    let result = plan
+        .with_ctx(input, opts, &staging, progress, |ctx| {
+            run_tasks(ctx, ctx.input.total_rows(), threads)
+        })
         .and_then(|reports| commit(out, &staging, reports, opts, job.mode));
     let _ = std::fs::remove_dir_all(&staging);
     result

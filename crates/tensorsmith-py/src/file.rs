@@ -80,13 +80,7 @@ impl File {
         let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
         let target = path.to_owned();
         let model = py.detach(|| open(&target, &opts)).py_err(py)?;
-        let by_name = model
-            .index
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
+        let by_name = model.index.by_name();
         Ok(File {
             model: Arc::new(model),
             by_name,

@@ -308,12 +308,12 @@ impl TensorIndex {
         self.tensors.iter().find(|t| t.name == name)
     }
 
-    /// A name → position map for repeated look-ups.
-    pub fn by_name(&self) -> std::collections::HashMap<&str, usize> {
+    /// A name → position map for repeated look-ups (owned, to live beside the index).
+    pub fn by_name(&self) -> std::collections::HashMap<String, usize> {
         self.tensors
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.name.as_str(), i))
+            .map(|(i, t)| (t.name.clone(), i))
             .collect()
     }
 

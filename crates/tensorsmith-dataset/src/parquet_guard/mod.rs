@@ -14,7 +14,7 @@ mod walk;
 
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
-use shapes::{code, FILE_META_DATA, PAGE_HEADER, SCHEMA_ELEMENT};
+use shapes::{FILE_META_DATA, PAGE_HEADER, SCHEMA_ELEMENT};
 use walk::{Stop, Walker};
 
 /// First read of a page header; doubled while the header runs past it.
@@ -30,11 +30,7 @@ pub fn check_footer(meta: &[u8]) -> Result<(), String> {
             return Ok(false);
         }
         // FileMetaData field 2: list<SchemaElement> (its type already checked).
-        let (elem, n) = w.list_header()?;
-        if n > 0 && elem != code::STRUCT {
-            return Err(Stop::Bad("the schema is not a list of structs"));
-        }
-        for _ in 0..n {
+        w.struct_list(&mut |w, n| {
             let mut children = None;
             w.structure(1, Some(&SCHEMA_ELEMENT), &mut |w, id, _| {
                 // SchemaElement field 5, num_children: an i32, truncated as arrow-rs reads it.
@@ -49,7 +45,8 @@ pub fn check_footer(meta: &[u8]) -> Result<(), String> {
                     "a schema element claims more children than the schema has elements",
                 ));
             }
-        }
+            Ok(())
+        })?;
         Ok(true)
     });
     match walked {

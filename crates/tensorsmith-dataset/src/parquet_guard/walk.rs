@@ -117,6 +117,21 @@ impl Walker<'_> {
         Ok((h & 0x0f, n))
     }
 
+    /// Walks a list of structs: `each` walks element `i` of the `n` the header declares.
+    pub(super) fn struct_list(
+        &mut self,
+        each: &mut dyn FnMut(&mut Self, u64) -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
+        let (elem, n) = self.list_header()?;
+        if n > 0 && elem != code::STRUCT {
+            return Err(Stop::Bad("a list of structs declares another element type"));
+        }
+        for _ in 0..n {
+            each(self, n)?;
+        }
+        Ok(())
+    }
+
     /// Walks one value of compact type `t` as arrow-rs skips it; `in_container`: an element
     /// of a list, set or map.
     fn value(&mut self, t: u8, in_container: bool, depth: u32) -> Result<(), Stop> {
@@ -205,13 +220,7 @@ impl Walker<'_> {
             match known.map(|(_, ty)| ty) {
                 Some(Ty::Struct(s)) => self.structure(depth + 1, Some(s), &mut no_hook)?,
                 Some(Ty::ListOf(s)) => {
-                    let (elem, n) = self.list_header()?;
-                    if n > 0 && elem != code::STRUCT {
-                        return Err(Stop::Bad("a list of structs declares another element type"));
-                    }
-                    for _ in 0..n {
-                        self.structure(depth + 1, Some(s), &mut no_hook)?;
-                    }
+                    self.struct_list(&mut |w, _| w.structure(depth + 1, Some(s), &mut no_hook))?
                 }
                 Some(Ty::List(c)) => {
                     let (elem, n) = self.list_header()?;

@@ -285,14 +285,7 @@ impl SafetensorsFile {
 
     /// Describes a tensor, or says there is none of that name.
     pub fn info(&self, name: &str) -> Result<&TensorInfo> {
-        let map = self.by_name.get_or_init(|| {
-            self.index
-                .tensors
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t.name.clone(), i))
-                .collect()
-        });
+        let map = self.by_name.get_or_init(|| self.index.by_name());
         map.get(name)
             .map(|&i| &self.index.tensors[i])
             .ok_or_else(|| self.err(ErrorKind::NoSuchTensor, name))

@@ -162,13 +162,7 @@ impl ZtFile {
         let path = path.as_ref();
         let source = Source::open(path, opts.backend)?;
         let (version, parsed) = parse_with(&source, opts).map_err(|e| e.in_file(path))?;
-        let by_name = parsed
-            .index
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
+        let by_name = parsed.index.by_name();
         Ok(ZtFile {
             path: path.to_path_buf(),
             source,
