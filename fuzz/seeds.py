@@ -42,6 +42,10 @@ for f in sorted((root / "tests" / "data" / "dataset").glob("manifest_*.json")):
 for f in sorted((root / "tests" / "data" / "dataset").glob("index_*.parquet")):
     put("dataset", f.name, b"\1" + f.read_bytes())
 
+# Batch-mode writes of Parquet input (both ways: from pages and through the reader).
+for f in sorted((root / "tests" / "data" / "dataset").glob("input_*.parquet")):
+    put("dataset_write", f.name, f.read_bytes())
+
 # Casts: a selector byte then float bits of every kind (normal, subnormal, ties, inf, nan).
 specials = [0.0, -0.0, 1.0, 65504.0, 65520.0, 5.960464477539063e-08, 2.9802322387695312e-08,
             1e-40, float("inf"), float("-inf"), float("nan"), 3.3895313892515355e38, 1.00048828125]

@@ -313,6 +313,50 @@ def test_parquet_writer_variants_pass_the_precheck(tsm, tmp_path, compression, p
     np.testing.assert_array_equal(np.concatenate([s["y"] for s in got]), want["y"].astype(np.float32))
 
 
+@pytest.mark.parametrize("page_version", ["1.0", "2.0"])
+@pytest.mark.parametrize("dtype,np_type,pa_type", [
+    ("F32", np.float32, pa.float32()), ("F64", np.float64, pa.float64()),
+    ("I32", np.int32, pa.int32()), ("I64", np.int64, pa.int64()),
+    ("U32", np.uint32, pa.uint32()), ("U64", np.uint64, pa.uint64()),
+    ("F16", np.float16, pa.float16()),
+])
+def test_plain_uncompressed_pages_are_copied_as_they_are(tsm, tmp_path, page_version, dtype, np_type, pa_type):
+    # pyarrow's PLAIN, uncompressed pages of a list column are the shards' bytes: the write
+    # copies them file to file (it says how many shards it copied) and the reference loader
+    # reads the values pyarrow wrote. Pages of 300 bytes split rows between pages (v1), row
+    # groups of 70 rows split shards between groups; the output is the reader path's, byte
+    # for byte.
+    rng = np.random.default_rng(7)
+    n, width = 300, 13
+    if np.issubdtype(np_type, np.integer):
+        info = np.iinfo(np_type)
+        want = rng.integers(info.min, info.max, size=(n, width), dtype=np_type, endpoint=True)
+    else:
+        want = rng.standard_normal((n, width)).astype(np_type)
+    flat = pa.array(want.reshape(-1), type=pa_type)
+    col = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32)), flat)
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"v": col}), src, row_group_size=70, compression="NONE",
+                   use_dictionary=False, data_page_size=300, data_page_version=page_version,
+                   write_statistics=True)
+    outs = []
+    for extra in [[], ["--parquet-reader-only"]]:
+        out = tmp_path / f"out{len(outs)}"
+        p = tsm.run("dataset", "write", src, out, "--batch-size", "32", "--dtype", dtype,
+                    "--tail-strategy", "pad", "--threads", "2", *extra)
+        outs.append(out)
+        copied = int(p.stderr.decode().split(" shards (")[1].split(" ")[0])
+        assert copied == (0 if extra else 10), p.stderr
+    got = shards(outs[0])
+    v = np.concatenate([s["v"] for s in got])
+    assert v.dtype == np_type and v.shape == (320, width)
+    np.testing.assert_array_equal(v[:n], want)
+    assert not v[n:].any()
+    a, b = (sorted(o.glob("*.safetensors")) for o in outs)
+    assert [x.name[:15] for x in a] == [x.name[:15] for x in b]
+    assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b))
+
+
 def test_nested_variable_length_lists_are_tensors_when_regular(tsm, tmp_path):
     # Spark writes array<array<double>> as list<list<double>>: each sample's inner lists
     # give its dims when they have one length; ragged ones are refused naming the row.

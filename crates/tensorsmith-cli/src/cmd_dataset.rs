@@ -3,6 +3,7 @@
 use crate::{fail, shown, EXIT_OK};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use tensorsmith_dataset::{
     write_dataset, Input, JobOptions, Manifest, Mode, Progress, WriteOptions,
 };
@@ -82,6 +83,10 @@ pub struct WriteArgs {
     /// Worker threads, one task each (default: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Read Parquet only through the Parquet reader, never copying shards straight from
+    /// pages (same output; for comparisons).
+    #[arg(long, hide = true)]
+    parquet_reader_only: bool,
 }
 
 #[derive(Args)]
@@ -173,6 +178,7 @@ fn write(a: &WriteArgs) -> u8 {
             ModeArg::Append => Mode::Append,
         },
         threads: a.threads,
+        reader_only: a.parquet_reader_only,
     };
     let progress = Progress::default();
     let t = std::time::Instant::now();
@@ -182,8 +188,9 @@ fn write(a: &WriteArgs) -> u8 {
     match result {
         Ok(m) => {
             let secs = t.elapsed().as_secs_f64();
+            let direct = progress.direct_shards.load(Ordering::Relaxed);
             eprintln!(
-                "{}: {} samples in {} shards, {} bytes, {:.2} s ({:.0} MB/s)",
+                "{}: {} samples in {} shards ({direct} copied straight from Parquet pages), {} bytes, {:.2} s ({:.0} MB/s)",
                 shown(out),
                 m.total_samples,
                 m.shards.len(),
@@ -224,7 +231,6 @@ fn info(a: &InfoArgs) -> u8 {
 /// is a terminal.
 fn with_progress_bar<T>(p: &Progress, f: impl FnOnce() -> T) -> T {
     use std::io::IsTerminal;
-    use std::sync::atomic::Ordering;
     if !std::io::stderr().is_terminal() {
         return f();
     }

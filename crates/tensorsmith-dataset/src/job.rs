@@ -49,7 +49,7 @@ pub fn write_task(
     let staging = job_staging(dir, job_id)?;
     let plan = Plan::new(input, opts)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    plan.with_ctx(input, opts, &staging, progress, |ctx| {
+    plan.with_ctx(input, opts, &staging, progress, true, |ctx| {
         run_task(ctx, task, 0..u64::MAX)
     })
 }

@@ -18,6 +18,7 @@ pub mod input;
 mod input_memory;
 pub mod job;
 pub mod manifest;
+mod parquet_direct;
 pub mod parquet_guard;
 mod task;
 pub mod write;

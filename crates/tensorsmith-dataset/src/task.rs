@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use tensorsmith::dtype::DType;
 
 /// What one task wrote, sent to the commit (from executor to driver as JSON in a Spark job).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +151,7 @@ impl Plan {
         opts: &WriteOptions,
         staging: &Path,
         progress: &Progress,
+        direct: bool,
         f: impl FnOnce(&Ctx) -> Result<T>,
     ) -> Result<T> {
         let collected = self.rereadable(input)?;
@@ -162,6 +164,7 @@ impl Plan {
             staging,
             progress,
             first_failed: &first_failed,
+            direct,
             superseded: self.superseded(input, opts)?,
         };
         f(&ctx)
@@ -178,6 +181,8 @@ pub(crate) struct Ctx<'a> {
     /// The lowest task number that failed (`u64::MAX`: none). Tasks after it stop early;
     /// tasks before it run on, so the error reported is always the first in input order.
     pub first_failed: &'a AtomicU64,
+    /// Batch mode may copy shards straight from Parquet pages (parquet_direct).
+    pub direct: bool,
     /// KV lastWin: (row, column index) pairs superseded by a later row.
     pub superseded: HashSet<(u64, usize)>,
 }
@@ -187,7 +192,10 @@ const READ_BATCH_ROWS: usize = 4096;
 /// Runs task `task` over the input rows `rows`.
 pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskReport> {
     let r = match ctx.opts.naming {
-        Naming::Batch(bs) => batch_task(ctx, task, rows, bs),
+        Naming::Batch(bs) => match crate::parquet_direct::plan(ctx, rows.clone()) {
+            Some(p) => crate::parquet_direct::batch_task(ctx, task, rows, bs, &p),
+            None => batch_task(ctx, task, rows, bs),
+        },
         Naming::Kv { ref name_col } => kv_task(ctx, task, rows, name_col),
     }
     .and_then(|report| {
@@ -205,14 +213,14 @@ pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskRep
 
 /// `part-{task:05}-{n:04}-{uuid}.safetensors`, one uuid per task (as safetensors-spark names
 /// them: a retried task's shards never collide with the first attempt's).
-struct ShardNamer {
+pub(crate) struct ShardNamer {
     task: u64,
     next: usize,
     uuid: uuid::Uuid,
 }
 
 impl ShardNamer {
-    fn new(task: u64) -> Self {
+    pub(crate) fn new(task: u64) -> Self {
         ShardNamer {
             task,
             next: 0,
@@ -220,7 +228,7 @@ impl ShardNamer {
         }
     }
 
-    fn next(&mut self) -> String {
+    pub(crate) fn next(&mut self) -> String {
         let n = format!(
             "part-{:05}-{:04}-{}.safetensors",
             self.task, self.next, self.uuid
@@ -230,7 +238,7 @@ impl ShardNamer {
     }
 }
 
-fn new_report(task: u64) -> TaskReport {
+pub(crate) fn new_report(task: u64) -> TaskReport {
     TaskReport {
         task,
         ..Default::default()
@@ -270,24 +278,14 @@ fn write_shard(
     out: &mut TaskReport,
 ) -> Result<Vec<Vec<u8>>> {
     let mut w = tensorsmith::safetensors::Writer::new();
+    let mut described = Vec::new();
     for (key, s, shape) in &tensors {
         let dtype = s.dtype.expect("at least one sample");
-        out.index.push(IndexEntry {
-            tensor_key: key.clone(),
-            file_name: name.to_string(),
-            shape: shape.clone(),
-            dtype: dtype.safetensors_name().to_string(),
-        });
         w.add(key, dtype, shape, &s.bytes[..])?;
+        described.push((key.clone(), dtype, shape.clone()));
     }
     let bytes = write_staged(w, &ctx.staging.join(name))?;
-    ctx.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
-    ctx.progress.shards.fetch_add(1, Ordering::Relaxed);
-    out.shards.push(ShardInfo {
-        shard_path: name.to_string(),
-        samples_count,
-        bytes,
-    });
+    record_shard(ctx, name, described, bytes, samples_count, out);
     // The buffers go back to the caller, emptied, for the next shard: no fresh pages to
     // fault in and zero for every shard.
     Ok(tensors
@@ -300,9 +298,52 @@ fn write_shard(
         .collect())
 }
 
+/// Notes a shard written into the staging folder: its tensors (key, dtype, shape) in the
+/// index, its size in the progress counters, the shard in the report.
+pub(crate) fn record_shard(
+    ctx: &Ctx,
+    name: &str,
+    tensors: Vec<(String, DType, Vec<u64>)>,
+    bytes: u64,
+    samples_count: u64,
+    out: &mut TaskReport,
+) {
+    for (key, dtype, shape) in tensors {
+        out.index.push(IndexEntry {
+            tensor_key: key,
+            file_name: name.to_string(),
+            shape,
+            dtype: dtype.safetensors_name().to_string(),
+        });
+    }
+    ctx.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    ctx.progress.shards.fetch_add(1, Ordering::Relaxed);
+    out.shards.push(ShardInfo {
+        shard_path: name.to_string(),
+        samples_count,
+        bytes,
+    });
+}
+
 fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
-    let dtype = s.dtype.expect("sampled").safetensors_name().to_string();
-    let shape = s.sample_shape.clone().expect("sampled");
+    note_schema(
+        out,
+        key,
+        s.dtype.expect("sampled"),
+        s.sample_shape.as_deref().expect("sampled"),
+    )
+}
+
+/// Notes a tensor's sample dtype and shape in the report: the same for every shard of a
+/// column.
+pub(crate) fn note_schema(
+    out: &mut TaskReport,
+    key: &str,
+    dtype: DType,
+    shape: &[u64],
+) -> Result<()> {
+    let dtype = dtype.safetensors_name().to_string();
+    let shape = shape.to_vec();
     match out.samples.get(key) {
         Some(t) if t.dtype != dtype || t.shape != shape => Err(DatasetError::column(
             key,
@@ -316,7 +357,7 @@ fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
     }
 }
 
-fn stopped(ctx: &Ctx, task: u64) -> Result<()> {
+pub(crate) fn stopped(ctx: &Ctx, task: u64) -> Result<()> {
     if ctx.first_failed.load(Ordering::Relaxed) < task {
         return Err(DatasetError::Stopped);
     }

@@ -34,6 +34,8 @@ pub struct Progress {
     pub rows: AtomicU64,
     pub bytes: AtomicU64,
     pub shards: AtomicU64,
+    /// Shards copied straight from Parquet pages (parquet_direct), of `shards`.
+    pub direct_shards: AtomicU64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -41,6 +43,9 @@ pub struct JobOptions {
     pub mode: Mode,
     /// Worker threads (tasks); 0 means one per core.
     pub threads: usize,
+    /// Read Parquet only through the arrow-rs reader, never copying shards straight from
+    /// pages (parquet_direct). The output is the same; for comparisons and tests.
+    pub reader_only: bool,
 }
 
 const STAGING_PREFIX: &str = "_tensorsmith_staging-";
@@ -76,7 +81,7 @@ pub fn write_dataset(
     ));
     std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
     let result = plan
-        .with_ctx(input, opts, &staging, progress, |ctx| {
+        .with_ctx(input, opts, &staging, progress, !job.reader_only, |ctx| {
             run_tasks(ctx, ctx.input.total_rows(), threads)
         })
         .and_then(|reports| commit(out, &staging, reports, opts, job.mode));

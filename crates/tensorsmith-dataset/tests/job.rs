@@ -514,6 +514,7 @@ fn write_dataset_on_batches_matches_the_same_rows_from_parquet() {
             let job = JobOptions {
                 mode: Mode::ErrorIfExists,
                 threads,
+                ..Default::default()
             };
             let a = tmp.path().join(format!("pq-{name}-{threads}"));
             let b = tmp.path().join(format!("mem-{name}-{threads}"));
@@ -581,6 +582,7 @@ fn stream_input_is_read_once() {
     let job = JobOptions {
         mode: Mode::ErrorIfExists,
         threads: 3,
+        ..Default::default()
     };
     let m = write_dataset(&input, &out, &batch_opts(4), &job, &Progress::default()).unwrap();
     assert_eq!(m.total_samples, 11);
@@ -640,6 +642,7 @@ fn the_error_reported_is_the_first_in_input_order_on_every_run() {
         let job = JobOptions {
             mode: Mode::ErrorIfExists,
             threads: 2,
+            ..Default::default()
         };
         let out = tmp.path().join(format!("o{run}"));
         let e = write_dataset(&input, &out, &batch_opts(4), &job, &Progress::default())
@@ -658,7 +661,11 @@ fn append_keeps_the_index_complete_or_drops_it() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("ds");
     let index = out.join("_tensor_index.parquet");
-    let job = |mode| JobOptions { mode, threads: 2 };
+    let job = |mode| JobOptions {
+        mode,
+        threads: 2,
+        ..Default::default()
+    };
     let mut o = kv_opts();
     o.generate_index = true;
     let input = rows_input(0..6, 0.0);

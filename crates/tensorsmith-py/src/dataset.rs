@@ -87,6 +87,7 @@ pub fn write_dataset(
     let job = JobOptions {
         mode: self::mode(py, mode)?,
         threads,
+        ..Default::default()
     };
     let input = batches(py, data)?;
     let progress = Progress::default();

@@ -56,4 +56,15 @@ index = pa.table({
     "dtype": pa.array(["BF16", "BF16"], pa.string()),
 })
 pq.write_table(index, HERE / "index_kv.parquet")
+# Inputs the batch-mode write copies straight from pages (PLAIN, uncompressed, no dictionary):
+# list<float32> of 4 values per row, pages of 64 bytes (v1 splits rows between pages), row
+# groups of 5 rows; seeds for the `dataset_write` fuzz target.
+import numpy as np
+
+vals = np.arange(13 * 4, dtype=np.float32).reshape(13, 4) / 4
+col = pa.array(list(vals), type=pa.list_(pa.float32()))
+for version in ["1.0", "2.0"]:
+    pq.write_table(pa.table({"v": col}), HERE / f"input_plain_v{version[0]}.parquet", row_group_size=5,
+                   compression="NONE", use_dictionary=False, data_page_size=64,
+                   data_page_version=version, write_statistics=False)
 print("wrote", sorted(p.name for p in HERE.iterdir()))

@@ -9,16 +9,16 @@
 //! bytes cannot back. So it costs time in proportion to the bytes, and what it checks is what
 //! the reader will read.
 
+mod page;
 mod shapes;
 mod walk;
 
+pub(crate) use page::{page_header, PageHeader, PageKind};
+
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
-use shapes::{FILE_META_DATA, PAGE_HEADER, SCHEMA_ELEMENT};
+use shapes::{FILE_META_DATA, SCHEMA_ELEMENT};
 use walk::{Stop, Walker};
-
-/// First read of a page header; doubled while the header runs past it.
-const FIRST_HEADER_WINDOW: u64 = 256;
 
 /// Checks the footer metadata bytes (the Thrift `FileMetaData`, without length and magic).
 /// Besides the walk, every schema element's `num_children` must be within the number of
@@ -95,54 +95,14 @@ pub fn check_pages<R: ChunkReader>(file: &R, meta: &ParquetMetaData) -> Result<(
                 })?;
             let mut pos = start;
             while pos < end {
-                let (header, body) = page_header(file, pos, end).map_err(|why| {
+                let page = page_header(file, pos, end).map_err(|why| {
                     format!("row group {g}, column {c}, page at byte {pos}: {why}")
                 })?;
-                pos += header + body;
+                pos = page.end();
             }
         }
     }
     Ok(())
-}
-
-/// Walks the page header at `pos`: its length and the page's compressed size.
-fn page_header<R: ChunkReader>(file: &R, pos: u64, end: u64) -> Result<(u64, u64), String> {
-    let mut window = FIRST_HEADER_WINDOW.min(end - pos);
-    loop {
-        let bytes = file
-            .get_bytes(pos, window as usize)
-            .map_err(|e| e.to_string())?;
-        let mut w = Walker {
-            buf: &bytes,
-            pos: 0,
-        };
-        let mut compressed = None;
-        let walked = w.structure(0, Some(&PAGE_HEADER), &mut |w, id, _| {
-            // PageHeader field 3: compressed_page_size (its type already checked).
-            if id == 3 {
-                compressed = Some(w.zigzag()?);
-                return Ok(true);
-            }
-            Ok(false)
-        });
-        match walked {
-            Ok(()) => {
-                let size = compressed.ok_or("a page header without its compressed size")?;
-                let size = u64::try_from(size)
-                    .map_err(|_| format!("a negative compressed page size ({size})"))?;
-                let header = w.pos as u64;
-                if size > end - pos - header {
-                    return Err(format!(
-                        "a page of {size} bytes runs past the end of its column chunk"
-                    ));
-                }
-                return Ok((header, size));
-            }
-            Err(Stop::Eof) if window < end - pos => window = (window * 2).min(end - pos),
-            Err(Stop::Eof) => return Err("the page header runs past its column chunk".into()),
-            Err(stop) => return Err(stop.reason()),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -313,7 +313,7 @@ pub(super) const PAGE_HEADER: Shape = Shape {
     ],
 };
 
-const DATA_PAGE_HEADER: Shape = Shape {
+pub(super) const DATA_PAGE_HEADER: Shape = Shape {
     name: "DataPageHeader",
     fields: &[
         (1, I32),
@@ -329,7 +329,7 @@ const DICTIONARY_PAGE_HEADER: Shape = Shape {
     fields: &[(1, I32), (2, I32), (3, BOOL)],
 };
 
-const DATA_PAGE_HEADER_V2: Shape = Shape {
+pub(super) const DATA_PAGE_HEADER_V2: Shape = Shape {
     name: "DataPageHeaderV2",
     fields: &[
         (1, I32),

@@ -9,4 +9,4 @@ pub mod write;
 pub use read::{
     open_remote, parse_bytes, ReadOptions, SafetensorsFile, TensorView, DEFAULT_MAX_HEADER_LEN,
 };
-pub use write::{SourceRange, TensorData, Writer};
+pub use write::{FilePieces, Piece, SourceRange, TensorData, Writer};

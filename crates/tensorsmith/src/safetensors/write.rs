@@ -9,6 +9,7 @@ use crate::sink::AtomicFile;
 use crate::source::Source;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
 use std::io::{self, Write};
 use std::ops::Range;
 use std::path::Path;
@@ -24,6 +25,13 @@ pub trait TensorData {
 
     /// Writes exactly `len()` bytes to `out`.
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()>;
+
+    /// Copies the bytes into `out` at its current position file to file, without passing
+    /// them through this process where the OS can (`Writer::write_to_file`); returns the
+    /// bytes copied. `None`: not a file-to-file source, `write_to` is used.
+    fn copy_into_file(&mut self, _out: &mut File) -> Option<Result<u64>> {
+        None
+    }
 }
 
 impl TensorData for &[u8] {
@@ -69,12 +77,110 @@ impl TensorData for SourceRange<'_> {
     }
 }
 
+/// Pieces of opened files and runs of zeros, in order: one tensor's bytes gathered from other
+/// files (a Parquet page's values, say). Into a file (`Writer::write_to_file`) each range is
+/// copied by the kernel (`copy_file_range` on Linux, through `std::io::copy`); into any other
+/// writer, through a bounded buffer. A range moves its file's position (each user opens its
+/// own handle).
+#[derive(Default)]
+pub struct FilePieces<'a> {
+    pub pieces: Vec<Piece<'a>>,
+}
+
+pub enum Piece<'a> {
+    Range(&'a File, Range<u64>),
+    Zeros(u64),
+}
+
+impl Piece<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Piece::Range(_, r) => r.end - r.start,
+            Piece::Zeros(n) => *n,
+        }
+    }
+}
+
+fn write_zeros(n: u64, out: &mut dyn Write) -> io::Result<()> {
+    let zeros = [0u8; 1 << 12];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(zeros.len() as u64) as usize;
+        out.write_all(&zeros[..k])?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+impl TensorData for FilePieces<'_> {
+    fn len(&self) -> u64 {
+        self.pieces.iter().map(Piece::len).sum()
+    }
+
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = Vec::new();
+        for p in &self.pieces {
+            match p {
+                Piece::Range(f, r) => {
+                    let mut off = r.start;
+                    while off < r.end {
+                        let n = ((r.end - off) as usize).min(1 << 20);
+                        buf.resize(n, 0);
+                        f.read_exact_at(&mut buf, off)?;
+                        out.write_all(&buf)?;
+                        off += n as u64;
+                    }
+                }
+                Piece::Zeros(n) => write_zeros(*n, out)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_into_file(&mut self, out: &mut File) -> Option<Result<u64>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let copy = |out: &mut File| -> Result<u64> {
+            let mut n = 0;
+            for p in &self.pieces {
+                n += match p {
+                    Piece::Range(f, r) => {
+                        let mut f: &File = f;
+                        f.seek(SeekFrom::Start(r.start))?;
+                        io::copy(&mut f.take(r.end - r.start), out)?
+                    }
+                    Piece::Zeros(z) => {
+                        write_zeros(*z, out)?;
+                        *z
+                    }
+                };
+            }
+            Ok(n)
+        };
+        Some(copy(out))
+    }
+}
+
 struct Pending<'a> {
     name: String,
     dtype: DType,
     shape: Vec<u64>,
     len: u64,
     data: Box<dyn TensorData + 'a>,
+}
+
+impl Pending<'_> {
+    /// `n`, the bytes its data wrote, when that is the length it promised.
+    fn check_len(&self, n: u64) -> Result<u64> {
+        if n != self.len {
+            return Err(Error::new(ErrorKind::WrongDataLength {
+                expected: self.len,
+                actual: n,
+            })
+            .at_tensor(&self.name));
+        }
+        Ok(n)
+    }
 }
 
 /// Collects tensors (descriptions now, bytes later) and writes them as one file.
@@ -226,14 +332,35 @@ impl<'a> Writer<'a> {
             t.data
                 .write_to(&mut counted)
                 .map_err(|e| e.at_tensor(&t.name))?;
-            if counted.n != t.len {
-                return Err(Error::new(ErrorKind::WrongDataLength {
-                    expected: t.len,
-                    actual: counted.n,
-                })
-                .at_tensor(&t.name));
+            total += t.check_len(counted.n)?;
+        }
+        Ok(total)
+    }
+
+    /// `write_to` into a file at its current position: tensors whose bytes come from other
+    /// files are copied file to file (`TensorData::copy_into_file`), the rest written through
+    /// a buffer.
+    pub fn write_to_file(mut self, out: &mut File) -> Result<u64> {
+        self.sort();
+        let header = self.header();
+        out.write_all(&header)?;
+        let mut total = header.len() as u64;
+        for t in &mut self.tensors {
+            let n = match t.data.copy_into_file(out) {
+                Some(n) => n,
+                None => {
+                    let mut buf = io::BufWriter::with_capacity(1 << 16, &mut *out);
+                    let mut counted = Counting {
+                        inner: &mut buf,
+                        n: 0,
+                    };
+                    t.data
+                        .write_to(&mut counted)
+                        .and_then(|()| Ok(counted.flush().map(|()| counted.n)?))
+                }
             }
-            total += t.len;
+            .map_err(|e| e.at_tensor(&t.name))?;
+            total += t.check_len(n)?;
         }
         Ok(total)
     }
