@@ -7,7 +7,7 @@ use crate::error::{DatasetError, Result};
 use crate::input_memory::{Batches, Stream};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -369,7 +369,7 @@ fn read_parquet(
     let path = &file.path;
     let fh = File::open(path).map_err(|e| DatasetError::io(path, e))?;
     let b = ParquetRecordBatchReaderBuilder::try_new(fh).map_err(pq_err(path))?;
-    // Row groups overlapping the range, and the rows to skip in the first of them.
+    // Row groups overlapping the range, and the first row of the first of them.
     let mut groups = Vec::new();
     let mut first_row = None;
     let mut at = 0u64;
@@ -384,30 +384,36 @@ fn read_parquet(
     let Some(first_row) = first_row else {
         return Ok(());
     };
-    let skip = range.start - first_row;
-    let selection = RowSelection::from(vec![
-        RowSelector::skip(skip as usize),
-        RowSelector::select((range.end - range.start) as usize),
-    ]);
     let schema = b.schema().clone();
     let roots: Vec<usize> = columns
         .iter()
         .map(|c| schema.index_of(c).expect("checked"))
         .collect();
     let mask = ProjectionMask::roots(b.parquet_schema(), roots.iter().copied());
+    // No row selection: arrow-rs 60.1 skips rows (skip_records) in an endless loop when a
+    // page's repetition levels end before its value count, where reading the same rows
+    // fails with an error. So the rows of the first row group before the range are read and
+    // dropped here, and reading stops at the range's end.
     let reader = b
         .with_row_groups(groups)
-        .with_row_selection(selection)
         .with_projection(mask)
         .with_batch_size(batch_rows.max(1))
         .build()
         .map_err(pq_err(path))?;
+    let mut at = first_row;
     let mut row = range.start;
     for batch in reader {
         let batch = batch.map_err(arrow_err(path))?;
         let n = batch.num_rows() as u64;
-        f(&batch, row)?;
-        row += n;
+        let (lo, hi) = (range.start.max(at), range.end.min(at + n));
+        if lo < hi {
+            f(&batch.slice((lo - at) as usize, (hi - lo) as usize), row)?;
+            row += hi - lo;
+        }
+        at += n;
+        if at >= range.end {
+            break;
+        }
     }
     if row != range.end {
         return Err(DatasetError::input(format!(

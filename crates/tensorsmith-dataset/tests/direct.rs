@@ -387,7 +387,11 @@ fn files_pyarrow_writes_are_copied_from_their_pages() {
         let pq = data.join(format!("input_plain_{v}.parquet"));
         for threads in [1, 2] {
             // 4 shards of 3 rows and the tail of 1.
-            assert_eq!(both_ways(&[&pq], &opts(3, DType::F32), threads), Ok(5), "{v}");
+            assert_eq!(
+                both_ways(&[&pq], &opts(3, DType::F32), threads),
+                Ok(5),
+                "{v}"
+            );
         }
     }
 }

@@ -256,3 +256,45 @@ fn schema_child_counts_are_bounded_before_the_reader_allocates() {
         assert!(e.to_string().contains(name), "{e}");
     }
 }
+
+/// Found by the `dataset_write` fuzz target: a Parquet input (pyarrow's, mutated) whose page
+/// repetition levels end before the page's value count. Skipping rows into it (a task starting
+/// inside a row group) kept arrow-rs 60.1 in an endless loop; reading the same rows fails. The
+/// reader path reads and drops the rows before a task's range instead of skipping them, so
+/// every task split gives the reader's error, quickly.
+#[test]
+fn rows_before_a_task_are_read_not_skipped() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/dataset/fuzz_write_skip_spin.parquet");
+    for threads in [1, 2, 3] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = p.clone();
+        std::thread::spawn(move || {
+            let dir = tempfile::tempdir().unwrap();
+            let mut o = WriteOptions::batch(3);
+            o.dtype = Some(DType::F32);
+            let job = JobOptions {
+                threads,
+                ..Default::default()
+            };
+            let r = Input::open(&[&p]).and_then(|input| {
+                write_dataset(
+                    &input,
+                    &dir.path().join("o"),
+                    &o,
+                    &job,
+                    &Progress::default(),
+                )
+            });
+            let _ = tx.send(r.map(drop).map_err(|e| e.to_string()));
+        });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the write still runs after 30 s")
+            .unwrap_err();
+        assert!(
+            e.contains("fuzz_write_skip_spin.parquet") && e.contains("repetition levels"),
+            "{threads} threads: {e}"
+        );
+    }
+}

@@ -15,6 +15,9 @@ once (tests/read_write.rs); `fuzz_parquet_schema_children_oom.bin`, `..._oom2.bi
 `..._oom3.bin` have a schema element claiming up to 2^31 children, for which arrow-rs reserved
 6 / 15 / 2 GB before reading them (in the last two the count sits in a field whose header
 declares another type, which arrow-rs reads as an i32 anyway); all refused by the pre-check.
+`fuzz_write_skip_spin.parquet` (raw input, no selector byte) came from the `dataset_write`
+target: its repetition levels end before a page's value count, and skipping rows into it kept
+arrow-rs 60.1 in an endless loop (reading them errors); the reader path no longer skips.
 """
 
 import json
