@@ -8,7 +8,9 @@ the peak resident memory of our process. Run with the main venv:
 
 Environment: DS_BENCH_GIB (input size, default 2), DS_BENCH_RUNS (default 3, median),
 DS_BENCH_BATCH (rows per shard, default 4096), DS_BENCH_DIR (scratch, default
-target/bench-data/dataset), TENSORSMITH_BIN (default target/release/tensorsmith).
+target/bench-data/dataset), TENSORSMITH_BIN (default target/release/tensorsmith),
+DS_BENCH_PYARROW_DEFAULTS=1 (write the input with pyarrow's defaults instead, snappy and
+dictionary: no page copy, both of ours go through the Parquet reader).
 
 Input: one Parquet file (uncompressed, no dictionary) with one column `v` of list<float32>,
 1024 standard-normal floats (4 KiB) per row, written once. Page cache warm for every run.
@@ -45,6 +47,7 @@ BATCH = int(os.environ.get("DS_BENCH_BATCH", "4096"))
 DIR = pathlib.Path(os.environ.get("DS_BENCH_DIR", REPO / "target" / "bench-data" / "dataset"))
 BIN = pathlib.Path(os.environ.get("TENSORSMITH_BIN", REPO / "target" / "release" / "tensorsmith"))
 WIDTH = 1024
+DEFAULTS = os.environ.get("DS_BENCH_PYARROW_DEFAULTS") == "1"
 
 
 def make_input(path):
@@ -53,7 +56,8 @@ def make_input(path):
         return rows
     rng = np.random.default_rng(0)
     schema = pa.schema([("v", pa.list_(pa.float32()))])
-    with pq.ParquetWriter(path, schema, compression="none", use_dictionary=False) as w:
+    kw = {} if DEFAULTS else {"compression": "none", "use_dictionary": False}
+    with pq.ParquetWriter(path, schema, **kw) as w:
         step = 16384
         for start in range(0, rows, step):
             n = min(step, rows - start)
@@ -128,11 +132,12 @@ def main():
     if not BIN.exists():
         sys.exit(f"{BIN} missing: cargo build --release -p tensorsmith-cli")
     DIR.mkdir(parents=True, exist_ok=True)
-    src = DIR / "in.parquet"
+    src = DIR / ("in-pyarrow-defaults.parquet" if DEFAULTS else "in.parquet")
     rows = make_input(src)
     size = src.stat().st_size
     warm(src)
-    print(f"input: {rows} rows x {WIDTH} f32, {size / (1 << 30):.2f} GiB Parquet; batch {BATCH} rows "
+    print(f"input: {rows} rows x {WIDTH} f32, {size / (1 << 30):.2f} GiB Parquet "
+          f"({'pyarrow defaults' if DEFAULTS else 'PLAIN, uncompressed'}); batch {BATCH} rows "
           f"({BATCH * WIDTH * 4 / (1 << 20):.0f} MiB shards); {os.cpu_count()} cores; "
           f"load {os.getloadavg()[0]:.2f}")
     t_copy, t_base, t_ours, rss, t_reader, rss_reader = [], [], [], [], [], []

@@ -18,9 +18,13 @@ pub(super) fn runs(
     while left > 0 {
         let header = varint32(buf, &mut pos)?;
         if header & 1 == 0 {
-            // An RLE run: the level in one byte (bit widths up to 8).
+            // An RLE run: the level in one byte (bit widths up to 8), refused when wider than
+            // the bit width (as the Parquet reader refuses it).
             let n = u64::from(header >> 1).min(left);
-            let v = u32::from(*buf.get(pos)?) & mask;
+            let v = u32::from(*buf.get(pos)?);
+            if v > mask {
+                return None;
+            }
             pos += 1;
             if n > 0 && !f(v, n) {
                 return None;
@@ -162,6 +166,8 @@ mod tests {
             collect(&[3, 0xff, 0xe4], 2, 8),
             Some(vec![(3, 4), (0, 1), (1, 1), (2, 1), (3, 1)])
         );
+        // An RLE level wider than the bit width: refused.
+        assert_eq!(collect(&[10, 2], 1, 5), None);
         // Bytes ending early: refused.
         assert_eq!(collect(&[10], 2, 5), None);
         assert_eq!(collect(&[5, 0xff], 1, 16), None);
