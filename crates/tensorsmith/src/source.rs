@@ -126,7 +126,9 @@ impl Source {
     }
 }
 
-fn copy_chunked(
+/// Writes the bytes of `range`, read by `read(offset, buf)`, to `out` through one buffer of
+/// at most `COPY_CHUNK` bytes.
+pub(crate) fn copy_chunked(
     range: Range<u64>,
     out: &mut dyn Write,
     mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,

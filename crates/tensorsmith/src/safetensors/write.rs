@@ -6,11 +6,11 @@
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::sink::AtomicFile;
-use crate::source::Source;
+use crate::source::{copy_chunked, Source};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::path::Path;
 
@@ -101,15 +101,9 @@ impl Piece<'_> {
     }
 }
 
-fn write_zeros(n: u64, out: &mut dyn Write) -> io::Result<()> {
-    let zeros = [0u8; 1 << 12];
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(zeros.len() as u64) as usize;
-        out.write_all(&zeros[..k])?;
-        left -= k as u64;
-    }
-    Ok(())
+/// `n` zero bytes into `out`.
+fn write_zeros(n: u64, out: &mut (impl Write + ?Sized)) -> io::Result<u64> {
+    io::copy(&mut io::repeat(0).take(n), out)
 }
 
 impl TensorData for FilePieces<'_> {
@@ -119,27 +113,19 @@ impl TensorData for FilePieces<'_> {
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
         use std::os::unix::fs::FileExt;
-        let mut buf = Vec::new();
         for p in &self.pieces {
             match p {
                 Piece::Range(f, r) => {
-                    let mut off = r.start;
-                    while off < r.end {
-                        let n = ((r.end - off) as usize).min(1 << 20);
-                        buf.resize(n, 0);
-                        f.read_exact_at(&mut buf, off)?;
-                        out.write_all(&buf)?;
-                        off += n as u64;
-                    }
+                    copy_chunked(r.clone(), out, |off, buf| Ok(f.read_exact_at(buf, off)?))?
                 }
-                Piece::Zeros(n) => write_zeros(*n, out)?,
+                Piece::Zeros(n) => drop(write_zeros(*n, out)?),
             }
         }
         Ok(())
     }
 
     fn copy_into_file(&mut self, out: &mut File) -> Option<Result<u64>> {
-        use std::io::{Read, Seek, SeekFrom};
+        use std::io::{Seek, SeekFrom};
         let copy = |out: &mut File| -> Result<u64> {
             let mut n = 0;
             for p in &self.pieces {
@@ -149,10 +135,7 @@ impl TensorData for FilePieces<'_> {
                         f.seek(SeekFrom::Start(r.start))?;
                         io::copy(&mut f.take(r.end - r.start), out)?
                     }
-                    Piece::Zeros(z) => {
-                        write_zeros(*z, out)?;
-                        *z
-                    }
+                    Piece::Zeros(z) => write_zeros(*z, out)?,
                 };
             }
             Ok(n)
@@ -474,5 +457,37 @@ mod tests {
         assert!(w.add("__metadata__", DType::U8, &[0], Vec::new()).is_err());
         assert!(w.add("p", DType::I4, &[2], vec![0u8; 1]).is_err());
         assert!(w.add("f4", DType::F4, &[3], vec![0u8; 2]).is_err());
+    }
+
+    #[test]
+    fn file_pieces_write_the_same_bytes_into_a_file_and_anywhere_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::write(&src, (0..=255u8).cycle().take(5000).collect::<Vec<_>>()).unwrap();
+        let f = File::open(&src).unwrap();
+        let writer = || {
+            let mut w = Writer::new();
+            let pieces = vec![
+                Piece::Range(&f, 3..1003),
+                Piece::Zeros(12),
+                Piece::Range(&f, 4000..4988),
+            ];
+            w.add("a", DType::F32, &[500], FilePieces { pieces })
+                .unwrap()
+                .add("b", DType::U8, &[3], vec![7u8, 8, 9])
+                .unwrap();
+            w
+        };
+        let in_memory = writer().to_bytes().unwrap();
+        let out = dir.path().join("out");
+        let mut o = File::create(&out).unwrap();
+        let n = writer().write_to_file(&mut o).unwrap();
+        assert_eq!(n, in_memory.len() as u64);
+        assert_eq!(std::fs::read(&out).unwrap(), in_memory);
+        let data = std::fs::read(&src).unwrap();
+        let a = &in_memory[in_memory.len() - 3 - 2000..in_memory.len() - 3];
+        assert_eq!(&a[..1000], &data[3..1003]);
+        assert!(a[1000..1012].iter().all(|&b| b == 0));
+        assert_eq!(&a[1012..], &data[4000..4988]);
     }
 }
