@@ -4,24 +4,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{write_dataset, Input, JobOptions, Progress, WriteOptions};
 
-static QUIET: std::sync::Once = std::sync::Once::new();
+#[path = "../../crates/tensorsmith-dataset/tests/support/shards.rs"]
+mod shards;
 
-fn shards(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".safetensors"))
-        .map(|n| (n[..15].to_string(), std::fs::read(dir.join(&n)).unwrap()))
-        .collect();
-    v.sort();
-    v
-}
+static QUIET: std::sync::Once = std::sync::Once::new();
 
 fuzz_target!(|data: &[u8]| {
     // As in the `dataset` target: the library catches the Parquet reader's panics.
@@ -45,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let p = Progress::default();
         write_dataset(&input, &out, &o, &job, &p)
-            .map(|_| (shards(&out), p.direct_shards.load(Ordering::Relaxed)))
+            .map(|_| (shards::shard_contents(&out), p.direct_shards.load(Ordering::Relaxed)))
     };
     match (run(false), run(true)) {
         (Ok((a, _)), Ok((b, _))) => assert!(a == b, "shards differ"),

@@ -16,6 +16,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tensorsmith::dtype::DType;
+#[path = "support/shards.rs"]
+mod shards;
+use shards::shard_contents;
 use tensorsmith_dataset::{
     index, write_dataset, Input, JobOptions, Progress, TailStrategy, WriteOptions,
 };
@@ -98,14 +101,7 @@ fn parquet(path: &Path, cols: Vec<(Field, ArrayRef)>, props: WriterProperties) {
 type Output = (Vec<(String, Vec<u8>)>, serde_json::Value, Vec<String>);
 
 fn contents(dir: &Path) -> Output {
-    let mut shards: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".safetensors"))
-        .map(|n| (n[..15].to_string(), std::fs::read(dir.join(&n)).unwrap()))
-        .collect();
-    shards.sort();
+    let shards = shard_contents(dir);
     let mut m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("dataset_manifest.json")).unwrap()).unwrap();
     for s in m["shards"].as_array_mut().unwrap() {

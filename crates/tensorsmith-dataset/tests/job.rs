@@ -5,6 +5,10 @@ use arrow_array::builder::{Float32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use std::path::Path;
+
+#[path = "support/shards.rs"]
+mod shards;
+use shards::{shard_contents, shard_files};
 use std::sync::Arc;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{
@@ -79,18 +83,6 @@ fn kv_opts() -> WriteOptions {
 
 fn task(dir: &Path, job: &str, t: u64, input: &Input, o: &WriteOptions) -> TaskReport {
     write_task(input, dir, job, t, o, &Progress::default()).unwrap()
-}
-
-/// Shard files in `dir`, sorted.
-fn shard_files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".safetensors"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// Writes the three tasks of a batch-mode job over rows 0..10, 10..20, 20..27 (in the order
@@ -475,14 +467,6 @@ fn invalid_job_ids_are_refused() {
     let ok = format!("{}-_Z9", "a".repeat(60));
     write_task(&input, &dir, &ok, 0, &o, &Progress::default()).unwrap();
     abort_job(&dir, &ok).unwrap();
-}
-
-/// Shard bytes by name without its uuid (`part-TTTTT-NNNN`).
-fn shard_contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    shard_files(dir)
-        .into_iter()
-        .map(|f| (f[..15].to_string(), std::fs::read(dir.join(&f)).unwrap()))
-        .collect()
 }
 
 #[test]
