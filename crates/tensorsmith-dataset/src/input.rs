@@ -7,7 +7,9 @@ use crate::error::{DatasetError, Result};
 use crate::input_memory::{Batches, Stream};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -28,6 +30,8 @@ pub struct InputFile {
     pub schema: SchemaRef,
     /// Rows in the file, when known without reading it (Parquet metadata).
     pub rows: Option<u64>,
+    /// Parquet: the footer as read (and checked) at open, for every later reader of the file.
+    pub(crate) parquet: Option<ArrowReaderMetadata>,
 }
 
 /// The input: files read in order as one sequence of rows, or record batches in memory.
@@ -83,27 +87,25 @@ impl Input {
             let path = p.as_ref();
             let kind = sniff(path)?;
             let f = File::open(path).map_err(|e| DatasetError::io(path, e))?;
-            let (schema, rows) = match kind {
+            let (schema, rows, parquet) = match kind {
                 InputKind::Parquet => crate::error::guard_parquet(path, || {
                     let malformed = |why| DatasetError::malformed_parquet(path, why);
                     crate::parquet_guard::check_file_footer(&f).map_err(malformed)?;
-                    let b = ParquetRecordBatchReaderBuilder::try_new(
-                        f.try_clone().map_err(|e| DatasetError::io(path, e))?,
-                    )
-                    .map_err(pq_err(path))?;
-                    crate::parquet_guard::check_pages(&f, b.metadata()).map_err(malformed)?;
-                    let rows = b.metadata().file_metadata().num_rows();
-                    Ok((b.schema().clone(), Some(rows.max(0) as u64)))
+                    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::default())
+                        .map_err(pq_err(path))?;
+                    crate::parquet_guard::check_pages(&f, meta.metadata()).map_err(malformed)?;
+                    let rows = meta.metadata().file_metadata().num_rows().max(0) as u64;
+                    Ok((meta.schema().clone(), Some(rows), Some(meta)))
                 })?,
                 InputKind::IpcFile => {
                     let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
                         .map_err(arrow_err(path))?;
-                    (r.schema(), None)
+                    (r.schema(), None, None)
                 }
                 InputKind::IpcStream => {
                     let r = arrow_ipc::reader::StreamReader::try_new(BufReader::new(f), None)
                         .map_err(arrow_err(path))?;
-                    (r.schema(), None)
+                    (r.schema(), None, None)
                 }
             };
             files.push(InputFile {
@@ -111,6 +113,7 @@ impl Input {
                 kind,
                 schema,
                 rows,
+                parquet,
             });
         }
         Ok(Input {
@@ -368,7 +371,8 @@ fn read_parquet(
 ) -> Result<()> {
     let path = &file.path;
     let fh = File::open(path).map_err(|e| DatasetError::io(path, e))?;
-    let b = ParquetRecordBatchReaderBuilder::try_new(fh).map_err(pq_err(path))?;
+    let meta = file.parquet.clone().expect("read at open");
+    let b = ParquetRecordBatchReaderBuilder::new_with_metadata(fh, meta);
     // Row groups overlapping the range, and the first row of the first of them.
     let mut groups = Vec::new();
     let mut first_row = None;

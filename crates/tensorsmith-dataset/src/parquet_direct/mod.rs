@@ -20,7 +20,6 @@ use crate::input::InputKind;
 use crate::task::Ctx;
 use chunk::ChunkLayout;
 use parquet::basic::Type as Physical;
-use parquet::file::metadata::ParquetMetaDataReader;
 use std::fs::File;
 use std::ops::Range;
 use tensorsmith::dtype::DType;
@@ -86,7 +85,7 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Option<DirectPlan> {
         let (lo, hi) = (rows.start.max(base), rows.end.min(base + n));
         if lo < hi {
             let fh = File::open(&f.path).ok()?;
-            let meta = ParquetMetaDataReader::new().parse_and_finish(&fh).ok()?;
+            let meta = f.parquet.as_ref()?.metadata();
             let leaves = meta.file_metadata().schema_descr();
             // Each written column is one leaf of the Parquet schema.
             let leaf_of = |name: &str| {
@@ -139,7 +138,7 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Option<DirectPlan> {
     if columns.len() != wanted.len() {
         return None;
     }
-    for (c, (dtype, shape, fixed)) in columns.iter_mut().zip(wanted) {
+    for (c, (_, shape, fixed)) in columns.iter_mut().zip(wanted) {
         let len = c.chunks[0].2.row_len;
         if fixed.is_some_and(|n| n != len) {
             return None;
@@ -149,7 +148,6 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Option<DirectPlan> {
             Some(_) => return None,
             None => vec![len],
         };
-        debug_assert_eq!(c.dtype, dtype);
     }
     Some(DirectPlan {
         files: opened,
