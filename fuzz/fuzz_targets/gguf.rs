@@ -4,10 +4,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tensorsmith::gguf::{parse_bytes, parse_prefix, GgufOptions};
+use tensorsmith::gguf::{parse_bytes, parse_prefix};
+use tensorsmith::OpenOptions;
 
 fuzz_target!(|file: &[u8]| {
-    let opts = GgufOptions::default();
+    let opts = OpenOptions::new();
     let whole = parse_bytes(file, &opts);
     if let Ok(h) = &whole {
         for t in &h.tensors {

@@ -6,13 +6,11 @@
 use libfuzzer_sys::fuzz_target;
 use std::collections::{BTreeMap, HashMap};
 use tensorsmith::index::MetaValue;
-use tensorsmith::safetensors::{parse_bytes, ReadOptions, Writer};
+use tensorsmith::safetensors::{parse_bytes, Writer};
+use tensorsmith::OpenOptions;
 
 fuzz_target!(|file: &[u8]| {
-    let opts = ReadOptions {
-        packed_ints: false,
-        ..ReadOptions::default()
-    };
+    let opts = OpenOptions::new().with_packed_ints(false);
     let Ok(index) = parse_bytes(file, &opts) else {
         return;
     };

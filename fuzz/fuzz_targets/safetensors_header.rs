@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tensorsmith::safetensors::{parse_bytes, ReadOptions};
+use tensorsmith::safetensors::{parse_bytes};
+use tensorsmith::OpenOptions;
 
 fuzz_target!(|input: &[u8]| {
     if input.len() < 2 {
@@ -20,10 +21,7 @@ fuzz_target!(|input: &[u8]| {
     file.resize(8 + json.len() + data_len, 0);
 
     // The reference does not know the packed I4/I2 dtypes.
-    let opts = ReadOptions {
-        packed_ints: false,
-        ..ReadOptions::default()
-    };
+    let opts = OpenOptions::new().with_packed_ints(false);
     let ours = parse_bytes(&file, &opts);
     let theirs = safetensors::SafeTensors::read_metadata(&file);
     // Documented divergence: we reject a key that appears twice (a tensor name, or a key of

@@ -5,13 +5,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tensorsmith::ztensor::{decode_part, parse_bytes, OpenOptions};
+use tensorsmith::ztensor::{decode_part, parse_bytes};
+use tensorsmith::OpenOptions;
 
 fuzz_target!(|file: &[u8]| {
     let opts = OpenOptions {
         // Keep manifests within what the fuzzer's inputs can hold anyway.
         max_manifest_len: 1 << 20,
-        ..OpenOptions::default()
+        ..OpenOptions::new()
     };
     let Ok(parsed) = parse_bytes(file, &opts) else {
         return;

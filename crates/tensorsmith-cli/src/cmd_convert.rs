@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::ZtVersion;
+use tensorsmith::open;
 use tensorsmith::ops::convert::{convert_safetensors, parse_size, ConvertOptions};
 use tensorsmith::ops::convert_ztensor::{convert_ztensor, ZtConvertOptions};
-use tensorsmith::ops::open::open;
 use tensorsmith::ztensor::{Compression, DigestKind};
 
 #[derive(Clone, Copy, ValueEnum)]

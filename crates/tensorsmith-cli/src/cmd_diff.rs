@@ -6,10 +6,10 @@ use crate::{fail, OpenArgs, EXIT_NO, EXIT_OK};
 use clap::{Args, ValueEnum};
 use std::fmt::Write as _;
 use tensorsmith::index::MetaValue;
+use tensorsmith::open;
 use tensorsmith::ops::diff::{compare_values, diff_structure, Diff, TensorDesc};
 use tensorsmith::ops::diff_json::to_json;
 use tensorsmith::ops::inspect::meta_json;
-use tensorsmith::ops::open::open;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Style {

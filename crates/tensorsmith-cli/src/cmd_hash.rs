@@ -6,7 +6,7 @@ use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorsmith::ops::hash::{content_id, structural_id};
-use tensorsmith::ops::open::{open, Model};
+use tensorsmith::{open, Model};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Compat {

@@ -10,7 +10,7 @@ use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_json};
 
 /// Array metadata longer than this shows its first items and its length (vocabularies).
 const ARRAY_PREVIEW: usize = 8;
-use tensorsmith::ops::open::{open, Model};
+use tensorsmith::{open, Model};
 
 #[derive(Args)]
 pub struct InspectArgs {

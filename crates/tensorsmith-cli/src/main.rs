@@ -13,8 +13,9 @@ mod schema;
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
-use tensorsmith::safetensors::{ReadOptions, DEFAULT_MAX_HEADER_LEN};
-use tensorsmith::source::Backend;
+use tensorsmith::bytes::Backend;
+use tensorsmith::format::DEFAULT_MAX_HEADER_LEN;
+use tensorsmith::OpenOptions;
 
 /// Exit code for success (or "same").
 pub const EXIT_OK: u8 = 0;
@@ -69,24 +70,14 @@ pub struct OpenArgs {
 
 impl OpenArgs {
     /// Options for opening any format.
-    pub fn open_options(&self) -> tensorsmith::ops::open::OpenOptions {
-        let opts = tensorsmith::ops::open::OpenOptions {
-            safetensors: self.read_options(),
-            ..Default::default()
-        };
-        opts.with_backend(self.read_options().backend)
-    }
-
-    pub fn read_options(&self) -> ReadOptions {
-        ReadOptions {
-            max_header_len: self.max_header_size,
-            backend: if self.pread {
+    pub fn open_options(&self) -> OpenOptions {
+        OpenOptions::new()
+            .with_max_header_len(self.max_header_size)
+            .with_backend(if self.pread {
                 Backend::Pread
             } else {
                 Backend::Mmap
-            },
-            ..ReadOptions::default()
-        }
+            })
     }
 }
 

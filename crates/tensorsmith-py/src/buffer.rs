@@ -8,7 +8,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use std::os::raw::c_int;
 use std::sync::Arc;
-use tensorsmith::ops::open::Model;
+use tensorsmith::Model;
 
 enum Store {
     /// `len` bytes at address `addr` inside a mapping owned by `_model`.

@@ -8,10 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::borrow::Cow;
 use std::sync::Arc;
+use tensorsmith::bytes::Backend;
 use tensorsmith::index::{Format, Layout, MetaValue, TensorInfo};
 use tensorsmith::ops::inspect::meta_json;
-use tensorsmith::ops::open::{open, Model, OpenOptions};
-use tensorsmith::source::Backend;
+use tensorsmith::{open, Model, OpenOptions};
 
 #[pyclass(frozen, module = "tensorsmith._native")]
 pub struct File {

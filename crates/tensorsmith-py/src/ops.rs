@@ -10,8 +10,8 @@ use tensorsmith::dtype::DType;
 use tensorsmith::index::ZtVersion;
 use tensorsmith::ops::convert::{convert_safetensors, ConvertOptions};
 use tensorsmith::ops::convert_ztensor::{convert_ztensor, ZtConvertOptions};
-use tensorsmith::ops::open::{open, Model, OpenOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
+use tensorsmith::{open, Model, OpenOptions};
 
 fn open_model(py: Python<'_>, target: &str, backend: &str) -> PyResult<Model> {
     let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);

@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tensorsmith::gguf::{Array, GgufFile, Value};
+use tensorsmith::gguf::{Array, GgufFile, GgufValue as Value};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

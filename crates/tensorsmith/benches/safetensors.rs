@@ -20,7 +20,8 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tensorsmith::dtype::DType;
-use tensorsmith::safetensors::{parse_bytes, ReadOptions, SafetensorsFile, SourceRange, Writer};
+use tensorsmith::safetensors::{parse_bytes, SafetensorsFile, SourceRange, Writer};
+use tensorsmith::OpenOptions;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -106,7 +107,7 @@ fn bench_many(runs: u64) {
         "(a) open + validate, {n} tensors, header {} bytes",
         bytes.len()
     );
-    let opts = ReadOptions::default();
+    let opts = OpenOptions::new();
     let (ours, theirs) = time_pair(
         runs,
         || parse_bytes(&bytes, &opts).unwrap().tensors.len(),
@@ -138,11 +139,11 @@ fn bench_many(runs: u64) {
     // (d) what `inspect --json` and `hash` do: open (any format), then the JSON document or
     // the structural ID; each against deserialize of the same file (target: less time).
     let target = path.to_str().unwrap().to_owned();
-    let oopts = tensorsmith::ops::open::OpenOptions::default();
+    let oopts = tensorsmith::OpenOptions::new();
     let (inspect, theirs_d) = time_pair(
         runs,
         || {
-            let m = tensorsmith::ops::open::open(&target, &oopts).unwrap();
+            let m = tensorsmith::open(&target, &oopts).unwrap();
             tensorsmith::ops::inspect::inspect_json_text(&path, &m).len()
         },
         || {
@@ -153,7 +154,7 @@ fn bench_many(runs: u64) {
     let (hash, theirs_h) = time_pair(
         runs,
         || {
-            let m = tensorsmith::ops::open::open(&target, &oopts).unwrap();
+            let m = tensorsmith::open(&target, &oopts).unwrap();
             tensorsmith::ops::hash::structural_id(&m.index).len()
         },
         || {
@@ -246,10 +247,7 @@ fn bench_read(path: &Path, runs: u64) {
         total
     };
     let ours = |backend| {
-        let opts = ReadOptions {
-            backend,
-            ..ReadOptions::default()
-        };
+        let opts = OpenOptions::new().with_backend(backend);
         let f = SafetensorsFile::open_with(path, &opts).unwrap();
         let mut total = 0;
         for t in &f.index().tensors {
@@ -257,10 +255,10 @@ fn bench_read(path: &Path, runs: u64) {
         }
         total
     };
-    let (memcpy_t, mine) = time_pair(runs, memcpy, || ours(tensorsmith::source::Backend::Mmap));
+    let (memcpy_t, mine) = time_pair(runs, memcpy, || ours(tensorsmith::bytes::Backend::Mmap));
     drop(ram);
     let (base, mine_pread) = time_pair(runs, bare_pread, || {
-        ours(tensorsmith::source::Backend::Pread)
+        ours(tensorsmith::bytes::Backend::Pread)
     });
     let mmap_view_copy = time(runs, || {
         let f = SafetensorsFile::open(path).unwrap();
@@ -382,9 +380,7 @@ fn main() {
     if only == "profile-open" {
         // Ours alone, for a profiler.
         let bytes = many_tensor_file(env_u64("TS_BENCH_TENSORS", 100_000));
-        let t = time(runs, || {
-            parse_bytes(&bytes, &ReadOptions::default()).unwrap()
-        });
+        let t = time(runs, || parse_bytes(&bytes, &OpenOptions::new()).unwrap());
         println!("parse_bytes median {}", ms(t));
         return;
     }

@@ -42,10 +42,11 @@ use std::hint::black_box;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tensorsmith::bytes::{Backend, ReadAt};
 use tensorsmith::dtype::DType;
 use tensorsmith::index::ZtVersion;
-use tensorsmith::source::Backend;
-use tensorsmith::ztensor::{self, OpenOptions, WriteOptions, Writer};
+use tensorsmith::ztensor::{self, WriteOptions, Writer};
+use tensorsmith::OpenOptions;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -168,7 +169,7 @@ impl Sink {
 fn bench_read(path: &Path, label: &str, runs: u64) {
     let len = std::fs::metadata(path).unwrap().len();
     warm(path);
-    let zt = ztensor::open(path, &OpenOptions::default()).unwrap();
+    let zt = ztensor::open(path, &OpenOptions::new()).unwrap();
     let names: Vec<String> = zt.index().tensors.iter().map(|t| t.name.clone()).collect();
     let ranges: Vec<_> = zt
         .index()
@@ -204,11 +205,8 @@ fn bench_read(path: &Path, label: &str, runs: u64) {
         }
         s.done()
     };
-    let mmap_opts = OpenOptions::default();
-    let pread_opts = OpenOptions {
-        backend: Backend::Pread,
-        ..OpenOptions::default()
-    };
+    let mmap_opts = OpenOptions::new();
+    let pread_opts = OpenOptions::new().with_backend(Backend::Pread);
     let ours_tensor_bytes = |keep| {
         let f = ztensor::open(path, &mmap_opts).unwrap();
         let mut s = Sink::new(keep);

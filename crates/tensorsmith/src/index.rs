@@ -98,7 +98,7 @@ pub enum Layout {
     Dense,
     /// One part, `data`, of ggml blocks of this block-quantized type (GGUF); the tensor's
     /// `dtype` is then `U8`, the type of the stored bytes.
-    Ggml(crate::gguf::GgmlType),
+    Ggml(crate::ggml_type::GgmlType),
     /// Compressed sparse rows: parts `values`, `indices`, `indptr`; rank 2.
     SparseCsr,
     /// Coordinate list: parts `values` and `coords` (structure of arrays: all dimension-0

@@ -1,39 +1,60 @@
 //! # tensorsmith
 //!
-//! Read, validate, write and inspect tensor files. Every format is parsed once into a neutral
-//! [`index::TensorIndex`] (names, dtypes, shapes, byte ranges, metadata), and everything else
-//! is written against that index.
+//! Read, validate, write and inspect tensor files: safetensors, GGUF and zTensor (v0.1, v1.1,
+//! v2), local or over HTTP. Every format is parsed once into a neutral
+//! [`index::TensorIndex`] (names, dtypes, shapes, layouts, byte ranges, metadata), and every
+//! operation is written once against it.
 //!
 //! ```no_run
-//! use tensorsmith::safetensors::{SafetensorsFile, Writer};
-//! use tensorsmith::dtype::DType;
+//! // Any format, any place: a file, a folder of shards, a shard index or an http(s) URL.
+//! let model = tensorsmith::open("model.safetensors", &tensorsmith::OpenOptions::new())?;
+//! for t in &model.index.tensors {
+//!     let values = model.tensor_bytes(t)?; // decoded; zero-copy from the map when raw
+//!     println!("{} {} {:?} {} bytes", t.name, t.type_name(), t.shape, values.len());
+//! }
+//! println!("{}", tensorsmith::ops::hash::structural_id(&model.index));
+//! # Ok::<(), tensorsmith::Error>(())
+//! ```
+//!
+//! Layers, each importing only those below it:
+//! - ground: [`dtype`] (with the ggml block table), [`cast`], [`index`], [`error`], [`bytes`]
+//!   (the positioned-read trait: mapped or pread files, HTTP ranges, memory), `codec` and
+//!   `digest`, [`sink`] (atomic output);
+//! - the format seam, [`format::FileFormat`], implemented by [`safetensors`], [`gguf`] and
+//!   [`ztensor`];
+//! - the [`model`]: an index plus its bytes, opened by [`open`];
+//! - [`ops`]: inspect, hash, diff, convert, verify.
+//!
+//! Writing a safetensors file, streaming tensor bytes from another:
+//!
+//! ```no_run
+//! use tensorsmith::safetensors::{SafetensorsFile, SourceRange, Writer};
 //!
 //! let f = SafetensorsFile::open("model.safetensors")?;
-//! for t in &f.index().tensors {
-//!     println!("{} {} {:?}", t.name, t.dtype, t.shape);
-//! }
-//! // Copy it, streaming tensor bytes from the open file.
 //! let mut w = Writer::new();
 //! for t in &f.index().tensors {
-//!     w.add(&t.name, t.dtype, &t.shape, tensorsmith::safetensors::SourceRange {
-//!         source: f.source(),
-//!         range: t.data_range(),
-//!     })?;
+//!     w.add(&t.name, t.dtype, &t.shape, SourceRange { source: f.source(), range: t.data_range() })?;
 //! }
 //! w.write_file("copy.safetensors")?;
 //! # Ok::<(), tensorsmith::Error>(())
 //! ```
 
+pub mod bytes;
 pub mod cast;
+pub mod decode;
 pub mod dtype;
 pub mod error;
+pub mod format;
+pub(crate) mod formats;
+pub mod ggml_type;
 pub mod gguf;
 pub mod index;
+pub mod model;
 pub mod ops;
-pub mod remote;
 pub mod safetensors;
 pub mod sink;
-pub mod source;
 pub mod ztensor;
 
 pub use error::{Error, ErrorKind, Result};
+pub use format::{OpenOptions, VerifyReport};
+pub use model::{open, Model};

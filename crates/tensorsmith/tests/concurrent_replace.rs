@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use tensorsmith::bytes::Backend;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::MetaValue;
-use tensorsmith::safetensors::{ReadOptions, SafetensorsFile, Writer};
-use tensorsmith::source::Backend;
+use tensorsmith::safetensors::{SafetensorsFile, Writer};
+use tensorsmith::OpenOptions;
 
 /// Version `v`: 1 + v % 7 tensors whose sizes depend on `v` (so offsets move between
 /// versions), every byte equal to `v as u8`, and the version in the metadata.
@@ -71,10 +72,7 @@ fn readers_see_whole_versions_while_a_writer_renames_over_the_file() {
     let held: Vec<SafetensorsFile> = [Backend::Mmap, Backend::Pread]
         .into_iter()
         .map(|backend| {
-            let opts = ReadOptions {
-                backend,
-                ..ReadOptions::default()
-            };
+            let opts = OpenOptions::new().with_backend(backend);
             SafetensorsFile::open_with(path.as_path(), &opts).unwrap()
         })
         .collect();
@@ -86,10 +84,7 @@ fn readers_see_whole_versions_while_a_writer_renames_over_the_file() {
         .map(|backend| {
             let (path, done, latest) = (path.clone(), done.clone(), latest.clone());
             std::thread::spawn(move || {
-                let opts = ReadOptions {
-                    backend,
-                    ..ReadOptions::default()
-                };
+                let opts = OpenOptions::new().with_backend(backend);
                 let mut opened = 0u64;
                 while !done.load(Ordering::Acquire) {
                     let floor = latest.load(Ordering::Acquire);

@@ -6,8 +6,9 @@
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
-use tensorsmith::gguf::{Array, GgufFile, GgufOptions, Value};
-use tensorsmith::source::Backend;
+use tensorsmith::bytes::Backend;
+use tensorsmith::gguf::{Array, GgufFile, GgufValue as Value};
+use tensorsmith::OpenOptions;
 
 fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gguf")
@@ -23,10 +24,7 @@ fn expected() -> serde_json::Map<String, Json> {
 }
 
 fn open(name: &str, backend: Backend) -> GgufFile {
-    let opts = GgufOptions {
-        backend,
-        ..GgufOptions::default()
-    };
+    let opts = OpenOptions::new().with_backend(backend);
     GgufFile::open_with(data_dir().join(name), &opts).unwrap_or_else(|e| panic!("{e}"))
 }
 

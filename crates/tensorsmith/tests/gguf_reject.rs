@@ -3,8 +3,9 @@
 //! each giving its own error.
 
 use std::path::PathBuf;
-use tensorsmith::gguf::{parse_bytes, Array, GgufFile, GgufOptions, GgufRule, Value};
+use tensorsmith::gguf::{parse_bytes, Array, GgufFile, GgufRule, GgufValue as Value};
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 
 /// Builds a GGUF file. Version 1 writes 32-bit counts, lengths and dimensions.
 struct Gguf {
@@ -115,7 +116,7 @@ impl Gguf {
 }
 
 fn read(bytes: &[u8]) -> tensorsmith::Result<tensorsmith::gguf::GgufHeader> {
-    parse_bytes(bytes, &GgufOptions::default())
+    parse_bytes(bytes, &OpenOptions::new())
 }
 
 /// Asserts `bytes` are rejected by the rule `pred` matches (on the tensor `tensor`, if given).
@@ -189,7 +190,7 @@ fn nested(g: &Gguf, depth: usize) -> Vec<u8> {
 #[test]
 fn arrays_nest_up_to_the_limit_and_no_deeper() {
     let g = Gguf::new(3);
-    let limit = GgufOptions::default().max_array_depth;
+    let limit = OpenOptions::new().max_array_depth();
     let ok = nested(&g, limit);
     assert!(read(&Gguf::new(3).kv_raw(b"deep", 9, &ok).bytes()).is_ok());
     let deep = nested(&g, limit + 1);
@@ -199,10 +200,7 @@ fn arrays_nest_up_to_the_limit_and_no_deeper() {
         None,
     );
     // Configurable.
-    let opts = GgufOptions {
-        max_array_depth: limit + 1,
-        ..GgufOptions::default()
-    };
+    let opts = OpenOptions::new().with_max_array_depth(limit + 1);
     assert!(parse_bytes(&Gguf::new(3).kv_raw(b"deep", 9, &deep).bytes(), &opts).is_ok());
 }
 

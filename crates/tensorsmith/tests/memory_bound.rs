@@ -4,7 +4,8 @@
 //! other test's memory is counted.
 
 use std::io::Write;
-use tensorsmith::safetensors::{ReadOptions, SafetensorsFile};
+use tensorsmith::safetensors::SafetensorsFile;
+use tensorsmith::OpenOptions;
 
 fn status_kib(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -49,10 +50,7 @@ fn a_two_million_tensor_header_opens_in_memory_proportional_to_the_file() {
 
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = status_kib("VmRSS:");
-    let opts = ReadOptions {
-        max_header_len: 200_000_000,
-        ..ReadOptions::default()
-    };
+    let opts = OpenOptions::new().with_max_header_len(200_000_000);
     let file = SafetensorsFile::open_with(&path, &opts).unwrap();
     assert_eq!(file.index().tensors.len(), count);
     let grown_mib = (status_kib("VmHWM:") - before) / 1024;

@@ -8,10 +8,33 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use support::http_server::Server;
+use tensorsmith::bytes::{HttpFile, ReadAt};
 use tensorsmith::dtype::DType;
-use tensorsmith::gguf::{self, GgufOptions};
-use tensorsmith::safetensors::{self, ReadOptions, Writer};
+use tensorsmith::format::FileFormat;
+use tensorsmith::gguf::{self};
+use tensorsmith::index::TensorIndex;
+use tensorsmith::safetensors::{self, Writer};
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
+
+/// A remote safetensors header through the byte layer: the first 64 KiB fetched at open.
+fn safetensors_remote(
+    url: &str,
+    opts: &OpenOptions,
+) -> tensorsmith::Result<(TensorIndex, HttpFile)> {
+    let f = HttpFile::open(url, 64 << 10)?;
+    let index = safetensors::Safetensors
+        .read_index(&f, opts)
+        .map_err(|e| e.in_file(std::path::Path::new(url)))?;
+    Ok((index, f))
+}
+
+/// A remote GGUF header through the byte layer: the first MiB fetched at open.
+fn gguf_remote(url: &str, opts: &OpenOptions) -> tensorsmith::Result<(gguf::GgufHeader, HttpFile)> {
+    let f = HttpFile::open(url, 1 << 20)?;
+    let h = gguf::read_header(&f, opts).map_err(|e| e.in_file(std::path::Path::new(url)))?;
+    Ok((h, f))
+}
 
 fn safetensors_file(tensors: usize, bytes_each: usize) -> Vec<u8> {
     let mut w = Writer::new();
@@ -44,10 +67,9 @@ fn safetensors_headers_take_one_request_or_two() {
         ("/small.safetensors".to_string(), small.clone()),
         ("/big.safetensors".to_string(), big.clone()),
     ]));
-    let opts = ReadOptions::default();
+    let opts = OpenOptions::new();
 
-    let (index, remote) =
-        safetensors::open_remote(&server.url("/small.safetensors"), &opts).unwrap();
+    let (index, remote) = safetensors_remote(&server.url("/small.safetensors"), &opts).unwrap();
     assert_eq!(index, safetensors::parse_bytes(&small, &opts).unwrap());
     assert_eq!((remote.requests(), server.take_requests()), (1, 1));
     assert_eq!(remote.len(), small.len() as u64);
@@ -56,7 +78,7 @@ fn safetensors_headers_take_one_request_or_two() {
         "more than the first read sent"
     );
 
-    let (index, remote) = safetensors::open_remote(&server.url("/big.safetensors"), &opts).unwrap();
+    let (index, remote) = safetensors_remote(&server.url("/big.safetensors"), &opts).unwrap();
     assert_eq!(index, safetensors::parse_bytes(&big, &opts).unwrap());
     assert_eq!((remote.requests(), server.take_requests()), (2, 2));
     // Tensor bytes on demand.
@@ -72,12 +94,12 @@ fn gguf_headers_are_read_by_growing_ranges() {
         ("/vocab.gguf".to_string(), vocab.clone()),
         ("/small.gguf".to_string(), small.clone()),
     ]));
-    let opts = GgufOptions::default();
-    let (h, remote) = gguf::open_remote(&server.url("/small.gguf"), &opts).unwrap();
+    let opts = OpenOptions::new();
+    let (h, remote) = gguf_remote(&server.url("/small.gguf"), &opts).unwrap();
     assert_eq!(h, gguf::parse_bytes(&small, &opts).unwrap());
     assert_eq!(remote.requests(), 1);
 
-    let (h, remote) = gguf::open_remote(&server.url("/vocab.gguf"), &opts).unwrap();
+    let (h, remote) = gguf_remote(&server.url("/vocab.gguf"), &opts).unwrap();
     assert_eq!(h, gguf::parse_bytes(&vocab, &opts).unwrap());
     // 3.3 MB of header: 1 MiB, then up to 2 MiB, then the rest: a handful of requests.
     assert!(
@@ -94,11 +116,8 @@ fn servers_that_ignore_range_send_only_what_is_read() {
         "/m.safetensors".to_string(),
         file.clone(),
     )]));
-    let (index, _) = safetensors::open_remote(
-        &server.url("/norange/m.safetensors"),
-        &ReadOptions::default(),
-    )
-    .unwrap();
+    let (index, _) =
+        safetensors_remote(&server.url("/norange/m.safetensors"), &OpenOptions::new()).unwrap();
     assert_eq!(index.tensors.len(), 4);
     // The client hung up after the header; the server got at most a few socket buffers out.
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -118,10 +137,10 @@ fn http_and_format_errors_name_the_url() {
             gguf_vector("every_type.gguf")[..100].to_vec(),
         ),
     ]));
-    let opts = ReadOptions::default();
+    let opts = OpenOptions::new();
 
     let url = server.url("/missing.safetensors");
-    let e = safetensors::open_remote(&url, &opts).unwrap_err();
+    let e = safetensors_remote(&url, &opts).unwrap_err();
     assert!(
         matches!(e.kind(), ErrorKind::Http(m) if m.contains("404")),
         "{e}"
@@ -129,23 +148,23 @@ fn http_and_format_errors_name_the_url() {
     assert!(e.to_string().contains(&url), "{e}");
 
     let url = server.url("/cut.safetensors");
-    let e = safetensors::open_remote(&url, &opts).unwrap_err();
+    let e = safetensors_remote(&url, &opts).unwrap_err();
     assert!(e.is_invalid_input() && e.to_string().contains(&url), "{e}");
 
     let url = server.url("/empty.safetensors");
-    let e = safetensors::open_remote(&url, &opts).unwrap_err();
+    let e = safetensors_remote(&url, &opts).unwrap_err();
     assert!(
         matches!(e.kind(), ErrorKind::FileTooSmall { len: 0 }),
         "{e}"
     );
 
     let url = server.url("/cut.gguf");
-    let e = gguf::open_remote(&url, &GgufOptions::default()).unwrap_err();
+    let e = gguf_remote(&url, &OpenOptions::new()).unwrap_err();
     assert!(
         matches!(e.kind(), ErrorKind::Gguf(_)) && e.to_string().contains(&url),
         "{e}"
     );
 
-    let e = safetensors::open_remote("http://127.0.0.1:1/x.safetensors", &opts).unwrap_err();
+    let e = safetensors_remote("http://127.0.0.1:1/x.safetensors", &opts).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Http(_)), "{e}");
 }

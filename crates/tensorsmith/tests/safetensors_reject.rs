@@ -3,8 +3,9 @@
 //! the tensor. Also the edge cases the reference accepts, which we must accept too.
 
 use std::path::PathBuf;
-use tensorsmith::safetensors::{ReadOptions, SafetensorsFile};
+use tensorsmith::safetensors::SafetensorsFile;
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 
 /// A file: the 8-byte length of `header`, `header`, then `data` zero bytes.
 fn craft(dir: &tempfile::TempDir, header: &[u8], data: usize) -> PathBuf {
@@ -20,7 +21,7 @@ fn raw(dir: &tempfile::TempDir, bytes: &[u8]) -> PathBuf {
     p
 }
 
-fn reject(path: &PathBuf, opts: &ReadOptions) -> tensorsmith::Error {
+fn reject(path: &PathBuf, opts: &OpenOptions) -> tensorsmith::Error {
     let e = SafetensorsFile::open_with(path, opts).expect_err("the crafted file must be rejected");
     assert!(
         e.to_string().contains("crafted.safetensors"),
@@ -36,7 +37,7 @@ macro_rules! rule {
         fn $test() {
             let dir = tempfile::tempdir().unwrap();
             let p = craft(&dir, $header.as_bytes(), $data);
-            let e = reject(&p, &ReadOptions::default());
+            let e = reject(&p, &OpenOptions::new());
             assert!(matches!(e.kind(), $kind), "{e}");
             assert_eq!(e.tensor(), $tensor, "{e}");
         }
@@ -242,12 +243,12 @@ rule!(
 #[test]
 fn rejects_file_smaller_than_length_prefix() {
     let dir = tempfile::tempdir().unwrap();
-    let e = reject(&raw(&dir, b"\x02\0\0\0\0"), &ReadOptions::default());
+    let e = reject(&raw(&dir, b"\x02\0\0\0\0"), &OpenOptions::new());
     assert!(
         matches!(e.kind(), ErrorKind::FileTooSmall { len: 5 }),
         "{e}"
     );
-    let e = reject(&raw(&dir, b""), &ReadOptions::default());
+    let e = reject(&raw(&dir, b""), &OpenOptions::new());
     assert!(
         matches!(e.kind(), ErrorKind::FileTooSmall { len: 0 }),
         "{e}"
@@ -259,14 +260,11 @@ fn rejects_header_over_the_limit_and_the_limit_is_configurable() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = 100_000_001u64.to_le_bytes().to_vec();
     b.extend_from_slice(b"{}");
-    let e = reject(&raw(&dir, &b), &ReadOptions::default());
+    let e = reject(&raw(&dir, &b), &OpenOptions::new());
     assert!(matches!(e.kind(), ErrorKind::HeaderTooLarge { .. }), "{e}");
 
     let p = craft(&dir, b"{}      ", 0);
-    let small = ReadOptions {
-        max_header_len: 4,
-        ..ReadOptions::default()
-    };
+    let small = OpenOptions::new().with_max_header_len(4);
     let e = reject(&p, &small);
     assert!(
         matches!(e.kind(), ErrorKind::HeaderTooLarge { len: 8, limit: 4 }),
@@ -280,15 +278,12 @@ fn rejects_header_running_past_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = 64u64.to_le_bytes().to_vec();
     b.extend_from_slice(b"{}");
-    let e = reject(&raw(&dir, &b), &ReadOptions::default());
+    let e = reject(&raw(&dir, &b), &OpenOptions::new());
     assert!(matches!(e.kind(), ErrorKind::HeaderPastEnd { .. }), "{e}");
     // A length whose addition to 8 overflows is also "past the end", not a panic.
     let mut b = u64::MAX.to_le_bytes().to_vec();
     b.extend_from_slice(b"{}");
-    let opts = ReadOptions {
-        max_header_len: u64::MAX,
-        ..ReadOptions::default()
-    };
+    let opts = OpenOptions::new().with_max_header_len(u64::MAX);
     let e = reject(&raw(&dir, &b), &opts);
     assert!(matches!(e.kind(), ErrorKind::HeaderPastEnd { .. }), "{e}");
 }
@@ -297,7 +292,7 @@ fn rejects_header_running_past_the_end() {
 fn rejects_invalid_utf8() {
     let dir = tempfile::tempdir().unwrap();
     let p = craft(&dir, b"{\"\xff\":{}}", 0);
-    let e = reject(&p, &ReadOptions::default());
+    let e = reject(&p, &OpenOptions::new());
     assert!(
         matches!(e.kind(), ErrorKind::HeaderNotUtf8 { offset: 2 }),
         "{e}"
@@ -313,10 +308,7 @@ fn rejects_packed_ints_when_asked_to_be_reference_strict() {
         2,
     );
     assert!(SafetensorsFile::open(&p).is_ok());
-    let strict = ReadOptions {
-        packed_ints: false,
-        ..ReadOptions::default()
-    };
+    let strict = OpenOptions::new().with_packed_ints(false);
     let e = reject(&p, &strict);
     assert!(matches!(e.kind(), ErrorKind::UnknownDtype(_)), "{e}");
 }
@@ -361,7 +353,7 @@ fn duplicate_tensor_names_accepted_by_the_reference_are_refused_here() {
     bytes.resize(bytes.len() + 52, 0);
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("reference accepts");
     assert_eq!(meta.tensors().len(), 2, "the reference keeps one 'm'");
-    let e = tensorsmith::safetensors::parse_bytes(&bytes, &ReadOptions::default()).unwrap_err();
+    let e = tensorsmith::safetensors::parse_bytes(&bytes, &OpenOptions::new()).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::DuplicateKey), "{e}");
     assert_eq!(e.tensor(), Some("m"));
 }
@@ -376,7 +368,7 @@ fn duplicate_metadata_keys_accepted_by_the_reference_are_refused_here() {
     bytes.push(0);
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("reference accepts");
     assert_eq!(meta.metadata().as_ref().unwrap()["format"], "pt");
-    let e = tensorsmith::safetensors::parse_bytes(&bytes, &ReadOptions::default()).unwrap_err();
+    let e = tensorsmith::safetensors::parse_bytes(&bytes, &OpenOptions::new()).unwrap_err();
     assert!(
         matches!(e.kind(), ErrorKind::BadMetadata { msg } if msg.contains("'format' appears twice")),
         "{e}"

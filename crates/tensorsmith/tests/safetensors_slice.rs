@@ -4,10 +4,11 @@
 // One range slices the first dimension; a reversed range is a deliberate bad input.
 #![allow(clippy::single_range_in_vec_init, clippy::reversed_empty_ranges)]
 
+use tensorsmith::bytes::Backend;
 use tensorsmith::dtype::DType;
-use tensorsmith::safetensors::{ReadOptions, SafetensorsFile, Writer};
-use tensorsmith::source::Backend;
+use tensorsmith::safetensors::{SafetensorsFile, Writer};
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 
 fn file_with(
     dtype: DType,
@@ -61,10 +62,7 @@ fn slices_multi_byte_elements_with_the_pread_backend() {
     let vals: Vec<f32> = (0..12).map(|i| i as f32).collect();
     let data: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
     let (_d, p) = file_with(DType::F32, &[3, 4], data);
-    let opts = ReadOptions {
-        backend: Backend::Pread,
-        ..ReadOptions::default()
-    };
+    let opts = OpenOptions::new().with_backend(Backend::Pread);
     let f = SafetensorsFile::open_with(&p, &opts).unwrap();
     let v = f.tensor("t").unwrap();
     assert!(!v.is_borrowed());

@@ -5,13 +5,14 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use tensorsmith::bytes::Backend;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::MetaValue;
+use tensorsmith::open;
 use tensorsmith::ops::convert::{convert_safetensors, ConvertOptions};
-use tensorsmith::ops::open::{open, OpenOptions};
-use tensorsmith::safetensors::{ReadOptions, SafetensorsFile, Writer};
-use tensorsmith::source::Backend;
+use tensorsmith::safetensors::{SafetensorsFile, Writer};
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 
 fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/safetensors")
@@ -74,10 +75,7 @@ fn cases() -> Vec<Case> {
 fn reads_every_reference_file_identically_with_both_backends() {
     for case in cases() {
         for backend in [Backend::Mmap, Backend::Pread] {
-            let opts = ReadOptions {
-                backend,
-                ..ReadOptions::default()
-            };
+            let opts = OpenOptions::new().with_backend(backend);
             let f = SafetensorsFile::open_with(data_dir().join(&case.file), &opts)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(f.index().tensors.len(), case.tensors.len(), "{}", case.file);
@@ -131,7 +129,7 @@ fn streaming_copy_from_a_file_reproduces_reference_bytes() {
             continue;
         }
         let path = data_dir().join(&case.file);
-        let input = open(path.to_str().unwrap(), &OpenOptions::default()).unwrap();
+        let input = open(path.to_str().unwrap(), &OpenOptions::new()).unwrap();
         let out = dir.path().join(&case.file);
         convert_safetensors(&input, &out, &ConvertOptions::default()).unwrap();
         assert!(

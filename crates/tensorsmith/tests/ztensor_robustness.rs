@@ -4,17 +4,18 @@
 
 mod ztensor_common;
 
-use tensorsmith::ztensor::{self, layout, OpenOptions};
+use tensorsmith::ztensor::{self, layout};
+use tensorsmith::OpenOptions;
 use ztensor_common::*;
 
 fn exercise(bytes: &[u8]) {
     let src: &[u8] = bytes;
-    if let Ok(p) = ztensor::parse_bytes(src, &OpenOptions::default()) {
+    if let Ok(p) = ztensor::parse_bytes(src, &OpenOptions::new()) {
         for t in &p.index.tensors {
             let decoded: Vec<_> = t
                 .parts
                 .iter()
-                .filter_map(|part| ztensor::decode_part(&src, part, true).ok())
+                .filter_map(|part| tensorsmith::decode::decode_part(&src, part, true).ok())
                 .collect();
             if decoded.len() == t.parts.len() {
                 let refs: Vec<&[u8]> = decoded.iter().map(|b| &b[..]).collect();

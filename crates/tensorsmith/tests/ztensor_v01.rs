@@ -6,10 +6,9 @@ mod ztensor_common;
 
 use tensorsmith::dtype::DType;
 use tensorsmith::index::{Encoding, Layout, MetaValue, ZtVersion};
-use tensorsmith::ztensor::{
-    self, cbor, Compression, DigestKind, OpenOptions, WriteOptions, Writer,
-};
+use tensorsmith::ztensor::{self, cbor, Compression, DigestKind, WriteOptions, Writer};
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 use ztensor_common::*;
 
 #[test]
@@ -108,7 +107,7 @@ fn the_empty_file_is_17_bytes() {
     .to_bytes()
     .unwrap();
     assert_eq!(bytes, b"ZTEN0001\x80\x01\0\0\0\0\0\0\0");
-    assert!(ztensor::parse_bytes(&bytes, &OpenOptions::default())
+    assert!(ztensor::parse_bytes(&bytes, &OpenOptions::new())
         .unwrap()
         .index
         .tensors
@@ -173,7 +172,7 @@ fn round_trips_every_dtype_raw_and_zstd_with_each_checksum() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("rt.zt");
             w.write_file(&path).unwrap();
-            let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+            let f = ztensor::open(&path, &OpenOptions::new()).unwrap();
             assert_eq!(f.version(), ZtVersion::V0_1);
             for d in V01_DTYPES {
                 let t = f.info(&format!("{d}")).unwrap();
@@ -273,16 +272,14 @@ fn entry(name: &'static str, offset: u64, size: u64) -> Vec<(&'static str, Enc)>
 }
 
 fn err(bytes: &[u8]) -> tensorsmith::Error {
-    ztensor::parse_bytes(bytes, &OpenOptions::default()).expect_err("accepted")
+    ztensor::parse_bytes(bytes, &OpenOptions::new()).expect_err("accepted")
 }
 
 #[test]
 fn accepts_a_crafted_minimal_file() {
-    assert!(ztensor::parse_bytes(
-        &build(b"abcd", &[entry("t", 64, 4)]),
-        &OpenOptions::default()
-    )
-    .is_ok());
+    assert!(
+        ztensor::parse_bytes(&build(b"abcd", &[entry("t", 64, 4)]), &OpenOptions::new()).is_ok()
+    );
 }
 
 #[test]
@@ -359,14 +356,7 @@ fn rejects_short_files_and_oversized_metadata() {
         ErrorKind::ZtManifestOutOfBounds { .. }
     ));
     let bytes = build(b"abcd", &[entry("t", 64, 4)]);
-    let e = ztensor::parse_bytes(
-        &bytes,
-        &OpenOptions {
-            max_manifest_len: 8,
-            ..Default::default()
-        },
-    )
-    .unwrap_err();
+    let e = ztensor::parse_bytes(&bytes, &OpenOptions::new().with_max_manifest_len(8)).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::ZtManifestTooLarge { .. }));
     assert!(matches!(err(b"ZTEN0002").kind(), ErrorKind::ZtUnknownMagic));
 }

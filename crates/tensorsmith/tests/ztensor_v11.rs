@@ -8,9 +8,10 @@ use std::borrow::Cow;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::{Encoding, Layout, MetaValue, ZtVersion};
 use tensorsmith::ztensor::{
-    self, cbor, digest, Compression, DigestKind, OpenOptions, PartData, WriteOptions, Writer,
+    self, cbor, digest, Compression, DigestKind, PartData, WriteOptions, Writer,
 };
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 use ztensor_common::*;
 
 #[test]
@@ -161,7 +162,7 @@ fn round_trips_every_dtype_raw_and_zstd_with_each_digest() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("rt.zt");
             w.write_file(&path).unwrap();
-            let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+            let f = ztensor::open(&path, &OpenOptions::new()).unwrap();
             assert_eq!(f.version(), ZtVersion::V1_1);
             assert_eq!(f.index().tensors.len(), V11_DTYPES.len() * 3);
             for d in V11_DTYPES {
@@ -255,7 +256,7 @@ fn round_trips_sparse_and_quantized_raw_and_zstd() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.zt");
         std::fs::write(&path, &bytes).unwrap();
-        let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+        let f = ztensor::open(&path, &OpenOptions::new()).unwrap();
         assert_eq!(f.info("csr").unwrap().layout, Layout::SparseCsr);
         assert_eq!(f.info("coo").unwrap().layout, Layout::SparseCoo);
         let q = f.info("q").unwrap();
@@ -374,7 +375,7 @@ fn manifest(shape: &[u64], format: &str, comp: &[Field<'_>]) -> Vec<u8> {
 }
 
 fn parse(bytes: &[u8]) -> tensorsmith::Result<ztensor::Parsed> {
-    ztensor::parse_bytes(bytes, &OpenOptions::default())
+    ztensor::parse_bytes(bytes, &OpenOptions::new())
 }
 
 fn kind(bytes: &[u8]) -> ErrorKind {
@@ -565,7 +566,8 @@ fn rejects_zstd_data_longer_than_the_shape() {
     );
     let bytes = build(&[(64, &z)], &m);
     let p = parse(&bytes).unwrap();
-    let e = ztensor::decode_part(&&bytes[..], &p.index.tensors[0].parts[0], false).unwrap_err();
+    let e = tensorsmith::decode::decode_part(&&bytes[..], &p.index.tensors[0].parts[0], false)
+        .unwrap_err();
     assert!(
         matches!(e.kind(), ErrorKind::ZtDecodedLength { expected: 99, .. }),
         "{e}"
@@ -611,10 +613,7 @@ fn rejects_logical_type_on_the_wrong_dtype() {
 #[test]
 fn rejects_manifest_over_the_configured_limit() {
     let bytes = std::fs::read(dir("v1.1").join("dtype_f32.zt")).unwrap();
-    let opts = OpenOptions {
-        max_manifest_len: 16,
-        ..Default::default()
-    };
+    let opts = OpenOptions::new().with_max_manifest_len(16);
     let e = ztensor::parse_bytes(&bytes, &opts).unwrap_err();
     assert!(matches!(
         e.kind(),
@@ -723,7 +722,7 @@ fn sizes_zstd_sparse_parts_from_their_layout_or_refuses() {
     assert_eq!(t.part("values").unwrap().decoded_len, 16);
     assert_eq!(t.part("indptr").unwrap().decoded_len, 32);
     assert_eq!(
-        ztensor::decode_part(&&bytes[..], t.part("values").unwrap(), true).unwrap(),
+        tensorsmith::decode::decode_part(&&bytes[..], t.part("values").unwrap(), true).unwrap(),
         v.1
     );
     // indices compressed too: nnz cannot be derived, and the file is refused, not guessed.
@@ -817,7 +816,7 @@ fn v11_sparse_index_parts_are_widened_to_u64() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.zt");
         std::fs::write(&path, w.to_bytes().unwrap()).unwrap();
-        let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+        let f = ztensor::open(&path, &OpenOptions::new()).unwrap();
         let dtype = |name: &str, role: &str| {
             let t = f.info(name).unwrap();
             t.parts.iter().find(|p| p.role == role).unwrap().dtype

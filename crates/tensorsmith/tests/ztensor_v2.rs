@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::{Encoding, Layout, MetaValue, ZtVersion};
 use tensorsmith::ztensor::{
-    self, cbor, v2_read, Compression, DigestKind, OpenOptions, PartData, WriteOptions, Writer,
+    self, cbor, v2_read, Compression, DigestKind, PartData, WriteOptions, Writer,
 };
 use tensorsmith::ErrorKind;
+use tensorsmith::OpenOptions;
 use ztensor_common::*;
 
 #[test]
@@ -165,7 +166,7 @@ fn reads_only_v2_through_the_v2_reader() {
         ("foreign_v11.zt", ZtVersion::V1_1),
     ] {
         let bytes = std::fs::read(dir("v2").join(file)).unwrap();
-        let e = v2_read::read_index(&&bytes[..], &OpenOptions::default()).unwrap_err();
+        let e = v2_read::read_index(&&bytes[..], &OpenOptions::new()).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::ZtUnknownMagic), "{file}");
         assert_eq!(open("v2", file).unwrap().version(), version);
     }
@@ -273,7 +274,7 @@ fn round_trips_every_dtype_raw_and_seekable_with_each_digest() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("rt.zt");
             w.write_file(&path).unwrap();
-            let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+            let f = ztensor::open(&path, &OpenOptions::new()).unwrap();
             assert_eq!(f.version(), ZtVersion::V2);
             for d in V2_DTYPES {
                 let t = f.info(&format!("{d}")).unwrap();
@@ -378,7 +379,7 @@ fn round_trips_sparse_quantized_and_mx_raw_and_seekable() {
     for compression in [Compression::None, Compression::Zstd { level: 3 }] {
         let bytes = sparse_writer(compression).to_bytes().unwrap();
         let src: &[u8] = &bytes;
-        let p = ztensor::parse_bytes(src, &OpenOptions::default()).unwrap();
+        let p = ztensor::parse_bytes(src, &OpenOptions::new()).unwrap();
         let layouts: Vec<Layout> = p.index.tensors.iter().map(|t| t.layout.clone()).collect();
         assert_eq!(
             layouts,
@@ -391,13 +392,13 @@ fn round_trips_sparse_quantized_and_mx_raw_and_seekable() {
         );
         for t in &p.index.tensors {
             for part in &t.parts {
-                let b = ztensor::decode_part(&src, part, true).unwrap();
+                let b = tensorsmith::decode::decode_part(&src, part, true).unwrap();
                 assert_eq!(b.len() as u64, part.decoded_len);
             }
         }
         let q = &p.index.tensors[2];
         assert_eq!(
-            &ztensor::decode_part(&src, q.part("zeros").unwrap(), true).unwrap()[..],
+            &tensorsmith::decode::decode_part(&src, q.part("zeros").unwrap(), true).unwrap()[..],
             &sample(DType::U8, 4)[..]
         );
     }
@@ -517,7 +518,7 @@ fn s(v: &'static str) -> impl Fn(&mut Vec<u8>) {
 }
 
 fn err(bytes: &[u8]) -> tensorsmith::Error {
-    ztensor::parse_bytes(bytes, &OpenOptions::default()).expect_err("accepted")
+    ztensor::parse_bytes(bytes, &OpenOptions::new()).expect_err("accepted")
 }
 
 #[test]
@@ -528,7 +529,7 @@ fn accepts_a_crafted_minimal_file() {
         "dense",
         &[("dtype", &s("u8")), ("blob", &blob(4096, 4))],
     );
-    assert!(ztensor::parse_bytes(&build(b"abcd", &m), &OpenOptions::default()).is_ok());
+    assert!(ztensor::parse_bytes(&build(b"abcd", &m), &OpenOptions::new()).is_ok());
 }
 
 #[test]
@@ -634,14 +635,8 @@ fn rejects_logical_type_on_the_wrong_dtype() {
 #[test]
 fn rejects_manifest_over_the_configured_limit_and_outside_the_file() {
     let bytes = std::fs::read(dir("v2").join("single.zt")).unwrap();
-    let e = ztensor::parse_bytes(
-        &bytes,
-        &OpenOptions {
-            max_manifest_len: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap_err();
+    let e =
+        ztensor::parse_bytes(&bytes, &OpenOptions::new().with_max_manifest_len(64)).unwrap_err();
     assert!(matches!(
         e.kind(),
         ErrorKind::ZtManifestTooLarge { limit: 64, .. }
@@ -715,7 +710,7 @@ fn verify_checks_sparse_data_rules() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d.zt");
     w.write_file(&path).unwrap();
-    let f = ztensor::open(&path, &OpenOptions::default()).unwrap();
+    let f = ztensor::open(&path, &OpenOptions::new()).unwrap();
     let r = f.verify();
     assert_eq!(r.failures.len(), 2, "{:?}", r.failures);
     assert!(r

@@ -4,42 +4,23 @@
 //! does the same for bytes in memory; [`parse_prefix`] works from the first bytes only (for
 //! pread and HTTP range reads).
 
-pub mod ggml_types;
+mod format;
 mod parse;
-pub mod rules;
 pub mod value;
 
-pub use ggml_types::GgmlType;
+pub use crate::error::GgufRule;
+pub use crate::ggml_type::GgmlType;
+pub use format::Gguf;
 pub use parse::{DEFAULT_ALIGNMENT, MAX_DIMS};
-pub use rules::GgufRule;
-pub use value::{Array, Value, ValueType};
+pub use value::{Array, GgufValue, ValueType};
 
+use crate::bytes::{LocalFile, ReadAt};
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::OpenOptions;
 use crate::index::{Format, Layout, Part, Shape, TensorIndex, TensorInfo};
-use crate::source::{Backend, Source};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-
-/// Options for reading GGUF.
-#[derive(Debug, Clone)]
-pub struct GgufOptions {
-    /// Deepest nesting of arrays inside arrays accepted (each level costs a stack frame).
-    pub max_array_depth: usize,
-    pub backend: Backend,
-}
-
-/// Default for [`GgufOptions::max_array_depth`].
-pub const DEFAULT_MAX_ARRAY_DEPTH: usize = 64;
-
-impl Default for GgufOptions {
-    fn default() -> Self {
-        GgufOptions {
-            max_array_depth: DEFAULT_MAX_ARRAY_DEPTH,
-            backend: Backend::Mmap,
-        }
-    }
-}
 
 /// One tensor info.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,7 +54,7 @@ impl GgufTensor {
 pub struct GgufHeader {
     pub version: u32,
     /// Metadata in file order.
-    pub metadata: Vec<(String, Value)>,
+    pub metadata: Vec<(String, GgufValue)>,
     /// Tensor infos in file order.
     pub tensors: Vec<GgufTensor>,
     pub alignment: u64,
@@ -83,7 +64,7 @@ pub struct GgufHeader {
 }
 
 impl GgufHeader {
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub fn get(&self, key: &str) -> Option<&GgufValue> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
@@ -125,7 +106,7 @@ impl GgufHeader {
 }
 
 /// Validates a whole GGUF file held in memory.
-pub fn parse_bytes(bytes: &[u8], opts: &GgufOptions) -> Result<GgufHeader> {
+pub fn parse_bytes(bytes: &[u8], opts: &OpenOptions) -> Result<GgufHeader> {
     match parse::parse(bytes, bytes.len() as u64, opts) {
         Ok(h) => Ok(h),
         Err(parse::Stop::Err(e)) => Err(e),
@@ -138,7 +119,7 @@ pub fn parse_bytes(bytes: &[u8], opts: &GgufOptions) -> Result<GgufHeader> {
 pub fn parse_prefix(
     prefix: &[u8],
     file_len: u64,
-    opts: &GgufOptions,
+    opts: &OpenOptions,
 ) -> Result<std::result::Result<GgufHeader, u64>> {
     match parse::parse(prefix, file_len, opts) {
         Ok(h) => Ok(Ok(h)),
@@ -147,48 +128,62 @@ pub fn parse_prefix(
     }
 }
 
+/// First read of a file that is not in memory (pread, HTTP); grown while the header runs past
+/// what is held, so a remote header costs a request or a few.
+const FIRST_READ: u64 = 256 << 10;
+
+/// Validates the header of the file held by `r`: parsed in place when it is in memory, else
+/// from a prefix that grows (reading only the bytes not held yet) until the header fits.
+pub fn read_header(r: &dyn ReadAt, opts: &OpenOptions) -> Result<GgufHeader> {
+    if let Some(all) = r.as_slice() {
+        return parse_bytes(all, opts);
+    }
+    let len = r.len();
+    let mut prefix = r.read(0..FIRST_READ.min(len))?.into_owned();
+    loop {
+        match parse_prefix(&prefix, len, opts)? {
+            Ok(h) => return Ok(h),
+            Err(n) => {
+                let held = prefix.len() as u64;
+                if n.min(len) <= held {
+                    // The parser asked for bytes the file does not have.
+                    return Err(ErrorKind::Truncated {
+                        needed: n,
+                        available: len,
+                    }
+                    .into());
+                }
+                prefix.extend_from_slice(&r.read(held..n.min(len))?);
+            }
+        }
+    }
+}
+
 /// An opened, validated GGUF file.
 #[derive(Debug)]
 pub struct GgufFile {
     path: PathBuf,
-    source: Source,
+    source: LocalFile,
     header: GgufHeader,
 }
 
-/// First read of a pread-backed file; doubled until the header fits.
-const FIRST_READ: u64 = 1 << 20;
-
 impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
-        Self::open_with(path, &GgufOptions::default())
+        Self::open_with(path, &OpenOptions::new())
     }
 
-    pub fn open_with(path: impl AsRef<Path>, opts: &GgufOptions) -> Result<GgufFile> {
+    pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<GgufFile> {
         let path = path.as_ref();
-        Self::open_inner(path, opts).map_err(|e| e.in_file(path))
-    }
-
-    fn open_inner(path: &Path, opts: &GgufOptions) -> Result<GgufFile> {
-        let source = Source::open(path, opts.backend)?;
-        let len = source.len();
-        let header = match &source {
-            Source::Mmap { map, .. } => parse_bytes(map, opts)?,
-            Source::Pread { .. } => {
-                let mut want = FIRST_READ.min(len);
-                loop {
-                    let prefix = source.bytes(0..want)?;
-                    match parse_prefix(&prefix, len, opts)? {
-                        Ok(h) => break h,
-                        Err(n) => want = n.min(len),
-                    }
-                }
-            }
+        let open = || -> Result<GgufFile> {
+            let source = LocalFile::open(path, opts.backend())?;
+            let header = read_header(&source, opts)?;
+            Ok(GgufFile {
+                path: path.to_path_buf(),
+                source,
+                header,
+            })
         };
-        Ok(GgufFile {
-            path: path.to_path_buf(),
-            source,
-            header,
-        })
+        open().map_err(|e| e.in_file(path))
     }
 
     pub fn path(&self) -> &Path {
@@ -199,49 +194,18 @@ impl GgufFile {
         &self.header
     }
 
-    pub fn source(&self) -> &Source {
+    pub fn source(&self) -> &LocalFile {
         &self.source
     }
 
-    pub fn into_source(self) -> Source {
+    pub fn into_source(self) -> LocalFile {
         self.source
     }
 
     /// A tensor's stored bytes (zero-copy with the mmap backend).
     pub fn tensor_bytes(&self, t: &GgufTensor) -> Result<std::borrow::Cow<'_, [u8]>> {
         self.source
-            .bytes(t.range.clone())
+            .read(t.range.clone())
             .map_err(|e: Error| e.at_tensor(&t.name).in_file(&self.path))
-    }
-}
-
-/// Validates the header of a remote GGUF file over HTTP range requests: the first MiB, then
-/// more (doubling) only if the header is longer.
-pub fn open_remote(
-    url: &str,
-    opts: &GgufOptions,
-) -> Result<(GgufHeader, crate::remote::RemoteFile)> {
-    let (remote, first) = crate::remote::RemoteFile::open(url, FIRST_READ)?;
-    let header = header_from_remote(&remote, first, opts)?;
-    Ok((header, remote))
-}
-
-/// Validates the header of a remote file whose first bytes are `prefix`, fetching more
-/// (doubling) while the header runs past what is held.
-pub fn header_from_remote(
-    remote: &crate::remote::RemoteFile,
-    mut prefix: Vec<u8>,
-    opts: &GgufOptions,
-) -> Result<GgufHeader> {
-    let at = |e: Error| e.in_file(Path::new(remote.url()));
-    let len = remote.len();
-    loop {
-        match parse_prefix(&prefix, len, opts).map_err(at)? {
-            Ok(h) => return Ok(h),
-            Err(n) => {
-                let more = remote.read(prefix.len() as u64..n.min(len))?;
-                prefix.extend_from_slice(&more);
-            }
-        }
     }
 }

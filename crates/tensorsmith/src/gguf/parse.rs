@@ -4,11 +4,12 @@
 //! more; every count is checked against what the rest of the *file* can hold before anything
 //! is allocated, and allocations grow with bytes actually parsed.
 
-use super::ggml_types::GgmlType;
-use super::rules::GgufRule;
-use super::value::{Array, Value, ValueType};
-use super::{GgufHeader, GgufOptions, GgufTensor};
+use super::value::{Array, GgufValue, ValueType};
+use super::{GgufHeader, GgufTensor};
+use crate::error::GgufRule;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::OpenOptions;
+use crate::ggml_type::GgmlType;
 use crate::index::Shape;
 
 /// ggml's GGML_MAX_DIMS.
@@ -124,7 +125,7 @@ impl<'a> Cursor<'a> {
 }
 
 /// Parses the header from `buf`, the first bytes (or all) of a file of `file_len` bytes.
-pub(super) fn parse(buf: &[u8], file_len: u64, opts: &GgufOptions) -> Result<GgufHeader, Stop> {
+pub(super) fn parse(buf: &[u8], file_len: u64, opts: &OpenOptions) -> Result<GgufHeader, Stop> {
     let mut c = Cursor {
         buf,
         pos: 0,
@@ -149,7 +150,7 @@ pub(super) fn parse(buf: &[u8], file_len: u64, opts: &GgufOptions) -> Result<Ggu
     // Smallest metadata entry: key length, empty key, type, one byte of value.
     let ls = c.len_size();
     let cap = c.count(kv_count, ls + 4 + 1, "the metadata table")?;
-    let mut metadata: Vec<(String, Value)> = Vec::with_capacity(cap);
+    let mut metadata: Vec<(String, GgufValue)> = Vec::with_capacity(cap);
     let mut keys = std::collections::HashSet::with_capacity(cap);
     for _ in 0..kv_count {
         let key = c.string("a metadata key")?;
@@ -164,7 +165,7 @@ pub(super) fn parse(buf: &[u8], file_len: u64, opts: &GgufOptions) -> Result<Ggu
 
     let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
         None => DEFAULT_ALIGNMENT,
-        Some((_, Value::U32(a))) if a.is_power_of_two() => u64::from(*a),
+        Some((_, GgufValue::U32(a))) if a.is_power_of_two() => u64::from(*a),
         Some((_, v)) => return Err(rule(GgufRule::BadAlignment(format!("{v:?}")))),
     };
 
@@ -318,8 +319,8 @@ fn read_value(
     key: &str,
     type_id: u32,
     depth: usize,
-    opts: &GgufOptions,
-) -> Result<Value, Stop> {
+    opts: &OpenOptions,
+) -> Result<GgufValue, Stop> {
     let ty = ValueType::from_id(type_id).ok_or_else(|| {
         rule(GgufRule::BadValueType {
             key: key.to_owned(),
@@ -328,19 +329,19 @@ fn read_value(
     })?;
     const W: &str = "a metadata value";
     Ok(match ty {
-        ValueType::U8 => Value::U8(c.u8(W)?),
-        ValueType::I8 => Value::I8(c.u8(W)? as i8),
-        ValueType::U16 => Value::U16(u16::from_le_bytes(c.array(W)?)),
-        ValueType::I16 => Value::I16(i16::from_le_bytes(c.array(W)?)),
-        ValueType::U32 => Value::U32(c.u32(W)?),
-        ValueType::I32 => Value::I32(i32::from_le_bytes(c.array(W)?)),
-        ValueType::F32 => Value::F32(f32::from_le_bytes(c.array(W)?)),
-        ValueType::U64 => Value::U64(c.u64(W)?),
-        ValueType::I64 => Value::I64(i64::from_le_bytes(c.array(W)?)),
-        ValueType::F64 => Value::F64(f64::from_le_bytes(c.array(W)?)),
-        ValueType::Bool => Value::Bool(read_bool(c, key)?),
-        ValueType::String => Value::String(c.string("a metadata string")?),
-        ValueType::Array => Value::Array(read_array(c, key, depth + 1, opts)?),
+        ValueType::U8 => GgufValue::U8(c.u8(W)?),
+        ValueType::I8 => GgufValue::I8(c.u8(W)? as i8),
+        ValueType::U16 => GgufValue::U16(u16::from_le_bytes(c.array(W)?)),
+        ValueType::I16 => GgufValue::I16(i16::from_le_bytes(c.array(W)?)),
+        ValueType::U32 => GgufValue::U32(c.u32(W)?),
+        ValueType::I32 => GgufValue::I32(i32::from_le_bytes(c.array(W)?)),
+        ValueType::F32 => GgufValue::F32(f32::from_le_bytes(c.array(W)?)),
+        ValueType::U64 => GgufValue::U64(c.u64(W)?),
+        ValueType::I64 => GgufValue::I64(i64::from_le_bytes(c.array(W)?)),
+        ValueType::F64 => GgufValue::F64(f64::from_le_bytes(c.array(W)?)),
+        ValueType::Bool => GgufValue::Bool(read_bool(c, key)?),
+        ValueType::String => GgufValue::String(c.string("a metadata string")?),
+        ValueType::Array => GgufValue::Array(read_array(c, key, depth + 1, opts)?),
     })
 }
 
@@ -355,11 +356,11 @@ fn read_bool(c: &mut Cursor, key: &str) -> Result<bool, Stop> {
     }
 }
 
-fn read_array(c: &mut Cursor, key: &str, depth: usize, opts: &GgufOptions) -> Result<Array, Stop> {
-    if depth > opts.max_array_depth {
+fn read_array(c: &mut Cursor, key: &str, depth: usize, opts: &OpenOptions) -> Result<Array, Stop> {
+    if depth > opts.max_array_depth() {
         return Err(rule(GgufRule::NestingTooDeep {
             key: key.to_owned(),
-            limit: opts.max_array_depth,
+            limit: opts.max_array_depth(),
         }));
     }
     let type_id = c.u32("an array element type")?;

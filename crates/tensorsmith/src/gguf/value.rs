@@ -66,7 +66,7 @@ impl ValueType {
 
 /// One metadata value.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum GgufValue {
     U8(u8),
     I8(i8),
     U16(u16),
@@ -100,43 +100,43 @@ pub enum Array {
     F64(Vec<f64>),
 }
 
-impl Value {
+impl GgufValue {
     pub fn value_type(&self) -> ValueType {
         match self {
-            Value::U8(_) => ValueType::U8,
-            Value::I8(_) => ValueType::I8,
-            Value::U16(_) => ValueType::U16,
-            Value::I16(_) => ValueType::I16,
-            Value::U32(_) => ValueType::U32,
-            Value::I32(_) => ValueType::I32,
-            Value::F32(_) => ValueType::F32,
-            Value::Bool(_) => ValueType::Bool,
-            Value::String(_) => ValueType::String,
-            Value::Array(_) => ValueType::Array,
-            Value::U64(_) => ValueType::U64,
-            Value::I64(_) => ValueType::I64,
-            Value::F64(_) => ValueType::F64,
+            GgufValue::U8(_) => ValueType::U8,
+            GgufValue::I8(_) => ValueType::I8,
+            GgufValue::U16(_) => ValueType::U16,
+            GgufValue::I16(_) => ValueType::I16,
+            GgufValue::U32(_) => ValueType::U32,
+            GgufValue::I32(_) => ValueType::I32,
+            GgufValue::F32(_) => ValueType::F32,
+            GgufValue::Bool(_) => ValueType::Bool,
+            GgufValue::String(_) => ValueType::String,
+            GgufValue::Array(_) => ValueType::Array,
+            GgufValue::U64(_) => ValueType::U64,
+            GgufValue::I64(_) => ValueType::I64,
+            GgufValue::F64(_) => ValueType::F64,
         }
     }
 
     /// An unsigned integer value of any width.
     pub fn as_u64(&self) -> Option<u64> {
         match *self {
-            Value::U8(v) => Some(v.into()),
-            Value::U16(v) => Some(v.into()),
-            Value::U32(v) => Some(v.into()),
-            Value::U64(v) => Some(v),
-            Value::I8(v) => u64::try_from(v).ok(),
-            Value::I16(v) => u64::try_from(v).ok(),
-            Value::I32(v) => u64::try_from(v).ok(),
-            Value::I64(v) => u64::try_from(v).ok(),
+            GgufValue::U8(v) => Some(v.into()),
+            GgufValue::U16(v) => Some(v.into()),
+            GgufValue::U32(v) => Some(v.into()),
+            GgufValue::U64(v) => Some(v),
+            GgufValue::I8(v) => u64::try_from(v).ok(),
+            GgufValue::I16(v) => u64::try_from(v).ok(),
+            GgufValue::I32(v) => u64::try_from(v).ok(),
+            GgufValue::I64(v) => u64::try_from(v).ok(),
             _ => None,
         }
     }
 
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Value::String(s) => Some(s),
+            GgufValue::String(s) => Some(s),
             _ => None,
         }
     }
@@ -144,19 +144,19 @@ impl Value {
     /// The neutral form (integers widen to i64/u64, floats keep their width).
     pub fn to_meta(&self) -> MetaValue {
         match self {
-            Value::U8(v) => MetaValue::UInt((*v).into()),
-            Value::U16(v) => MetaValue::UInt((*v).into()),
-            Value::U32(v) => MetaValue::UInt((*v).into()),
-            Value::U64(v) => MetaValue::UInt(*v),
-            Value::I8(v) => MetaValue::Int((*v).into()),
-            Value::I16(v) => MetaValue::Int((*v).into()),
-            Value::I32(v) => MetaValue::Int((*v).into()),
-            Value::I64(v) => MetaValue::Int(*v),
-            Value::F32(v) => MetaValue::F32(*v),
-            Value::F64(v) => MetaValue::F64(*v),
-            Value::Bool(v) => MetaValue::Bool(*v),
-            Value::String(s) => MetaValue::Str(s.clone()),
-            Value::Array(a) => a.to_meta(),
+            GgufValue::U8(v) => MetaValue::UInt((*v).into()),
+            GgufValue::U16(v) => MetaValue::UInt((*v).into()),
+            GgufValue::U32(v) => MetaValue::UInt((*v).into()),
+            GgufValue::U64(v) => MetaValue::UInt(*v),
+            GgufValue::I8(v) => MetaValue::Int((*v).into()),
+            GgufValue::I16(v) => MetaValue::Int((*v).into()),
+            GgufValue::I32(v) => MetaValue::Int((*v).into()),
+            GgufValue::I64(v) => MetaValue::Int(*v),
+            GgufValue::F32(v) => MetaValue::F32(*v),
+            GgufValue::F64(v) => MetaValue::F64(*v),
+            GgufValue::Bool(v) => MetaValue::Bool(*v),
+            GgufValue::String(s) => MetaValue::Str(s.clone()),
+            GgufValue::Array(a) => a.to_meta(),
         }
     }
 }

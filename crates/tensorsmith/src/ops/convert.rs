@@ -6,7 +6,7 @@ use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
-use crate::ops::open::Model;
+use crate::model::Model;
 use crate::safetensors::{TensorData, Writer};
 use crate::sink::AtomicFile;
 use std::collections::BTreeMap;
@@ -253,7 +253,7 @@ fn write_shards(
     });
     let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
     text.push('\n');
-    let index_path = dir.join(format!("{stem}{}", crate::ops::sharded::INDEX_SUFFIX));
+    let index_path = dir.join(format!("{stem}{}", crate::model::INDEX_SUFFIX));
     let mut f = AtomicFile::create(&index_path)?;
     f.write_all(text.as_bytes())
         .map_err(|e| Error::from(e).in_file(&index_path))?;

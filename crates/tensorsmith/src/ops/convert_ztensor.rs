@@ -6,8 +6,8 @@ use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, ZtVersion};
+use crate::model::Model;
 use crate::ops::inspect::meta_text;
-use crate::ops::open::Model;
 use crate::ztensor::{Compression, DigestKind, PartData, WriteOptions, Writer};
 use std::path::Path;
 

@@ -6,7 +6,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
-use crate::ops::open::Model;
+use crate::model::Model;
 
 fn err(t: &TensorInfo, msg: String) -> Error {
     Error::new(ErrorKind::Unsupported(msg)).at_tensor(&t.name)

@@ -5,7 +5,7 @@
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
-use crate::ops::open::Model;
+use crate::model::Model;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A tensor as the diff describes it.

@@ -24,7 +24,7 @@
 
 use crate::error::Result;
 use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
-use crate::ops::open::Model;
+use crate::model::Model;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use xxhash_rust::xxh3::xxh3_128;

@@ -2,7 +2,7 @@
 //! (`schema: "tensorsmith.inspect/1"`; fields are only ever added, never renamed).
 
 use crate::index::MetaValue;
-use crate::ops::open::Model;
+use crate::model::Model;
 use serde_json::{json, Map, Value};
 use std::path::Path;
 

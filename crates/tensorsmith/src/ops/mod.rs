@@ -1,5 +1,5 @@
-//! Operations written once against the neutral index: inspect (summaries and a stable JSON
-//! form) and convert (rewrite with optional dtype casts).
+//! Operations written once against the neutral index and the [`crate::Model`]: inspect
+//! (summaries and a stable JSON form), hash, diff, convert, densify and verify.
 
 pub mod convert;
 pub mod convert_ztensor;
@@ -8,7 +8,6 @@ pub mod diff;
 pub mod diff_json;
 pub mod hash;
 pub mod inspect;
-pub mod open;
-pub mod sharded;
 pub mod tree;
+pub mod verify;
 pub mod wi_hash;

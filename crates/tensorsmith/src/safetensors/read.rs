@@ -3,10 +3,10 @@
 //! arithmetic). Nothing is handed out before the whole header has been validated.
 
 use super::header_parse;
+use crate::bytes::{LocalFile, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::OpenOptions;
 use crate::index::{Format, MetaValue, TensorIndex, TensorInfo};
-use crate::remote::RemoteFile;
-use crate::source::{Backend, Source};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -15,40 +15,17 @@ use std::sync::OnceLock;
 /// Length of the little-endian header size that starts every file.
 pub const N_LEN: u64 = 8;
 
-/// The reference's header limit; real checkpoints with a million tensors need more.
-pub const DEFAULT_MAX_HEADER_LEN: u64 = 100_000_000;
-
-/// Options for opening a file.
-#[derive(Debug, Clone)]
-pub struct ReadOptions {
-    /// Largest header accepted, in bytes.
-    pub max_header_len: u64,
-    /// Accept the packed `I4`/`I2` dtypes of the weight-inspect notes.
-    pub packed_ints: bool,
-    pub backend: Backend,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            max_header_len: DEFAULT_MAX_HEADER_LEN,
-            packed_ints: true,
-            backend: Backend::Mmap,
-        }
-    }
-}
-
 /// Reads the header length from the first 8 bytes and checks it against the limit and the
 /// file size. Returns the JSON length `N`.
-pub fn header_len(first8: &[u8], file_len: u64, opts: &ReadOptions) -> Result<u64> {
+pub fn header_len(first8: &[u8], file_len: u64, opts: &OpenOptions) -> Result<u64> {
     if file_len < N_LEN || first8.len() < N_LEN as usize {
         return Err(ErrorKind::FileTooSmall { len: file_len }.into());
     }
     let n = u64::from_le_bytes(first8[..8].try_into().expect("8 bytes"));
-    if n > opts.max_header_len {
+    if n > opts.max_header_len() {
         return Err(ErrorKind::HeaderTooLarge {
             len: n,
-            limit: opts.max_header_len,
+            limit: opts.max_header_len(),
         }
         .into());
     }
@@ -64,8 +41,8 @@ pub fn header_len(first8: &[u8], file_len: u64, opts: &ReadOptions) -> Result<u6
 
 /// Validates a header (the `N` JSON bytes after the length) for a file of `file_len` bytes
 /// and builds its index.
-pub fn parse_header(json: &[u8], file_len: u64, opts: &ReadOptions) -> Result<TensorIndex> {
-    let raw = header_parse::parse(json, opts.packed_ints)?;
+pub fn parse_header(json: &[u8], file_len: u64, opts: &OpenOptions) -> Result<TensorIndex> {
+    let raw = header_parse::parse(json, opts.packed_ints())?;
     let data_start = N_LEN + json.len() as u64;
     let mut tensors = raw.tensors;
 
@@ -212,7 +189,7 @@ fn check_tensor(t: &TensorInfo, expected_begin: u64) -> Result<()> {
 }
 
 /// Validates a whole file held in memory and returns its index.
-pub fn parse_bytes(bytes: &[u8], opts: &ReadOptions) -> Result<TensorIndex> {
+pub fn parse_bytes(bytes: &[u8], opts: &OpenOptions) -> Result<TensorIndex> {
     let len = bytes.len() as u64;
     let n = header_len(bytes, len, opts)?;
     parse_header(&bytes[N_LEN as usize..(N_LEN + n) as usize], len, opts)
@@ -222,7 +199,7 @@ pub fn parse_bytes(bytes: &[u8], opts: &ReadOptions) -> Result<TensorIndex> {
 #[derive(Debug)]
 pub struct SafetensorsFile {
     path: PathBuf,
-    source: Source,
+    source: LocalFile,
     index: TensorIndex,
     by_name: OnceLock<HashMap<String, usize>>,
 }
@@ -230,25 +207,17 @@ pub struct SafetensorsFile {
 impl SafetensorsFile {
     /// Opens and validates `path` with default options (memory-mapped).
     pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsFile> {
-        Self::open_with(path, &ReadOptions::default())
+        Self::open_with(path, &OpenOptions::new())
     }
 
-    pub fn open_with(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<SafetensorsFile> {
+    pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<SafetensorsFile> {
         let path = path.as_ref();
         Self::open_inner(path, opts).map_err(|e| e.in_file(path))
     }
 
-    fn open_inner(path: &Path, opts: &ReadOptions) -> Result<SafetensorsFile> {
-        let source = Source::open(path, opts.backend)?;
-        let len = source.len();
-        let mut first8 = [0u8; 8];
-        if len >= N_LEN {
-            source.read_exact_at(0, &mut first8)?;
-        }
-        let n = header_len(&first8, len, opts)?;
-        let json = source.bytes(N_LEN..N_LEN + n)?;
-        let index = parse_header(&json, len, opts)?;
-        drop(json);
+    fn open_inner(path: &Path, opts: &OpenOptions) -> Result<SafetensorsFile> {
+        let source = LocalFile::open(path, opts.backend())?;
+        let index = read_index(&source, opts)?;
         Ok(SafetensorsFile {
             path: path.to_path_buf(),
             source,
@@ -266,11 +235,11 @@ impl SafetensorsFile {
     }
 
     /// The index and the bytes, for callers that keep them apart.
-    pub fn into_parts(self) -> (TensorIndex, Source) {
+    pub fn into_parts(self) -> (TensorIndex, LocalFile) {
         (self.index, self.source)
     }
 
-    pub fn source(&self) -> &Source {
+    pub fn source(&self) -> &LocalFile {
         &self.source
     }
 
@@ -300,7 +269,7 @@ impl SafetensorsFile {
         let info = self.info(name)?;
         let data = self
             .source
-            .bytes(info.data_range())
+            .read(info.data_range())
             .map_err(|e| e.at_tensor(name).in_file(&self.path))?;
         Ok(TensorView { info, data })
     }
@@ -438,33 +407,11 @@ impl<'a> TensorView<'a> {
     }
 }
 
-/// First bytes fetched from a remote file: most headers fit, so one request is enough.
-pub const REMOTE_FIRST_READ: u64 = 64 << 10;
-
-/// Validates the header of a remote safetensors file, reading only header bytes over HTTP
-/// range requests: one request when the header fits in the first 64 KiB, two otherwise.
-pub fn open_remote(url: &str, opts: &ReadOptions) -> Result<(TensorIndex, RemoteFile)> {
-    let (remote, first) = RemoteFile::open(url, REMOTE_FIRST_READ)?;
-    let index = index_from_remote(&remote, &first, opts)?;
-    Ok((index, remote))
-}
-
-/// Validates the header of a remote file whose first bytes are `first`, fetching the rest of
-/// the header only if `first` does not hold it.
-pub fn index_from_remote(
-    remote: &RemoteFile,
-    first: &[u8],
-    opts: &ReadOptions,
-) -> Result<TensorIndex> {
-    let at = |e: crate::Error| e.in_file(Path::new(remote.url()));
-    let len = remote.len();
-    let n = header_len(first, len, opts).map_err(at)?;
-    let end = (N_LEN + n) as usize;
-    if end <= first.len() {
-        parse_header(&first[N_LEN as usize..end], len, opts)
-    } else {
-        let json = remote.read(N_LEN..N_LEN + n)?;
-        parse_header(&json, len, opts)
-    }
-    .map_err(at)
+/// Validates the file held by `r`, reading only its length and its header.
+pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<TensorIndex> {
+    let len = r.len();
+    let first8 = r.read(0..N_LEN.min(len))?;
+    let n = header_len(&first8, len, opts)?;
+    let json = r.read(N_LEN..N_LEN + n)?;
+    parse_header(&json, len, opts)
 }

@@ -3,10 +3,10 @@
 //! padded with spaces to a multiple of 8. Streaming: the header needs only names, dtypes and
 //! shapes, so tensor bytes are pulled one tensor at a time, straight into the output.
 
+use crate::bytes::{copy_chunked, ReadAt};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::sink::AtomicFile;
-use crate::source::{copy_chunked, Source};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -61,10 +61,10 @@ impl TensorData for Cow<'_, [u8]> {
     }
 }
 
-/// A byte range of an opened file, copied through a bounded buffer: writing from another
+/// A byte range of an opened file (local, remote or in memory), copied through a bounded buffer: writing from another
 /// file keeps memory flat whatever the size.
 pub struct SourceRange<'a> {
-    pub source: &'a Source,
+    pub source: &'a dyn ReadAt,
     pub range: Range<u64>,
 }
 

@@ -3,139 +3,22 @@
 //! parts of a mapped file are served zero-copy; decoding and verifying many tensors runs in
 //! parallel.
 
-use super::{codec, detect, digest, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
+use super::format::{parse_with, Ztensor};
+use super::{OpenOptions, Parsed};
+use crate::bytes::LocalFile;
+use crate::decode::decode_part;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{DigestScope, Encoding, Part, TensorIndex, TensorInfo, ZtVersion};
-use crate::source::Source;
+use crate::format::{FileFormat, VerifyReport};
+use crate::index::{Part, TensorIndex, TensorInfo, ZtVersion};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-/// Random access to a file's bytes: an opened [`Source`] or a byte slice (for tests and
-/// fuzzing, every parser runs on `&[u8]`: pass `&bytes` where `bytes: &[u8]`).
-pub trait ReadAt: Sync {
-    fn len(&self) -> u64;
-    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>>;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl ReadAt for Source {
-    fn len(&self) -> u64 {
-        Source::len(self)
-    }
-    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
-        self.bytes(range)
-    }
-}
-
-impl ReadAt for &[u8] {
-    fn len(&self) -> u64 {
-        <[u8]>::len(self) as u64
-    }
-    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
-        if range.start > range.end || range.end > ReadAt::len(self) {
-            return Err(ErrorKind::Truncated {
-                needed: range.end,
-                available: ReadAt::len(self),
-            }
-            .into());
-        }
-        Ok(Cow::Borrowed(
-            &self[range.start as usize..range.end as usize],
-        ))
-    }
-}
-
-/// Detects the version and validates the whole manifest of a file held by `r`.
-pub fn parse_with(r: &dyn ReadAt, opts: &OpenOptions) -> Result<(ZtVersion, Parsed)> {
-    let head = if r.len() >= 8 {
-        r.read(0..8)?
-    } else {
-        Cow::Borrowed(&[][..])
-    };
-    let version = detect(&head).ok_or(ErrorKind::ZtUnknownMagic)?;
-    let parsed = match version {
-        ZtVersion::V0_1 => v01_read::read_index(r, opts)?,
-        ZtVersion::V1_1 => v11_read::read_index(r, opts)?,
-        ZtVersion::V2 => v2_read::read_index(r, opts)?,
-    };
-    Ok((version, parsed))
-}
-
 /// Validates a whole file held in memory.
 pub fn parse_bytes(bytes: &[u8], opts: &OpenOptions) -> Result<Parsed> {
     parse_with(&bytes, opts).map(|(_, p)| p)
-}
-
-fn swap_elements(bytes: &[u8], width: usize) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    for c in out.chunks_exact_mut(width) {
-        c.reverse();
-    }
-    out
-}
-
-/// A part's decoded bytes (little-endian elements), checking the digest first when
-/// `verify` is set. Borrowed from `r` when the stored bytes are the decoded bytes.
-pub fn decode_part<'r>(r: &'r dyn ReadAt, p: &Part, verify: bool) -> Result<Cow<'r, [u8]>> {
-    if let Some(s) = p.shard() {
-        return Err(ErrorKind::ZtExternalShard(s.to_string()).into());
-    }
-    let stored = r.read(p.range.clone())?;
-    let digest = p.digest().filter(|_| verify);
-    if let Some((d, DigestScope::Stored)) = &digest {
-        digest::check(d, &stored)?;
-    }
-    let decoded = match &p.encoding {
-        Encoding::Raw => stored,
-        Encoding::Zstd => Cow::Owned(codec::decompress_exact(&stored, p.decoded_len)?),
-        Encoding::ZstdSeekable => Cow::Owned(codec::seekable_decode(&stored, p.decoded_len)?),
-        Encoding::Other(e) => return Err(ErrorKind::ZtUnknownEncoding(e.to_string()).into()),
-    };
-    if decoded.len() as u64 != p.decoded_len {
-        return Err(ErrorKind::ZtDecodedLength {
-            expected: p.decoded_len,
-            actual: decoded.len().to_string(),
-        }
-        .into());
-    }
-    let decoded = match (p.big_endian, p.dtype.byte_size()) {
-        (true, Some(w)) if w > 1 => {
-            // Complex numbers swap each half on its own.
-            let complex = matches!(
-                p.dtype,
-                crate::dtype::DType::C64 | crate::dtype::DType::C128
-            );
-            let w = if complex { w / 2 } else { w };
-            Cow::Owned(swap_elements(&decoded, w))
-        }
-        _ => decoded,
-    };
-    if let Some((d, DigestScope::Decoded)) = &digest {
-        digest::check(d, &decoded)?;
-    }
-    Ok(decoded)
-}
-
-/// What [`ZtFile::verify`] found.
-#[derive(Debug, Default)]
-pub struct VerifyReport {
-    /// Parts whose digest was checked.
-    pub checked: u64,
-    /// Parts without a digest (still decoded and checked against their data rules).
-    pub undigested: u64,
-    /// Every failure: digest mismatches, corrupt streams, data-rule violations.
-    pub failures: Vec<Error>,
-}
-
-impl VerifyReport {
-    pub fn is_ok(&self) -> bool {
-        self.failures.is_empty()
-    }
 }
 
 /// Opens and validates a zTensor file of any version.
@@ -147,7 +30,7 @@ pub fn open(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<ZtFile> {
 #[derive(Debug)]
 pub struct ZtFile {
     path: PathBuf,
-    source: Source,
+    source: LocalFile,
     version: ZtVersion,
     parsed: Parsed,
     by_name: HashMap<String, usize>,
@@ -155,12 +38,12 @@ pub struct ZtFile {
 
 impl ZtFile {
     pub fn open(path: impl AsRef<Path>) -> Result<ZtFile> {
-        Self::open_with(path, &OpenOptions::default())
+        Self::open_with(path, &OpenOptions::new())
     }
 
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<ZtFile> {
         let path = path.as_ref();
-        let source = Source::open(path, opts.backend)?;
+        let source = LocalFile::open(path, opts.backend())?;
         let (version, parsed) = parse_with(&source, opts).map_err(|e| e.in_file(path))?;
         let by_name = parsed.index.by_name();
         Ok(ZtFile {
@@ -184,12 +67,12 @@ impl ZtFile {
         &self.parsed.index
     }
 
-    pub fn source(&self) -> &Source {
+    pub fn source(&self) -> &LocalFile {
         &self.source
     }
 
     /// The index and the bytes, for callers that keep them apart.
-    pub fn into_parts(self) -> (TensorIndex, Source) {
+    pub fn into_parts(self) -> (TensorIndex, LocalFile) {
         (self.parsed.index, self.source)
     }
 
@@ -278,50 +161,21 @@ impl ZtFile {
     /// Decodes every part (in parallel), checks every digest and every data rule (bool
     /// bytes, f4 padding, sparse indices), and reports all failures.
     pub fn verify(&self) -> VerifyReport {
-        let results: Vec<(u64, u64, Vec<Error>)> = self
+        let checks: Vec<_> = self
             .parsed
             .index
             .tensors
             .par_iter()
             .map(|t| {
-                let (mut checked, mut undigested, mut failures) = (0, 0, Vec::new());
-                let mut decoded = Vec::with_capacity(t.parts.len());
-                for p in &t.parts {
-                    if p.digest().is_some() {
-                        checked += 1;
-                    } else {
-                        undigested += 1;
-                    }
-                    match decode_part(&self.source, p, true) {
-                        Ok(b) => decoded.push(b),
-                        Err(e) => {
-                            // A digest mismatch still leaves bytes whose data rules can be
-                            // checked: report both.
-                            let digest = matches!(e.kind(), ErrorKind::DigestMismatch { .. });
-                            failures.push(self.err(e, &t.name));
-                            if digest {
-                                if let Ok(b) = decode_part(&self.source, p, false) {
-                                    decoded.push(b);
-                                }
-                            }
-                        }
-                    }
-                }
-                if decoded.len() == t.parts.len() {
-                    let refs: Vec<&[u8]> = decoded.iter().map(|b| &b[..]).collect();
-                    if let Err(e) = layout::check_data(t, &refs) {
-                        failures.push(self.err(e, &t.name));
-                    }
-                }
-                (checked, undigested, failures)
+                let mut c = Ztensor.verify_tensor(&self.source, t);
+                c.failures = c
+                    .failures
+                    .into_iter()
+                    .map(|e| e.in_file(&self.path))
+                    .collect();
+                c
             })
             .collect();
-        let mut r = VerifyReport::default();
-        for (c, u, f) in results {
-            r.checked += c;
-            r.undigested += u;
-            r.failures.extend(f);
-        }
-        r
+        VerifyReport::collect(checks)
     }
 }

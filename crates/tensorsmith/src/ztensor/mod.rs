@@ -8,7 +8,7 @@
 //! use tensorsmith::dtype::DType;
 //! use tensorsmith::index::ZtVersion;
 //!
-//! let f = ztensor::open("model.zt", &Default::default())?;
+//! let f = ztensor::open("model.zt", &tensorsmith::OpenOptions::new())?;
 //! for t in &f.index().tensors {
 //!     let bytes = f.tensor_bytes(&t.name)?;  // decoded, little-endian; zero-copy when raw
 //!     println!("{} {} {:?} {} bytes", t.name, t.dtype, t.shape, bytes.len());
@@ -36,6 +36,7 @@ pub mod codec;
 pub mod digest;
 mod fields;
 mod file;
+mod format;
 pub mod layout;
 pub mod v01_read;
 mod v01_write;
@@ -46,32 +47,14 @@ mod v2_write;
 mod write;
 
 pub use digest::DigestKind;
-pub use file::{decode_part, open, parse_bytes, ReadAt, VerifyReport, ZtFile};
+pub use file::{open, parse_bytes, ZtFile};
+pub use format::{parse_with, Ztensor};
 pub use write::{Compression, PartData, WriteOptions, Writer};
 
+use crate::bytes::ReadAt;
+use crate::format::OpenOptions;
 use crate::index::{TensorIndex, ZtVersion};
-use crate::source::Backend;
 use std::ops::Range;
-
-/// The v1.1 spec's manifest limit, used for every version.
-pub const DEFAULT_MAX_MANIFEST_LEN: u64 = 1 << 30;
-
-/// Options for opening a file.
-#[derive(Debug, Clone)]
-pub struct OpenOptions {
-    /// Largest manifest accepted, in bytes (default 1 GiB).
-    pub max_manifest_len: u64,
-    pub backend: Backend,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions {
-            max_manifest_len: DEFAULT_MAX_MANIFEST_LEN,
-            backend: Backend::Mmap,
-        }
-    }
-}
 
 /// A validated manifest.
 #[derive(Debug, Clone)]

@@ -34,10 +34,10 @@ pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
         .into());
     }
     let size = u64::from_le_bytes(r.read(len - 8..len)?[..].try_into().expect("8 bytes"));
-    if size > opts.max_manifest_len {
+    if size > opts.max_manifest_len() {
         return Err(ErrorKind::ZtManifestTooLarge {
             len: size,
-            limit: opts.max_manifest_len,
+            limit: opts.max_manifest_len(),
         }
         .into());
     }

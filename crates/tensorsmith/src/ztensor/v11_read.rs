@@ -38,10 +38,10 @@ pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
         return Err(ErrorKind::ZtFooterMagic { version: "1.1" }.into());
     }
     let size = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-    if size > opts.max_manifest_len {
+    if size > opts.max_manifest_len() {
         return Err(ErrorKind::ZtManifestTooLarge {
             len: size,
-            limit: opts.max_manifest_len,
+            limit: opts.max_manifest_len(),
         }
         .into());
     }

@@ -88,10 +88,10 @@ pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
             "no manifest: this is a data shard, readable only through its root file",
         ));
     }
-    if footer.manifest_length > opts.max_manifest_len {
+    if footer.manifest_length > opts.max_manifest_len() {
         return Err(ErrorKind::ZtManifestTooLarge {
             len: footer.manifest_length,
-            limit: opts.max_manifest_len,
+            limit: opts.max_manifest_len(),
         }
         .into());
     }

@@ -1,28 +1,28 @@
 //! Files over HTTP(S), read by range requests: only the bytes a reader asks for travel, so
-//! the header of a 10 GB model costs a request or two. Servers that ignore `Range` (answering
-//! 200 with the whole body) still work: only the needed prefix of the body is read before the
-//! connection is dropped.
+//! the header of a 10 GB model costs a request or two. The first bytes, fetched when the file
+//! is opened, are kept and serve every read that falls inside them. Servers that ignore
+//! `Range` (answering 200 with the whole body) still work: only the needed prefix of the body
+//! is read before the connection is dropped.
 
+use super::{check_range, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
+use std::borrow::Cow;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
-
-/// Whether `s` names a remote file (`http://` or `https://`).
-pub fn is_url(s: &str) -> bool {
-    let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
-    lower.starts_with("http://") || lower.starts_with("https://")
-}
 
 /// A remote file of known length.
 #[derive(Debug)]
-pub struct RemoteFile {
+pub struct HttpFile {
     agent: ureq::Agent,
     url: String,
     len: u64,
+    /// The first bytes of the file, fetched at open.
+    prefix: Vec<u8>,
     requests: AtomicU32,
+    fetched: AtomicU64,
 }
 
 /// Timeout of each request, connection to last byte.
@@ -32,39 +32,39 @@ fn http_err(url: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Http(msg.into())).in_file(Path::new(url))
 }
 
-impl RemoteFile {
+impl HttpFile {
     /// Opens `url`, learning its length and reading its first `first` bytes (fewer if the file
-    /// is shorter) in one request.
-    pub fn open(url: &str, first: u64) -> Result<(RemoteFile, Vec<u8>)> {
+    /// is shorter) in one request; reads inside them are served from memory.
+    pub fn open(url: &str, first: u64) -> Result<HttpFile> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(TIMEOUT))
             .http_status_as_error(false)
             .build()
             .into();
-        let f = RemoteFile {
+        let f = HttpFile {
             agent,
             url: url.to_owned(),
             len: 0,
+            prefix: Vec::new(),
             requests: AtomicU32::new(0),
+            fetched: AtomicU64::new(0),
         };
-        let (total, bytes) = f.get(0..first.max(1), true)?;
-        let f = RemoteFile { len: total, ..f };
-        let keep = first.min(total) as usize;
-        let mut bytes = bytes;
-        bytes.truncate(keep);
-        Ok((f, bytes))
+        let (total, mut prefix) = f.get(0..first.max(1), true)?;
+        prefix.truncate(first.min(total) as usize);
+        Ok(HttpFile {
+            len: total,
+            prefix,
+            ..f
+        })
+    }
+
+    /// The first bytes, fetched at open.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
     }
 
     pub fn url(&self) -> &str {
         &self.url
-    }
-
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// HTTP requests made so far.
@@ -72,15 +72,14 @@ impl RemoteFile {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// The bytes of `range`, which must lie within the file.
-    pub fn read(&self, range: Range<u64>) -> Result<Vec<u8>> {
-        if range.start > range.end || range.end > self.len {
-            return Err(Error::new(ErrorKind::Truncated {
-                needed: range.end,
-                available: self.len,
-            })
-            .in_file(Path::new(&self.url)));
-        }
+    /// Body bytes received so far (the prefix included).
+    pub fn fetched(&self) -> u64 {
+        self.fetched.load(Ordering::Relaxed)
+    }
+
+    /// The bytes of `range`, which must lie within the file, in one request.
+    fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>> {
+        check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&self.url)))?;
         if range.is_empty() {
             return Ok(Vec::new());
         }
@@ -164,6 +163,8 @@ impl RemoteFile {
             .take(want)
             .read_to_end(&mut bytes)
             .map_err(|e| http_err(url, e.to_string()))?;
+        self.fetched
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         if (bytes.len() as u64) < want {
             return Err(http_err(
                 url,
@@ -171,6 +172,21 @@ impl RemoteFile {
             ));
         }
         Ok((total, bytes))
+    }
+}
+
+impl ReadAt for HttpFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        if range.start <= range.end && range.end <= self.prefix.len() as u64 {
+            return Ok(Cow::Borrowed(
+                &self.prefix[range.start as usize..range.end as usize],
+            ));
+        }
+        self.fetch(range).map(Cow::Owned)
     }
 }
 
@@ -188,6 +204,7 @@ mod tests {
 
     #[test]
     fn content_range_and_urls() {
+        use crate::bytes::is_url;
         assert_eq!(parse_content_range("bytes 0-99/1234"), Some((0, 1234)));
         assert_eq!(parse_content_range("bytes 10-10/11"), Some((10, 11)));
         assert_eq!(parse_content_range("bytes */5"), None);

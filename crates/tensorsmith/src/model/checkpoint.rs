@@ -1,15 +1,15 @@
-//! Sharded safetensors checkpoints (the Hugging Face convention) opened as one model: a
+//! Sharded checkpoints (the Hugging Face convention) opened as one model: a
 //! `*.safetensors.index.json` (local or URL) whose `weight_map` names the shard of every
 //! tensor, or a folder of shards. Index parsing is lenient (unknown keys, any `metadata`), and
 //! only the tensors the weight map lists are taken from each shard.
 
+use super::file::{open_bytes, open_file, ModelFile};
+use super::Model;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Format, MetaValue, TensorIndex, TensorInfo};
-use crate::ops::open::{FileBytes, Model, ModelFile};
-use crate::remote::RemoteFile;
-use crate::safetensors::{self, ReadOptions, SafetensorsFile};
+use crate::format::OpenOptions;
+use crate::index::{MetaValue, TensorIndex, TensorInfo};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Largest index file read (real ones are well under a megabyte).
 pub const MAX_INDEX_LEN: u64 = 64 << 20;
@@ -68,32 +68,18 @@ pub fn is_index(target: &str) -> bool {
 }
 
 /// Opens a local or remote shard index and its shards.
-pub fn open_index(target: &str, opts: &ReadOptions) -> Result<Model> {
-    let remote = crate::remote::is_url(target);
-    let json = if remote {
-        let (f, bytes) = RemoteFile::open(target, MAX_INDEX_LEN + 1)?;
-        if f.len() > MAX_INDEX_LEN {
-            return Err(bad(
-                target,
-                format!(
-                    "index of {} bytes is over the limit of {MAX_INDEX_LEN}",
-                    f.len()
-                ),
-            ));
-        }
-        bytes
-    } else {
-        let len = std::fs::metadata(target)
-            .map_err(|e| Error::from(e).in_file(Path::new(target)))?
-            .len();
-        if len > MAX_INDEX_LEN {
-            return Err(bad(
-                target,
-                format!("index of {len} bytes is over the limit of {MAX_INDEX_LEN}"),
-            ));
-        }
-        std::fs::read(target).map_err(|e| Error::from(e).in_file(Path::new(target)))?
-    };
+pub(super) fn open_index(target: &str, opts: &OpenOptions) -> Result<Model> {
+    let bytes = open_bytes(target, opts)?;
+    let len = bytes.len();
+    if len > MAX_INDEX_LEN {
+        return Err(bad(
+            target,
+            format!("index of {len} bytes is over the limit of {MAX_INDEX_LEN}"),
+        ));
+    }
+    let json = bytes
+        .read(0..len)
+        .map_err(|e| e.in_file(Path::new(target)))?;
     let (weight_map, shards) = parse_index(target, &json)?;
     let base = match target.rfind('/') {
         Some(i) => &target[..=i],
@@ -102,29 +88,23 @@ pub fn open_index(target: &str, opts: &ReadOptions) -> Result<Model> {
     let mut files = Vec::with_capacity(shards.len());
     let mut indexes = Vec::with_capacity(shards.len());
     for name in &shards {
-        let location = format!("{base}{name}");
-        let (index, bytes) = if remote {
-            let (ix, r) = safetensors::open_remote(&location, opts)?;
-            (ix, FileBytes::Remote(r))
-        } else {
-            let (ix, s) = SafetensorsFile::open_with(&location, opts)?.into_parts();
-            (ix, FileBytes::Local(s))
-        };
-        files.push(ModelFile {
-            location,
-            name: name.clone(),
-            bytes,
-            header_len: index.header_len,
-            file_len: index.file_len,
-        });
+        let (index, file) = open_shard(&format!("{base}{name}"), name, opts)?;
+        files.push(file);
         indexes.push(index);
     }
     merge(target, files, indexes, Some(&weight_map))
 }
 
+/// One shard, named as the index or folder names it.
+fn open_shard(location: &str, name: &str, opts: &OpenOptions) -> Result<(TensorIndex, ModelFile)> {
+    let (index, mut file) = open_file(location, opts)?;
+    file.name = name.to_owned();
+    Ok((index, file))
+}
+
 /// Opens a folder: its shard index if it has one (`model.safetensors.index.json` preferred),
 /// else its `.safetensors` files, as one model.
-pub fn open_dir(dir: &Path, opts: &ReadOptions) -> Result<Model> {
+pub(super) fn open_dir(dir: &Path, opts: &OpenOptions) -> Result<Model> {
     let at = |e: std::io::Error| Error::from(e).in_file(dir);
     let mut indexes = Vec::new();
     let mut shards = Vec::new();
@@ -159,15 +139,9 @@ pub fn open_dir(dir: &Path, opts: &ReadOptions) -> Result<Model> {
             let mut files = Vec::new();
             let mut ixs = Vec::new();
             for name in shards {
-                let location: PathBuf = dir.join(&name);
-                let (ix, s) = SafetensorsFile::open_with(&location, opts)?.into_parts();
-                files.push(ModelFile {
-                    location: location.to_string_lossy().into_owned(),
-                    name,
-                    bytes: FileBytes::Local(s),
-                    header_len: ix.header_len,
-                    file_len: ix.file_len,
-                });
+                let location = dir.join(&name).to_string_lossy().into_owned();
+                let (ix, file) = open_shard(&location, &name, opts)?;
+                files.push(file);
                 ixs.push(ix);
             }
             merge(&shown, files, ixs, None)
@@ -183,6 +157,9 @@ fn merge(
     indexes: Vec<TensorIndex>,
     weight_map: Option<&BTreeMap<String, String>>,
 ) -> Result<Model> {
+    let indexes_format = indexes
+        .first()
+        .map_or(crate::index::Format::Safetensors, |ix| ix.format.clone());
     let mut tensors: Vec<TensorInfo> = Vec::new();
     let mut shard_of: HashMap<String, usize> = HashMap::new();
     let mut metadata: BTreeMap<String, MetaValue> = BTreeMap::new();
@@ -229,11 +206,17 @@ fn merge(
         }
     }
     let index = TensorIndex {
-        format: Format::Safetensors,
+        // Shards of one checkpoint share a format: the first one's.
+        format: indexes_format,
         header_len,
         file_len,
         metadata,
         tensors,
     };
-    Ok(Model::sharded(location, index, files, shard_of))
+    Ok(Model {
+        location: location.to_owned(),
+        index,
+        files,
+        shard_of: Some(shard_of),
+    })
 }

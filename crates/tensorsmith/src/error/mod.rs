@@ -1,5 +1,11 @@
 //! The library's one error type: a kind that names the rule that failed, plus where it
-//! failed (file, tensor). Display reads `FILE: tensor 'NAME': RULE`.
+//! failed (file, tensor). Display reads `FILE: tensor 'NAME': RULE`. Every format's rules are
+//! variants here or enums beside this file (`gguf_rule.rs`), so the error type imports no
+//! format module.
+
+mod gguf_rule;
+
+pub use gguf_rule::GgufRule;
 
 use std::fmt;
 use std::io;
@@ -72,7 +78,7 @@ pub enum ErrorKind {
 
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
-    Gguf(#[from] crate::gguf::GgufRule),
+    Gguf(#[from] GgufRule),
     // --- zTensor framing (all versions)
     #[error("not a zTensor file: the first 8 bytes match no known zTensor magic")]
     ZtUnknownMagic,

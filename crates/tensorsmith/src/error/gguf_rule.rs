@@ -1,5 +1,6 @@
 //! The rules a GGUF file can break: one variant each, wrapped in
-//! [`crate::ErrorKind::Gguf`].
+//! [`crate::ErrorKind::Gguf`]. It lives beside the error type, not in `gguf/`, so that the
+//! ground layer owns no format.
 
 /// A broken GGUF rule. Offsets are absolute byte positions in the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

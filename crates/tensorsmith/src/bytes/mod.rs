@@ -1,0 +1,132 @@
+//! The byte layer: one positioned-read trait, [`ReadAt`], through which every format parses
+//! and every operation reads. It is implemented by a local file ([`LocalFile`]: a memory map
+//! with zero-copy views, or `pread`), an HTTP(S) file read by range requests ([`HttpFile`],
+//! behind the `remote` feature) and bytes in memory (`&[u8]`, `Vec<u8>`).
+
+#[cfg(feature = "remote")]
+mod http;
+mod local;
+
+#[cfg(feature = "remote")]
+pub use http::HttpFile;
+pub use local::{Backend, LocalFile};
+
+use crate::error::{ErrorKind, Result};
+use std::borrow::Cow;
+use std::io::Write;
+use std::ops::Range;
+
+/// Random access to a file's bytes. Reads of ranges past the end are errors
+/// ([`ErrorKind::Truncated`]), never short reads.
+pub trait ReadAt: Send + Sync + std::fmt::Debug {
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of `range`: borrowed where the bytes are already in memory (a map, a
+    /// buffer, a fetched prefix), read into a new buffer otherwise.
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>>;
+
+    /// The whole file as one slice, when it is in memory (mapped or a buffer): parsers that
+    /// need the whole header at once use it instead of copying.
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// Fills `buf` from `offset`.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let end = checked_end(offset, buf.len(), self.len())?;
+        buf.copy_from_slice(&self.read(offset..end)?);
+        Ok(())
+    }
+
+    /// Writes the bytes of `range` to `out` through a bounded buffer.
+    fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
+        check_range(&range, self.len())?;
+        copy_chunked(range, out, |off, buf| self.read_exact_at(off, buf))
+    }
+}
+
+/// `range` lies within a file of `len` bytes.
+pub(crate) fn check_range(range: &Range<u64>, len: u64) -> Result<()> {
+    if range.start > range.end || range.end > len {
+        return Err(ErrorKind::Truncated {
+            needed: range.end,
+            available: len,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The end of `n` bytes read at `offset` in a file of `len` bytes, checked.
+pub(crate) fn checked_end(offset: u64, n: usize, len: u64) -> Result<u64> {
+    let end = offset.checked_add(n as u64).ok_or(ErrorKind::Truncated {
+        needed: u64::MAX,
+        available: len,
+    })?;
+    check_range(&(offset..end), len)?;
+    Ok(end)
+}
+
+impl ReadAt for &[u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        check_range(&range, ReadAt::len(self))?;
+        Ok(Cow::Borrowed(
+            &self[range.start as usize..range.end as usize],
+        ))
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+}
+
+impl ReadAt for Vec<u8> {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        check_range(&range, <[u8]>::len(self) as u64)?;
+        Ok(Cow::Borrowed(
+            &self[range.start as usize..range.end as usize],
+        ))
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+}
+
+/// Chunk size for streaming copies: bounded memory whatever the size.
+const COPY_CHUNK: usize = 8 << 20;
+
+/// Writes the bytes of `range`, read by `read(offset, buf)`, to `out` through one buffer of
+/// at most `COPY_CHUNK` bytes.
+pub(crate) fn copy_chunked(
+    range: Range<u64>,
+    out: &mut dyn Write,
+    mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    let total = range.end - range.start;
+    let mut buf = vec![0u8; (total as usize).min(COPY_CHUNK)];
+    let mut off = range.start;
+    while off < range.end {
+        let n = ((range.end - off) as usize).min(buf.len());
+        read(off, &mut buf[..n])?;
+        out.write_all(&buf[..n])?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+/// Whether `s` names a remote file (`http://` or `https://`). Known with or without the
+/// `remote` feature, so that a build without it can say why it refuses a URL.
+pub fn is_url(s: &str) -> bool {
+    let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}

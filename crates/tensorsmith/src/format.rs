@@ -1,0 +1,191 @@
+//! The format seam: what every tensor file format implements ([`FileFormat`]), the options
+//! every reader takes ([`OpenOptions`]) and what verifying a file finds ([`VerifyReport`]).
+//! A format recognises its first bytes, reads its index under limits through the byte layer,
+//! gives a part's bytes decoded, and verifies what its index does not cover (digests, data
+//! rules). Adding a format is one module implementing this trait plus one line in
+//! `formats.rs`.
+
+use crate::bytes::{Backend, ReadAt};
+use crate::decode::decode_part;
+use crate::error::{Error, Result};
+use crate::index::{Part, TensorIndex, TensorInfo};
+use std::borrow::Cow;
+
+/// Bytes handed to [`FileFormat::sniff`]: enough for every magic we know.
+pub const SNIFF_LEN: usize = 8;
+
+/// One tensor file format.
+pub trait FileFormat: Sync + std::fmt::Debug {
+    /// Short name, as [`crate::index::Format::name`] gives it (`"safetensors"`).
+    fn name(&self) -> &'static str;
+
+    /// Whether a file starting with `first` (its first [`SNIFF_LEN`] bytes, fewer for a
+    /// shorter file) is of this format.
+    fn sniff(&self, first: &[u8]) -> bool;
+
+    /// Validates the file held by `bytes` and returns its index. Reads only the ranges the
+    /// header needs, and allocates nothing beyond what the file's size allows.
+    fn read_index(&self, bytes: &dyn ReadAt, opts: &OpenOptions) -> Result<TensorIndex>;
+
+    /// Part `part` decoded (decompressed, little-endian), checking its digest when `verify`
+    /// is set. Borrowed from `bytes` when the stored bytes are the values.
+    fn part<'a>(&self, bytes: &'a dyn ReadAt, part: &Part, verify: bool) -> Result<Cow<'a, [u8]>> {
+        decode_part(bytes, part, verify)
+    }
+
+    /// Checks what [`FileFormat::read_index`] left to a full read: digests and data rules of
+    /// one tensor. Formats that record neither check nothing.
+    fn verify_tensor(&self, bytes: &dyn ReadAt, t: &TensorInfo) -> TensorCheck {
+        let _ = bytes;
+        TensorCheck {
+            undigested: t.parts.len() as u64,
+            ..Default::default()
+        }
+    }
+
+    /// The header as JSON text, for formats whose header is JSON (checked against a schema).
+    /// `header_len` is the index's: the bytes before the tensor data.
+    fn json_header<'a>(
+        &self,
+        bytes: &'a dyn ReadAt,
+        header_len: u64,
+    ) -> Result<Option<Cow<'a, [u8]>>> {
+        let _ = (bytes, header_len);
+        Ok(None)
+    }
+}
+
+/// What verifying one tensor found.
+#[derive(Debug, Default)]
+pub struct TensorCheck {
+    /// Parts whose digest was checked.
+    pub checked: u64,
+    /// Parts without a digest.
+    pub undigested: u64,
+    pub failures: Vec<Error>,
+}
+
+/// What verifying a file or a model found.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    /// Parts whose digest was checked.
+    pub checked: u64,
+    /// Parts without a digest (still decoded and checked against their data rules, where the
+    /// format has any).
+    pub undigested: u64,
+    /// Every failure: digest mismatches, corrupt streams, data-rule violations.
+    pub failures: Vec<Error>,
+}
+
+impl VerifyReport {
+    pub fn is_ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The sum of per-tensor checks.
+    pub fn collect(checks: impl IntoIterator<Item = TensorCheck>) -> VerifyReport {
+        let mut r = VerifyReport::default();
+        for c in checks {
+            r.checked += c.checked;
+            r.undigested += c.undigested;
+            r.failures.extend(c.failures);
+        }
+        r
+    }
+}
+
+/// The safetensors reference's header limit; real checkpoints with a million tensors need
+/// more ([`OpenOptions::with_max_header_len`]).
+pub const DEFAULT_MAX_HEADER_LEN: u64 = 100_000_000;
+/// The zTensor v1.1 spec's manifest limit, used for every version.
+pub const DEFAULT_MAX_MANIFEST_LEN: u64 = 1 << 30;
+/// Deepest nesting of GGUF arrays inside arrays (each level costs a stack frame).
+pub const DEFAULT_MAX_ARRAY_DEPTH: usize = 64;
+
+/// How to open a file: the backend for local files and the limits every reader enforces.
+/// Built from [`OpenOptions::new`] (safe defaults) with `with_*` methods.
+///
+/// ```
+/// use tensorsmith::{bytes::Backend, OpenOptions};
+/// let opts = OpenOptions::new().with_backend(Backend::Pread).with_max_header_len(1 << 30);
+/// assert_eq!(opts.max_header_len(), 1 << 30);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OpenOptions {
+    backend: Backend,
+    max_header_len: Option<u64>,
+    max_manifest_len: Option<u64>,
+    max_array_depth: Option<usize>,
+    packed_ints: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            backend: Backend::Mmap,
+            max_header_len: None,
+            max_manifest_len: None,
+            max_array_depth: None,
+            packed_ints: true,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// Memory-mapped local files, default limits, packed `I4`/`I2` dtypes accepted.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How local files are read (map or pread); remote files ignore it.
+    pub fn with_backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Largest safetensors JSON header accepted, in bytes.
+    pub fn with_max_header_len(mut self, n: u64) -> Self {
+        self.max_header_len = Some(n);
+        self
+    }
+
+    /// Largest zTensor manifest accepted, in bytes.
+    pub fn with_max_manifest_len(mut self, n: u64) -> Self {
+        self.max_manifest_len = Some(n);
+        self
+    }
+
+    /// Deepest GGUF array nesting accepted.
+    pub fn with_max_array_depth(mut self, n: usize) -> Self {
+        self.max_array_depth = Some(n);
+        self
+    }
+
+    /// Whether the packed `I4`/`I2` safetensors dtypes of the weight-inspect notes are
+    /// accepted (the reference rejects them).
+    pub fn with_packed_ints(mut self, yes: bool) -> Self {
+        self.packed_ints = yes;
+        self
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn max_header_len(&self) -> u64 {
+        self.max_header_len.unwrap_or(DEFAULT_MAX_HEADER_LEN)
+    }
+
+    pub fn max_manifest_len(&self) -> u64 {
+        self.max_manifest_len.unwrap_or(DEFAULT_MAX_MANIFEST_LEN)
+    }
+
+    pub fn max_array_depth(&self) -> usize {
+        self.max_array_depth.unwrap_or(DEFAULT_MAX_ARRAY_DEPTH)
+    }
+
+    pub fn packed_ints(&self) -> bool {
+        self.packed_ints
+    }
+}

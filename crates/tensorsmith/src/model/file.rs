@@ -1,0 +1,88 @@
+//! One file of a model: its bytes (a local file or an `http(s)://` URL, through the byte
+//! layer), the format its first bytes name (one loop over the registered formats), and the
+//! index that format's reader validated.
+
+use crate::bytes::{is_url, LocalFile, ReadAt};
+use crate::error::{Error, Result};
+use crate::format::{FileFormat, OpenOptions, SNIFF_LEN};
+use crate::formats;
+use crate::index::TensorIndex;
+use std::path::Path;
+
+/// First bytes fetched from a remote file when it is opened: most headers of every format fit,
+/// so one request is enough.
+#[cfg(feature = "remote")]
+const REMOTE_FIRST_READ: u64 = 256 << 10;
+
+/// One file of a model: the only one, or a shard of a sharded checkpoint.
+#[derive(Debug)]
+pub struct ModelFile {
+    /// Path or URL.
+    pub location: String,
+    /// The name a shard index gives it (`model-00001-of-00002.safetensors`); empty for a
+    /// single-file model.
+    pub name: String,
+    /// Bytes before the tensor data.
+    pub header_len: u64,
+    pub file_len: u64,
+    bytes: Box<dyn ReadAt>,
+    format: &'static dyn FileFormat,
+}
+
+impl ModelFile {
+    /// Where the file's bytes come from (a map, pread, HTTP ranges, memory).
+    pub fn bytes(&self) -> &dyn ReadAt {
+        &*self.bytes
+    }
+
+    /// The format that read the file.
+    pub fn format(&self) -> &'static dyn FileFormat {
+        self.format
+    }
+
+    /// `e`, naming this file.
+    pub(crate) fn at(&self, e: Error) -> Error {
+        e.in_file(Path::new(&self.location))
+    }
+}
+
+/// The bytes of a local path or a URL.
+pub(crate) fn open_bytes(location: &str, opts: &OpenOptions) -> Result<Box<dyn ReadAt>> {
+    if is_url(location) {
+        #[cfg(feature = "remote")]
+        return Ok(Box::new(crate::bytes::HttpFile::open(
+            location,
+            REMOTE_FIRST_READ,
+        )?));
+        #[cfg(not(feature = "remote"))]
+        return Err(Error::new(crate::error::ErrorKind::Unsupported(
+            "http(s) URLs (this build has no `remote` feature)".into(),
+        ))
+        .in_file(Path::new(location)));
+    }
+    Ok(Box::new(LocalFile::open(
+        Path::new(location),
+        opts.backend(),
+    )?))
+}
+
+/// One file, its format told by its first bytes, validated by that format's reader.
+pub(crate) fn open_file(location: &str, opts: &OpenOptions) -> Result<(TensorIndex, ModelFile)> {
+    let at = |e: Error| e.in_file(Path::new(location));
+    let bytes = open_bytes(location, opts)?;
+    let first = bytes
+        .read(0..bytes.len().min(SNIFF_LEN as u64))
+        .map_err(at)?;
+    let format = formats::sniff(&first);
+    drop(first);
+    let index = format.read_index(&*bytes, opts).map_err(at)?;
+    let file = ModelFile {
+        location: location.to_owned(),
+        name: String::new(),
+        header_len: index.header_len,
+        file_len: index.file_len,
+        bytes,
+        format,
+    };
+    Ok((index, file))
+}

@@ -1,0 +1,108 @@
+//! The model: a validated [`TensorIndex`] plus the bytes behind it, one file or the shards of
+//! a checkpoint seen as one. [`open`] makes one from a path, a folder, a shard index or an
+//! `http(s)://` URL; every operation (inspect, hash, diff, convert, verify) takes a [`Model`]
+//! and reads through it, whatever the format and wherever the bytes are.
+
+mod checkpoint;
+mod file;
+mod open;
+
+pub use checkpoint::{is_index, parse_index, INDEX_SUFFIX, MAX_INDEX_LEN};
+pub use file::ModelFile;
+pub use open::open;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Layout, TensorIndex, TensorInfo};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// An opened, validated model: one file, or the shards of a checkpoint seen as one.
+#[derive(Debug)]
+pub struct Model {
+    /// The path or URL as given.
+    pub location: String,
+    /// Every tensor; byte ranges are within each tensor's own file.
+    pub index: TensorIndex,
+    pub files: Vec<ModelFile>,
+    /// For a sharded model: which of `files` holds each tensor, by name.
+    shard_of: Option<HashMap<String, usize>>,
+}
+
+impl Model {
+    /// A model of one file.
+    fn single(location: &str, index: TensorIndex, file: ModelFile) -> Model {
+        Model {
+            location: location.to_owned(),
+            index,
+            files: vec![file],
+            shard_of: None,
+        }
+    }
+
+    pub fn is_sharded(&self) -> bool {
+        self.shard_of.is_some()
+    }
+
+    /// The file holding tensor `t`.
+    pub fn file_of(&self, t: &TensorInfo) -> &ModelFile {
+        match &self.shard_of {
+            None => &self.files[0],
+            Some(m) => &self.files[m[&t.name]],
+        }
+    }
+
+    /// Stored bytes of `range` in the file of tensor `t` (zero-copy from a memory map;
+    /// fetched for a remote file). For tensors that are not [`Model::is_plain`], stored bytes
+    /// are not the values: use [`Model::part_bytes`].
+    pub fn read(&self, t: &TensorInfo, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        let f = self.file_of(t);
+        f.bytes()
+            .read(range)
+            .map_err(|e| f.at(e.at_tensor(&t.name)))
+    }
+
+    /// The bytes before the tensor data of file `i` (for safetensors: the length and the
+    /// JSON header).
+    pub fn header_bytes(&self, i: usize) -> Result<Cow<'_, [u8]>> {
+        let f = &self.files[i];
+        f.bytes().read(0..f.header_len).map_err(|e| f.at(e))
+    }
+
+    /// The JSON header of file `i`, for formats whose header is JSON; `None` for others.
+    pub fn json_header(&self, i: usize) -> Result<Option<Cow<'_, [u8]>>> {
+        let f = &self.files[i];
+        f.format()
+            .json_header(f.bytes(), f.header_len)
+            .map_err(|e| f.at(e))
+    }
+
+    /// One part stored raw and little-endian in this file: its stored bytes are its values,
+    /// and any sub-range can be read on its own.
+    pub fn is_plain(&self, t: &TensorInfo) -> bool {
+        t.parts.len() == 1 && t.parts[0].is_zero_copy()
+    }
+
+    /// Part `i` of tensor `t`, decoded (decompressed, little-endian); zero-copy when stored
+    /// raw in a mapped file.
+    pub fn part_bytes(&self, t: &TensorInfo, i: usize) -> Result<Cow<'_, [u8]>> {
+        let f = self.file_of(t);
+        f.format()
+            .part(f.bytes(), &t.parts[i], false)
+            .map_err(|e| f.at(e.at_tensor(&t.name)))
+    }
+
+    /// A dense tensor's values (decoded).
+    pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>> {
+        if t.layout != Layout::Dense && !matches!(t.layout, Layout::Ggml(_)) {
+            return Err(self
+                .file_of(t)
+                .at(Error::new(ErrorKind::Unsupported(format!(
+                    "{:?} tensors have no single run of values (read their parts)",
+                    t.layout
+                )))
+                .at_tensor(&t.name)));
+        }
+        self.part_bytes(t, 0)
+    }
+}

@@ -1,0 +1,31 @@
+//! Opening any model: a local file or an `http(s)://` URL through the byte layer, its format
+//! told by its first bytes (one loop over the registered formats), or a checkpoint (a folder
+//! or a shard index).
+
+use super::file::open_file;
+use super::{checkpoint, Model};
+use crate::bytes::is_url;
+use crate::error::Result;
+use crate::format::OpenOptions;
+use std::path::Path;
+
+/// Opens and validates a local file, a folder or index of shards, or an `http(s)://` URL (of
+/// a file or of a shard index).
+///
+/// ```no_run
+/// let model = tensorsmith::open("model.safetensors", &tensorsmith::OpenOptions::new())?;
+/// for t in &model.index.tensors {
+///     println!("{} {} {:?}", t.name, t.type_name(), t.shape);
+/// }
+/// # Ok::<(), tensorsmith::Error>(())
+/// ```
+pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
+    if checkpoint::is_index(target) {
+        return checkpoint::open_index(target, opts);
+    }
+    if !is_url(target) && Path::new(target).is_dir() {
+        return checkpoint::open_dir(Path::new(target), opts);
+    }
+    let (index, file) = open_file(target, opts)?;
+    Ok(Model::single(target, index, file))
+}
