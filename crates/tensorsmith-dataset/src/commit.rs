@@ -7,10 +7,10 @@
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
 use crate::index;
+use crate::job_options::WriteMode;
 use crate::manifest::{is_shard_file_name, Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
 use crate::task::TaskReport;
-use crate::write::Mode;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use tensorsmith::sink::AtomicFile;
@@ -75,7 +75,7 @@ pub(crate) fn commit(
     staging: &Path,
     mut reports: Vec<TaskReport>,
     opts: &WriteOptions,
-    mode: Mode,
+    mode: WriteMode,
 ) -> Result<Manifest> {
     if reports.iter().all(|r| r.shards.is_empty()) {
         return Err(DatasetError::Empty(match reports.iter().map(|r| r.rows).sum::<u64>() {
@@ -85,8 +85,8 @@ pub(crate) fn commit(
     }
     let old = if out.join(MANIFEST_NAME).exists() {
         match mode {
-            Mode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
-            Mode::Overwrite | Mode::Append => Some(Manifest::read(out)?),
+            WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
+            WriteMode::Overwrite | WriteMode::Append => Some(Manifest::read(out)?),
         }
     } else {
         None
@@ -126,7 +126,7 @@ pub(crate) fn commit(
         })
         .collect();
     let mut all = shards.clone();
-    if let (Some(old), Mode::Append) = (&old, mode) {
+    if let (Some(old), WriteMode::Append) = (&old, mode) {
         for (k, v) in &old.schema {
             match (schema.get(k), &opts.naming) {
                 (Some(n), Naming::Batch(_)) if n != v => {

@@ -8,10 +8,10 @@
 use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
+use crate::job_options::{Progress, WriteMode};
 use crate::manifest::Manifest;
 use crate::options::WriteOptions;
 use crate::task::{run_task, Plan, TaskReport};
-use crate::write::{Mode, Progress};
 use std::path::{Path, PathBuf};
 
 pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
@@ -65,7 +65,7 @@ pub fn commit_job(
     job_id: &str,
     reports: Vec<TaskReport>,
     opts: &WriteOptions,
-    mode: Mode,
+    mode: WriteMode,
 ) -> Result<Manifest> {
     let staging = job_staging(dir, job_id)?;
     opts.check()?;
