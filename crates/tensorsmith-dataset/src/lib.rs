@@ -15,6 +15,7 @@ mod commit;
 mod duplicates;
 pub mod index;
 pub mod input;
+mod input_cut;
 mod input_memory;
 pub mod job;
 pub mod job_options;
