@@ -6,11 +6,11 @@
 
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
-use crate::index;
 use crate::job_options::WriteMode;
 use crate::manifest::{is_shard_file_name, Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
 use crate::task::TaskReport;
+use crate::tensor_index_file;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use tensorsmith::sink::AtomicFile;
@@ -146,7 +146,7 @@ pub(crate) fn commit(
         }
         all.extend(old.shards.iter().cloned());
         if opts.generate_index {
-            entries.extend(index::entries_from_headers(out, &old.shards)?);
+            entries.extend(tensor_index_file::entries_from_headers(out, &old.shards)?);
         }
     }
     // Shards (fsynced by their tasks) into place (new names: nothing is overwritten), the
@@ -165,7 +165,7 @@ pub(crate) fn commit(
     let index_path = out.join(INDEX_NAME);
     let new_index = if opts.generate_index {
         entries.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));
-        Some(index::prepare(&index_path, &entries)?)
+        Some(tensor_index_file::prepare(&index_path, &entries)?)
     } else {
         None
     };

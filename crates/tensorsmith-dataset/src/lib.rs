@@ -4,8 +4,8 @@
 //! One process writes with `write_dataset`; a distributed job with `write_task` per task,
 //! then `commit_job` (or `abort_job`).
 
+pub mod arrow_values;
 pub mod column;
-pub mod convert;
 pub mod error;
 pub mod options;
 
@@ -13,7 +13,6 @@ pub use error::{DatasetError, Result};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 mod commit;
 mod duplicates;
-pub mod index;
 pub mod input;
 mod input_cut;
 mod input_memory;
@@ -23,14 +22,15 @@ pub mod manifest;
 mod parquet_direct;
 pub mod parquet_guard;
 mod task;
+pub mod tensor_index_file;
 pub mod write;
 
-pub use index::IndexEntry;
 pub use input::Input;
 pub use job::{abort_job, commit_job, write_task};
+pub use job_options::{JobOptions, Progress, WriteMode, WriteMode as Mode};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use task::TaskReport;
-pub use job_options::{JobOptions, Progress, WriteMode, WriteMode as Mode};
+pub use tensor_index_file::IndexEntry;
 pub use write::write_dataset;
 pub mod export;
 pub mod read;

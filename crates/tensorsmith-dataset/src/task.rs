@@ -7,11 +7,11 @@
 use crate::column::{ColumnPlan, Samples};
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
-use crate::index::IndexEntry;
 use crate::input::Input;
 use crate::job_options::Progress;
 use crate::manifest::{ShardInfo, TensorSchema};
 use crate::options::{Naming, TailStrategy, WriteOptions};
+use crate::tensor_index_file::IndexEntry;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;

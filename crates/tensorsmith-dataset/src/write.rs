@@ -14,7 +14,7 @@ use crate::task::{run_task, Ctx, Plan, TaskReport};
 use std::ops::Range;
 use std::path::Path;
 
-pub use crate::index::IndexEntry;
+pub use crate::tensor_index_file::IndexEntry;
 
 const STAGING_PREFIX: &str = "_tensorsmith_staging-";
 
