@@ -9,7 +9,7 @@ use crate::error::{DatasetError, Result};
 use crate::job_options::WriteMode;
 use crate::manifest::{is_shard_file_name, Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
-use crate::task::TaskReport;
+use crate::task_report::TaskReport;
 use crate::tensor_index_file;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;

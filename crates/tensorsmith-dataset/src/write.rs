@@ -10,7 +10,10 @@ use crate::input::Input;
 use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
-use crate::task::{run_task, Ctx, Plan, TaskReport};
+use crate::plan::Plan;
+use crate::task::run_task;
+use crate::task_context::{with_ctx, Ctx};
+use crate::task_report::TaskReport;
 use std::ops::Range;
 use std::path::Path;
 
@@ -48,11 +51,16 @@ pub fn write_dataset(
         uuid::Uuid::new_v4()
     ));
     std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let result = plan
-        .with_ctx(input, opts, &staging, progress, !job.reader_only, |ctx| {
-            run_tasks(ctx, ctx.input.total_rows(), threads)
-        })
-        .and_then(|reports| commit(out, &staging, reports, opts, job.mode));
+    let result = with_ctx(
+        &plan,
+        input,
+        opts,
+        &staging,
+        progress,
+        !job.reader_only,
+        |ctx| run_tasks(ctx, ctx.input.total_rows(), threads),
+    )
+    .and_then(|reports| commit(out, &staging, reports, opts, job.mode));
     let _ = std::fs::remove_dir_all(&staging);
     result
 }
