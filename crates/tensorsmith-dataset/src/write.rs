@@ -17,8 +17,6 @@ use crate::task_report::TaskReport;
 use std::ops::Range;
 use std::path::Path;
 
-pub use crate::tensor_index_file::IndexEntry;
-
 const STAGING_PREFIX: &str = "_tensorsmith_staging-";
 
 /// Writes `input` as a dataset in `out`.
