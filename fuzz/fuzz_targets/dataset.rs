@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use tensorsmith_dataset::{index, Manifest};
+use tensorsmith_dataset::{tensor_index_file, Manifest};
 
 static QUIET: std::sync::Once = std::sync::Once::new();
 
@@ -29,7 +29,9 @@ fuzz_target!(|data: &[u8]| {
             let again = Manifest::parse(m.to_json().as_bytes(), path).expect("own output parses");
             assert_eq!(again.total_bytes, m.total_bytes);
         }
-    } else if let Ok(entries) = index::read_bytes(bytes::Bytes::copy_from_slice(rest), path) {
+    } else if let Ok(entries) =
+        tensor_index_file::read_bytes(bytes::Bytes::copy_from_slice(rest), path)
+    {
         for e in entries {
             let _ = (e.tensor_key.len(), e.file_name.len(), e.shape.len());
         }

@@ -8,7 +8,7 @@
 //! Every row of one tensor must have the same sample shape (and, for structs, dtype): a row
 //! that does not is an error naming it. Nulls are errors too.
 
-use crate::convert::{self, leaf_dtype};
+use crate::arrow_values::{self, leaf_dtype};
 use crate::error::{DatasetError, Result};
 use crate::options::dataset_dtype;
 use arrow_array::cast::AsArray;
@@ -125,7 +125,7 @@ impl ColumnPlan {
                         "the dtype option is required for a column of {leaf} numbers"
                     ))
                 })?;
-                convert::convertible(*leaf, to).map_err(bad)?;
+                arrow_values::convertible(*leaf, to).map_err(bad)?;
             }
             Kind::Binary => {
                 if dtype.is_none() {
@@ -238,13 +238,13 @@ impl ColumnPlan {
                     if leaf.null_count() > 0 && (range.start..range.end).any(|i| leaf.is_null(i)) {
                         return Err(row_err(r, "holds a null element".into()));
                     }
-                    convert::append(leaf.as_ref(), range, to, self.rounding, &mut out.bytes)
+                    arrow_values::append(leaf.as_ref(), range, to, self.rounding, &mut out.bytes)
                         .map_err(|e| {
-                            row_err(
-                                r,
-                                format!("element {} = {} does not fit in {to}", e.element, e.value),
-                            )
-                        })?;
+                        row_err(
+                            r,
+                            format!("element {} = {} does not fit in {to}", e.element, e.value),
+                        )
+                    })?;
                 }
             }
             Kind::Binary => {
@@ -296,7 +296,7 @@ impl ColumnPlan {
                         .sample_shape_for(&shape, elements(&shape))
                         .map_err(|m| row_err(r, m))?;
                     let to = self.dtype.unwrap_or(from);
-                    if to != from && !(convert::is_float(from) && convert::is_float(to)) {
+                    if to != from && !(arrow_values::is_float(from) && arrow_values::is_float(to)) {
                         return Err(row_err(r, format!(
                             "the struct says {from} and the dtype option {to}: only float types convert into one another (bytes are never relabelled)"
                         )));

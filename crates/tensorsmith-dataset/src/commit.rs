@@ -6,11 +6,11 @@
 
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
-use crate::index;
+use crate::job_options::WriteMode;
 use crate::manifest::{is_shard_file_name, Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
-use crate::task::TaskReport;
-use crate::write::Mode;
+use crate::task_report::TaskReport;
+use crate::tensor_index_file;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use tensorsmith::sink::AtomicFile;
@@ -75,7 +75,7 @@ pub(crate) fn commit(
     staging: &Path,
     mut reports: Vec<TaskReport>,
     opts: &WriteOptions,
-    mode: Mode,
+    mode: WriteMode,
 ) -> Result<Manifest> {
     if reports.iter().all(|r| r.shards.is_empty()) {
         return Err(DatasetError::Empty(match reports.iter().map(|r| r.rows).sum::<u64>() {
@@ -85,8 +85,8 @@ pub(crate) fn commit(
     }
     let old = if out.join(MANIFEST_NAME).exists() {
         match mode {
-            Mode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
-            Mode::Overwrite | Mode::Append => Some(Manifest::read(out)?),
+            WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
+            WriteMode::Overwrite | WriteMode::Append => Some(Manifest::read(out)?),
         }
     } else {
         None
@@ -126,7 +126,7 @@ pub(crate) fn commit(
         })
         .collect();
     let mut all = shards.clone();
-    if let (Some(old), Mode::Append) = (&old, mode) {
+    if let (Some(old), WriteMode::Append) = (&old, mode) {
         for (k, v) in &old.schema {
             match (schema.get(k), &opts.naming) {
                 (Some(n), Naming::Batch(_)) if n != v => {
@@ -146,7 +146,7 @@ pub(crate) fn commit(
         }
         all.extend(old.shards.iter().cloned());
         if opts.generate_index {
-            entries.extend(index::entries_from_headers(out, &old.shards)?);
+            entries.extend(tensor_index_file::entries_from_headers(out, &old.shards)?);
         }
     }
     // Shards (fsynced by their tasks) into place (new names: nothing is overwritten), the
@@ -165,7 +165,7 @@ pub(crate) fn commit(
     let index_path = out.join(INDEX_NAME);
     let new_index = if opts.generate_index {
         entries.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));
-        Some(index::prepare(&index_path, &entries)?)
+        Some(tensor_index_file::prepare(&index_path, &entries)?)
     } else {
         None
     };

@@ -6,29 +6,11 @@
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
+use crate::kv_keys::{key_of, null_key};
 use crate::options::Duplicates;
-use crate::task::{key_of, null_key, TaskReport};
-use arrow_schema::DataType;
+use crate::task_report::TaskReport;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-
-/// Key columns hold strings or integers.
-pub(crate) fn is_key_type(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-            | DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-    )
-}
 
 /// Reads the key column once over the whole input: duplicates are found across the whole
 /// input, before anything is written. Returns the (row, column) pairs a later row replaces.

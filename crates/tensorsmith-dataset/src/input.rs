@@ -4,6 +4,7 @@
 //! by each task on its own: Parquet skips whole row groups and selects rows within.
 
 use crate::error::{DatasetError, Result};
+use crate::input_cut::{arrow_err, Cut, RowSink};
 use crate::input_memory::{Batches, Stream};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
@@ -47,9 +48,6 @@ enum Source {
     Stream(Stream),
 }
 
-/// Called with (batch, first input row of the batch, the input's name for errors).
-pub type RowSink<'a> = dyn FnMut(&RecordBatch, u64, &Path) -> Result<()> + 'a;
-
 fn sniff(path: &Path) -> Result<InputKind> {
     let mut head = [0u8; 6];
     let mut f = File::open(path).map_err(|e| DatasetError::io(path, e))?;
@@ -65,13 +63,6 @@ fn sniff(path: &Path) -> Result<InputKind> {
 
 fn pq_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> DatasetError + '_ {
     move |source| DatasetError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-pub(crate) fn arrow_err(path: &Path) -> impl Fn(arrow_schema::ArrowError) -> DatasetError + '_ {
-    move |source| DatasetError::Arrow {
         path: path.to_path_buf(),
         source,
     }
@@ -289,76 +280,6 @@ impl Input {
             }
         }
         Ok(())
-    }
-}
-
-/// How a row range is cut out of a sequence of record batches (IPC and in-memory input).
-pub(crate) struct Cut<'a> {
-    pub range: &'a Range<u64>,
-    pub columns: &'a [String],
-    pub batch_rows: usize,
-    /// What every batch must hold (for the projected columns).
-    pub schema: &'a SchemaRef,
-    /// Named in errors.
-    pub name: &'a Path,
-}
-
-impl Cut<'_> {
-    /// Serves the rows of the range from `batches`, the first of which starts at global row
-    /// `base`, as zero-copy slices of the projected batches. Returns the row after the last
-    /// batch taken (reading stops once the range is served).
-    pub fn serve(
-        &self,
-        batches: impl Iterator<Item = Result<RecordBatch>>,
-        mut base: u64,
-        f: &mut RowSink,
-    ) -> Result<u64> {
-        let (range, name) = (self.range, self.name);
-        for b in batches {
-            if base >= range.end {
-                break;
-            }
-            let b = b?;
-            let n = b.num_rows() as u64;
-            let (lo, hi) = (range.start.max(base), range.end.min(base + n));
-            if lo < hi {
-                let b = self.project(&b)?;
-                let mut off = lo;
-                while off < hi {
-                    let len = (hi - off).min(self.batch_rows.max(1) as u64);
-                    let s = b.slice((off - base) as usize, len as usize);
-                    f(&s, off, name).map_err(|e| e.in_file(name))?;
-                    off += len;
-                }
-            }
-            base += n;
-        }
-        Ok(base)
-    }
-
-    /// The batch with only the wanted columns, each of the schema's type (a batch of another
-    /// shape is an error, not a panic further on).
-    fn project(&self, b: &RecordBatch) -> Result<RecordBatch> {
-        let bs = b.schema();
-        let idx = self
-            .columns
-            .iter()
-            .map(|c| {
-                let i = bs.index_of(c).map_err(|_| {
-                    DatasetError::column(c, "missing from a record batch").in_file(self.name)
-                })?;
-                let (got, want) = (bs.field(i).data_type(), self.schema.field_with_name(c));
-                match want {
-                    Ok(w) if w.data_type() == got => Ok(i),
-                    _ => Err(DatasetError::column(
-                        c,
-                        format!("type {got} in a record batch, not the input schema's"),
-                    )
-                    .in_file(self.name)),
-                }
-            })
-            .collect::<Result<Vec<usize>>>()?;
-        b.project(&idx).map_err(arrow_err(self.name))
     }
 }
 

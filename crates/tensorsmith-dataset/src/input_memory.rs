@@ -4,7 +4,7 @@
 //! `<arrow batches>` and `<arrow stream>`.
 
 use crate::error::{DatasetError, Result};
-use crate::input::{arrow_err, Cut, RowSink};
+use crate::input_cut::{arrow_err, Cut, RowSink};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::SchemaRef;
 use std::ops::Range;

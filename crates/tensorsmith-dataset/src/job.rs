@@ -8,10 +8,13 @@
 use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
+use crate::job_options::{Progress, WriteMode};
 use crate::manifest::Manifest;
 use crate::options::WriteOptions;
-use crate::task::{run_task, Plan, TaskReport};
-use crate::write::{Mode, Progress};
+use crate::plan::Plan;
+use crate::task::run_task;
+use crate::task_context::with_ctx;
+use crate::task_report::TaskReport;
 use std::path::{Path, PathBuf};
 
 pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
@@ -49,7 +52,7 @@ pub fn write_task(
     let staging = job_staging(dir, job_id)?;
     let plan = Plan::new(input, opts)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    plan.with_ctx(input, opts, &staging, progress, true, |ctx| {
+    with_ctx(&plan, input, opts, &staging, progress, true, |ctx| {
         run_task(ctx, task, 0..u64::MAX)
     })
 }
@@ -65,7 +68,7 @@ pub fn commit_job(
     job_id: &str,
     reports: Vec<TaskReport>,
     opts: &WriteOptions,
-    mode: Mode,
+    mode: WriteMode,
 ) -> Result<Manifest> {
     let staging = job_staging(dir, job_id)?;
     opts.check()?;

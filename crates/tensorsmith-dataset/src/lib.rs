@@ -3,36 +3,56 @@
 //! with a `dataset_manifest.json` and an optional `_tensor_index.parquet`, and read back.
 //! One process writes with `write_dataset`; a distributed job with `write_task` per task,
 //! then `commit_job` (or `abort_job`).
+//!
+//! The module groups below go bottom-up: a module imports only from its own group and the
+//! ones above it, and never in a circle (ARCHITECTURE.md has the layers file by file). Only
+//! the `_tensor_index.parquet` reader and the Parquet pre-check are public modules; what
+//! else callers use is re-exported here.
 
-pub mod column;
-pub mod convert;
-pub mod error;
-pub mod options;
-
-pub use error::{DatasetError, Result};
-pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
+// Bottom: errors, options, the dataset's own files (manifest, tensor index), Parquet checks.
+mod error;
+mod job_options;
+mod manifest;
+mod options;
+pub mod parquet_guard;
+pub mod tensor_index_file;
+// Input.
+mod input;
+mod input_cut;
+mod input_memory;
+// Columns to tensor bytes.
+mod arrow_values;
+mod column;
+mod kv_keys;
+// Writing: task reports, duplicates, the plan, tasks and their strategies, the commit,
+// the job API and write_dataset.
+mod batch_strategy;
 mod commit;
 mod duplicates;
-pub mod index;
-pub mod input;
-mod input_memory;
-pub mod job;
-pub mod manifest;
+mod job;
+mod kv_strategy;
 mod parquet_direct;
-pub mod parquet_guard;
+mod plan;
+mod shard_record;
 mod task;
-pub mod write;
+mod task_context;
+mod task_report;
+mod write;
+// Reading, verifying, exporting a dataset.
+mod export;
+mod read;
+mod verify;
 
-pub use index::IndexEntry;
-pub use input::Input;
-pub use job::{abort_job, commit_job, write_task};
-pub use manifest::{Manifest, ShardInfo, TensorSchema};
-pub use task::TaskReport;
-pub use write::{write_dataset, JobOptions, Mode, Progress};
-pub mod export;
-pub mod read;
-pub mod verify;
-
+pub use error::{DatasetError, Result};
 pub use export::export;
+pub use input::{Input, InputFile, InputKind};
+pub use input_cut::RowSink;
+pub use job::{abort_job, commit_job, write_task};
+pub use job_options::{JobOptions, Progress, WriteMode, WriteMode as Mode};
+pub use manifest::{Manifest, ShardInfo, TensorSchema};
+pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{Dataset, DatasetMode, Tensor};
+pub use task_report::TaskReport;
+pub use tensor_index_file::IndexEntry;
 pub use verify::{verify, VerifyReport};
+pub use write::write_dataset;

@@ -5,8 +5,8 @@
 //! headers. Shards are opened (and memory-mapped) on demand and kept open.
 
 use crate::error::{DatasetError, Result};
-use crate::index;
 use crate::manifest::{Manifest, INDEX_NAME};
+use crate::tensor_index_file;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -178,7 +178,7 @@ impl Dataset {
             .collect();
         let mut keys = HashMap::new();
         // The index, when every entry points at a shard of this manifest; else the headers.
-        let from_index = index::read(&self.dir.join(INDEX_NAME))
+        let from_index = tensor_index_file::read(&self.dir.join(INDEX_NAME))
             .ok()
             .filter(|e| !e.is_empty() && e.iter().all(|x| pos.contains_key(x.file_name.as_str())));
         match from_index {

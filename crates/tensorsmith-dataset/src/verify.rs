@@ -3,9 +3,9 @@
 //! present) naming only listed shards and tensors that exist; no stray shard files.
 
 use crate::error::Result;
-use crate::index;
 use crate::manifest::{Manifest, INDEX_NAME};
 use crate::read::{Dataset, DatasetMode};
+use crate::tensor_index_file;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -117,7 +117,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
     }
     let ipath = dir.join(INDEX_NAME);
     if ipath.exists() {
-        match index::read(&ipath) {
+        match tensor_index_file::read(&ipath) {
             Ok(entries) => {
                 for e in entries {
                     match tensors_of.get(e.file_name.as_str()) {

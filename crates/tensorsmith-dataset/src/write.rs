@@ -7,46 +7,15 @@
 use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
+use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
-use crate::task::{run_task, Ctx, Plan, TaskReport};
+use crate::plan::Plan;
+use crate::task::run_task;
+use crate::task_context::{with_ctx, Ctx};
+use crate::task_report::TaskReport;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
-
-pub use crate::index::IndexEntry;
-
-/// What to do when the folder already holds a dataset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Refuse (the default).
-    #[default]
-    ErrorIfExists,
-    /// Replace it: its shards and index are removed once the new manifest is in place.
-    Overwrite,
-    /// Add shards and rewrite the manifest (and the index) over old and new.
-    Append,
-}
-
-/// Counters a progress display can poll while a write runs.
-#[derive(Debug, Default)]
-pub struct Progress {
-    pub rows: AtomicU64,
-    pub bytes: AtomicU64,
-    pub shards: AtomicU64,
-    /// Shards copied straight from Parquet pages (parquet_direct), of `shards`.
-    pub direct_shards: AtomicU64,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct JobOptions {
-    pub mode: Mode,
-    /// Worker threads (tasks); 0 means one per core.
-    pub threads: usize,
-    /// Read Parquet only through the arrow-rs reader, never copying shards straight from
-    /// pages (parquet_direct). The output is the same; for comparisons and tests.
-    pub reader_only: bool,
-}
 
 const STAGING_PREFIX: &str = "_tensorsmith_staging-";
 
@@ -65,8 +34,8 @@ pub fn write_dataset(
         // Refused (or read, to fail early on a damaged one) before anything is written; the
         // commit looks again.
         match job.mode {
-            Mode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
-            Mode::Overwrite | Mode::Append => Manifest::read(out).map(drop)?,
+            WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
+            WriteMode::Overwrite | WriteMode::Append => Manifest::read(out).map(drop)?,
         }
     }
     let threads = if job.threads == 0 {
@@ -80,11 +49,16 @@ pub fn write_dataset(
         uuid::Uuid::new_v4()
     ));
     std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let result = plan
-        .with_ctx(input, opts, &staging, progress, !job.reader_only, |ctx| {
-            run_tasks(ctx, ctx.input.total_rows(), threads)
-        })
-        .and_then(|reports| commit(out, &staging, reports, opts, job.mode));
+    let result = with_ctx(
+        &plan,
+        input,
+        opts,
+        &staging,
+        progress,
+        !job.reader_only,
+        |ctx| run_tasks(ctx, ctx.input.total_rows(), threads),
+    )
+    .and_then(|reports| commit(out, &staging, reports, opts, job.mode));
     let _ = std::fs::remove_dir_all(&staging);
     result
 }

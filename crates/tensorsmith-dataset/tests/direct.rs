@@ -20,7 +20,7 @@ use tensorsmith::dtype::DType;
 mod shards;
 use shards::shard_contents;
 use tensorsmith_dataset::{
-    index, write_dataset, Input, JobOptions, Progress, TailStrategy, WriteOptions,
+    tensor_index_file, write_dataset, Input, JobOptions, Progress, TailStrategy, WriteOptions,
 };
 
 #[derive(Clone, Copy)]
@@ -110,7 +110,7 @@ fn contents(dir: &Path) -> Output {
     }
     let idx = dir.join("_tensor_index.parquet");
     let entries = if idx.exists() {
-        index::read(&idx)
+        tensor_index_file::read(&idx)
             .unwrap()
             .into_iter()
             .map(|e| {

@@ -232,7 +232,8 @@ fn kv_tasks_commit_with_index_and_read_back() {
         assert_eq!((t.dtype, t.shape.clone()), (DType::F32, vec![3]));
         assert_eq!(t.data, f32_bytes(values(i, 0.0)));
     }
-    let idx = tensorsmith_dataset::index::read(&dir.join("_tensor_index.parquet")).unwrap();
+    let idx =
+        tensorsmith_dataset::tensor_index_file::read(&dir.join("_tensor_index.parquet")).unwrap();
     assert_eq!(idx.len(), 12);
     assert!(verify(dir).unwrap().is_ok());
 }
@@ -318,7 +319,8 @@ fn cross_task_duplicates_last_win_keeps_one_tensor_per_key() {
         let t = ds.tensor(&format!("r{i}__v")).unwrap();
         assert_eq!(t.data, f32_bytes(values(i, base)), "r{i}");
     }
-    let idx = tensorsmith_dataset::index::read(&dir.join("_tensor_index.parquet")).unwrap();
+    let idx =
+        tensorsmith_dataset::tensor_index_file::read(&dir.join("_tensor_index.parquet")).unwrap();
     assert_eq!(idx.len(), 14);
     let r = verify(dir).unwrap();
     assert!(r.is_ok(), "{:?}", r.problems);
@@ -661,11 +663,16 @@ fn append_keeps_the_index_complete_or_drops_it() {
         &Progress::default(),
     )
     .unwrap();
-    assert_eq!(tensorsmith_dataset::index::read(&index).unwrap().len(), 6);
+    assert_eq!(
+        tensorsmith_dataset::tensor_index_file::read(&index)
+            .unwrap()
+            .len(),
+        6
+    );
     // Append with the index asked for: one index over old and new shards.
     let input = Input::from_batches(schema(), vec![batch(6..9, 0.0)]).unwrap();
     write_dataset(&input, &out, &o, &job(Mode::Append), &Progress::default()).unwrap();
-    let keys: Vec<String> = tensorsmith_dataset::index::read(&index)
+    let keys: Vec<String> = tensorsmith_dataset::tensor_index_file::read(&index)
         .unwrap()
         .into_iter()
         .map(|e| e.tensor_key)

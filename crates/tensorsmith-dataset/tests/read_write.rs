@@ -148,13 +148,14 @@ fn metadata_vectors_read_and_damage_is_refused() {
         let e = tensorsmith_dataset::Manifest::parse(bad.as_bytes(), &p).unwrap_err();
         assert!(e.to_string().contains(rule), "{rule}: {e}");
     }
-    let idx = tensorsmith_dataset::index::read(&data.join("index_kv.parquet")).unwrap();
+    let idx = tensorsmith_dataset::tensor_index_file::read(&data.join("index_kv.parquet")).unwrap();
     assert_eq!(idx.len(), 2);
     assert_eq!(
         (idx[1].tensor_key.as_str(), idx[1].shape.clone()),
         ("b__emb", vec![8])
     );
-    let e = tensorsmith_dataset::index::read(&data.join("manifest_kv.json")).unwrap_err();
+    let e =
+        tensorsmith_dataset::tensor_index_file::read(&data.join("manifest_kv.json")).unwrap_err();
     assert!(e.to_string().contains("manifest_kv.json"), "{e}");
 }
 
@@ -165,8 +166,11 @@ fn parquet_reader_panics_become_errors() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/data/dataset/fuzz_parquet_negative_column_start.bin");
     let data = std::fs::read(&p).unwrap();
-    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
-        .unwrap_err();
+    let e = tensorsmith_dataset::tensor_index_file::read_bytes(
+        bytes::Bytes::copy_from_slice(&data[1..]),
+        &p,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("malformed Parquet"), "{e}");
     // The same bytes as dataset input: an error naming the file, not a crash.
     let dir = tempfile::tempdir().unwrap();
@@ -198,8 +202,11 @@ fn thrift_list_bombs_are_refused_quickly() {
         .join("../../tests/data/dataset/fuzz_parquet_slow_thrift_skip.bin");
     let data = std::fs::read(&p).unwrap();
     let t = std::time::Instant::now();
-    let e = tensorsmith_dataset::index::read_bytes(bytes::Bytes::copy_from_slice(&data[1..]), &p)
-        .unwrap_err();
+    let e = tensorsmith_dataset::tensor_index_file::read_bytes(
+        bytes::Bytes::copy_from_slice(&data[1..]),
+        &p,
+    )
+    .unwrap_err();
     assert!(
         e.to_string().contains("malformed Parquet: row group 0"),
         "{e}"
@@ -248,7 +255,7 @@ fn schema_child_counts_are_bounded_before_the_reader_allocates() {
         let b = bytes::Bytes::copy_from_slice(&data[1..]);
         let why = tensorsmith_dataset::parquet_guard::check_file_footer(&b).unwrap_err();
         assert!(why.contains(why_part), "{name}: {why}");
-        let e = tensorsmith_dataset::index::read_bytes(b, &p).unwrap_err();
+        let e = tensorsmith_dataset::tensor_index_file::read_bytes(b, &p).unwrap_err();
         assert!(
             e.to_string().contains("malformed Parquet: footer metadata"),
             "{name}: {e}"

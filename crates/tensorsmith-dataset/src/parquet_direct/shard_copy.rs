@@ -2,10 +2,12 @@
 //! tensor copied file to file from the page ranges that hold its rows; the tail strategy as
 //! the reader path applies it (pad: zeros copied after the rows).
 
-use super::DirectPlan;
+use super::page_plan::DirectPlan;
 use crate::error::{DatasetError, Result};
 use crate::options::TailStrategy;
-use crate::task::{new_report, note_schema, record_shard, stopped, Ctx, ShardNamer, TaskReport};
+use crate::shard_record::{note_schema, record_shard, ShardNamer};
+use crate::task_context::{stopped, Ctx};
+use crate::task_report::{new_report, TaskReport};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use tensorsmith::safetensors::{FilePieces, Piece, Writer};

@@ -1,0 +1,152 @@
+//! A task's shards: named `part-{task:05}-{n:04}-{uuid}.safetensors`, written into the
+//! staging folder without waiting for the disk, recorded in the task's report (index
+//! entries, sample schema) and the progress counters, and fsynced together at the task's end.
+
+use crate::column::Samples;
+use crate::error::{DatasetError, Result};
+use crate::manifest::{ShardInfo, TensorSchema};
+use crate::task_context::Ctx;
+use crate::task_report::TaskReport;
+use crate::tensor_index_file::IndexEntry;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use tensorsmith::dtype::DType;
+
+/// `part-{task:05}-{n:04}-{uuid}.safetensors`, one uuid per task (as safetensors-spark names
+/// them: a retried task's shards never collide with the first attempt's).
+pub(crate) struct ShardNamer {
+    task: u64,
+    next: usize,
+    uuid: uuid::Uuid,
+}
+
+impl ShardNamer {
+    pub(crate) fn new(task: u64) -> Self {
+        ShardNamer {
+            task,
+            next: 0,
+            uuid: uuid::Uuid::new_v4(),
+        }
+    }
+
+    pub(crate) fn next(&mut self) -> String {
+        let n = format!(
+            "part-{:05}-{:04}-{}.safetensors",
+            self.task, self.next, self.uuid
+        );
+        self.next += 1;
+        n
+    }
+}
+
+/// fsyncs shards of the staging folder, a few at a time so the disk sees them together.
+pub(crate) fn sync_files(staging: &Path, shards: &[ShardInfo]) -> Result<()> {
+    use rayon::prelude::*;
+    shards.par_iter().try_for_each(|s| {
+        let p = staging.join(&s.shard_path);
+        std::fs::File::open(&p)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| DatasetError::io(&p, e))
+    })
+}
+
+/// Writes a shard into the staging folder without waiting for the disk: nothing in staging
+/// is visible before the commit, and the task fsyncs its shards together at its end
+/// (`run_task`), so their writeback overlaps its work. A shard cut short by a failure or a
+/// kill stays in staging, which is removed.
+fn write_staged(w: tensorsmith::safetensors::Writer<'_>, path: &Path) -> Result<u64> {
+    let io = |e| DatasetError::io(path, e);
+    let f = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, f);
+    let n = w.write_to(&mut out).map_err(|e| e.in_file(path))?;
+    std::io::Write::flush(&mut out).map_err(io)?;
+    Ok(n)
+}
+
+/// Writes one shard file into the staging folder.
+pub(crate) fn write_shard(
+    ctx: &Ctx,
+    name: &str,
+    tensors: Vec<(String, Samples, Vec<u64>)>,
+    samples_count: u64,
+    out: &mut TaskReport,
+) -> Result<Vec<Vec<u8>>> {
+    let mut w = tensorsmith::safetensors::Writer::new();
+    let mut described = Vec::new();
+    for (key, s, shape) in &tensors {
+        let dtype = s.dtype.expect("at least one sample");
+        w.add(key, dtype, shape, &s.bytes[..])?;
+        described.push((key.clone(), dtype, shape.clone()));
+    }
+    let bytes = write_staged(w, &ctx.staging.join(name))?;
+    record_shard(ctx, name, described, bytes, samples_count, out);
+    // The buffers go back to the caller, emptied, for the next shard: no fresh pages to
+    // fault in and zero for every shard.
+    Ok(tensors
+        .into_iter()
+        .map(|(_, s, _)| {
+            let mut b = s.bytes;
+            b.clear();
+            b
+        })
+        .collect())
+}
+
+/// Notes a shard written into the staging folder: its tensors (key, dtype, shape) in the
+/// index, its size in the progress counters, the shard in the report.
+pub(crate) fn record_shard(
+    ctx: &Ctx,
+    name: &str,
+    tensors: Vec<(String, DType, Vec<u64>)>,
+    bytes: u64,
+    samples_count: u64,
+    out: &mut TaskReport,
+) {
+    for (key, dtype, shape) in tensors {
+        out.index.push(IndexEntry {
+            tensor_key: key,
+            file_name: name.to_string(),
+            shape,
+            dtype: dtype.safetensors_name().to_string(),
+        });
+    }
+    ctx.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    ctx.progress.shards.fetch_add(1, Ordering::Relaxed);
+    out.shards.push(ShardInfo {
+        shard_path: name.to_string(),
+        samples_count,
+        bytes,
+    });
+}
+
+pub(crate) fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {
+    note_schema(
+        out,
+        key,
+        s.dtype.expect("sampled"),
+        s.sample_shape.as_deref().expect("sampled"),
+    )
+}
+
+/// Notes a tensor's sample dtype and shape in the report: the same for every shard of a
+/// column.
+pub(crate) fn note_schema(
+    out: &mut TaskReport,
+    key: &str,
+    dtype: DType,
+    shape: &[u64],
+) -> Result<()> {
+    let dtype = dtype.safetensors_name().to_string();
+    let shape = shape.to_vec();
+    match out.samples.get(key) {
+        Some(t) if t.dtype != dtype || t.shape != shape => Err(DatasetError::column(
+            key,
+            format!("samples of {dtype} {shape:?} after samples of {} {:?}: every batch of a column must have one sample shape and dtype", t.dtype, t.shape),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            out.samples.insert(key.to_string(), TensorSchema { dtype, shape });
+            Ok(())
+        }
+    }
+}

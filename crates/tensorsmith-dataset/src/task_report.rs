@@ -1,0 +1,42 @@
+//! What one task wrote, as the commit receives it (from executor to driver as JSON in a
+//! Spark job): shards, index entries, sample dtypes and shapes, rows read; no tensor data.
+//! Filled in by the task's shard recording (shard_record.rs), read by duplicates and commit.
+
+use crate::error::{DatasetError, Result};
+use crate::manifest::{ShardInfo, TensorSchema};
+use crate::tensor_index_file::IndexEntry;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What one task wrote, sent to the commit (from executor to driver as JSON in a Spark job).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// The task id (Spark: the partition id); shard names carry it.
+    pub task: u64,
+    /// Shards in the staging folder, in the order written.
+    pub shards: Vec<ShardInfo>,
+    /// One entry per tensor of those shards, shard by shard.
+    pub index: Vec<IndexEntry>,
+    /// Per tensor key (batch mode: column): dtype and sample shape (no batch dimension).
+    pub samples: BTreeMap<String, TensorSchema>,
+    /// Input rows the task read.
+    pub rows: u64,
+}
+
+impl TaskReport {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("serializable")
+    }
+
+    pub fn from_json(text: &[u8]) -> Result<TaskReport> {
+        serde_json::from_slice(text)
+            .map_err(|e| DatasetError::input(format!("not a task report: {e}")))
+    }
+}
+
+pub(crate) fn new_report(task: u64) -> TaskReport {
+    TaskReport {
+        task,
+        ..Default::default()
+    }
+}
