@@ -28,11 +28,7 @@ fuzz_target!(|data: &[u8]| {
     o.dtype = Some(DType::F32);
     let run = |reader_only: bool| {
         let out = dir.join(format!("out-{reader_only}"));
-        let job = JobOptions {
-            threads: 2,
-            reader_only,
-            ..Default::default()
-        };
+        let job = JobOptions::new().with_threads(2).with_reader_only(reader_only);
         let p = Progress::default();
         write_dataset(&input, &out, &o, &job, &p)
             .map(|_| (shards::shard_contents(&out), p.direct_shards.load(Ordering::Relaxed)))

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use tensorsmith_dataset::{
-    write_dataset, Input, JobOptions, Manifest, Mode, Progress, WriteOptions,
+    write_dataset, Input, JobOptions, Manifest, Progress, WriteMode, WriteOptions,
 };
 
 #[derive(Subcommand)]
@@ -81,8 +81,8 @@ pub struct WriteArgs {
     #[arg(long, value_enum, default_value = "error")]
     mode: ModeArg,
     /// Worker threads, one task each (default: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
+    #[arg(long)]
+    threads: Option<usize>,
     /// Read Parquet only through the Parquet reader, never copying shards straight from
     /// pages (same output; for comparisons).
     #[arg(long, hide = true)]
@@ -171,15 +171,16 @@ fn write(a: &WriteArgs) -> u8 {
         Ok(i) => i,
         Err(e) => return fail(&e),
     };
-    let job = JobOptions {
-        mode: match a.mode {
-            ModeArg::Error => Mode::ErrorIfExists,
-            ModeArg::Overwrite => Mode::Overwrite,
-            ModeArg::Append => Mode::Append,
-        },
-        threads: a.threads,
-        reader_only: a.parquet_reader_only,
-    };
+    let mut job = JobOptions::new()
+        .with_mode(match a.mode {
+            ModeArg::Error => WriteMode::ErrorIfExists,
+            ModeArg::Overwrite => WriteMode::Overwrite,
+            ModeArg::Append => WriteMode::Append,
+        })
+        .with_reader_only(a.parquet_reader_only);
+    if let Some(n) = a.threads {
+        job = job.with_threads(n);
+    }
     let progress = Progress::default();
     let t = std::time::Instant::now();
     let result = with_progress_bar(&progress, || {

@@ -33,7 +33,10 @@ fn source_safetensors(dir: &Path) -> PathBuf {
         .iter()
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    let ints: Vec<u8> = [7i32, -9, 11].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let ints: Vec<u8> = [7i32, -9, 11]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     let (b, s) = (big.len(), small.len());
     let header = format!(
         "{{\"big\":{{\"dtype\":\"F32\",\"shape\":[1024,1024],\"data_offsets\":[0,{b}]}},\
@@ -169,7 +172,10 @@ fn header_commands_fetch_only_the_header() {
             assert_eq!(code, Some(0), "{name} {args:?}: {out}");
             let sent = server.sent.load(Ordering::SeqCst);
             // The first read (256 KiB) and the manifest; never the megabytes of data.
-            assert!(sent < 512 << 10, "{name} {args:?}: {sent} of {len} bytes sent");
+            assert!(
+                sent < 512 << 10,
+                "{name} {args:?}: {sent} of {len} bytes sent"
+            );
         }
         // Reading values needs the data, once: not the whole file twice over.
         for args in [&["hash", "--content"][..], &["verify"]] {
@@ -200,5 +206,8 @@ fn a_flipped_byte_is_caught_over_http_too() {
     let o = run(&["verify", &server.url("/d.zt")]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(out.contains("digest mismatch") && out.contains("'big'"), "{out}");
+    assert!(
+        out.contains("digest mismatch") && out.contains("'big'"),
+        "{out}"
+    );
 }

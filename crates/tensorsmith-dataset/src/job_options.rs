@@ -4,8 +4,8 @@
 
 use std::sync::atomic::AtomicU64;
 
-/// What to do when the folder already holds a dataset. Public as `Mode` too (the CLI and the
-/// Python package name it so); `WriteMode` inside, beside `read::DatasetMode`.
+/// What to do when the folder already holds a dataset (`DatasetMode`, by contrast, is what a
+/// dataset holds: batches or key-value tensors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WriteMode {
     /// Refuse (the default).
@@ -27,12 +27,42 @@ pub struct Progress {
     pub direct_shards: AtomicU64,
 }
 
+/// How a write runs: built from [`JobOptions::new`] (error if the dataset exists, one task
+/// per core, the page copy where it applies) with `with_*` methods.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct JobOptions {
-    pub mode: WriteMode,
-    /// Worker threads (tasks); 0 means one per core.
-    pub threads: usize,
+    pub(crate) mode: WriteMode,
+    /// Worker threads (tasks); `None`: one per core.
+    pub(crate) threads: Option<usize>,
     /// Read Parquet only through the arrow-rs reader, never copying shards straight from
     /// pages (parquet_direct). The output is the same; for comparisons and tests.
-    pub reader_only: bool,
+    pub(crate) reader_only: bool,
+}
+
+impl JobOptions {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// `n` worker threads, one task each (at least one).
+    pub fn with_threads(mut self, n: usize) -> Self {
+        self.threads = Some(n.max(1));
+        self
+    }
+
+    /// Parquet read only through the arrow-rs reader (same output; for comparisons).
+    pub fn with_reader_only(mut self, yes: bool) -> Self {
+        self.reader_only = yes;
+        self
+    }
+
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
 }

@@ -11,21 +11,21 @@ use std::path::Path;
 
 /// What `verify` found: problems, one line each (empty when the dataset is sound).
 #[derive(Debug, Default)]
-pub struct VerifyReport {
+pub struct DatasetReport {
     pub shards: usize,
     pub tensors: usize,
     pub problems: Vec<String>,
 }
 
-impl VerifyReport {
+impl DatasetReport {
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }
 }
 
-pub fn verify(dir: &Path) -> Result<VerifyReport> {
+pub fn verify(dir: &Path) -> Result<DatasetReport> {
     let m = Manifest::read(dir)?;
-    let mut r = VerifyReport {
+    let mut r = DatasetReport {
         shards: m.shards.len(),
         ..Default::default()
     };

@@ -38,11 +38,9 @@ pub fn write_dataset(
             WriteMode::Overwrite | WriteMode::Append => Manifest::read(out).map(drop)?,
         }
     }
-    let threads = if job.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        job.threads
-    };
+    let threads = job
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let staging = out.join(format!(
         "{STAGING_PREFIX}{}-{}",
         std::process::id(),

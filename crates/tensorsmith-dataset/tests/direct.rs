@@ -135,11 +135,9 @@ fn both_ways(inputs: &[&Path], o: &WriteOptions, threads: usize) -> Result<u64, 
     let tmp = tempfile::tempdir().unwrap();
     let run = |reader_only: bool| {
         let out = tmp.path().join(format!("o{reader_only}"));
-        let job = JobOptions {
-            threads,
-            reader_only,
-            ..Default::default()
-        };
+        let job = JobOptions::new()
+            .with_threads(threads)
+            .with_reader_only(reader_only);
         let p = Progress::default();
         let input = Input::open(inputs).unwrap();
         write_dataset(&input, &out, o, &job, &p)

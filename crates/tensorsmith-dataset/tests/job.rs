@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{
     abort_job, commit_job, verify, write_dataset, write_task, Dataset, DatasetError, Duplicates,
-    Input, JobOptions, Manifest, Mode, Progress, TailStrategy, TaskReport, WriteOptions,
+    Input, JobOptions, Manifest, Progress, TailStrategy, TaskReport, WriteMode, WriteOptions,
 };
 
 fn schema() -> SchemaRef {
@@ -87,7 +87,7 @@ fn task(dir: &Path, job: &str, t: u64, input: &Input, o: &WriteOptions) -> TaskR
 
 /// Writes the three tasks of a batch-mode job over rows 0..10, 10..20, 20..27 (in the order
 /// 2, 0, 1) and commits them, reports shuffled.
-fn three_task_job(dir: &Path, job: &str, o: &WriteOptions, mode: Mode) -> Manifest {
+fn three_task_job(dir: &Path, job: &str, o: &WriteOptions, mode: WriteMode) -> Manifest {
     let parts = [(0, 0..10), (1, 10..20), (2, 20..27)];
     let mut reports: Vec<TaskReport> = [2, 0, 1]
         .iter()
@@ -104,7 +104,7 @@ fn three_task_job(dir: &Path, job: &str, o: &WriteOptions, mode: Mode) -> Manife
 fn three_tasks_in_any_order_commit_to_one_dataset() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let m = three_task_job(dir, "job-1", &batch_opts(4), Mode::ErrorIfExists);
+    let m = three_task_job(dir, "job-1", &batch_opts(4), WriteMode::ErrorIfExists);
     // Per task: 4 + 4 + 2 (its tail), 4 + 4 + 2, 4 + 3.
     assert_eq!(m.total_samples, 27);
     let counts: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
@@ -154,7 +154,7 @@ fn tasks_running_at_once_share_the_staging_folder() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let m = commit_job(&dir, "par", reports, &o, Mode::ErrorIfExists).unwrap();
+    let m = commit_job(&dir, "par", reports, &o, WriteMode::ErrorIfExists).unwrap();
     assert_eq!(m.total_samples, 30);
     let ds = Dataset::open(&dir).unwrap();
     assert_eq!(ds.sample(29).unwrap()[0].1.data, f32_bytes(values(29, 0.0)));
@@ -187,7 +187,7 @@ fn tail_strategies_apply_to_each_task() {
         let dir = tmp.path();
         let mut o = batch_opts(4);
         o.tail_strategy = tail;
-        let m = three_task_job(dir, "tails", &o, Mode::ErrorIfExists);
+        let m = three_task_job(dir, "tails", &o, WriteMode::ErrorIfExists);
         assert_eq!(m.total_samples, total, "{tail:?}");
         let got: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
         assert_eq!(got, counts, "{tail:?}");
@@ -217,7 +217,7 @@ fn kv_tasks_commit_with_index_and_read_back() {
         task(dir, "kv", 0, &rows_input(0..5, 0.0), &o),
         task(dir, "kv", 2, &rows_input(9..12, 0.0), &o),
     ];
-    let m = commit_job(dir, "kv", reports, &o, Mode::ErrorIfExists).unwrap();
+    let m = commit_job(dir, "kv", reports, &o, WriteMode::ErrorIfExists).unwrap();
     assert_eq!(m.total_samples, 12);
     assert_eq!(m.schema.len(), 12);
     let files = shard_files(dir);
@@ -247,7 +247,7 @@ fn cross_task_duplicates_fail_names_the_key_and_commits_nothing() {
         task(dir, "dup", 0, &rows_input(0..6, 0.0), &o),
         task(dir, "dup", 1, &rows_input(5..8, 0.0), &o),
     ];
-    let e = commit_job(dir, "dup", reports, &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "dup", reports, &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(matches!(e, DatasetError::DuplicateKeyInTasks { .. }), "{e}");
     let msg = e.to_string();
     assert!(
@@ -281,7 +281,7 @@ fn cross_task_duplicates_last_win_keeps_one_tensor_per_key() {
         task(dir, "lw", 3, &rows_input(20..21, 0.0), &o),
         task(dir, "lw", 2, &rows_input(0..1, 2000.0), &o),
     ];
-    let m = commit_job(dir, "lw", reports, &o, Mode::ErrorIfExists).unwrap();
+    let m = commit_job(dir, "lw", reports, &o, WriteMode::ErrorIfExists).unwrap();
     // r0..r12 and r20: 14 keys, one sample each; task 0 keeps r1..r4, task 3 nothing.
     assert_eq!(m.total_samples, 14);
     let counts: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
@@ -331,7 +331,7 @@ fn abort_removes_the_jobs_shards_and_keeps_the_committed_dataset() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let o = batch_opts(4);
-    let before = three_task_job(dir, "first", &o, Mode::ErrorIfExists);
+    let before = three_task_job(dir, "first", &o, WriteMode::ErrorIfExists);
     let committed = shard_files(dir);
     let staging = dir.join("_tensorsmith_job-second");
     task(dir, "second", 0, &rows_input(0..9, 100.0), &o);
@@ -356,7 +356,7 @@ fn commit_without_the_staging_folder_is_refused() {
     let o = batch_opts(4);
     let reports = vec![task(dir, "gone", 0, &rows_input(0..5, 0.0), &o)];
     abort_job(dir, "gone").unwrap();
-    let e = commit_job(dir, "gone", reports.clone(), &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "gone", reports.clone(), &o, WriteMode::ErrorIfExists).unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("_tensorsmith_job-gone") && msg.contains("staging folder"),
@@ -366,7 +366,7 @@ fn commit_without_the_staging_folder_is_refused() {
     // A report naming a shard that is not in the staging folder.
     let mut other = task(dir, "other", 0, &rows_input(0..5, 0.0), &o);
     other.shards[0].shard_path = reports[0].shards[0].shard_path.clone();
-    let e = commit_job(dir, "other", vec![other], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "other", vec![other], &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(
         e.to_string().contains("missing from the staging folder"),
         "{e}"
@@ -374,11 +374,18 @@ fn commit_without_the_staging_folder_is_refused() {
     // A report naming a path outside it.
     let mut evil = task(dir, "evil", 0, &rows_input(0..5, 0.0), &o);
     evil.shards[0].shard_path = "../part-00000-0000-x.safetensors".into();
-    let e = commit_job(dir, "evil", vec![evil], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "evil", vec![evil], &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(e.to_string().contains("not a shard file name"), "{e}");
     // The same task reported twice.
     let r = task(dir, "twice", 0, &rows_input(0..5, 0.0), &o);
-    let e = commit_job(dir, "twice", vec![r.clone(), r], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(
+        dir,
+        "twice",
+        vec![r.clone(), r],
+        &o,
+        WriteMode::ErrorIfExists,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("reported twice"), "{e}");
     assert!(!dir.join("dataset_manifest.json").exists());
 }
@@ -390,15 +397,15 @@ fn empty_job_is_the_empty_error() {
     let o = batch_opts(4);
     let empty = Input::from_batches(schema(), vec![]).unwrap();
     let r = task(dir, "e", 0, &empty, &o);
-    let e = commit_job(dir, "e", vec![r], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "e", vec![r], &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(matches!(e, DatasetError::Empty(_)), "{e}");
     assert!(e.to_string().contains("no rows"), "{e}");
-    let e = commit_job(dir, "e", vec![], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "e", vec![], &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(matches!(e, DatasetError::Empty(_)), "{e}");
     let mut o = batch_opts(4);
     o.tail_strategy = TailStrategy::Drop;
     let r = task(dir, "d", 0, &rows_input(0..3, 0.0), &o);
-    let e = commit_job(dir, "d", vec![r], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "d", vec![r], &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(e.to_string().contains("all 3 rows were dropped"), "{e}");
     assert!(!dir.join("dataset_manifest.json").exists());
 }
@@ -408,16 +415,16 @@ fn overwrite_append_and_error_if_exists_through_commit_job() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let o = batch_opts(4);
-    let first = three_task_job(dir, "a", &o, Mode::ErrorIfExists);
+    let first = three_task_job(dir, "a", &o, WriteMode::ErrorIfExists);
     // ErrorIfExists, checked at commit time: the tasks ran, the commit refuses.
     let r = task(dir, "b", 0, &rows_input(0..4, 0.0), &o);
-    let e = commit_job(dir, "b", vec![r], &o, Mode::ErrorIfExists).unwrap_err();
+    let e = commit_job(dir, "b", vec![r], &o, WriteMode::ErrorIfExists).unwrap_err();
     assert!(matches!(e, DatasetError::Exists(_)), "{e}");
     assert_eq!(Manifest::read(dir).unwrap(), first);
     abort_job(dir, "b").unwrap();
     // Append: the old shards and the new.
     let r = task(dir, "c", 5, &rows_input(100..105, 0.0), &o);
-    let m = commit_job(dir, "c", vec![r], &o, Mode::Append).unwrap();
+    let m = commit_job(dir, "c", vec![r], &o, WriteMode::Append).unwrap();
     assert_eq!(m.total_samples, 32);
     assert_eq!(m.shards.len(), 10);
     let ds = Dataset::open(dir).unwrap();
@@ -430,7 +437,7 @@ fn overwrite_append_and_error_if_exists_through_commit_job() {
     let mut o2 = o.clone();
     o2.shapes.insert("v".into(), vec![1, 3]);
     let r = task(dir, "c2", 0, &rows_input(0..4, 0.0), &o2);
-    let e = commit_job(dir, "c2", vec![r], &o2, Mode::Append).unwrap_err();
+    let e = commit_job(dir, "c2", vec![r], &o2, WriteMode::Append).unwrap_err();
     assert!(
         e.to_string()
             .contains("append needs the same dtype and shape"),
@@ -439,7 +446,7 @@ fn overwrite_append_and_error_if_exists_through_commit_job() {
     abort_job(dir, "c2").unwrap();
     // Overwrite: only the new shards remain.
     let r = task(dir, "d", 0, &rows_input(50..53, 0.0), &o);
-    let m = commit_job(dir, "d", vec![r], &o, Mode::Overwrite).unwrap();
+    let m = commit_job(dir, "d", vec![r], &o, WriteMode::Overwrite).unwrap();
     assert_eq!(m.total_samples, 3);
     let files = shard_files(dir);
     assert_eq!(files, vec![m.shards[0].shard_path.clone()]);
@@ -458,7 +465,7 @@ fn invalid_job_ids_are_refused() {
     for id in ["", "..", "../x", "a/b", "a b", "é", "a.b", long.as_str()] {
         let e = write_task(&input, &dir, id, 0, &o, &Progress::default()).unwrap_err();
         assert!(e.to_string().contains("job id"), "{id}: {e}");
-        let e = commit_job(&dir, id, vec![], &o, Mode::Overwrite).unwrap_err();
+        let e = commit_job(&dir, id, vec![], &o, WriteMode::Overwrite).unwrap_err();
         assert!(e.to_string().contains("job id"), "{id}: {e}");
         let e = abort_job(&dir, id).unwrap_err();
         assert!(e.to_string().contains("job id"), "{id}: {e}");
@@ -497,11 +504,9 @@ fn write_dataset_on_batches_matches_the_same_rows_from_parquet() {
     w.close().unwrap();
     for (name, o) in [("batch", batch_opts(5)), ("kv", kv_opts())] {
         for threads in [1, 3] {
-            let job = JobOptions {
-                mode: Mode::ErrorIfExists,
-                threads,
-                ..Default::default()
-            };
+            let job = JobOptions::new()
+                .with_mode(WriteMode::ErrorIfExists)
+                .with_threads(threads);
             let a = tmp.path().join(format!("pq-{name}-{threads}"));
             let b = tmp.path().join(format!("mem-{name}-{threads}"));
             let input = Input::open(&[&pq]).unwrap();
@@ -565,11 +570,9 @@ fn stream_input_is_read_once() {
     let input = reader(rows());
     assert_eq!(input.total_rows(), None);
     let out = tmp.path().join("b");
-    let job = JobOptions {
-        mode: Mode::ErrorIfExists,
-        threads: 3,
-        ..Default::default()
-    };
+    let job = JobOptions::new()
+        .with_mode(WriteMode::ErrorIfExists)
+        .with_threads(3);
     let m = write_dataset(&input, &out, &batch_opts(4), &job, &Progress::default()).unwrap();
     assert_eq!(m.total_samples, 11);
     let ds = Dataset::open(&out).unwrap();
@@ -596,7 +599,7 @@ fn stream_input_is_read_once() {
     let dir = tmp.path().join("job");
     let r = task(&dir, "s", 3, &reader(rows()), &batch_opts(4));
     assert_eq!((r.rows, r.shards.len()), (11, 3));
-    commit_job(&dir, "s", vec![r], &batch_opts(4), Mode::ErrorIfExists).unwrap();
+    commit_job(&dir, "s", vec![r], &batch_opts(4), WriteMode::ErrorIfExists).unwrap();
     assert!(shard_files(&dir)
         .iter()
         .all(|f| f.starts_with("part-00003-")));
@@ -625,11 +628,9 @@ fn the_error_reported_is_the_first_in_input_order_on_every_run() {
     let tmp = tempfile::tempdir().unwrap();
     for run in 0..30 {
         let input = Input::from_batches(schema(), batches.clone()).unwrap();
-        let job = JobOptions {
-            mode: Mode::ErrorIfExists,
-            threads: 2,
-            ..Default::default()
-        };
+        let job = JobOptions::new()
+            .with_mode(WriteMode::ErrorIfExists)
+            .with_threads(2);
         let out = tmp.path().join(format!("o{run}"));
         let e = write_dataset(&input, &out, &batch_opts(4), &job, &Progress::default())
             .unwrap_err()
@@ -647,11 +648,7 @@ fn append_keeps_the_index_complete_or_drops_it() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("ds");
     let index = out.join("_tensor_index.parquet");
-    let job = |mode| JobOptions {
-        mode,
-        threads: 2,
-        ..Default::default()
-    };
+    let job = |mode| JobOptions::new().with_mode(mode).with_threads(2);
     let mut o = kv_opts();
     o.generate_index = true;
     let input = rows_input(0..6, 0.0);
@@ -659,7 +656,7 @@ fn append_keeps_the_index_complete_or_drops_it() {
         &input,
         &out,
         &o,
-        &job(Mode::ErrorIfExists),
+        &job(WriteMode::ErrorIfExists),
         &Progress::default(),
     )
     .unwrap();
@@ -671,7 +668,14 @@ fn append_keeps_the_index_complete_or_drops_it() {
     );
     // Append with the index asked for: one index over old and new shards.
     let input = Input::from_batches(schema(), vec![batch(6..9, 0.0)]).unwrap();
-    write_dataset(&input, &out, &o, &job(Mode::Append), &Progress::default()).unwrap();
+    write_dataset(
+        &input,
+        &out,
+        &o,
+        &job(WriteMode::Append),
+        &Progress::default(),
+    )
+    .unwrap();
     let keys: Vec<String> = tensorsmith_dataset::tensor_index_file::read(&index)
         .unwrap()
         .into_iter()
@@ -685,7 +689,7 @@ fn append_keeps_the_index_complete_or_drops_it() {
         &input,
         &out,
         &kv_opts(),
-        &job(Mode::Append),
+        &job(WriteMode::Append),
         &Progress::default(),
     )
     .unwrap();

@@ -280,10 +280,7 @@ fn rows_before_a_task_are_read_not_skipped() {
             let dir = tempfile::tempdir().unwrap();
             let mut o = WriteOptions::batch(3);
             o.dtype = Some(DType::F32);
-            let job = JobOptions {
-                threads,
-                ..Default::default()
-            };
+            let job = JobOptions::new().with_threads(threads);
             let r = Input::open(&[&p]).and_then(|input| {
                 write_dataset(
                     &input,

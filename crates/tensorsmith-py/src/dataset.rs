@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tensorsmith_dataset::{
     abort_job, commit_job, write_dataset as write_rust, write_task, Dataset, DatasetMode, Input,
-    JobOptions, Mode, Progress, TaskReport, WriteOptions,
+    JobOptions, Progress, TaskReport, WriteMode, WriteOptions,
 };
 
 /// Takes the Arrow C stream that `obj.__arrow_c_stream__()` exports.
@@ -53,11 +53,11 @@ fn options(py: Python<'_>, opts: &BTreeMap<String, String>) -> PyResult<WriteOpt
     WriteOptions::parse(opts.iter().map(|(k, v)| (k.as_str(), v.as_str()))).py_err(py)
 }
 
-fn mode(py: Python<'_>, m: &str) -> PyResult<Mode> {
+fn mode(py: Python<'_>, m: &str) -> PyResult<WriteMode> {
     match m.to_ascii_lowercase().as_str() {
-        "error" | "errorifexists" => Ok(Mode::ErrorIfExists),
-        "overwrite" => Ok(Mode::Overwrite),
-        "append" => Ok(Mode::Append),
+        "error" | "errorifexists" => Ok(WriteMode::ErrorIfExists),
+        "overwrite" => Ok(WriteMode::Overwrite),
+        "append" => Ok(WriteMode::Append),
         _ => Err(raise(
             py,
             "OptionError",
@@ -84,11 +84,11 @@ pub fn write_dataset(
     threads: usize,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
-    let job = JobOptions {
-        mode: self::mode(py, mode)?,
-        threads,
-        ..Default::default()
-    };
+    // threads=0 (the Python default) means one per core.
+    let mut job = JobOptions::new().with_mode(self::mode(py, mode)?);
+    if threads > 0 {
+        job = job.with_threads(threads);
+    }
     let input = batches(py, data)?;
     let progress = Progress::default();
     let m = py

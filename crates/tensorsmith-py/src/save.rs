@@ -115,8 +115,7 @@ pub fn parse_bytes(py: Python<'_>, data: PyBuffer<u8>) -> PyResult<Vec<Located>>
     // SAFETY: `data` is held for the call.
     let bytes =
         unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    let index =
-        tensorsmith::safetensors::parse_bytes(bytes, &Default::default()).py_err(py)?;
+    let index = tensorsmith::safetensors::parse_bytes(bytes, &Default::default()).py_err(py)?;
     Ok(index
         .tensors
         .iter()
