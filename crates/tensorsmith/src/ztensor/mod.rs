@@ -37,6 +37,7 @@ pub mod digest;
 mod fields;
 mod file;
 pub mod layout;
+mod prepared;
 pub mod v01_read;
 mod v01_write;
 pub mod v11_read;

@@ -6,8 +6,8 @@
 
 use super::cbor;
 use super::digest;
+use super::prepared::{pad, PreparedObject};
 use super::v01_read::{ALIGN, MAGIC};
-use super::write::{pad, PreparedObject};
 use crate::error::Result;
 use std::io::Write;
 

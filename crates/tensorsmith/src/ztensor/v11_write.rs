@@ -10,8 +10,8 @@
 
 use super::cbor::{self, KeyOrder};
 use super::digest;
+use super::prepared::{pad, PreparedObject};
 use super::v11_read::{role_rank, ALIGN, MAGIC};
-use super::write::{pad, PreparedObject};
 use crate::error::Result;
 use crate::index::{Layout, MetaValue};
 use std::collections::BTreeMap;

@@ -6,24 +6,21 @@
 
 use super::cbor::{self, KeyOrder, SortedMap};
 use super::digest;
-use super::v2_read::{layout_name, Footer, ALIGN, CANONICAL_ALIGN, MAGIC, SEEKABLE};
-use super::write::{pad, PreparedObject, WriteOptions};
+use super::prepared::{pad, PreparedObject};
+use super::v2_read::{layout_name, Footer, MAGIC, SEEKABLE};
 use crate::error::Result;
 use crate::index::MetaValue;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
+/// `align` is the placement the writer front chose (the options' alignment, or the
+/// default for plain or canonical files).
 pub(crate) fn write(
     objects: &[PreparedObject<'_>],
     attributes: &BTreeMap<String, MetaValue>,
-    opts: &WriteOptions,
+    align: u64,
     out: &mut dyn Write,
 ) -> Result<u64> {
-    let align = opts.align.unwrap_or(if opts.canonical {
-        CANONICAL_ALIGN
-    } else {
-        ALIGN
-    });
     out.write_all(&MAGIC)?;
     let mut pos = MAGIC.len() as u64;
     // Blobs already written, by content hash, to find identical bytes.

@@ -4,10 +4,11 @@
 //! which streams the file through [`AtomicFile`].
 
 use super::digest::{self, DigestKind};
+use super::prepared::{Prepared, PreparedObject};
 use super::{codec, layout, v01_write, v11_write, v2_read, v2_write};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Digest, Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
+use crate::index::{Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
 use crate::sink::AtomicFile;
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -88,25 +89,6 @@ pub(crate) struct Object<'a> {
     pub layout: Layout,
     pub attributes: BTreeMap<String, MetaValue>,
     pub parts: Vec<PartData<'a>>,
-}
-
-/// A part ready to be laid out: stored bytes, how they are encoded, and the digest.
-pub(crate) struct Prepared<'a> {
-    pub role: String,
-    pub dtype: DType,
-    pub unknown_type: Option<String>,
-    pub stored: Cow<'a, [u8]>,
-    pub compressed: bool,
-    pub decoded_len: u64,
-    pub digest: Option<Digest>,
-}
-
-pub(crate) struct PreparedObject<'a> {
-    pub name: String,
-    pub shape: Shape,
-    pub layout: Layout,
-    pub attributes: BTreeMap<String, MetaValue>,
-    pub parts: Vec<Prepared<'a>>,
 }
 
 /// Collects tensors and writes them as one zTensor file.
@@ -502,7 +484,14 @@ impl<'a> Writer<'a> {
         match opts.version {
             ZtVersion::V0_1 => v01_write::write(&objects, out),
             ZtVersion::V1_1 => v11_write::write(&objects, &attributes, out),
-            ZtVersion::V2 => v2_write::write(&objects, &attributes, &opts, out),
+            ZtVersion::V2 => {
+                let align = opts.align.unwrap_or(if opts.canonical {
+                    v2_read::CANONICAL_ALIGN
+                } else {
+                    v2_read::ALIGN
+                });
+                v2_write::write(&objects, &attributes, align, out)
+            }
         }
     }
 
@@ -558,16 +547,4 @@ fn prepare_part<'a>(
         decoded_len,
         digest,
     })
-}
-
-/// Zero bytes up to the next multiple of `align` after `pos`.
-pub(crate) fn pad(out: &mut dyn Write, pos: &mut u64, align: u64) -> Result<()> {
-    let target = pos.next_multiple_of(align);
-    const ZEROS: [u8; 4096] = [0; 4096];
-    while *pos < target {
-        let n = ((target - *pos) as usize).min(ZEROS.len());
-        out.write_all(&ZEROS[..n])?;
-        *pos += n as u64;
-    }
-    Ok(())
 }
