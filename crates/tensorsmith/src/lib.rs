@@ -25,6 +25,8 @@
 //! ```
 
 pub mod cast;
+pub mod codec;
+pub mod digest;
 pub mod dtype;
 pub mod error;
 pub mod gguf;

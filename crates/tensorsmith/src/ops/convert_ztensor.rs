@@ -3,12 +3,13 @@
 //! attributes. Raw parts of a memory-mapped input are handed to the writer without a copy.
 
 use crate::cast::{cast, Rounding};
+use crate::digest::DigestKind;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, ZtVersion};
 use crate::ops::inspect::meta_text;
 use crate::ops::open::Model;
-use crate::ztensor::{Compression, DigestKind, PartData, WriteOptions, Writer};
+use crate::ztensor::{Compression, PartData, WriteOptions, Writer};
 use std::path::Path;
 
 /// Options for [`convert_ztensor`].

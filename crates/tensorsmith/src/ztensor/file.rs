@@ -3,7 +3,8 @@
 //! parts of a mapped file are served zero-copy; decoding and verifying many tensors runs in
 //! parallel.
 
-use super::{codec, detect, digest, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
+use super::{detect, digest, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
+use crate::codec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{DigestScope, Encoding, Part, TensorIndex, TensorInfo, ZtVersion};
 use crate::source::Source;

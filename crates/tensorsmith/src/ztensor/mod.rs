@@ -32,7 +32,6 @@
 
 pub mod blobs;
 pub mod cbor;
-pub mod codec;
 pub mod digest;
 mod fields;
 mod file;
@@ -46,7 +45,7 @@ pub mod v2_read;
 mod v2_write;
 mod write;
 
-pub use digest::DigestKind;
+pub use crate::digest::DigestKind;
 pub use file::{decode_part, open, parse_bytes, ReadAt, VerifyReport, ZtFile};
 pub use write::{Compression, PartData, WriteOptions, Writer};
 

@@ -3,9 +3,10 @@
 //! compresses and digests all parts in parallel, then hands them to the version's writer,
 //! which streams the file through [`AtomicFile`].
 
-use super::digest::{self, DigestKind};
 use super::prepared::{Prepared, PreparedObject};
-use super::{codec, layout, v01_write, v11_write, v2_read, v2_write};
+use super::{layout, v01_write, v11_write, v2_read, v2_write};
+use crate::codec;
+use crate::digest::{self, DigestKind};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
