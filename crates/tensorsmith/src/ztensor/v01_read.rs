@@ -10,7 +10,8 @@ use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{
-    DigestScope, Encoding, Format, Layout, Part, PartExtra, TensorIndex, TensorInfo, ZtVersion,
+    DigestScope, Encoding, Format, Layout, LayoutNames, Part, PartExtra, TensorIndex, TensorInfo,
+    ZtVersion,
 };
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -106,9 +107,11 @@ fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
         "zstd" => Encoding::Zstd,
         other => return Err(ErrorKind::ZtUnknownEncoding(other.to_string()).into()),
     };
-    match fields::opt_text(e, "layout")? {
-        None | Some("dense") => {}
-        Some(other) => return Err(ErrorKind::ZtUnsupportedLayout(other.to_string()).into()),
+    // v0.1 defines dense tensors only (the 0.1.x crate's sparse layouts are refused).
+    if let Some(name) = fields::opt_text(e, "layout")? {
+        if Layout::from_name(name, LayoutNames::ZtV1) != Layout::Dense {
+            return Err(ErrorKind::ZtUnsupportedLayout(name.to_string()).into());
+        }
     }
     let big = match fields::opt_text(e, "data_endianness")? {
         None | Some("little") => false,

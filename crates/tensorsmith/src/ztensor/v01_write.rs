@@ -9,6 +9,7 @@ use super::digest;
 use super::prepared::{pad, PreparedObject};
 use super::v01_read::{ALIGN, MAGIC};
 use crate::error::Result;
+use crate::index::{Layout, LayoutNames};
 use std::io::Write;
 
 pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Result<u64> {
@@ -32,7 +33,7 @@ pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Resu
         cbor::text(&mut man, "dtype");
         cbor::text(&mut man, p.dtype.ztensor_v01_name().unwrap_or("uint8"));
         cbor::text(&mut man, "layout");
-        cbor::text(&mut man, "dense");
+        cbor::text(&mut man, &Layout::Dense.name(LayoutNames::ZtV1));
         cbor::text(&mut man, "shape");
         cbor::u64_array(&mut man, &o.shape);
         cbor::text(&mut man, "encoding");

@@ -9,8 +9,8 @@ use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
-    DigestScope, Encoding, Format, Layout, Part, PartExtra, Parts, TensorIndex, TensorInfo,
-    ZtVersion,
+    DigestScope, Encoding, Format, Layout, LayoutNames, Part, PartExtra, Parts, TensorIndex,
+    TensorInfo, ZtVersion,
 };
 use std::borrow::Cow;
 
@@ -91,16 +91,6 @@ pub fn parse_manifest(manifest: &[u8], start: u64, file_len: u64) -> Result<Pars
     })
 }
 
-pub(crate) fn layout_of(format: &str) -> Layout {
-    match format {
-        "dense" => Layout::Dense,
-        "sparse_csr" => Layout::SparseCsr,
-        "sparse_coo" => Layout::SparseCoo,
-        "quantized_group" => Layout::QuantizedGroup,
-        other => Layout::Other(other.into()),
-    }
-}
-
 /// Position of a role in the order writers lay parts out: the layout's own order, then
 /// the rest (stable).
 pub(crate) fn role_rank(layout: &Layout, role: &str) -> usize {
@@ -133,7 +123,7 @@ pub(crate) fn main_dtype(layout: &Layout, parts: &[Part]) -> DType {
 fn object(name: &str, o: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
     fields::map(o, "an object")?;
     let shape = fields::shape(req(o, "shape", "the object")?)?;
-    let layout = layout_of(req_text(o, "format", "the object")?);
+    let layout = Layout::from_name(req_text(o, "format", "the object")?, LayoutNames::ZtV1);
     let attributes = fields::attributes(o.get("attributes"))?;
     let comps = fields::map(req(o, "components", "the object")?, "'components'")?;
     let mut parts: Vec<Part> = Vec::with_capacity(comps.len());

@@ -13,21 +13,9 @@ use super::digest;
 use super::prepared::{pad, PreparedObject};
 use super::v11_read::{role_rank, ALIGN, MAGIC};
 use crate::error::Result;
-use crate::index::{Layout, MetaValue};
+use crate::index::{Layout, LayoutNames, MetaValue};
 use std::collections::BTreeMap;
 use std::io::Write;
-
-fn format_name(l: &Layout) -> &str {
-    match l {
-        Layout::Dense => "dense",
-        Layout::SparseCsr => "sparse_csr",
-        Layout::SparseCoo => "sparse_coo",
-        Layout::QuantizedGroup => "quantized_group",
-        Layout::Mx => "mx",
-        Layout::Other(s) => s,
-        Layout::Ggml(g) => g.name(),
-    }
-}
 
 pub(crate) fn write(
     objects: &[PreparedObject<'_>],
@@ -81,7 +69,7 @@ pub(crate) fn write(
         cbor::text(&mut m, "shape");
         cbor::u64_array(&mut m, &o.shape);
         cbor::text(&mut m, "format");
-        cbor::text(&mut m, format_name(&o.layout));
+        cbor::text(&mut m, &o.layout.name(LayoutNames::ZtV1));
         if !o.attributes.is_empty() {
             cbor::text(&mut m, "attributes");
             cbor::meta_map(&mut m, &o.attributes, KeyOrder::Text);

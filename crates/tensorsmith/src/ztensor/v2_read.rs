@@ -11,8 +11,8 @@ use super::{blobs, digest, layout, v11_read, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
-    DigestScope, Encoding, Format, Layout, MetaValue, Part, PartExtra, Parts, TensorIndex,
-    TensorInfo, ZtVersion,
+    DigestScope, Encoding, Format, Layout, LayoutNames, MetaValue, Part, PartExtra, Parts,
+    TensorIndex, TensorInfo, ZtVersion,
 };
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -218,29 +218,6 @@ pub fn parse_manifest(manifest: &[u8], offset: u64, file_len: u64) -> Result<Par
     })
 }
 
-pub(crate) fn layout_of(name: &str) -> Layout {
-    match name {
-        "dense" => Layout::Dense,
-        "zt.sparse_csr/1" => Layout::SparseCsr,
-        "zt.sparse_coo/1" => Layout::SparseCoo,
-        "zt.quant_group/1" => Layout::QuantizedGroup,
-        "zt.mx/1" => Layout::Mx,
-        other => Layout::Other(other.into()),
-    }
-}
-
-pub(crate) fn layout_name(l: &Layout) -> &str {
-    match l {
-        Layout::Dense => "dense",
-        Layout::SparseCsr => "zt.sparse_csr/1",
-        Layout::SparseCoo => "zt.sparse_coo/1",
-        Layout::QuantizedGroup => "zt.quant_group/1",
-        Layout::Mx => "zt.mx/1",
-        Layout::Other(s) => s,
-        Layout::Ggml(g) => g.name(),
-    }
-}
-
 fn object(
     name: &str,
     o: &Value<'_>,
@@ -252,7 +229,7 @@ fn object(
     if shape.len() > MAX_RANK {
         return Err(schema(format!("rank {} exceeds 64", shape.len())));
     }
-    let layout = layout_of(req_text(o, "layout", "the object")?);
+    let layout = Layout::from_name(req_text(o, "layout", "the object")?, LayoutNames::ZtV2);
     let attributes = attributes(o.get("attributes"))?;
     let pm = fields::map(req(o, "parts", "the object")?, "'parts'")?;
     if pm.is_empty() {

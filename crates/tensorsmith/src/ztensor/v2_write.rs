@@ -7,9 +7,9 @@
 use super::cbor::{self, KeyOrder, SortedMap};
 use super::digest;
 use super::prepared::{pad, PreparedObject};
-use super::v2_read::{layout_name, Footer, MAGIC, SEEKABLE};
+use super::v2_read::{Footer, MAGIC, SEEKABLE};
 use crate::error::Result;
-use crate::index::MetaValue;
+use crate::index::{LayoutNames, MetaValue};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
@@ -74,7 +74,9 @@ pub(crate) fn write(
         }
         let mut om = SortedMap::new();
         om.put("shape", |v| cbor::u64_array(v, &o.shape));
-        om.put("layout", |v| cbor::text(v, layout_name(&o.layout)));
+        om.put("layout", |v| {
+            cbor::text(v, &o.layout.name(LayoutNames::ZtV2))
+        });
         if !o.attributes.is_empty() {
             om.put("attributes", |v| {
                 cbor::meta_map(v, &o.attributes, KeyOrder::Encoded)
