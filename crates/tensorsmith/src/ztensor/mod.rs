@@ -35,6 +35,7 @@ pub mod cbor;
 pub mod digest;
 mod fields;
 mod file;
+mod framing;
 pub mod layout;
 mod prepared;
 pub mod v01_read;

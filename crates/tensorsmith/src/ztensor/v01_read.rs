@@ -6,7 +6,7 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
+use super::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{
@@ -22,38 +22,8 @@ pub const ALIGN: u64 = 64;
 pub const MIN_LEN: u64 = 17;
 
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
-    let len = r.len();
-    if len < 8 || &r.read(0..8)?[..] != MAGIC {
-        return Err(ErrorKind::ZtUnknownMagic.into());
-    }
-    if len < MIN_LEN {
-        return Err(ErrorKind::ZtTooSmall {
-            version: "0.1",
-            len,
-            min: MIN_LEN,
-        }
-        .into());
-    }
-    let size = u64::from_le_bytes(r.read(len - 8..len)?[..].try_into().expect("8 bytes"));
-    if size > opts.max_manifest_len {
-        return Err(ErrorKind::ZtManifestTooLarge {
-            len: size,
-            limit: opts.max_manifest_len,
-        }
-        .into());
-    }
-    let start = match (len - 8).checked_sub(size) {
-        Some(s) if s >= 8 => s,
-        _ => {
-            return Err(ErrorKind::ZtManifestOutOfBounds {
-                offset: (len - 8).saturating_sub(size),
-                len: size,
-                file_len: len,
-            }
-            .into())
-        }
-    };
-    let manifest = r.read(start..len - 8)?;
+    let len = framing::check_head(r, MAGIC, "0.1", MIN_LEN)?;
+    let (manifest, start) = framing::read_trailing_manifest(r, len - 8, opts)?;
     parse_manifest(&manifest, start, len)
 }
 

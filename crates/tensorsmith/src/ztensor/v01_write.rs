@@ -6,6 +6,7 @@
 
 use super::cbor;
 use super::digest;
+use super::framing;
 use super::prepared::{pad, PreparedObject};
 use super::v01_read::{ALIGN, MAGIC};
 use crate::error::Result;
@@ -48,7 +49,5 @@ pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Resu
         }
         man.push(0xff);
     }
-    out.write_all(&man)?;
-    out.write_all(&(man.len() as u64).to_le_bytes())?;
-    Ok(pos + man.len() as u64 + 8)
+    Ok(pos + framing::write_trailing_manifest(out, &man)?)
 }

@@ -5,7 +5,7 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
+use super::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
@@ -20,43 +20,11 @@ pub const ALIGN: u64 = 64;
 pub const FOOTER_LEN: u64 = 16;
 
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
-    let len = r.len();
-    let min = 8 + FOOTER_LEN;
-    if len < 8 || &r.read(0..8)?[..] != MAGIC {
-        return Err(ErrorKind::ZtUnknownMagic.into());
-    }
-    if len < min {
-        return Err(ErrorKind::ZtTooSmall {
-            version: "1.1",
-            len,
-            min,
-        }
-        .into());
-    }
-    let tail = r.read(len - FOOTER_LEN..len)?;
-    if &tail[8..] != MAGIC {
+    let len = framing::check_head(r, MAGIC, "1.1", 8 + FOOTER_LEN)?;
+    if &r.read(len - 8..len)?[..] != MAGIC {
         return Err(ErrorKind::ZtFooterMagic { version: "1.1" }.into());
     }
-    let size = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-    if size > opts.max_manifest_len {
-        return Err(ErrorKind::ZtManifestTooLarge {
-            len: size,
-            limit: opts.max_manifest_len,
-        }
-        .into());
-    }
-    let start = match (len - FOOTER_LEN).checked_sub(size) {
-        Some(s) if s >= 8 => s,
-        _ => {
-            return Err(ErrorKind::ZtManifestOutOfBounds {
-                offset: (len - FOOTER_LEN).saturating_sub(size),
-                len: size,
-                file_len: len,
-            }
-            .into())
-        }
-    };
-    let manifest = r.read(start..len - FOOTER_LEN)?;
+    let (manifest, start) = framing::read_trailing_manifest(r, len - FOOTER_LEN, opts)?;
     parse_manifest(&manifest, start, len)
 }
 

@@ -10,6 +10,7 @@
 
 use super::cbor::{self, KeyOrder};
 use super::digest;
+use super::framing;
 use super::prepared::{pad, PreparedObject};
 use super::v11_read::{role_rank, ALIGN, MAGIC};
 use crate::error::Result;
@@ -102,8 +103,7 @@ pub(crate) fn write(
         cbor::text(&mut man, name);
         man.extend_from_slice(&m);
     }
-    out.write_all(&man)?;
-    out.write_all(&(man.len() as u64).to_le_bytes())?;
+    let n = framing::write_trailing_manifest(out, &man)?;
     out.write_all(MAGIC)?;
-    Ok(pos + man.len() as u64 + 16)
+    Ok(pos + n + MAGIC.len() as u64)
 }

@@ -7,7 +7,7 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, schema};
-use super::{blobs, digest, layout, v11_read, OpenOptions, Parsed, ReadAt};
+use super::{blobs, digest, framing, layout, v11_read, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
@@ -66,19 +66,7 @@ impl Footer {
 }
 
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
-    let len = r.len();
-    if len < 8 || r.read(0..8)?[..] != MAGIC {
-        return Err(ErrorKind::ZtUnknownMagic.into());
-    }
-    let min = 8 + FOOTER_LEN;
-    if len < min {
-        return Err(ErrorKind::ZtTooSmall {
-            version: "2",
-            len,
-            min,
-        }
-        .into());
-    }
+    let len = framing::check_head(r, &MAGIC, "2", 8 + FOOTER_LEN)?;
     let footer = Footer::parse(&r.read(len - FOOTER_LEN..len)?)?;
     if footer.version != 2 {
         return Err(ErrorKind::ZtFooterVersion(footer.version).into());
