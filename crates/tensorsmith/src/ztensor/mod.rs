@@ -37,6 +37,7 @@ mod fields;
 mod file;
 mod framing;
 pub mod layout;
+mod part_type;
 mod prepared;
 pub mod v01_read;
 mod v01_write;

@@ -5,7 +5,7 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt};
+use super::{blobs, digest, framing, layout, part_type, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
@@ -124,25 +124,10 @@ fn object(name: &str, o: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
 /// without 1.2's `uncompressed_length` is sized from its layout afterwards).
 fn component(role: &str, c: &Value<'_>, data_end: u64) -> Result<(Part, bool)> {
     fields::map(c, "a component")?;
-    let dtype_name = req_text(c, "dtype", "a component")?;
-    let storage = DType::from_ztensor_v11_name(dtype_name)
-        .ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
-    let mut extra = PartExtra::default();
-    let dtype = match fields::opt_text(c, "type")? {
-        None => storage,
-        Some(ty) => match DType::from_ztensor_logical(ty) {
-            Some((logical, needs)) if needs == storage => logical,
-            Some((_, needs)) => {
-                return Err(schema(format!(
-                    "type '{ty}' requires dtype {}, not '{dtype_name}'",
-                    needs.ztensor_v11_name().unwrap_or("?")
-                )))
-            }
-            None => {
-                extra.unknown_type = Some(ty.to_string());
-                storage
-            }
-        },
+    let (dtype, unknown_type) = part_type::read(c, "a component", ZtVersion::V1_1)?;
+    let mut extra = PartExtra {
+        unknown_type,
+        ..Default::default()
     };
     let offset = req_uint(c, "offset", "a component")?;
     let length = req_uint(c, "length", "a component")?;

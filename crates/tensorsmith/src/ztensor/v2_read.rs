@@ -7,8 +7,7 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, schema};
-use super::{blobs, digest, framing, layout, v11_read, OpenOptions, Parsed, ReadAt};
-use crate::dtype::DType;
+use super::{blobs, digest, framing, layout, part_type, v11_read, OpenOptions, Parsed, ReadAt};
 use crate::error::{ErrorKind, Result};
 use crate::index::{
     DigestScope, Encoding, Format, Layout, LayoutNames, MetaValue, Part, PartExtra, Parts,
@@ -247,25 +246,10 @@ fn object(
 
 fn part(role: &str, p: &Value<'_>, file_len: u64, shards: &BTreeMap<String, u64>) -> Result<Part> {
     fields::map(p, "a part")?;
-    let dtype_name = req_text(p, "dtype", "a part")?;
-    let storage = DType::from_ztensor_v2_storage(dtype_name)
-        .ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
-    let mut extra = PartExtra::default();
-    let dtype = match fields::opt_text(p, "type")? {
-        None => storage,
-        Some(ty) => match DType::from_ztensor_logical(ty) {
-            Some((logical, needs)) if needs == storage => logical,
-            Some((_, needs)) => {
-                return Err(schema(format!(
-                    "type '{ty}' requires dtype {}, not '{dtype_name}'",
-                    needs.ztensor_v2_names().map_or("?", |n| n.0)
-                )))
-            }
-            None => {
-                extra.unknown_type = Some(ty.to_string());
-                storage
-            }
-        },
+    let (dtype, unknown_type) = part_type::read(p, "a part", ZtVersion::V2)?;
+    let mut extra = PartExtra {
+        unknown_type,
+        ..Default::default()
     };
     let blob = req(p, "blob", "a part")?
         .as_array()
