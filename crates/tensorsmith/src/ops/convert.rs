@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
 use crate::ops::open::Model;
 use crate::safetensors::{TensorData, Writer};
-use crate::sink::AtomicFile;
+use crate::sink::write_atomically;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -254,10 +254,7 @@ fn write_shards(
     let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
     text.push('\n');
     let index_path = dir.join(format!("{stem}{}", crate::ops::sharded::INDEX_SUFFIX));
-    let mut f = AtomicFile::create(&index_path)?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| Error::from(e).in_file(&index_path))?;
-    f.commit()?;
+    write_atomically(&index_path, |f| Ok(f.write_all(text.as_bytes())?))?;
     bytes += text.len() as u64;
     files.push(index_path);
     Ok(Written { files, bytes })

@@ -10,7 +10,7 @@ use crate::digest::{self, DigestKind};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
-use crate::sink::AtomicFile;
+use crate::sink::write_atomically;
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -505,11 +505,7 @@ impl<'a> Writer<'a> {
     /// Writes atomically: a temporary file in the same folder, renamed over `path` only
     /// when complete.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
-        let path = path.as_ref();
-        let mut f = AtomicFile::create(path)?;
-        let n = self.write_to(&mut f).map_err(|e| e.in_file(path))?;
-        f.commit()?;
-        Ok(n)
+        write_atomically(path.as_ref(), |f| self.write_to(f))
     }
 }
 
