@@ -25,10 +25,6 @@ pub struct ZtConvertOptions {
     pub drop_metadata: bool,
 }
 
-fn is_float16_32_64(d: DType) -> bool {
-    matches!(d, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
-}
-
 /// Writes `input` to `out` as zTensor; returns the bytes written.
 pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Result<u64> {
     let at = |e: Error| e.in_file(Path::new(&input.location));
@@ -68,7 +64,7 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
             Layout::Dense => {
                 let bytes = input.tensor_bytes(t)?;
                 match opts.dtype {
-                    Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
+                    Some(to) if to != t.dtype && t.dtype.is_castable_float() => {
                         let data = cast(&bytes, t.dtype, to, opts.rounding).map_err(with_name)?;
                         w.add_dense(&t.name, to, &t.shape, data).map_err(at_out)?;
                     }
