@@ -231,6 +231,13 @@ pub struct PartExtra {
     pub shard: Option<String>,
 }
 
+impl PartExtra {
+    /// As a part holds it: `None` when there is nothing in it, so most parts cost no box.
+    pub fn boxed(self) -> Option<Box<PartExtra>> {
+        (self != PartExtra::default()).then(|| Box::new(self))
+    }
+}
+
 /// One stored byte range of a tensor (the whole tensor, for a dense one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {

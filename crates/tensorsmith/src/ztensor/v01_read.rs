@@ -104,7 +104,6 @@ fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
             .packed_bytes(elements)
             .ok_or(ErrorKind::ShapeOverflow)?,
     };
-    let has_extra = extra != PartExtra::default();
     let t = TensorInfo {
         name: name.to_string(),
         dtype,
@@ -118,7 +117,7 @@ fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
             big_endian: big && encoding == Encoding::Raw && dtype.bits() > 8,
             encoding,
             decoded_len,
-            extra: has_extra.then(|| Box::new(extra)),
+            extra: extra.boxed(),
         }],
         attributes: Default::default(),
     };

@@ -153,7 +153,6 @@ fn component(role: &str, c: &Value<'_>, data_end: u64) -> Result<(Part, bool)> {
         (_, Some(u)) => (u, true),
         (_, None) => (0, false),
     };
-    let has_extra = extra != PartExtra::default();
     Ok((
         Part {
             role: Cow::Owned(role.to_string()),
@@ -162,7 +161,7 @@ fn component(role: &str, c: &Value<'_>, data_end: u64) -> Result<(Part, bool)> {
             encoding,
             decoded_len,
             big_endian: false,
-            extra: has_extra.then(|| Box::new(extra)),
+            extra: extra.boxed(),
         },
         known,
     ))

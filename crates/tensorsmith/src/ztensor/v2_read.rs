@@ -288,7 +288,6 @@ fn part(role: &str, p: &Value<'_>, file_len: u64, shards: &BTreeMap<String, u64>
         extra.digest = Some((digest::parse_v2(d)?, DigestScope::Decoded));
     }
     blobs::check_range(offset, length, ALIGN, ALIGN, limit)?;
-    let has_extra = extra != PartExtra::default();
     Ok(Part {
         role: Cow::Owned(role.to_string()),
         dtype,
@@ -296,6 +295,6 @@ fn part(role: &str, p: &Value<'_>, file_len: u64, shards: &BTreeMap<String, u64>
         encoding,
         decoded_len,
         big_endian: false,
-        extra: has_extra.then(|| Box::new(extra)),
+        extra: extra.boxed(),
     })
 }

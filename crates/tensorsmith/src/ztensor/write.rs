@@ -108,6 +108,20 @@ fn opt_err(version: ZtVersion, what: impl Into<String>) -> Error {
     .into()
 }
 
+/// A compression the writer can use: zstd levels 1-22, and nothing in a canonical file
+/// (the writer's default and each part's own choice are held to the same rule).
+fn check_compression(version: ZtVersion, c: Compression, canonical: bool) -> Result<()> {
+    if let Compression::Zstd { level } = c {
+        if !(1..=22).contains(&level) {
+            return Err(opt_err(version, format!("zstd level {level} (use 1-22)")));
+        }
+        if canonical {
+            return Err(opt_err(version, "compression in a canonical file"));
+        }
+    }
+    Ok(())
+}
+
 /// v1.1 sparse index parts (`indices`, `indptr`, `coords`) become `u64`. The spec allows
 /// any integer type, but the 1.1.1 reference reads every index part as u64 whatever its
 /// declared dtype, so narrower indices would be misread; it writes u64 itself. Signed parts
@@ -344,15 +358,11 @@ impl<'a> Writer<'a> {
                     return Err(opt_err(v, format!("logical type '{ty}'")));
                 }
             }
-            if let Some(Compression::Zstd { level }) = p.compression.or(Some(self.opts.compression))
-            {
-                if !(1..=22).contains(&level) {
-                    return Err(opt_err(v, format!("zstd level {level} (use 1-22)")));
-                }
-                if self.opts.canonical {
-                    return Err(opt_err(v, "compression in a canonical file"));
-                }
-            }
+            check_compression(
+                v,
+                p.compression.unwrap_or(self.opts.compression),
+                self.opts.canonical,
+            )?;
         }
         // The readers' rules, on what the reader will see.
         let info = TensorInfo {
@@ -369,12 +379,11 @@ impl<'a> Writer<'a> {
                     encoding: crate::index::Encoding::Raw,
                     decoded_len: p.data.len() as u64,
                     big_endian: false,
-                    extra: p.unknown_type.as_ref().map(|t| {
-                        Box::new(PartExtra {
-                            unknown_type: Some(t.clone()),
-                            ..Default::default()
-                        })
-                    }),
+                    extra: PartExtra {
+                        unknown_type: p.unknown_type.clone(),
+                        ..Default::default()
+                    }
+                    .boxed(),
                 })
                 .collect(),
             attributes: attributes.clone().into(),
@@ -427,15 +436,7 @@ impl<'a> Writer<'a> {
                 return Err(opt_err(v, format!("alignment {a}")));
             }
         }
-        if let Compression::Zstd { level } = o.compression {
-            if !(1..=22).contains(&level) {
-                return Err(opt_err(v, format!("zstd level {level} (use 1-22)")));
-            }
-            if o.canonical {
-                return Err(opt_err(v, "compression in a canonical file"));
-            }
-        }
-        Ok(())
+        check_compression(v, o.compression, o.canonical)
     }
 
     /// Compresses and digests every part, in parallel.
