@@ -1,6 +1,7 @@
 //! What the writer front hands each version's writer: parts already compressed and
-//! digested, ready to be placed, and `pad`, the zero bytes every version puts between blobs.
-//! It sits below `write.rs` and the `v*_write.rs` files so that they import it, not each other.
+//! digested, ready to be placed, and the placement every version does (zero padding to the
+//! next aligned offset, then the blob). It sits below `write.rs` and the `v*_write.rs`
+//! files so that they import it, not each other.
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -38,4 +39,14 @@ pub(crate) fn pad(out: &mut dyn Write, pos: &mut u64, align: u64) -> Result<()> 
         *pos += n as u64;
     }
     Ok(())
+}
+
+/// Writes `bytes` at the next multiple of `align` after `pos` (zero padding before it);
+/// returns the offset it starts at.
+pub(crate) fn place(out: &mut dyn Write, pos: &mut u64, align: u64, bytes: &[u8]) -> Result<u64> {
+    pad(out, pos, align)?;
+    let offset = *pos;
+    out.write_all(bytes)?;
+    *pos += bytes.len() as u64;
+    Ok(offset)
 }

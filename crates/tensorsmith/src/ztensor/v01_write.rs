@@ -7,7 +7,7 @@
 use super::cbor;
 use super::digest;
 use super::framing;
-use super::prepared::{pad, PreparedObject};
+use super::prepared::{place, PreparedObject};
 use super::v01_read::{ALIGN, MAGIC};
 use crate::error::Result;
 use crate::index::{Layout, LayoutNames};
@@ -20,10 +20,7 @@ pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Resu
     cbor::head(&mut man, 4, objects.len() as u64);
     for o in objects {
         let p = &o.parts[0];
-        pad(out, &mut pos, ALIGN)?;
-        let offset = pos;
-        out.write_all(&p.stored)?;
-        pos += p.stored.len() as u64;
+        let offset = place(out, &mut pos, ALIGN, &p.stored)?;
         man.push(0xbf);
         cbor::text(&mut man, "name");
         cbor::text(&mut man, &o.name);

@@ -11,7 +11,7 @@
 use super::cbor::{self, KeyOrder};
 use super::digest;
 use super::framing;
-use super::prepared::{pad, PreparedObject};
+use super::prepared::{place, PreparedObject};
 use super::v11_read::{role_rank, ALIGN, MAGIC};
 use crate::error::Result;
 use crate::index::{Layout, LayoutNames, MetaValue};
@@ -33,10 +33,7 @@ pub(crate) fn write(
         let mut comps: Vec<(&str, Vec<u8>)> = Vec::with_capacity(o.parts.len());
         for i in order {
             let p = &o.parts[i];
-            pad(out, &mut pos, ALIGN)?;
-            let offset = pos;
-            out.write_all(&p.stored)?;
-            pos += p.stored.len() as u64;
+            let offset = place(out, &mut pos, ALIGN, &p.stored)?;
             let mut c = Vec::with_capacity(96);
             let sized = p.compressed && o.layout != Layout::Dense;
             let n = 3

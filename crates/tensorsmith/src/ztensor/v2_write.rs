@@ -6,7 +6,7 @@
 
 use super::cbor::{self, KeyOrder, SortedMap};
 use super::digest;
-use super::prepared::{pad, PreparedObject};
+use super::prepared::{pad, place, PreparedObject};
 use super::v2_read::{Footer, MAGIC, SEEKABLE};
 use crate::error::Result;
 use crate::index::{LayoutNames, MetaValue};
@@ -44,10 +44,7 @@ pub(crate) fn write(
                 match same {
                     Some(off) => off,
                     None => {
-                        pad(out, &mut pos, align)?;
-                        let off = pos;
-                        out.write_all(bytes)?;
-                        pos += bytes.len() as u64;
+                        let off = place(out, &mut pos, align, bytes)?;
                         written.entry(h).or_default().push((off, bytes));
                         off
                     }
