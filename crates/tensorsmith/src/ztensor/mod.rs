@@ -25,10 +25,12 @@
 //! ```
 //!
 //! Files: `cbor` (hand-written codec, see its doc for why), `fields` (typed manifest
-//! access), `digest`, `codec` (zstd and the seekable format), `blobs` (alignment, bounds,
-//! overlap), `layout` (size and data rules per layout), `v01_read`/`v11_read`/`v2_read`,
-//! `file` (the opened file, decoding, verify), `write` (the writer front) and
-//! `v01_write`/`v11_write`/`v2_write`.
+//! access), `part_type` (a part's dtype and logical type), `digest` (digest strings; the
+//! computing is `crate::digest`, zstd is `crate::codec`), `blobs` (alignment, bounds,
+//! overlap), `layout` (size and data rules per layout), `framing` (magic, minimum size, the
+//! v0.1/v1.1 trailing manifest), `v01_read`/`v11_read`/`v2_read`, `file` (the opened file,
+//! decoding, verify), `write` (the writer front), `prepared` (what the front hands the
+//! version writers, and blob placement) and `v01_write`/`v11_write`/`v2_write`.
 
 pub mod blobs;
 pub mod cbor;

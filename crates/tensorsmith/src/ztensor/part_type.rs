@@ -16,25 +16,27 @@ pub(crate) fn read(
     what: &str,
     version: ZtVersion,
 ) -> Result<(DType, Option<String>)> {
-    let (from_name, name_of): (fn(&str) -> Option<DType>, fn(DType) -> Option<&'static str>) =
-        match version {
-            ZtVersion::V2 => (DType::from_ztensor_v2_storage, |d| {
-                d.ztensor_v2_names().map(|n| n.0)
-            }),
-            _ => (DType::from_ztensor_v11_name, DType::ztensor_v11_name),
-        };
     let dtype_name = req_text(m, "dtype", what)?;
-    let storage =
-        from_name(dtype_name).ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
+    let storage = match version {
+        ZtVersion::V2 => DType::from_ztensor_v2_storage(dtype_name),
+        _ => DType::from_ztensor_v11_name(dtype_name),
+    }
+    .ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
     let Some(ty) = fields::opt_text(m, "type")? else {
         return Ok((storage, None));
     };
     match DType::from_ztensor_logical(ty) {
         Some((logical, needs)) if needs == storage => Ok((logical, None)),
-        Some((_, needs)) => Err(schema(format!(
-            "type '{ty}' requires dtype {}, not '{dtype_name}'",
-            name_of(needs).unwrap_or("?")
-        ))),
+        Some((_, needs)) => {
+            let needs_name = match version {
+                ZtVersion::V2 => needs.ztensor_v2_names().map(|n| n.0),
+                _ => needs.ztensor_v11_name(),
+            };
+            Err(schema(format!(
+                "type '{ty}' requires dtype {}, not '{dtype_name}'",
+                needs_name.unwrap_or("?")
+            )))
+        }
         None => Ok((storage, Some(ty.to_string()))),
     }
 }

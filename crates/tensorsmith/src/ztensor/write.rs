@@ -1,7 +1,7 @@
 //! The writer front shared by the three versions: collects named tensors (dense, sparse,
 //! quantized, or any layout), checks them with the same layout rules the readers apply,
 //! compresses and digests all parts in parallel, then hands them to the version's writer,
-//! which streams the file through [`AtomicFile`].
+//! which streams the file; `write_file` ends through [`crate::sink::write_atomically`].
 
 use super::prepared::{Prepared, PreparedObject};
 use super::{layout, v01_write, v11_write, v2_read, v2_write};
