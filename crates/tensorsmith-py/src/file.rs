@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use std::borrow::Cow;
 use std::sync::Arc;
 use tensorsmith::bytes::Backend;
-use tensorsmith::index::{Format, Layout, MetaValue, TensorInfo};
+use tensorsmith::index::{Format, Layout, LayoutNames, MetaValue, TensorInfo};
 use tensorsmith::ops::inspect::meta_json;
 use tensorsmith::{open, Model, OpenOptions};
 
@@ -47,18 +47,6 @@ pub fn parse_backend(py: Python<'_>, backend: &str) -> PyResult<Backend> {
             "OptionError",
             format!("backend must be 'mmap' or 'pread', not {other:?}"),
         )),
-    }
-}
-
-fn layout_name(l: &Layout) -> String {
-    match l {
-        Layout::Dense => "dense".into(),
-        Layout::Ggml(t) => format!("ggml:{}", t.name()),
-        Layout::SparseCsr => "sparse_csr".into(),
-        Layout::SparseCoo => "sparse_coo".into(),
-        Layout::QuantizedGroup => "quantized_group".into(),
-        Layout::Mx => "mx".into(),
-        Layout::Other(s) => s.to_string(),
     }
 }
 
@@ -110,7 +98,7 @@ impl File {
         Ok((
             t.dtype.safetensors_name(),
             t.shape.to_vec(),
-            layout_name(&t.layout),
+            t.layout.name(LayoutNames::Python).into_owned(),
         ))
     }
 

@@ -5,8 +5,9 @@
 use crate::bytes::ReadAt;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
+use crate::index::Digest;
 use crate::index::{DigestScope, Encoding, Part};
-use crate::ztensor::{codec, digest};
+use crate::{codec, digest};
 use std::borrow::Cow;
 
 fn swap_elements(bytes: &[u8], width: usize) -> Vec<u8> {
@@ -18,15 +19,21 @@ fn swap_elements(bytes: &[u8], width: usize) -> Vec<u8> {
 }
 
 /// A part's decoded bytes (little-endian elements), checking the digest first when `verify`
-/// is set. Borrowed from `r` when the stored bytes are the decoded bytes.
-pub fn decode_part<'r>(r: &'r dyn ReadAt, p: &Part, verify: bool) -> Result<Cow<'r, [u8]>> {
+/// is set (a mismatch names both digests as `spell` writes them: the format's own spelling).
+/// Borrowed from `r` when the stored bytes are the decoded bytes.
+pub fn decode_part<'r>(
+    r: &'r dyn ReadAt,
+    p: &Part,
+    verify: bool,
+    spell: fn(&Digest) -> String,
+) -> Result<Cow<'r, [u8]>> {
     if let Some(s) = p.shard() {
         return Err(ErrorKind::ZtExternalShard(s.to_string()).into());
     }
     let stored = r.read(p.range.clone())?;
     let digest = p.digest().filter(|_| verify);
     if let Some((d, DigestScope::Stored)) = &digest {
-        digest::check(d, &stored)?;
+        digest::check(d, &stored, spell)?;
     }
     let decoded = match &p.encoding {
         Encoding::Raw => stored,
@@ -51,7 +58,7 @@ pub fn decode_part<'r>(r: &'r dyn ReadAt, p: &Part, verify: bool) -> Result<Cow<
         _ => decoded,
     };
     if let Some((d, DigestScope::Decoded)) = &digest {
-        digest::check(d, &decoded)?;
+        digest::check(d, &decoded, spell)?;
     }
     Ok(decoded)
 }

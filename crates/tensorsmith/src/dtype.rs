@@ -147,6 +147,12 @@ impl DType {
         self != DType::C128
     }
 
+    /// F64, F32, F16 or BF16: the floats [`crate::cast`] converts between (conversions cast
+    /// these and copy every other dtype as it is).
+    pub fn is_castable_float(self) -> bool {
+        matches!(self, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
+    }
+
     /// Floating point (including complex and the 4/6/8-bit float formats).
     pub fn is_float(self) -> bool {
         use DType::*;

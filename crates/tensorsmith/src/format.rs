@@ -30,7 +30,7 @@ pub trait FileFormat: Sync + std::fmt::Debug {
     /// Part `part` decoded (decompressed, little-endian), checking its digest when `verify`
     /// is set. Borrowed from `bytes` when the stored bytes are the values.
     fn part<'a>(&self, bytes: &'a dyn ReadAt, part: &Part, verify: bool) -> Result<Cow<'a, [u8]>> {
-        decode_part(bytes, part, verify)
+        decode_part(bytes, part, verify, crate::digest::spell)
     }
 
     /// Checks what [`FileFormat::read_index`] left to a full read: digests and data rules of

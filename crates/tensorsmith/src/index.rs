@@ -124,6 +124,73 @@ impl Layout {
             Layout::QuantizedGroup | Layout::Mx | Layout::Other(_) => &[],
         }
     }
+
+    /// The layout's name in one of the sets of names (the one table of layout names: no
+    /// other module spells one). `Other` layouts keep their own name in every set.
+    pub fn name(&self, names: LayoutNames) -> Cow<'_, str> {
+        use LayoutNames::*;
+        let fixed = match (self, names) {
+            (Layout::Other(s), _) => return Cow::Borrowed(s),
+            (Layout::Ggml(g), Python) => return Cow::Owned(format!("ggml:{g}")),
+            (Layout::Ggml(g), Message) => return Cow::Owned(format!("ggml {g}")),
+            (Layout::Ggml(g), _) => g.name(),
+            (Layout::Dense, _) => "dense",
+            (Layout::SparseCsr, ZtV2) => "zt.sparse_csr/1",
+            (Layout::SparseCsr, _) => "sparse_csr",
+            (Layout::SparseCoo, ZtV2) => "zt.sparse_coo/1",
+            (Layout::SparseCoo, _) => "sparse_coo",
+            (Layout::QuantizedGroup, ZtV2) => "zt.quant_group/1",
+            (Layout::QuantizedGroup, StructuralId) => "quant_group",
+            (Layout::QuantizedGroup, _) => "quantized_group",
+            (Layout::Mx, ZtV2) => "zt.mx/1",
+            (Layout::Mx, _) => "mx",
+        };
+        Cow::Borrowed(fixed)
+    }
+
+    /// The layout a zTensor manifest names: one the set defines, else `Other` (which keeps
+    /// the name, so an unknown layout's parts stay readable as stored).
+    pub fn from_name(name: &str, names: LayoutNames) -> Layout {
+        // v1.1 defines no mx layout (its writer refuses one), so its "mx" stays `Other`.
+        const V1: &[Layout] = &[
+            Layout::Dense,
+            Layout::SparseCsr,
+            Layout::SparseCoo,
+            Layout::QuantizedGroup,
+        ];
+        const V2: &[Layout] = &[
+            Layout::Dense,
+            Layout::SparseCsr,
+            Layout::SparseCoo,
+            Layout::QuantizedGroup,
+            Layout::Mx,
+        ];
+        let defined = if names == LayoutNames::ZtV2 { V2 } else { V1 };
+        defined
+            .iter()
+            .find(|l| l.name(names) == name)
+            .cloned()
+            .unwrap_or_else(|| Layout::Other(name.into()))
+    }
+}
+
+/// The sets of layout names: each format, the structural ID and the places that show a
+/// layout to people spell layouts their own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutNames {
+    /// zTensor v0.1 `layout` (only `dense`) and v1.1 `format`: `sparse_csr`,
+    /// `quantized_group`, ...; ggml types by name.
+    ZtV1,
+    /// zTensor v2 `layout`: the registry names (`zt.sparse_csr/1`, `zt.quant_group/1`, ...).
+    ZtV2,
+    /// The structural ID (`ts1-`): one name per layout whatever the format spells
+    /// (`quant_group`), ggml types by name.
+    StructuralId,
+    /// The Python package's `layout`: the v1.1 names, ggml types as `ggml:q4_0` (the
+    /// package tells block-quantized tensors by that prefix).
+    Python,
+    /// Error messages: the v1.1 names, ggml types as `ggml q4_0`.
+    Message,
 }
 
 /// How a part's bytes are stored in the file.
@@ -162,6 +229,13 @@ pub struct PartExtra {
     pub unknown_type: Option<String>,
     /// The shard (another file) holding the bytes (zTensor v2); `range` is in that file.
     pub shard: Option<String>,
+}
+
+impl PartExtra {
+    /// As a part holds it: `None` when there is nothing in it, so most parts cost no box.
+    pub fn boxed(self) -> Option<Box<PartExtra>> {
+        (self != PartExtra::default()).then(|| Box::new(self))
+    }
 }
 
 /// One stored byte range of a tensor (the whole tensor, for a dense one).
@@ -335,5 +409,83 @@ impl TensorIndex {
         m.into_iter()
             .map(|((_, n), (c, e, b))| (n, c, e, b))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use LayoutNames::*;
+
+    #[test]
+    fn every_set_of_layout_names_is_pinned() {
+        let q4_0 = Layout::Ggml(crate::gguf::GgmlType::from_id(2).unwrap());
+        let rows: [(Layout, [&str; 5]); 7] = [
+            (Layout::Dense, ["dense"; 5]),
+            (
+                Layout::SparseCsr,
+                [
+                    "sparse_csr",
+                    "zt.sparse_csr/1",
+                    "sparse_csr",
+                    "sparse_csr",
+                    "sparse_csr",
+                ],
+            ),
+            (
+                Layout::SparseCoo,
+                [
+                    "sparse_coo",
+                    "zt.sparse_coo/1",
+                    "sparse_coo",
+                    "sparse_coo",
+                    "sparse_coo",
+                ],
+            ),
+            (
+                Layout::QuantizedGroup,
+                [
+                    "quantized_group",
+                    "zt.quant_group/1",
+                    "quant_group",
+                    "quantized_group",
+                    "quantized_group",
+                ],
+            ),
+            (Layout::Mx, ["mx", "zt.mx/1", "mx", "mx", "mx"]),
+            (Layout::Other("v.x/2".into()), ["v.x/2"; 5]),
+            (q4_0, ["q4_0", "q4_0", "q4_0", "ggml:q4_0", "ggml q4_0"]),
+        ];
+        for (layout, names) in rows {
+            for (set, want) in [ZtV1, ZtV2, StructuralId, Python, Message]
+                .into_iter()
+                .zip(names)
+            {
+                assert_eq!(layout.name(set), want, "{layout:?} in {set:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn manifest_names_read_back_and_unknown_ones_stay_other() {
+        for l in [
+            Layout::Dense,
+            Layout::SparseCsr,
+            Layout::SparseCoo,
+            Layout::QuantizedGroup,
+        ] {
+            assert_eq!(Layout::from_name(&l.name(ZtV1), ZtV1), l);
+            assert_eq!(Layout::from_name(&l.name(ZtV2), ZtV2), l);
+        }
+        assert_eq!(Layout::from_name("zt.mx/1", ZtV2), Layout::Mx);
+        assert_eq!(Layout::from_name("mx", ZtV1), Layout::Other("mx".into()));
+        assert_eq!(
+            Layout::from_name("sparse_csr", ZtV2),
+            Layout::Other("sparse_csr".into())
+        );
+        assert_eq!(
+            Layout::from_name("q4_0", ZtV1),
+            Layout::Other("q4_0".into())
+        );
     }
 }

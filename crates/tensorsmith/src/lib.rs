@@ -41,7 +41,9 @@
 
 pub mod bytes;
 pub mod cast;
-pub mod decode;
+pub mod codec;
+pub(crate) mod decode;
+pub mod digest;
 pub mod dtype;
 pub mod error;
 pub mod format;

@@ -107,6 +107,19 @@ impl AtomicFile {
     }
 }
 
+/// Writes `path` atomically: `write` fills an [`AtomicFile`], which is committed only if
+/// `write` succeeds (its errors are told as being about `path`). Returns what `write` does.
+/// Every writer ends this way, so none can leave a partial file under the final name.
+pub fn write_atomically<T>(
+    path: &Path,
+    write: impl FnOnce(&mut AtomicFile) -> Result<T>,
+) -> Result<T> {
+    let mut f = AtomicFile::create(path)?;
+    let out = write(&mut f).map_err(|e| e.in_file(path))?;
+    f.commit()?;
+    Ok(out)
+}
+
 /// Removes temporary files that an earlier write to the same destination left behind when
 /// its process was killed. A temp file names its writer's pid; it is stale when that process
 /// no longer runs (known through /proc; where there is no /proc nothing is removed).

@@ -2,7 +2,7 @@
 //! the declared size (plus one byte to notice), and a declared size beyond zstd's maximum
 //! ratio is refused before any buffer is allocated. Peak memory is measured.
 
-use tensorsmith::ztensor::codec::decompress_exact;
+use tensorsmith::codec::decompress_exact;
 use tensorsmith::ErrorKind;
 
 fn peak_kib() -> u64 {

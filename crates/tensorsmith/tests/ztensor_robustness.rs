@@ -15,7 +15,7 @@ fn exercise(bytes: &[u8]) {
             let decoded: Vec<_> = t
                 .parts
                 .iter()
-                .filter_map(|part| tensorsmith::decode::decode_part(&src, part, true).ok())
+                .filter_map(|part| ztensor::decode_part(&src, part, true).ok())
                 .collect();
             if decoded.len() == t.parts.len() {
                 let refs: Vec<&[u8]> = decoded.iter().map(|b| &b[..]).collect();

@@ -5,6 +5,7 @@
 mod ztensor_common;
 
 use std::borrow::Cow;
+use tensorsmith::codec;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::{Encoding, Layout, MetaValue, ZtVersion};
 use tensorsmith::ztensor::{
@@ -553,7 +554,7 @@ fn rejects_missing_fields_and_malformed_digests() {
 
 #[test]
 fn rejects_zstd_data_longer_than_the_shape() {
-    let z = tensorsmith::ztensor::codec::compress_frame(&[7u8; 100], 3, false).unwrap();
+    let z = codec::compress_frame(&[7u8; 100], 3, false).unwrap();
     let m = manifest(
         &[99],
         "dense",
@@ -566,8 +567,7 @@ fn rejects_zstd_data_longer_than_the_shape() {
     );
     let bytes = build(&[(64, &z)], &m);
     let p = parse(&bytes).unwrap();
-    let e = tensorsmith::decode::decode_part(&&bytes[..], &p.index.tensors[0].parts[0], false)
-        .unwrap_err();
+    let e = ztensor::decode_part(&&bytes[..], &p.index.tensors[0].parts[0], false).unwrap_err();
     assert!(
         matches!(e.kind(), ErrorKind::ZtDecodedLength { expected: 99, .. }),
         "{e}"
@@ -707,8 +707,8 @@ fn csr_manifest(comps: &[(&str, &str, u64, u64, bool)]) -> Vec<u8> {
 #[test]
 fn sizes_zstd_sparse_parts_from_their_layout_or_refuses() {
     let (v, i, p) = csr_parts();
-    let zv = ztensor::codec::compress_frame(&v.1, 3, false).unwrap();
-    let zp = ztensor::codec::compress_frame(&p.1, 3, false).unwrap();
+    let zv = codec::compress_frame(&v.1, 3, false).unwrap();
+    let zp = codec::compress_frame(&p.1, 3, false).unwrap();
     // values and indptr compressed without a size: nnz comes from the raw indices, indptr
     // from the rows.
     let m = csr_manifest(&[
@@ -722,11 +722,11 @@ fn sizes_zstd_sparse_parts_from_their_layout_or_refuses() {
     assert_eq!(t.part("values").unwrap().decoded_len, 16);
     assert_eq!(t.part("indptr").unwrap().decoded_len, 32);
     assert_eq!(
-        tensorsmith::decode::decode_part(&&bytes[..], t.part("values").unwrap(), true).unwrap(),
+        ztensor::decode_part(&&bytes[..], t.part("values").unwrap(), true).unwrap(),
         v.1
     );
     // indices compressed too: nnz cannot be derived, and the file is refused, not guessed.
-    let zi = ztensor::codec::compress_frame(&i.1, 3, false).unwrap();
+    let zi = codec::compress_frame(&i.1, 3, false).unwrap();
     let m = csr_manifest(&[
         ("indices", "u64", 128, zi.len() as u64, true),
         ("indptr", "u64", 192, zp.len() as u64, true),
@@ -770,7 +770,7 @@ fn raw_dense_reads_are_zero_copy_on_a_map() {
     let f = open("v1.1", "zstd_level3.zt").unwrap();
     assert!(matches!(f.tensor_bytes("t").unwrap(), Cow::Owned(_)));
     assert_eq!(
-        digest::format(&digest::compute(DigestKind::Crc32c, b"")),
+        digest::format(&tensorsmith::digest::compute(DigestKind::Crc32c, b"")),
         "crc32c:0x00000000"
     );
 }

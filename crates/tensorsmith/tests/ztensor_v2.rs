@@ -6,6 +6,7 @@
 mod ztensor_common;
 
 use std::collections::BTreeMap;
+use tensorsmith::codec;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::{Encoding, Layout, MetaValue, ZtVersion};
 use tensorsmith::ztensor::{
@@ -392,13 +393,13 @@ fn round_trips_sparse_quantized_and_mx_raw_and_seekable() {
         );
         for t in &p.index.tensors {
             for part in &t.parts {
-                let b = tensorsmith::decode::decode_part(&src, part, true).unwrap();
+                let b = ztensor::decode_part(&src, part, true).unwrap();
                 assert_eq!(b.len() as u64, part.decoded_len);
             }
         }
         let q = &p.index.tensors[2];
         assert_eq!(
-            &tensorsmith::decode::decode_part(&src, q.part("zeros").unwrap(), true).unwrap()[..],
+            &ztensor::decode_part(&src, q.part("zeros").unwrap(), true).unwrap()[..],
             &sample(DType::U8, 4)[..]
         );
     }
@@ -724,17 +725,15 @@ fn seekable_frames_are_one_mib_and_checked() {
     let f = open("v2", "zstd_multiframe.zt").unwrap();
     let p = &f.info("t").unwrap().parts[0];
     let stored = f.stored_bytes("t", "data").unwrap();
-    let frames = ztensor::codec::seek_table(&stored, p.decoded_len).unwrap();
+    let frames = codec::seek_table(&stored, p.decoded_len).unwrap();
     let sizes: Vec<u64> = frames.iter().map(|f| f.decompressed).collect();
     assert_eq!(sizes, [1 << 20, 1 << 20, 12345]);
-    assert!(ztensor::codec::seek_table(&stored, p.decoded_len + 1).is_err());
+    assert!(codec::seek_table(&stored, p.decoded_len + 1).is_err());
     let mut bad = stored.to_vec();
     let n = bad.len();
     bad[n - 5] = 0x01; // reserved descriptor bit
     assert!(matches!(
-        ztensor::codec::seek_table(&bad, p.decoded_len)
-            .unwrap_err()
-            .kind(),
+        codec::seek_table(&bad, p.decoded_len).unwrap_err().kind(),
         ErrorKind::ZtSeekTable(_)
     ));
 }

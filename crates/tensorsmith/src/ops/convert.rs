@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
 use crate::safetensors::{TensorData, Writer};
-use crate::sink::AtomicFile;
+use crate::sink::write_atomically;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,10 +79,6 @@ impl TensorData for ModelRange<'_> {
     }
 }
 
-fn is_float16_32_64(d: DType) -> bool {
-    matches!(d, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
-}
-
 /// What a conversion wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
@@ -95,7 +91,7 @@ pub struct Written {
 /// one file at `out`, or with `shard_size` shards named after `out` plus their index.
 pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Written> {
     if let Some(to) = opts.dtype {
-        if !is_float16_32_64(to) {
+        if !to.is_castable_float() {
             return Err(Error::new(ErrorKind::UnsupportedCast {
                 from: "float tensors".into(),
                 to: to.to_string(),
@@ -148,7 +144,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
 /// Output bytes of a tensor after the optional cast.
 fn out_len(t: &TensorInfo, opts: &ConvertOptions) -> u64 {
     match opts.dtype {
-        Some(to) if is_float16_32_64(t.dtype) => t.elements() * to.byte_size().unwrap() as u64,
+        Some(to) if t.dtype.is_castable_float() => t.elements() * to.byte_size().unwrap() as u64,
         _ => t.byte_len(),
     }
 }
@@ -190,7 +186,7 @@ fn writer_for<'a>(
         if t.layout != Layout::Dense {
             let (dtype, dense) = crate::ops::densify::densify(input, t)?;
             let (dtype, data) = match opts.dtype {
-                Some(to) if to != dtype && is_float16_32_64(dtype) => {
+                Some(to) if to != dtype && dtype.is_castable_float() => {
                     (to, cast(&dense, dtype, to, opts.rounding)?)
                 }
                 _ => (dtype, dense),
@@ -199,7 +195,7 @@ fn writer_for<'a>(
             continue;
         }
         let (dtype, cast) = match opts.dtype {
-            Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
+            Some(to) if to != t.dtype && t.dtype.is_castable_float() => {
                 (to, Some((t.dtype, to, opts.rounding)))
             }
             _ => (t.dtype, None),
@@ -254,10 +250,7 @@ fn write_shards(
     let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
     text.push('\n');
     let index_path = dir.join(format!("{stem}{}", crate::model::INDEX_SUFFIX));
-    let mut f = AtomicFile::create(&index_path)?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| Error::from(e).in_file(&index_path))?;
-    f.commit()?;
+    write_atomically(&index_path, |f| Ok(f.write_all(text.as_bytes())?))?;
     bytes += text.len() as u64;
     files.push(index_path);
     Ok(Written { files, bytes })

@@ -3,12 +3,13 @@
 //! attributes. Raw parts of a memory-mapped input are handed to the writer without a copy.
 
 use crate::cast::{cast, Rounding};
+use crate::digest::DigestKind;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, ZtVersion};
 use crate::model::Model;
 use crate::ops::inspect::meta_text;
-use crate::ztensor::{Compression, DigestKind, PartData, WriteOptions, Writer};
+use crate::ztensor::{Compression, PartData, WriteOptions, Writer};
 use std::path::Path;
 
 /// Options for [`convert_ztensor`].
@@ -22,10 +23,6 @@ pub struct ZtConvertOptions {
     pub rounding: Rounding,
     /// v0.1 has no file metadata: drop it instead of refusing.
     pub drop_metadata: bool,
-}
-
-fn is_float16_32_64(d: DType) -> bool {
-    matches!(d, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
 }
 
 /// Writes `input` to `out` as zTensor; returns the bytes written.
@@ -67,7 +64,7 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Re
             Layout::Dense => {
                 let bytes = input.tensor_bytes(t)?;
                 match opts.dtype {
-                    Some(to) if to != t.dtype && is_float16_32_64(t.dtype) => {
+                    Some(to) if to != t.dtype && t.dtype.is_castable_float() => {
                         let data = cast(&bytes, t.dtype, to, opts.rounding).map_err(with_name)?;
                         w.add_dense(&t.name, to, &t.shape, data).map_err(at_out)?;
                     }

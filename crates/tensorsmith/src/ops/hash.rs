@@ -23,7 +23,7 @@
 //! digest. Equal for the same weights in any format that stores them the same way.
 
 use crate::error::Result;
-use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
+use crate::index::{LayoutNames, MetaValue, TensorIndex, TensorInfo};
 use crate::model::Model;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -100,20 +100,6 @@ impl Enc {
     }
 }
 
-/// Layout names shared by every format that has the layout (zTensor v1.1 and v2 spell
-/// theirs differently; the ID must not).
-fn layout_name(t: &TensorInfo) -> &str {
-    match &t.layout {
-        Layout::Dense => "dense",
-        Layout::Ggml(g) => g.name(),
-        Layout::SparseCsr => "sparse_csr",
-        Layout::SparseCoo => "sparse_coo",
-        Layout::QuantizedGroup => "quant_group",
-        Layout::Mx => "mx",
-        Layout::Other(s) => s,
-    }
-}
-
 fn sorted(index: &TensorIndex) -> Vec<&TensorInfo> {
     let mut v: Vec<&TensorInfo> = index.tensors.iter().collect();
     v.sort_unstable_by(|a, b| a.name.cmp(&b.name));
@@ -133,7 +119,9 @@ pub fn structural_digest(index: &TensorIndex) -> [u8; 32] {
             e.u64(d);
         }
         e.u64(t.byte_len());
-        e.str(layout_name(t));
+        // One name per layout whatever the format spells (zTensor v1.1 and v2 differ; the
+        // ID must not).
+        e.str(&t.layout.name(LayoutNames::StructuralId));
     }
     for (k, v) in &index.metadata {
         e.tag(b'M');
@@ -223,7 +211,7 @@ pub fn content_id(model: &Model) -> Result<String> {
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::index::{Format, Part};
+    use crate::index::{Format, Layout, Part};
 
     fn index(tensors: Vec<TensorInfo>, meta: &[(&str, MetaValue)]) -> TensorIndex {
         TensorIndex {

@@ -6,7 +6,7 @@
 use crate::bytes::{copy_chunked, ReadAt};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::sink::AtomicFile;
+use crate::sink::write_atomically;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -358,11 +358,7 @@ impl<'a> Writer<'a> {
     /// Writes atomically to `path`: a temporary file in the same folder, fsynced and renamed
     /// over `path` only when complete. On any error `path` is left as it was.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
-        let path = path.as_ref();
-        let mut f = AtomicFile::create(path)?;
-        let n = self.write_to(&mut f).map_err(|e| e.in_file(path))?;
-        f.commit()?;
-        Ok(n)
+        write_atomically(path.as_ref(), |f| self.write_to(f))
     }
 }
 

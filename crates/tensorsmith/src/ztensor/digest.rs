@@ -1,44 +1,9 @@
-//! Digest strings as each zTensor version writes them, and computing digests over bytes.
-//! v0.1/v1.1: `crc32c:0x%08X` or `sha256:<hex>` over the stored bytes; v2: `xxh3:%016x` or
-//! `sha256:<hex>` (lower-case only) over the decoded bytes.
+//! Digest strings as each zTensor version writes them: v0.1/v1.1 `crc32c:0x%08X` or
+//! `sha256:<hex>` (over the stored bytes), v2 `xxh3:%016x` or `sha256:<hex>` (lower-case
+//! only, over the decoded bytes). Computing digests is format-neutral (`crate::digest`).
 
 use crate::error::{ErrorKind, Result};
 use crate::index::Digest;
-use sha2::Digest as _;
-
-/// Digest algorithms a writer can be asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DigestKind {
-    Crc32c,
-    Sha256,
-    Xxh3,
-}
-
-impl DigestKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            DigestKind::Crc32c => "crc32c",
-            DigestKind::Sha256 => "sha256",
-            DigestKind::Xxh3 => "xxh3",
-        }
-    }
-}
-
-pub fn kind_of(d: &Digest) -> DigestKind {
-    match d {
-        Digest::Crc32c(_) => DigestKind::Crc32c,
-        Digest::Sha256(_) => DigestKind::Sha256,
-        Digest::Xxh3(_) => DigestKind::Xxh3,
-    }
-}
-
-pub fn compute(kind: DigestKind, bytes: &[u8]) -> Digest {
-    match kind {
-        DigestKind::Crc32c => Digest::Crc32c(crc32c::crc32c(bytes)),
-        DigestKind::Sha256 => Digest::Sha256(sha2::Sha256::digest(bytes).into()),
-        DigestKind::Xxh3 => Digest::Xxh3(xxhash_rust::xxh3::xxh3_64(bytes)),
-    }
-}
 
 /// The string form the writers use.
 pub fn format(d: &Digest) -> String {
@@ -111,22 +76,15 @@ pub fn parse_v2(s: &str) -> Result<Digest> {
     Err(bad(s))
 }
 
-/// Checks `bytes` against `want`.
+/// Checks `bytes` against `want`; a mismatch shows both digests in zTensor's spelling.
 pub fn check(want: &Digest, bytes: &[u8]) -> Result<()> {
-    let got = compute(kind_of(want), bytes);
-    if got != *want {
-        return Err(ErrorKind::DigestMismatch {
-            expected: format(want),
-            actual: format(&got),
-        }
-        .into());
-    }
-    Ok(())
+    crate::digest::check(want, bytes, format)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::{compute, DigestKind};
 
     #[test]
     fn formats_parse_back() {

@@ -3,10 +3,9 @@
 //! parts of a mapped file are served zero-copy; decoding and verifying many tensors runs in
 //! parallel.
 
-use super::format::{parse_with, Ztensor};
+use super::format::{decode_part, parse_with, Ztensor};
 use super::{OpenOptions, Parsed};
 use crate::bytes::LocalFile;
-use crate::decode::decode_part;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FileFormat, VerifyReport};
 use crate::index::{Part, TensorIndex, TensorInfo, ZtVersion};

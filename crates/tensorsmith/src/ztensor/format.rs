@@ -2,12 +2,11 @@
 //! through the byte layer (so local, remote and in-memory files read alike), and verify:
 //! every part decoded with its digest checked, then the layout's data rules.
 
-use super::{detect, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
+use super::{detect, digest, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
 use crate::bytes::ReadAt;
-use crate::decode::decode_part;
 use crate::error::{ErrorKind, Result};
 use crate::format::{FileFormat, TensorCheck};
-use crate::index::{TensorIndex, TensorInfo, ZtVersion};
+use crate::index::{Part, TensorIndex, TensorInfo, ZtVersion};
 use std::borrow::Cow;
 
 /// zTensor v0.1, v1.1 (and 1.2 files) and v2.
@@ -30,6 +29,12 @@ pub fn parse_with(r: &dyn ReadAt, opts: &OpenOptions) -> Result<(ZtVersion, Pars
     Ok((version, parsed))
 }
 
+/// A part's decoded bytes (decompressed, little-endian), its digest checked when `verify` is
+/// set; a mismatch spells the digests as zTensor files do.
+pub fn decode_part<'r>(r: &'r dyn ReadAt, p: &Part, verify: bool) -> Result<Cow<'r, [u8]>> {
+    crate::decode::decode_part(r, p, verify, digest::format)
+}
+
 impl FileFormat for Ztensor {
     fn name(&self) -> &'static str {
         "ztensor"
@@ -41,6 +46,10 @@ impl FileFormat for Ztensor {
 
     fn read_index(&self, bytes: &dyn ReadAt, opts: &OpenOptions) -> Result<TensorIndex> {
         parse_with(bytes, opts).map(|(_, p)| p.index)
+    }
+
+    fn part<'a>(&self, bytes: &'a dyn ReadAt, part: &Part, verify: bool) -> Result<Cow<'a, [u8]>> {
+        decode_part(bytes, part, verify)
     }
 
     fn verify_tensor(&self, bytes: &dyn ReadAt, t: &TensorInfo) -> TensorCheck {

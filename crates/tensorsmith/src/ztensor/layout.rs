@@ -10,20 +10,11 @@
 
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
-use crate::index::{Layout, MetaValue, Part, TensorInfo, ZtVersion};
+use crate::index::{Layout, LayoutNames, MetaValue, Part, TensorInfo, ZtVersion};
 
 fn rule(t: &TensorInfo, msg: impl Into<String>) -> crate::Error {
-    let layout = match &t.layout {
-        Layout::Dense => "dense".to_string(),
-        Layout::SparseCsr => "sparse_csr".to_string(),
-        Layout::SparseCoo => "sparse_coo".to_string(),
-        Layout::QuantizedGroup => "quantized_group".to_string(),
-        Layout::Mx => "mx".to_string(),
-        Layout::Other(s) => s.to_string(),
-        Layout::Ggml(g) => format!("ggml {g}"),
-    };
     ErrorKind::ZtLayoutRule {
-        layout,
+        layout: t.layout.name(LayoutNames::Message).into_owned(),
         rule: msg.into(),
     }
     .into()

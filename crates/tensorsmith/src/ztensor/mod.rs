@@ -25,19 +25,23 @@
 //! ```
 //!
 //! Files: `cbor` (hand-written codec, see its doc for why), `fields` (typed manifest
-//! access), `digest`, `codec` (zstd and the seekable format), `blobs` (alignment, bounds,
-//! overlap), `layout` (size and data rules per layout), `v01_read`/`v11_read`/`v2_read`,
-//! `file` (the opened file, decoding, verify), `write` (the writer front) and
-//! `v01_write`/`v11_write`/`v2_write`.
+//! access), `part_type` (a part's dtype and logical type), `digest` (digest strings; the
+//! computing is `crate::digest`, zstd is `crate::codec`), `blobs` (alignment, bounds,
+//! overlap), `layout` (size and data rules per layout), `framing` (magic, minimum size, the
+//! v0.1/v1.1 trailing manifest), `v01_read`/`v11_read`/`v2_read`, `file` (the opened file,
+//! decoding, verify), `write` (the writer front), `prepared` (what the front hands the
+//! version writers, and blob placement) and `v01_write`/`v11_write`/`v2_write`.
 
 pub mod blobs;
 pub mod cbor;
-pub mod codec;
 pub mod digest;
 mod fields;
 mod file;
 mod format;
+mod framing;
 pub mod layout;
+mod part_type;
+mod prepared;
 pub mod v01_read;
 mod v01_write;
 pub mod v11_read;
@@ -46,9 +50,9 @@ pub mod v2_read;
 mod v2_write;
 mod write;
 
-pub use digest::DigestKind;
+pub use crate::digest::DigestKind;
 pub use file::{open, parse_bytes, ZtFile};
-pub use format::{parse_with, Ztensor};
+pub use format::{decode_part, parse_with, Ztensor};
 pub use write::{Compression, PartData, WriteOptions, Writer};
 
 use crate::bytes::ReadAt;

@@ -6,11 +6,12 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
+use super::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{
-    DigestScope, Encoding, Format, Layout, Part, PartExtra, TensorIndex, TensorInfo, ZtVersion,
+    DigestScope, Encoding, Format, Layout, LayoutNames, Part, PartExtra, TensorIndex, TensorInfo,
+    ZtVersion,
 };
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -21,38 +22,8 @@ pub const ALIGN: u64 = 64;
 pub const MIN_LEN: u64 = 17;
 
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
-    let len = r.len();
-    if len < 8 || &r.read(0..8)?[..] != MAGIC {
-        return Err(ErrorKind::ZtUnknownMagic.into());
-    }
-    if len < MIN_LEN {
-        return Err(ErrorKind::ZtTooSmall {
-            version: "0.1",
-            len,
-            min: MIN_LEN,
-        }
-        .into());
-    }
-    let size = u64::from_le_bytes(r.read(len - 8..len)?[..].try_into().expect("8 bytes"));
-    if size > opts.max_manifest_len() {
-        return Err(ErrorKind::ZtManifestTooLarge {
-            len: size,
-            limit: opts.max_manifest_len(),
-        }
-        .into());
-    }
-    let start = match (len - 8).checked_sub(size) {
-        Some(s) if s >= 8 => s,
-        _ => {
-            return Err(ErrorKind::ZtManifestOutOfBounds {
-                offset: (len - 8).saturating_sub(size),
-                len: size,
-                file_len: len,
-            }
-            .into())
-        }
-    };
-    let manifest = r.read(start..len - 8)?;
+    let len = framing::check_head(r, MAGIC, "0.1", MIN_LEN)?;
+    let (manifest, start) = framing::read_trailing_manifest(r, len - 8, opts)?;
     parse_manifest(&manifest, start, len)
 }
 
@@ -106,9 +77,11 @@ fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
         "zstd" => Encoding::Zstd,
         other => return Err(ErrorKind::ZtUnknownEncoding(other.to_string()).into()),
     };
-    match fields::opt_text(e, "layout")? {
-        None | Some("dense") => {}
-        Some(other) => return Err(ErrorKind::ZtUnsupportedLayout(other.to_string()).into()),
+    // v0.1 defines dense tensors only (the 0.1.x crate's sparse layouts are refused).
+    if let Some(name) = fields::opt_text(e, "layout")? {
+        if Layout::from_name(name, LayoutNames::ZtV1) != Layout::Dense {
+            return Err(ErrorKind::ZtUnsupportedLayout(name.to_string()).into());
+        }
     }
     let big = match fields::opt_text(e, "data_endianness")? {
         None | Some("little") => false,
@@ -131,7 +104,6 @@ fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
             .packed_bytes(elements)
             .ok_or(ErrorKind::ShapeOverflow)?,
     };
-    let has_extra = extra != PartExtra::default();
     let t = TensorInfo {
         name: name.to_string(),
         dtype,
@@ -145,7 +117,7 @@ fn entry_body(name: &str, e: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
             big_endian: big && encoding == Encoding::Raw && dtype.bits() > 8,
             encoding,
             decoded_len,
-            extra: has_extra.then(|| Box::new(extra)),
+            extra: extra.boxed(),
         }],
         attributes: Default::default(),
     };

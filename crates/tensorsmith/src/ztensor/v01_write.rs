@@ -6,9 +6,11 @@
 
 use super::cbor;
 use super::digest;
+use super::framing;
+use super::prepared::{place, PreparedObject};
 use super::v01_read::{ALIGN, MAGIC};
-use super::write::{pad, PreparedObject};
 use crate::error::Result;
+use crate::index::{Layout, LayoutNames};
 use std::io::Write;
 
 pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Result<u64> {
@@ -18,10 +20,7 @@ pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Resu
     cbor::head(&mut man, 4, objects.len() as u64);
     for o in objects {
         let p = &o.parts[0];
-        pad(out, &mut pos, ALIGN)?;
-        let offset = pos;
-        out.write_all(&p.stored)?;
-        pos += p.stored.len() as u64;
+        let offset = place(out, &mut pos, ALIGN, &p.stored)?;
         man.push(0xbf);
         cbor::text(&mut man, "name");
         cbor::text(&mut man, &o.name);
@@ -32,7 +31,7 @@ pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Resu
         cbor::text(&mut man, "dtype");
         cbor::text(&mut man, p.dtype.ztensor_v01_name().unwrap_or("uint8"));
         cbor::text(&mut man, "layout");
-        cbor::text(&mut man, "dense");
+        cbor::text(&mut man, &Layout::Dense.name(LayoutNames::ZtV1));
         cbor::text(&mut man, "shape");
         cbor::u64_array(&mut man, &o.shape);
         cbor::text(&mut man, "encoding");
@@ -47,7 +46,5 @@ pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Resu
         }
         man.push(0xff);
     }
-    out.write_all(&man)?;
-    out.write_all(&(man.len() as u64).to_le_bytes())?;
-    Ok(pos + man.len() as u64 + 8)
+    Ok(pos + framing::write_trailing_manifest(out, &man)?)
 }

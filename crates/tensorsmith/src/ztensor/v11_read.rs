@@ -5,12 +5,12 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, layout, OpenOptions, Parsed, ReadAt};
+use super::{blobs, digest, framing, layout, part_type, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
-    DigestScope, Encoding, Format, Layout, Part, PartExtra, Parts, TensorIndex, TensorInfo,
-    ZtVersion,
+    DigestScope, Encoding, Format, Layout, LayoutNames, Part, PartExtra, Parts, TensorIndex,
+    TensorInfo, ZtVersion,
 };
 use std::borrow::Cow;
 
@@ -20,43 +20,11 @@ pub const ALIGN: u64 = 64;
 pub const FOOTER_LEN: u64 = 16;
 
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
-    let len = r.len();
-    let min = 8 + FOOTER_LEN;
-    if len < 8 || &r.read(0..8)?[..] != MAGIC {
-        return Err(ErrorKind::ZtUnknownMagic.into());
-    }
-    if len < min {
-        return Err(ErrorKind::ZtTooSmall {
-            version: "1.1",
-            len,
-            min,
-        }
-        .into());
-    }
-    let tail = r.read(len - FOOTER_LEN..len)?;
-    if &tail[8..] != MAGIC {
+    let len = framing::check_head(r, MAGIC, "1.1", 8 + FOOTER_LEN)?;
+    if &r.read(len - 8..len)?[..] != MAGIC {
         return Err(ErrorKind::ZtFooterMagic { version: "1.1" }.into());
     }
-    let size = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-    if size > opts.max_manifest_len() {
-        return Err(ErrorKind::ZtManifestTooLarge {
-            len: size,
-            limit: opts.max_manifest_len(),
-        }
-        .into());
-    }
-    let start = match (len - FOOTER_LEN).checked_sub(size) {
-        Some(s) if s >= 8 => s,
-        _ => {
-            return Err(ErrorKind::ZtManifestOutOfBounds {
-                offset: (len - FOOTER_LEN).saturating_sub(size),
-                len: size,
-                file_len: len,
-            }
-            .into())
-        }
-    };
-    let manifest = r.read(start..len - FOOTER_LEN)?;
+    let (manifest, start) = framing::read_trailing_manifest(r, len - FOOTER_LEN, opts)?;
     parse_manifest(&manifest, start, len)
 }
 
@@ -91,16 +59,6 @@ pub fn parse_manifest(manifest: &[u8], start: u64, file_len: u64) -> Result<Pars
     })
 }
 
-pub(crate) fn layout_of(format: &str) -> Layout {
-    match format {
-        "dense" => Layout::Dense,
-        "sparse_csr" => Layout::SparseCsr,
-        "sparse_coo" => Layout::SparseCoo,
-        "quantized_group" => Layout::QuantizedGroup,
-        other => Layout::Other(other.into()),
-    }
-}
-
 /// Position of a role in the order writers lay parts out: the layout's own order, then
 /// the rest (stable).
 pub(crate) fn role_rank(layout: &Layout, role: &str) -> usize {
@@ -133,7 +91,7 @@ pub(crate) fn main_dtype(layout: &Layout, parts: &[Part]) -> DType {
 fn object(name: &str, o: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
     fields::map(o, "an object")?;
     let shape = fields::shape(req(o, "shape", "the object")?)?;
-    let layout = layout_of(req_text(o, "format", "the object")?);
+    let layout = Layout::from_name(req_text(o, "format", "the object")?, LayoutNames::ZtV1);
     let attributes = fields::attributes(o.get("attributes"))?;
     let comps = fields::map(req(o, "components", "the object")?, "'components'")?;
     let mut parts: Vec<Part> = Vec::with_capacity(comps.len());
@@ -166,25 +124,10 @@ fn object(name: &str, o: &Value<'_>, data_end: u64) -> Result<TensorInfo> {
 /// without 1.2's `uncompressed_length` is sized from its layout afterwards).
 fn component(role: &str, c: &Value<'_>, data_end: u64) -> Result<(Part, bool)> {
     fields::map(c, "a component")?;
-    let dtype_name = req_text(c, "dtype", "a component")?;
-    let storage = DType::from_ztensor_v11_name(dtype_name)
-        .ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
-    let mut extra = PartExtra::default();
-    let dtype = match fields::opt_text(c, "type")? {
-        None => storage,
-        Some(ty) => match DType::from_ztensor_logical(ty) {
-            Some((logical, needs)) if needs == storage => logical,
-            Some((_, needs)) => {
-                return Err(schema(format!(
-                    "type '{ty}' requires dtype {}, not '{dtype_name}'",
-                    needs.ztensor_v11_name().unwrap_or("?")
-                )))
-            }
-            None => {
-                extra.unknown_type = Some(ty.to_string());
-                storage
-            }
-        },
+    let (dtype, unknown_type) = part_type::read(c, "a component", ZtVersion::V1_1)?;
+    let mut extra = PartExtra {
+        unknown_type,
+        ..Default::default()
     };
     let offset = req_uint(c, "offset", "a component")?;
     let length = req_uint(c, "length", "a component")?;
@@ -210,7 +153,6 @@ fn component(role: &str, c: &Value<'_>, data_end: u64) -> Result<(Part, bool)> {
         (_, Some(u)) => (u, true),
         (_, None) => (0, false),
     };
-    let has_extra = extra != PartExtra::default();
     Ok((
         Part {
             role: Cow::Owned(role.to_string()),
@@ -219,7 +161,7 @@ fn component(role: &str, c: &Value<'_>, data_end: u64) -> Result<(Part, bool)> {
             encoding,
             decoded_len,
             big_endian: false,
-            extra: has_extra.then(|| Box::new(extra)),
+            extra: extra.boxed(),
         },
         known,
     ))

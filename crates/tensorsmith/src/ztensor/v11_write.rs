@@ -10,24 +10,13 @@
 
 use super::cbor::{self, KeyOrder};
 use super::digest;
+use super::framing;
+use super::prepared::{place, PreparedObject};
 use super::v11_read::{role_rank, ALIGN, MAGIC};
-use super::write::{pad, PreparedObject};
 use crate::error::Result;
-use crate::index::{Layout, MetaValue};
+use crate::index::{Layout, LayoutNames, MetaValue};
 use std::collections::BTreeMap;
 use std::io::Write;
-
-fn format_name(l: &Layout) -> &str {
-    match l {
-        Layout::Dense => "dense",
-        Layout::SparseCsr => "sparse_csr",
-        Layout::SparseCoo => "sparse_coo",
-        Layout::QuantizedGroup => "quantized_group",
-        Layout::Mx => "mx",
-        Layout::Other(s) => s,
-        Layout::Ggml(g) => g.name(),
-    }
-}
 
 pub(crate) fn write(
     objects: &[PreparedObject<'_>],
@@ -44,10 +33,7 @@ pub(crate) fn write(
         let mut comps: Vec<(&str, Vec<u8>)> = Vec::with_capacity(o.parts.len());
         for i in order {
             let p = &o.parts[i];
-            pad(out, &mut pos, ALIGN)?;
-            let offset = pos;
-            out.write_all(&p.stored)?;
-            pos += p.stored.len() as u64;
+            let offset = place(out, &mut pos, ALIGN, &p.stored)?;
             let mut c = Vec::with_capacity(96);
             let sized = p.compressed && o.layout != Layout::Dense;
             let n = 3
@@ -81,7 +67,7 @@ pub(crate) fn write(
         cbor::text(&mut m, "shape");
         cbor::u64_array(&mut m, &o.shape);
         cbor::text(&mut m, "format");
-        cbor::text(&mut m, format_name(&o.layout));
+        cbor::text(&mut m, &o.layout.name(LayoutNames::ZtV1));
         if !o.attributes.is_empty() {
             cbor::text(&mut m, "attributes");
             cbor::meta_map(&mut m, &o.attributes, KeyOrder::Text);
@@ -114,8 +100,7 @@ pub(crate) fn write(
         cbor::text(&mut man, name);
         man.extend_from_slice(&m);
     }
-    out.write_all(&man)?;
-    out.write_all(&(man.len() as u64).to_le_bytes())?;
+    let n = framing::write_trailing_manifest(out, &man)?;
     out.write_all(MAGIC)?;
-    Ok(pos + man.len() as u64 + 16)
+    Ok(pos + n + MAGIC.len() as u64)
 }

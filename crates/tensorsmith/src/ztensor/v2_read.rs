@@ -7,12 +7,11 @@
 
 use super::cbor::{self, Mode, Value};
 use super::fields::{self, req, req_text, schema};
-use super::{blobs, digest, layout, v11_read, OpenOptions, Parsed, ReadAt};
-use crate::dtype::DType;
+use super::{blobs, digest, framing, layout, part_type, v11_read, OpenOptions, Parsed, ReadAt};
 use crate::error::{ErrorKind, Result};
 use crate::index::{
-    DigestScope, Encoding, Format, Layout, MetaValue, Part, PartExtra, Parts, TensorIndex,
-    TensorInfo, ZtVersion,
+    DigestScope, Encoding, Format, Layout, LayoutNames, MetaValue, Part, PartExtra, Parts,
+    TensorIndex, TensorInfo, ZtVersion,
 };
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -66,19 +65,7 @@ impl Footer {
 }
 
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
-    let len = r.len();
-    if len < 8 || r.read(0..8)?[..] != MAGIC {
-        return Err(ErrorKind::ZtUnknownMagic.into());
-    }
-    let min = 8 + FOOTER_LEN;
-    if len < min {
-        return Err(ErrorKind::ZtTooSmall {
-            version: "2",
-            len,
-            min,
-        }
-        .into());
-    }
+    let len = framing::check_head(r, &MAGIC, "2", 8 + FOOTER_LEN)?;
     let footer = Footer::parse(&r.read(len - FOOTER_LEN..len)?)?;
     if footer.version != 2 {
         return Err(ErrorKind::ZtFooterVersion(footer.version).into());
@@ -218,29 +205,6 @@ pub fn parse_manifest(manifest: &[u8], offset: u64, file_len: u64) -> Result<Par
     })
 }
 
-pub(crate) fn layout_of(name: &str) -> Layout {
-    match name {
-        "dense" => Layout::Dense,
-        "zt.sparse_csr/1" => Layout::SparseCsr,
-        "zt.sparse_coo/1" => Layout::SparseCoo,
-        "zt.quant_group/1" => Layout::QuantizedGroup,
-        "zt.mx/1" => Layout::Mx,
-        other => Layout::Other(other.into()),
-    }
-}
-
-pub(crate) fn layout_name(l: &Layout) -> &str {
-    match l {
-        Layout::Dense => "dense",
-        Layout::SparseCsr => "zt.sparse_csr/1",
-        Layout::SparseCoo => "zt.sparse_coo/1",
-        Layout::QuantizedGroup => "zt.quant_group/1",
-        Layout::Mx => "zt.mx/1",
-        Layout::Other(s) => s,
-        Layout::Ggml(g) => g.name(),
-    }
-}
-
 fn object(
     name: &str,
     o: &Value<'_>,
@@ -252,7 +216,7 @@ fn object(
     if shape.len() > MAX_RANK {
         return Err(schema(format!("rank {} exceeds 64", shape.len())));
     }
-    let layout = layout_of(req_text(o, "layout", "the object")?);
+    let layout = Layout::from_name(req_text(o, "layout", "the object")?, LayoutNames::ZtV2);
     let attributes = attributes(o.get("attributes"))?;
     let pm = fields::map(req(o, "parts", "the object")?, "'parts'")?;
     if pm.is_empty() {
@@ -282,25 +246,10 @@ fn object(
 
 fn part(role: &str, p: &Value<'_>, file_len: u64, shards: &BTreeMap<String, u64>) -> Result<Part> {
     fields::map(p, "a part")?;
-    let dtype_name = req_text(p, "dtype", "a part")?;
-    let storage = DType::from_ztensor_v2_storage(dtype_name)
-        .ok_or_else(|| ErrorKind::UnknownDtype(dtype_name.to_string()))?;
-    let mut extra = PartExtra::default();
-    let dtype = match fields::opt_text(p, "type")? {
-        None => storage,
-        Some(ty) => match DType::from_ztensor_logical(ty) {
-            Some((logical, needs)) if needs == storage => logical,
-            Some((_, needs)) => {
-                return Err(schema(format!(
-                    "type '{ty}' requires dtype {}, not '{dtype_name}'",
-                    needs.ztensor_v2_names().map_or("?", |n| n.0)
-                )))
-            }
-            None => {
-                extra.unknown_type = Some(ty.to_string());
-                storage
-            }
-        },
+    let (dtype, unknown_type) = part_type::read(p, "a part", ZtVersion::V2)?;
+    let mut extra = PartExtra {
+        unknown_type,
+        ..Default::default()
     };
     let blob = req(p, "blob", "a part")?
         .as_array()
@@ -339,7 +288,6 @@ fn part(role: &str, p: &Value<'_>, file_len: u64, shards: &BTreeMap<String, u64>
         extra.digest = Some((digest::parse_v2(d)?, DigestScope::Decoded));
     }
     blobs::check_range(offset, length, ALIGN, ALIGN, limit)?;
-    let has_extra = extra != PartExtra::default();
     Ok(Part {
         role: Cow::Owned(role.to_string()),
         dtype,
@@ -347,6 +295,6 @@ fn part(role: &str, p: &Value<'_>, file_len: u64, shards: &BTreeMap<String, u64>
         encoding,
         decoded_len,
         big_endian: false,
-        extra: has_extra.then(|| Box::new(extra)),
+        extra: extra.boxed(),
     })
 }

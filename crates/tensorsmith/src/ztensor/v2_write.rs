@@ -6,24 +6,21 @@
 
 use super::cbor::{self, KeyOrder, SortedMap};
 use super::digest;
-use super::v2_read::{layout_name, Footer, ALIGN, CANONICAL_ALIGN, MAGIC, SEEKABLE};
-use super::write::{pad, PreparedObject, WriteOptions};
+use super::prepared::{pad, place, PreparedObject};
+use super::v2_read::{Footer, MAGIC, SEEKABLE};
 use crate::error::Result;
-use crate::index::MetaValue;
+use crate::index::{LayoutNames, MetaValue};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
+/// `align` is the placement the writer front chose (the options' alignment, or the
+/// default for plain or canonical files).
 pub(crate) fn write(
     objects: &[PreparedObject<'_>],
     attributes: &BTreeMap<String, MetaValue>,
-    opts: &WriteOptions,
+    align: u64,
     out: &mut dyn Write,
 ) -> Result<u64> {
-    let align = opts.align.unwrap_or(if opts.canonical {
-        CANONICAL_ALIGN
-    } else {
-        ALIGN
-    });
     out.write_all(&MAGIC)?;
     let mut pos = MAGIC.len() as u64;
     // Blobs already written, by content hash, to find identical bytes.
@@ -47,10 +44,7 @@ pub(crate) fn write(
                 match same {
                     Some(off) => off,
                     None => {
-                        pad(out, &mut pos, align)?;
-                        let off = pos;
-                        out.write_all(bytes)?;
-                        pos += bytes.len() as u64;
+                        let off = place(out, &mut pos, align, bytes)?;
                         written.entry(h).or_default().push((off, bytes));
                         off
                     }
@@ -77,7 +71,9 @@ pub(crate) fn write(
         }
         let mut om = SortedMap::new();
         om.put("shape", |v| cbor::u64_array(v, &o.shape));
-        om.put("layout", |v| cbor::text(v, layout_name(&o.layout)));
+        om.put("layout", |v| {
+            cbor::text(v, &o.layout.name(LayoutNames::ZtV2))
+        });
         if !o.attributes.is_empty() {
             om.put("attributes", |v| {
                 cbor::meta_map(v, &o.attributes, KeyOrder::Encoded)

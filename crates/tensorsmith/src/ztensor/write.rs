@@ -1,14 +1,16 @@
 //! The writer front shared by the three versions: collects named tensors (dense, sparse,
 //! quantized, or any layout), checks them with the same layout rules the readers apply,
 //! compresses and digests all parts in parallel, then hands them to the version's writer,
-//! which streams the file through [`AtomicFile`].
+//! which streams the file; `write_file` ends through [`crate::sink::write_atomically`].
 
-use super::digest::{self, DigestKind};
-use super::{codec, layout, v01_write, v11_write, v2_read, v2_write};
+use super::prepared::{Prepared, PreparedObject};
+use super::{layout, v01_write, v11_write, v2_read, v2_write};
+use crate::codec;
+use crate::digest::{self, DigestKind};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Digest, Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
-use crate::sink::AtomicFile;
+use crate::index::{Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
+use crate::sink::write_atomically;
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -90,25 +92,6 @@ pub(crate) struct Object<'a> {
     pub parts: Vec<PartData<'a>>,
 }
 
-/// A part ready to be laid out: stored bytes, how they are encoded, and the digest.
-pub(crate) struct Prepared<'a> {
-    pub role: String,
-    pub dtype: DType,
-    pub unknown_type: Option<String>,
-    pub stored: Cow<'a, [u8]>,
-    pub compressed: bool,
-    pub decoded_len: u64,
-    pub digest: Option<Digest>,
-}
-
-pub(crate) struct PreparedObject<'a> {
-    pub name: String,
-    pub shape: Shape,
-    pub layout: Layout,
-    pub attributes: BTreeMap<String, MetaValue>,
-    pub parts: Vec<Prepared<'a>>,
-}
-
 /// Collects tensors and writes them as one zTensor file.
 pub struct Writer<'a> {
     opts: WriteOptions,
@@ -123,6 +106,20 @@ fn opt_err(version: ZtVersion, what: impl Into<String>) -> Error {
         what: what.into(),
     }
     .into()
+}
+
+/// A compression the writer can use: zstd levels 1-22, and nothing in a canonical file
+/// (the writer's default and each part's own choice are held to the same rule).
+fn check_compression(version: ZtVersion, c: Compression, canonical: bool) -> Result<()> {
+    if let Compression::Zstd { level } = c {
+        if !(1..=22).contains(&level) {
+            return Err(opt_err(version, format!("zstd level {level} (use 1-22)")));
+        }
+        if canonical {
+            return Err(opt_err(version, "compression in a canonical file"));
+        }
+    }
+    Ok(())
 }
 
 /// v1.1 sparse index parts (`indices`, `indptr`, `coords`) become `u64`. The spec allows
@@ -361,15 +358,11 @@ impl<'a> Writer<'a> {
                     return Err(opt_err(v, format!("logical type '{ty}'")));
                 }
             }
-            if let Some(Compression::Zstd { level }) = p.compression.or(Some(self.opts.compression))
-            {
-                if !(1..=22).contains(&level) {
-                    return Err(opt_err(v, format!("zstd level {level} (use 1-22)")));
-                }
-                if self.opts.canonical {
-                    return Err(opt_err(v, "compression in a canonical file"));
-                }
-            }
+            check_compression(
+                v,
+                p.compression.unwrap_or(self.opts.compression),
+                self.opts.canonical,
+            )?;
         }
         // The readers' rules, on what the reader will see.
         let info = TensorInfo {
@@ -386,12 +379,11 @@ impl<'a> Writer<'a> {
                     encoding: crate::index::Encoding::Raw,
                     decoded_len: p.data.len() as u64,
                     big_endian: false,
-                    extra: p.unknown_type.as_ref().map(|t| {
-                        Box::new(PartExtra {
-                            unknown_type: Some(t.clone()),
-                            ..Default::default()
-                        })
-                    }),
+                    extra: PartExtra {
+                        unknown_type: p.unknown_type.clone(),
+                        ..Default::default()
+                    }
+                    .boxed(),
                 })
                 .collect(),
             attributes: attributes.clone().into(),
@@ -444,15 +436,7 @@ impl<'a> Writer<'a> {
                 return Err(opt_err(v, format!("alignment {a}")));
             }
         }
-        if let Compression::Zstd { level } = o.compression {
-            if !(1..=22).contains(&level) {
-                return Err(opt_err(v, format!("zstd level {level} (use 1-22)")));
-            }
-            if o.canonical {
-                return Err(opt_err(v, "compression in a canonical file"));
-            }
-        }
-        Ok(())
+        check_compression(v, o.compression, o.canonical)
     }
 
     /// Compresses and digests every part, in parallel.
@@ -502,7 +486,14 @@ impl<'a> Writer<'a> {
         match opts.version {
             ZtVersion::V0_1 => v01_write::write(&objects, out),
             ZtVersion::V1_1 => v11_write::write(&objects, &attributes, out),
-            ZtVersion::V2 => v2_write::write(&objects, &attributes, &opts, out),
+            ZtVersion::V2 => {
+                let align = opts.align.unwrap_or(if opts.canonical {
+                    v2_read::CANONICAL_ALIGN
+                } else {
+                    v2_read::ALIGN
+                });
+                v2_write::write(&objects, &attributes, align, out)
+            }
         }
     }
 
@@ -515,11 +506,7 @@ impl<'a> Writer<'a> {
     /// Writes atomically: a temporary file in the same folder, renamed over `path` only
     /// when complete.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
-        let path = path.as_ref();
-        let mut f = AtomicFile::create(path)?;
-        let n = self.write_to(&mut f).map_err(|e| e.in_file(path))?;
-        f.commit()?;
-        Ok(n)
+        write_atomically(path.as_ref(), |f| self.write_to(f))
     }
 }
 
@@ -558,16 +545,4 @@ fn prepare_part<'a>(
         decoded_len,
         digest,
     })
-}
-
-/// Zero bytes up to the next multiple of `align` after `pos`.
-pub(crate) fn pad(out: &mut dyn Write, pos: &mut u64, align: u64) -> Result<()> {
-    let target = pos.next_multiple_of(align);
-    const ZEROS: [u8; 4096] = [0; 4096];
-    while *pos < target {
-        let n = ((target - *pos) as usize).min(ZEROS.len());
-        out.write_all(&ZEROS[..n])?;
-        *pos += n as u64;
-    }
-    Ok(())
 }

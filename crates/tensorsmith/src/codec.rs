@@ -1,8 +1,8 @@
-//! zstd as the zTensor versions use it: plain frames (v0.1/v1.1 `zstd`) and the seekable
-//! format (v2 `zt.zstd-seekable/1`: independent frames plus a seek table in a skippable
-//! frame). Decoding always writes into a buffer of exactly the declared size and fails if
-//! the stream holds more or less: nothing is zero-filled, nothing inflates past the
-//! declaration.
+//! zstd for any format that stores parts compressed: plain frames (zTensor v0.1/v1.1 `zstd`)
+//! and the seekable format (independent frames plus a seek table in a skippable frame;
+//! zTensor v2 `zt.zstd-seekable/1`). Decoding always writes into a buffer of exactly the
+//! declared size and fails if the stream holds more or less: nothing is zero-filled, nothing
+//! inflates past the declaration.
 
 use crate::error::{ErrorKind, Result};
 use rayon::prelude::*;
@@ -41,6 +41,17 @@ fn too_long(expected: u64) -> crate::Error {
     .into()
 }
 
+/// zstd reports a stream that decodes to more than the buffer holds as a buffer "too small":
+/// that is the stream being longer than declared.
+fn decode_error(e: &std::io::Error, expected: u64) -> crate::Error {
+    let msg = e.to_string();
+    if msg.contains("too small") {
+        too_long(expected)
+    } else {
+        ErrorKind::ZtCompression(msg).into()
+    }
+}
+
 fn check_ratio(stored: u64, expected: u64) -> Result<()> {
     if expected > stored.saturating_mul(MAX_ZSTD_RATIO) {
         return Err(ErrorKind::ZtDecodedLength {
@@ -66,14 +77,7 @@ fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<()> {
             actual: n.to_string(),
         }
         .into()),
-        Err(e) => {
-            let msg = e.to_string();
-            if msg.contains("too small") {
-                Err(too_long(expected))
-            } else {
-                Err(ErrorKind::ZtCompression(msg).into())
-            }
-        }
+        Err(e) => Err(decode_error(&e, expected)),
     }
 }
 
@@ -95,14 +99,7 @@ pub fn decompress_exact(src: &[u8], expected: u64) -> Result<Vec<u8>> {
             actual: got.to_string(),
         }
         .into()),
-        Err(e) => {
-            let msg = e.to_string();
-            if msg.contains("too small") {
-                Err(too_long(expected))
-            } else {
-                Err(ErrorKind::ZtCompression(msg).into())
-            }
-        }
+        Err(e) => Err(decode_error(&e, expected)),
     }
 }
 

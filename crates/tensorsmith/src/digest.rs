@@ -1,0 +1,67 @@
+//! Content digests over bytes (CRC-32C, SHA-256, XXH3-64): computing them and checking bytes
+//! against a recorded one. Format-neutral: how a format spells a digest as text is its own
+//! business (zTensor's spellings are in `ztensor/digest.rs`).
+
+use crate::error::{ErrorKind, Result};
+use crate::index::Digest;
+use sha2::Digest as _;
+
+/// Digest algorithms a writer can be asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestKind {
+    Crc32c,
+    Sha256,
+    Xxh3,
+}
+
+impl DigestKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DigestKind::Crc32c => "crc32c",
+            DigestKind::Sha256 => "sha256",
+            DigestKind::Xxh3 => "xxh3",
+        }
+    }
+}
+
+pub fn kind_of(d: &Digest) -> DigestKind {
+    match d {
+        Digest::Crc32c(_) => DigestKind::Crc32c,
+        Digest::Sha256(_) => DigestKind::Sha256,
+        Digest::Xxh3(_) => DigestKind::Xxh3,
+    }
+}
+
+pub fn compute(kind: DigestKind, bytes: &[u8]) -> Digest {
+    match kind {
+        DigestKind::Crc32c => Digest::Crc32c(crc32c::crc32c(bytes)),
+        DigestKind::Sha256 => Digest::Sha256(sha2::Sha256::digest(bytes).into()),
+        DigestKind::Xxh3 => Digest::Xxh3(xxhash_rust::xxh3::xxh3_64(bytes)),
+    }
+}
+
+/// A digest as `algorithm:hex`, for formats that have no spelling of their own.
+pub fn spell(d: &Digest) -> String {
+    match d {
+        Digest::Crc32c(v) => format!("crc32c:{v:08x}"),
+        Digest::Sha256(v) => format!(
+            "sha256:{}",
+            v.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+        Digest::Xxh3(v) => format!("xxh3:{v:016x}"),
+    }
+}
+
+/// Checks `bytes` against `want`. A mismatch names both digests as `spell` writes them, so
+/// the error shows the file's own spelling of the digest it recorded.
+pub fn check(want: &Digest, bytes: &[u8], spell: fn(&Digest) -> String) -> Result<()> {
+    let got = compute(kind_of(want), bytes);
+    if got != *want {
+        return Err(ErrorKind::DigestMismatch {
+            expected: spell(want),
+            actual: spell(&got),
+        }
+        .into());
+    }
+    Ok(())
+}
