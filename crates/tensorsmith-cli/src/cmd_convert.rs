@@ -9,8 +9,7 @@ use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::ZtVersion;
 use tensorsmith::open;
-use tensorsmith::ops::convert::{convert_safetensors, parse_size, ConvertOptions};
-use tensorsmith::ops::convert_ztensor::{convert_ztensor, ZtConvertOptions};
+use tensorsmith::ops::convert::{convert, parse_size, ConvertOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -81,46 +80,27 @@ pub fn run(a: &ConvertArgs) -> u8 {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
-    let opts = ConvertOptions {
-        dtype: a.dtype,
-        rounding: match a.rounding {
+    let opts = ConvertOptions::new()
+        .with_dtype(a.dtype)
+        .with_rounding(match a.rounding {
             RoundingArg::Nearest => Rounding::Nearest,
             RoundingArg::Truncate => Rounding::Truncate,
-        },
-        shard_size: a.shard_size,
-        densify: a.densify,
-    };
-    let to_zt = a.zt_version.is_some() || a.output.extension().is_some_and(|e| e == "zt");
-    if !to_zt {
-        if a.compress.is_some() || a.digest.is_some() {
-            return fail(&"--compress and --digest apply to zTensor output (OUT ending in .zt, or --zt-version)");
-        }
-        return match convert_safetensors(&input, &a.output, &opts) {
-            Ok(_) => EXIT_OK,
-            Err(e) => fail(&e),
-        };
-    }
-    if a.shard_size.is_some() {
-        return fail(&"--shard-size applies to safetensors output");
-    }
-    let version = match a.zt_version.as_deref() {
-        Some("0.1") => ZtVersion::V0_1,
-        Some("1.1") => ZtVersion::V1_1,
-        _ => ZtVersion::V2,
-    };
-    let zopts = ZtConvertOptions {
-        version,
-        compression: a.compress.unwrap_or(Compression::None),
-        digest: a.digest.map(|d| match d {
+        })
+        .with_shard_size(a.shard_size)
+        .with_densify(a.densify)
+        .with_drop_metadata(a.drop_metadata)
+        .with_zt_version(a.zt_version.as_deref().map(|v| match v {
+            "0.1" => ZtVersion::V0_1,
+            "1.1" => ZtVersion::V1_1,
+            _ => ZtVersion::V2,
+        }))
+        .with_compression(a.compress)
+        .with_digest(a.digest.map(|d| match d {
             DigestArg::Crc32c => DigestKind::Crc32c,
             DigestArg::Sha256 => DigestKind::Sha256,
             DigestArg::Xxh3 => DigestKind::Xxh3,
-        }),
-        dtype: opts.dtype,
-        rounding: opts.rounding,
-        drop_metadata: a.drop_metadata,
-    };
-    match convert_ztensor(&input, &a.output, &zopts) {
+        }));
+    match convert(&input, &a.output, &opts) {
         Ok(_) => EXIT_OK,
         Err(e) => fail(&e),
     }

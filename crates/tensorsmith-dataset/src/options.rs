@@ -49,7 +49,10 @@ pub const MIN_SHARD_MB: u64 = 50;
 pub const MAX_SHARD_MB: u64 = 1000;
 pub const DEFAULT_SHARD_MB: u64 = 300;
 
+/// The safetensors-spark options of a write. Built by [`WriteOptions::batch`],
+/// [`WriteOptions::kv`] or from the connector's option names, then adjusted field by field.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct WriteOptions {
     pub naming: Naming,
     /// Target dtype of every tensor; required for numeric and binary input.

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
 use tensorsmith::index::ZtVersion;
-use tensorsmith::ops::convert::{convert_safetensors, ConvertOptions};
-use tensorsmith::ops::convert_ztensor::{convert_ztensor, ZtConvertOptions};
+use tensorsmith::ops::convert::{self as convert_op, writes_ztensor, ConvertOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
 use tensorsmith::{open, Model, OpenOptions};
 
@@ -119,36 +118,20 @@ pub fn convert(
     };
     let dtype = dtype_arg(py, dtype)?;
     let m = open_model(py, src, "mmap")?;
-    let to_zt = zt_version.is_some() || dst.extension().is_some_and(|e| e == "zt");
-    if !to_zt {
-        if compress.is_some() || digest.is_some() {
-            return Err(opt("compress and digest apply to zTensor output".into()));
-        }
-        let o = ConvertOptions {
-            dtype,
-            rounding,
-            shard_size,
-            densify,
-        };
-        let w = py.detach(|| convert_safetensors(&m, &dst, &o)).py_err(py)?;
-        return Ok(w.files);
-    }
-    if shard_size.is_some() {
-        return Err(opt("shard_size applies to safetensors output".into()));
-    }
-    let version = match zt_version.unwrap_or("2") {
-        "0.1" => ZtVersion::V0_1,
-        "1.1" => ZtVersion::V1_1,
-        "2" => ZtVersion::V2,
-        v => {
+    let version = match zt_version {
+        None => None,
+        Some("0.1") => Some(ZtVersion::V0_1),
+        Some("1.1") => Some(ZtVersion::V1_1),
+        Some("2") => Some(ZtVersion::V2),
+        Some(v) => {
             return Err(opt(format!(
                 "zt_version must be '0.1', '1.1' or '2', not {v:?}"
             )))
         }
     };
     let compression = match compress {
-        None => Compression::None,
-        Some(level @ 1..=22) => Compression::Zstd { level },
+        None => None,
+        Some(level @ 1..=22) => Some(Compression::Zstd { level }),
         Some(l) => return Err(opt(format!("compress is a zstd level 1-22, not {l}"))),
     };
     let digest = match digest {
@@ -162,16 +145,24 @@ pub fn convert(
             )))
         }
     };
-    let o = ZtConvertOptions {
-        version,
-        compression,
-        digest,
-        dtype,
-        rounding,
-        drop_metadata,
-    };
-    py.detach(|| convert_ztensor(&m, &dst, &o)).py_err(py)?;
-    Ok(vec![dst])
+    let o = ConvertOptions::new()
+        .with_dtype(dtype)
+        .with_rounding(rounding)
+        .with_shard_size(shard_size)
+        .with_densify(densify)
+        .with_drop_metadata(drop_metadata)
+        .with_zt_version(version)
+        .with_compression(compression)
+        .with_digest(digest);
+    // The library refuses these too; as OptionError here, before the input is read.
+    if writes_ztensor(&dst, &o) {
+        if shard_size.is_some() {
+            return Err(opt("shard_size applies to safetensors output".into()));
+        }
+    } else if compress.is_some() || digest.is_some() {
+        return Err(opt("compress and digest apply to zTensor output".into()));
+    }
+    py.detach(|| convert_op::convert(&m, &dst, &o)).py_err(py)
 }
 
 /// `"5GB"` (decimal), `"2GiB"` (binary) or `"123"` (bytes) as a byte count.

@@ -96,10 +96,7 @@ fn bench_dir() -> PathBuf {
 /// (identical tensors would be stored once by the v2 writer, and read from one hot range).
 fn write_file(path: &Path, version: ZtVersion, total: u64, n: u64) {
     let per = (total / n) & !3;
-    let mut w = Writer::new(WriteOptions {
-        version,
-        ..Default::default()
-    });
+    let mut w = Writer::new(WriteOptions::new().with_version(version));
     for k in 0..n {
         // splitmix64, a stream per tensor
         let mut state = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED;

@@ -123,11 +123,11 @@ fn an_open_ztensor_file_keeps_its_bytes_while_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.zt");
     let write = |v: u8, version: ZtVersion| {
-        let mut w = ZtWriter::new(WriteOptions {
-            version,
-            compression: Compression::Zstd { level: 1 },
-            ..Default::default()
-        });
+        let mut w = ZtWriter::new(
+            WriteOptions::new()
+                .with_version(version)
+                .with_compression(Compression::Zstd { level: 1 }),
+        );
         w.add_dense("t", DType::U8, &[1 << 16], vec![v; 1 << 16])
             .unwrap();
         w.write_file(&path).unwrap();

@@ -4,7 +4,7 @@
 
 mod ztensor_common;
 
-use tensorsmith::ztensor::{self, layout};
+use tensorsmith::ztensor;
 use tensorsmith::OpenOptions;
 use ztensor_common::*;
 
@@ -19,7 +19,7 @@ fn exercise(bytes: &[u8]) {
                 .collect();
             if decoded.len() == t.parts.len() {
                 let refs: Vec<&[u8]> = decoded.iter().map(|b| &b[..]).collect();
-                let _ = layout::check_data(t, &refs);
+                let _ = ztensor::check_data(t, &refs);
             }
         }
     }

@@ -100,12 +100,9 @@ fn writer_matches_reference_bytes() {
 
 #[test]
 fn the_empty_file_is_17_bytes() {
-    let bytes = Writer::new(WriteOptions {
-        version: ZtVersion::V0_1,
-        ..Default::default()
-    })
-    .to_bytes()
-    .unwrap();
+    let bytes = Writer::new(WriteOptions::new().with_version(ZtVersion::V0_1))
+        .to_bytes()
+        .unwrap();
     assert_eq!(bytes, b"ZTEN0001\x80\x01\0\0\0\0\0\0\0");
     assert!(ztensor::parse_bytes(&bytes, &OpenOptions::new())
         .unwrap()
@@ -155,12 +152,12 @@ const V01_DTYPES: [DType; 13] = [
 fn round_trips_every_dtype_raw_and_zstd_with_each_checksum() {
     for digest in [None, Some(DigestKind::Crc32c), Some(DigestKind::Sha256)] {
         for compression in [Compression::None, Compression::Zstd { level: 3 }] {
-            let mut w = Writer::new(WriteOptions {
-                version: ZtVersion::V0_1,
-                compression,
-                digest,
-                ..Default::default()
-            });
+            let mut w = Writer::new(
+                WriteOptions::new()
+                    .with_version(ZtVersion::V0_1)
+                    .with_compression(compression)
+                    .with_digest(digest),
+            );
             for d in V01_DTYPES {
                 w.add_dense(&format!("{d}"), d, &[3, 5], sample(d, 15))
                     .unwrap();
@@ -200,10 +197,7 @@ fn round_trips_every_dtype_raw_and_zstd_with_each_checksum() {
 
 #[test]
 fn writer_refuses_what_v01_cannot_hold() {
-    let mut w = Writer::new(WriteOptions {
-        version: ZtVersion::V0_1,
-        ..Default::default()
-    });
+    let mut w = Writer::new(WriteOptions::new().with_version(ZtVersion::V0_1));
     assert!(matches!(
         w.add_dense("c", DType::C64, &[1], vec![0u8; 8])
             .err()

@@ -146,12 +146,12 @@ const V11_DTYPES: [DType; 17] = [
 fn round_trips_every_dtype_raw_and_zstd_with_each_digest() {
     for digest in [None, Some(DigestKind::Crc32c), Some(DigestKind::Sha256)] {
         for compression in [Compression::None, Compression::Zstd { level: 3 }] {
-            let mut w = Writer::new(WriteOptions {
-                version: ZtVersion::V1_1,
-                compression,
-                digest,
-                ..Default::default()
-            });
+            let mut w = Writer::new(
+                WriteOptions::new()
+                    .with_version(ZtVersion::V1_1)
+                    .with_compression(compression)
+                    .with_digest(digest),
+            );
             for d in V11_DTYPES {
                 w.add_dense(&format!("{d}"), d, &[3, 5], sample(d, 15))
                     .unwrap();
@@ -223,11 +223,11 @@ fn csr_parts<'a>() -> (Component<'a>, Component<'a>, Component<'a>) {
 #[test]
 fn round_trips_sparse_and_quantized_raw_and_zstd() {
     for compression in [Compression::None, Compression::Zstd { level: 3 }] {
-        let mut w = Writer::new(WriteOptions {
-            version: ZtVersion::V1_1,
-            compression,
-            ..Default::default()
-        });
+        let mut w = Writer::new(
+            WriteOptions::new()
+                .with_version(ZtVersion::V1_1)
+                .with_compression(compression),
+        );
         let (v, i, p) = csr_parts();
         w.add_sparse_csr("csr", [3, 4], v.clone(), i, p).unwrap();
         let coords: Vec<u8> = [0u64, 0, 2, 2, 0, 2, 1, 3]
@@ -277,10 +277,7 @@ fn round_trips_sparse_and_quantized_raw_and_zstd() {
 
 #[test]
 fn writer_rejects_what_readers_would() {
-    let mut w = Writer::new(WriteOptions {
-        version: ZtVersion::V1_1,
-        ..Default::default()
-    });
+    let mut w = Writer::new(WriteOptions::new().with_version(ZtVersion::V1_1));
     let e = w
         .add_dense("t", DType::F32, &[2, 3], vec![0u8; 20])
         .err()
@@ -316,20 +313,20 @@ fn writer_rejects_what_readers_would() {
             .kind(),
         ErrorKind::SizeMismatch { .. }
     ));
-    let w = Writer::new(WriteOptions {
-        version: ZtVersion::V1_1,
-        digest: Some(DigestKind::Xxh3),
-        ..Default::default()
-    });
+    let w = Writer::new(
+        WriteOptions::new()
+            .with_version(ZtVersion::V1_1)
+            .with_digest(Some(DigestKind::Xxh3)),
+    );
     assert!(matches!(
         w.to_bytes().err().unwrap().kind(),
         ErrorKind::ZtUnsupportedOption { .. }
     ));
-    let mut w = Writer::new(WriteOptions {
-        version: ZtVersion::V1_1,
-        compression: Compression::Zstd { level: 0 },
-        ..Default::default()
-    });
+    let mut w = Writer::new(
+        WriteOptions::new()
+            .with_version(ZtVersion::V1_1)
+            .with_compression(Compression::Zstd { level: 0 }),
+    );
     assert!(w.add_dense("t", DType::U8, &[1], vec![1u8]).is_err());
 }
 
@@ -653,10 +650,7 @@ fn rejects_duplicate_object_names() {
 
 #[test]
 fn rejects_sparse_sizes_that_do_not_fit_the_shape() {
-    let mut w = Writer::new(WriteOptions {
-        version: ZtVersion::V1_1,
-        ..Default::default()
-    });
+    let mut w = Writer::new(WriteOptions::new().with_version(ZtVersion::V1_1));
     let (v, i, p) = csr_parts();
     w.add_sparse_csr("m", [3, 4], v, i, p).unwrap();
     let good = w.to_bytes().unwrap();
@@ -739,19 +733,19 @@ fn sizes_zstd_sparse_parts_from_their_layout_or_refuses() {
 #[test]
 fn zstd_levels_1_to_22_are_accepted_and_others_refused() {
     for level in [1, 22] {
-        let mut w = Writer::new(WriteOptions {
-            version: ZtVersion::V1_1,
-            compression: Compression::Zstd { level },
-            ..Default::default()
-        });
+        let mut w = Writer::new(
+            WriteOptions::new()
+                .with_version(ZtVersion::V1_1)
+                .with_compression(Compression::Zstd { level }),
+        );
         w.add_dense("t", DType::U8, &[3], vec![1u8, 2, 3]).unwrap();
         assert!(parse(&w.to_bytes().unwrap()).is_ok());
     }
-    let w = Writer::new(WriteOptions {
-        version: ZtVersion::V1_1,
-        compression: Compression::Zstd { level: 23 },
-        ..Default::default()
-    });
+    let w = Writer::new(
+        WriteOptions::new()
+            .with_version(ZtVersion::V1_1)
+            .with_compression(Compression::Zstd { level: 23 }),
+    );
     assert!(w.to_bytes().is_err());
 }
 
@@ -794,10 +788,7 @@ fn v11_sparse_index_parts_are_widened_to_u64() {
             (DType::U32, le(&[0, 2, 3]))
         };
         let coords_dtype = if v11 { DType::I32 } else { DType::U32 };
-        let mut w = Writer::new(WriteOptions {
-            version,
-            ..Default::default()
-        });
+        let mut w = Writer::new(WriteOptions::new().with_version(version));
         w.add_sparse_csr(
             "csr",
             [2, 3],
@@ -844,10 +835,7 @@ fn v11_sparse_index_parts_are_widened_to_u64() {
 /// 1.1.1 refuses a file whose root attributes hold anything but text.
 #[test]
 fn v11_writer_refuses_typed_file_attributes() {
-    let mut w = Writer::new(WriteOptions {
-        version: ZtVersion::V1_1,
-        ..Default::default()
-    });
+    let mut w = Writer::new(WriteOptions::new().with_version(ZtVersion::V1_1));
     let err = match w.set_attributes(meta_map(&[("n", MetaValue::UInt(3))])) {
         Err(e) => e,
         Ok(_) => panic!("typed attribute accepted"),

@@ -206,27 +206,24 @@ fn canonical_writer_sorts_names_places_at_64k_and_digests_everything() {
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    let mut w = Writer::new(WriteOptions {
-        canonical: true,
-        ..Default::default()
-    });
+    let mut w = Writer::new(WriteOptions::new().with_canonical(true));
     // Added out of order: canonical form sorts, and ties identical bytes to one blob.
     w.add_dense("b", DType::F32, &[2, 2], data.clone()).unwrap();
     w.add_dense("a", DType::F32, &[4], data.clone()).unwrap();
     let got = w.to_bytes().unwrap();
     assert_eq!(got, std::fs::read(dir("v2").join("canonical.zt")).unwrap());
-    let mut w = Writer::new(WriteOptions {
-        canonical: true,
-        compression: Compression::Zstd { level: 3 },
-        ..Default::default()
-    });
+    let mut w = Writer::new(
+        WriteOptions::new()
+            .with_canonical(true)
+            .with_compression(Compression::Zstd { level: 3 }),
+    );
     w.add_dense("a", DType::F32, &[4], data.clone()).ok();
     assert!(w.to_bytes().is_err(), "canonical files are raw");
-    let w = Writer::new(WriteOptions {
-        canonical: true,
-        digest: Some(DigestKind::Sha256),
-        ..Default::default()
-    });
+    let w = Writer::new(
+        WriteOptions::new()
+            .with_canonical(true)
+            .with_digest(Some(DigestKind::Sha256)),
+    );
     assert!(w.to_bytes().is_err(), "canonical files use xxh3");
 }
 
@@ -258,12 +255,12 @@ const V2_DTYPES: [DType; 21] = [
 fn round_trips_every_dtype_raw_and_seekable_with_each_digest() {
     for digest in [None, Some(DigestKind::Xxh3), Some(DigestKind::Sha256)] {
         for compression in [Compression::None, Compression::Zstd { level: 3 }] {
-            let mut w = Writer::new(WriteOptions {
-                version: ZtVersion::V2,
-                compression,
-                digest,
-                ..Default::default()
-            });
+            let mut w = Writer::new(
+                WriteOptions::new()
+                    .with_version(ZtVersion::V2)
+                    .with_compression(compression)
+                    .with_digest(digest),
+            );
             for d in V2_DTYPES {
                 w.add_dense(&format!("{d}"), d, &[3, 5], sample(d, 15))
                     .unwrap();
@@ -309,12 +306,12 @@ fn le<T: Copy, const N: usize>(v: &[T], f: fn(T) -> [u8; N]) -> Vec<u8> {
 }
 
 fn sparse_writer(compression: Compression) -> Writer<'static> {
-    let mut w = Writer::new(WriteOptions {
-        version: ZtVersion::V2,
-        compression,
-        digest: Some(DigestKind::Xxh3),
-        ..Default::default()
-    });
+    let mut w = Writer::new(
+        WriteOptions::new()
+            .with_version(ZtVersion::V2)
+            .with_compression(compression)
+            .with_digest(Some(DigestKind::Xxh3)),
+    );
     let values = le(&[1.5f32, -2.0, 3.25, 4.0], f32::to_le_bytes);
     w.add_sparse_csr(
         "csr",
@@ -456,10 +453,7 @@ fn writer_rejects_profile_violations() {
             .kind(),
         ErrorKind::UnsupportedDtype(_)
     ));
-    let w = Writer::new(WriteOptions {
-        digest: Some(DigestKind::Crc32c),
-        ..Default::default()
-    });
+    let w = Writer::new(WriteOptions::new().with_digest(Some(DigestKind::Crc32c)));
     assert!(matches!(
         w.to_bytes().err().unwrap().kind(),
         ErrorKind::ZtUnsupportedOption { .. }

@@ -6,7 +6,7 @@
 
 mod format;
 mod parse;
-pub mod value;
+mod value;
 
 pub use crate::error::GgufRule;
 pub use crate::ggml_type::GgmlType;

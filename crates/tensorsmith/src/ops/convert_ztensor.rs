@@ -2,9 +2,8 @@
 //! and group-quantized zTensor objects carried over part by part, metadata as file
 //! attributes. Raw parts of a memory-mapped input are handed to the writer without a copy.
 
-use crate::cast::{cast, Rounding};
-use crate::digest::DigestKind;
-use crate::dtype::DType;
+use super::convert_options::ConvertOptions;
+use crate::cast::cast;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, ZtVersion};
 use crate::model::Model;
@@ -12,38 +11,26 @@ use crate::ops::inspect::meta_text;
 use crate::ztensor::{Compression, PartData, WriteOptions, Writer};
 use std::path::Path;
 
-/// Options for [`convert_ztensor`].
-#[derive(Debug, Clone)]
-pub struct ZtConvertOptions {
-    pub version: ZtVersion,
-    pub compression: Compression,
-    pub digest: Option<DigestKind>,
-    /// Cast float tensors (F64, F32, F16, BF16) to this dtype.
-    pub dtype: Option<DType>,
-    pub rounding: Rounding,
-    /// v0.1 has no file metadata: drop it instead of refusing.
-    pub drop_metadata: bool,
-}
-
 /// Writes `input` to `out` as zTensor; returns the bytes written.
-pub fn convert_ztensor(input: &Model, out: &Path, opts: &ZtConvertOptions) -> Result<u64> {
+pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
+    let version = opts.zt_version.unwrap_or(ZtVersion::V2);
     let at = |e: Error| e.in_file(Path::new(&input.location));
-    let mut w = Writer::new(WriteOptions {
-        version: opts.version,
-        compression: opts.compression,
-        digest: opts.digest,
-        ..Default::default()
-    });
+    let mut w = Writer::new(
+        WriteOptions::new()
+            .with_version(version)
+            .with_compression(opts.compression.unwrap_or(Compression::None))
+            .with_digest(opts.digest),
+    );
     let index = &input.index;
     if !index.metadata.is_empty() {
-        if opts.version == ZtVersion::V0_1 {
+        if version == ZtVersion::V0_1 {
             if !opts.drop_metadata {
                 return Err(at(Error::new(ErrorKind::Unsupported(format!(
                     "zTensor v0.1 has no file metadata and this model has {} keys (--drop-metadata drops them)",
                     index.metadata.len()
                 )))));
             }
-        } else if opts.version == ZtVersion::V1_1 {
+        } else if version == ZtVersion::V1_1 {
             // 1.1 readers take text values only: typed ones go as their JSON text, as they
             // do to safetensors.
             let text = index

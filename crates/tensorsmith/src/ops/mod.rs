@@ -2,7 +2,9 @@
 //! (summaries and a stable JSON form), hash, diff, convert, densify and verify.
 
 pub mod convert;
-pub mod convert_ztensor;
+mod convert_options;
+mod convert_safetensors;
+mod convert_ztensor;
 pub mod densify;
 pub mod diff;
 pub mod diff_json;

@@ -14,11 +14,11 @@
 //!     println!("{} {} {:?} {} bytes", t.name, t.dtype, t.shape, bytes.len());
 //! }
 //! let report = f.verify();                   // digests and data rules
-//! let mut w = Writer::new(WriteOptions {
-//!     version: ZtVersion::V2,
-//!     compression: Compression::Zstd { level: 3 },
-//!     ..Default::default()
-//! });
+//! let mut w = Writer::new(
+//!     WriteOptions::new()
+//!         .with_version(ZtVersion::V2)
+//!         .with_compression(Compression::Zstd { level: 3 }),
+//! );
 //! w.add_dense("x", DType::F32, &[2], vec![0u8; 8])?;
 //! w.write_file("out.zt")?;
 //! # Ok::<(), tensorsmith::Error>(())
@@ -32,14 +32,14 @@
 //! decoding, verify), `write` (the writer front), `prepared` (what the front hands the
 //! version writers, and blob placement) and `v01_write`/`v11_write`/`v2_write`.
 
-pub mod blobs;
+mod blobs;
 pub mod cbor;
 pub mod digest;
 mod fields;
 mod file;
 mod format;
 mod framing;
-pub mod layout;
+mod layout;
 mod part_type;
 mod prepared;
 pub mod v01_read;
@@ -53,6 +53,7 @@ mod write;
 pub use crate::digest::DigestKind;
 pub use file::{open, parse_bytes, ZtFile};
 pub use format::{decode_part, parse_with, Ztensor};
+pub use layout::check_data;
 pub use write::{Compression, PartData, WriteOptions, Writer};
 
 use crate::bytes::ReadAt;

@@ -27,8 +27,9 @@ pub enum Compression {
     Zstd { level: i32 },
 }
 
-/// Options for a [`Writer`].
+/// Options for a [`Writer`]: [`WriteOptions::new`] and `with_*` methods.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WriteOptions {
     pub version: ZtVersion,
     /// Default for parts that do not say otherwise.
@@ -51,6 +52,42 @@ impl Default for WriteOptions {
             align: None,
             canonical: false,
         }
+    }
+}
+
+impl WriteOptions {
+    /// zTensor v2, raw parts, no digests, default placement.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_version(mut self, version: ZtVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Default compression for parts that do not say otherwise.
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// The digest every part records (`None`: none; v2 canonical files always get xxh3).
+    pub fn with_digest(mut self, digest: impl Into<Option<DigestKind>>) -> Self {
+        self.digest = digest.into();
+        self
+    }
+
+    /// v2 blob placement, a power of two of at least 4096.
+    pub fn with_align(mut self, align: impl Into<Option<u64>>) -> Self {
+        self.align = align.into();
+        self
+    }
+
+    /// v2 canonical form: 64 KiB placement, objects in name order, raw parts, xxh3 digests.
+    pub fn with_canonical(mut self, canonical: bool) -> Self {
+        self.canonical = canonical;
+        self
     }
 }
 

@@ -198,12 +198,12 @@ pub fn rewrite(
     digest: Option<DigestKind>,
     align: Option<u64>,
 ) -> Vec<u8> {
-    let mut w = Writer::new(WriteOptions {
-        version,
-        digest,
-        align,
-        ..Default::default()
-    });
+    let mut w = Writer::new(
+        WriteOptions::new()
+            .with_version(version)
+            .with_digest(digest)
+            .with_align(align),
+    );
     if !f.index().metadata.is_empty() {
         w.set_attributes(f.index().metadata.clone()).unwrap();
     }

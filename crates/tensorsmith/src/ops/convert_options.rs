@@ -1,0 +1,110 @@
+//! What a conversion may change: the output format's options (zTensor version, compression,
+//! digests; safetensors shard size), float casts, densifying, dropping metadata. One options
+//! type for every output format, built with [`ConvertOptions::new`] and `with_*` methods.
+
+use crate::cast::Rounding;
+use crate::digest::DigestKind;
+use crate::dtype::DType;
+use crate::index::ZtVersion;
+use crate::ztensor::Compression;
+
+/// Options for [`crate::ops::convert::convert`].
+///
+/// ```
+/// use tensorsmith::ops::convert::ConvertOptions;
+/// use tensorsmith::dtype::DType;
+/// let o = ConvertOptions::new().with_dtype(DType::F16).with_shard_size(5_000_000_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ConvertOptions {
+    /// Cast float tensors (F64, F32, F16, BF16) to this dtype; others are copied as they are.
+    pub(crate) dtype: Option<DType>,
+    pub(crate) rounding: Rounding,
+    /// Safetensors: shards of at most this many tensor bytes each, plus their index.
+    pub(crate) shard_size: Option<u64>,
+    /// Write sparse tensors as dense ones instead of refusing them.
+    pub(crate) densify: bool,
+    /// zTensor output in this version (also chosen by an output name ending in `.zt`: v2).
+    pub(crate) zt_version: Option<ZtVersion>,
+    /// zTensor: compression of every part.
+    pub(crate) compression: Option<Compression>,
+    /// zTensor: the digest every part records.
+    pub(crate) digest: Option<DigestKind>,
+    /// zTensor v0.1 has no file metadata: drop it instead of refusing.
+    pub(crate) drop_metadata: bool,
+}
+
+impl ConvertOptions {
+    /// Safetensors output (zTensor v2 for a `.zt` name), no casts, nothing dropped.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_dtype(mut self, dtype: impl Into<Option<DType>>) -> Self {
+        self.dtype = dtype.into();
+        self
+    }
+
+    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
+        self.rounding = rounding;
+        self
+    }
+
+    pub fn with_shard_size(mut self, bytes: impl Into<Option<u64>>) -> Self {
+        self.shard_size = bytes.into();
+        self
+    }
+
+    pub fn with_densify(mut self, yes: bool) -> Self {
+        self.densify = yes;
+        self
+    }
+
+    pub fn with_zt_version(mut self, version: impl Into<Option<ZtVersion>>) -> Self {
+        self.zt_version = version.into();
+        self
+    }
+
+    pub fn with_compression(mut self, compression: impl Into<Option<Compression>>) -> Self {
+        self.compression = compression.into();
+        self
+    }
+
+    pub fn with_digest(mut self, digest: impl Into<Option<DigestKind>>) -> Self {
+        self.digest = digest.into();
+        self
+    }
+
+    pub fn with_drop_metadata(mut self, yes: bool) -> Self {
+        self.drop_metadata = yes;
+        self
+    }
+}
+
+/// `5GB` (decimal, as Hugging Face means it), `2GiB` (binary), `123` (bytes).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    let mult: f64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1.0,
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        "KIB" => 1024.0,
+        "MIB" => 1024.0 * 1024.0,
+        "GIB" => 1024.0 * 1024.0 * 1024.0,
+        "TIB" => 1024f64.powi(4),
+        u => return Err(format!("unknown size unit '{u}' in '{s}'")),
+    };
+    let v = (n * mult).round();
+    if !(1.0..=u64::MAX as f64).contains(&v) {
+        return Err(format!("size '{s}' out of range"));
+    }
+    Ok(v as u64)
+}

@@ -1,0 +1,246 @@
+//! Any model to safetensors (one file, or shards plus their index): every tensor streamed from
+//! the open source into the atomic writer,
+//! optionally cast to another float dtype on the way (one chunk at a time, so memory stays
+//! bounded whatever the tensor size).
+
+use super::convert_options::ConvertOptions;
+use crate::cast::{cast, Rounding};
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Layout, TensorInfo};
+use crate::model::Model;
+use crate::safetensors::{TensorData, Writer};
+use crate::sink::write_atomically;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Elements cast per chunk: 1 Mi elements keeps the buffers at a few MiB.
+const CAST_CHUNK_ELEMENTS: u64 = 1 << 20;
+/// Bytes copied per chunk from a model file.
+const COPY_CHUNK: u64 = 8 << 20;
+
+/// A tensor's bytes read from its model in bounded chunks, optionally cast.
+struct ModelRange<'a> {
+    model: &'a Model,
+    tensor: &'a TensorInfo,
+    /// `Some((from, to, rounding))` to cast.
+    cast: Option<(DType, DType, Rounding)>,
+}
+
+impl TensorData for ModelRange<'_> {
+    fn len(&self) -> u64 {
+        let n = self.tensor.byte_len();
+        match self.cast {
+            None => n,
+            Some((from, to, _)) => {
+                n / from.byte_size().unwrap_or(1) as u64 * to.byte_size().unwrap_or(1) as u64
+            }
+        }
+    }
+
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        if !self.model.is_plain(self.tensor) {
+            // Compressed or big-endian: decoded whole (one tensor in memory), then cast.
+            let bytes = self.model.tensor_bytes(self.tensor)?;
+            match self.cast {
+                None => out.write_all(&bytes)?,
+                Some((from, to, rounding)) => out.write_all(&cast(&bytes, from, to, rounding)?)?,
+            }
+            return Ok(());
+        }
+        let r = self.tensor.data_range();
+        let step = match self.cast {
+            None => COPY_CHUNK,
+            Some((from, _, _)) => CAST_CHUNK_ELEMENTS * from.byte_size().expect("float") as u64,
+        };
+        let mut off = r.start;
+        while off < r.end {
+            let end = (off + step).min(r.end);
+            let bytes = self.model.read(self.tensor, off..end)?;
+            match self.cast {
+                None => out.write_all(&bytes)?,
+                Some((from, to, rounding)) => out.write_all(&cast(&bytes, from, to, rounding)?)?,
+            }
+            off = end;
+        }
+        Ok(())
+    }
+}
+
+/// What a conversion wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// Every file written: the output, or the shards then the index.
+    pub files: Vec<PathBuf>,
+    pub bytes: u64,
+}
+
+/// Writes `input`'s tensors and metadata (any format, one file or shards) as safetensors:
+/// one file at `out`, or with `shard_size` shards named after `out` plus their index.
+pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Written> {
+    if let Some(to) = opts.dtype {
+        if !to.is_castable_float() {
+            return Err(Error::new(ErrorKind::UnsupportedCast {
+                from: "float tensors".into(),
+                to: to.to_string(),
+            }));
+        }
+    }
+    let index = &input.index;
+    for t in &index.tensors {
+        let sparse = matches!(t.layout, Layout::SparseCsr | Layout::SparseCoo);
+        if t.layout != Layout::Dense && !(sparse && opts.densify) {
+            let what = match &t.layout {
+                Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
+                Layout::SparseCsr | Layout::SparseCoo => {
+                    format!("a sparse {:?} tensor (--densify writes it dense)", t.layout)
+                }
+                other => format!("a {other:?} tensor"),
+            };
+            return Err(Error::new(ErrorKind::Unsupported(format!(
+                "{what}, which safetensors cannot hold"
+            )))
+            .at_tensor(&t.name)
+            .in_file(Path::new(&input.location)));
+        }
+        if let Some(ty) = t.parts.first().and_then(|p| p.unknown_type()) {
+            return Err(Error::new(ErrorKind::ZtUnknownType(ty.to_string()))
+                .at_tensor(&t.name)
+                .in_file(Path::new(&input.location)));
+        }
+    }
+    let meta: BTreeMap<String, String> = index
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), crate::ops::inspect::meta_text(v)))
+        .collect();
+    let tensors: Vec<&TensorInfo> = index.tensors.iter().collect();
+    let groups = match opts.shard_size {
+        None => vec![tensors],
+        Some(limit) => shard_groups(tensors, limit, opts),
+    };
+    if opts.shard_size.is_none() {
+        let bytes = writer_for(input, &groups[0], &meta, opts)?.write_file(out)?;
+        return Ok(Written {
+            files: vec![out.to_path_buf()],
+            bytes,
+        });
+    }
+    write_shards(input, out, &groups, &meta, opts)
+}
+
+/// Output bytes of a tensor after the optional cast.
+fn out_len(t: &TensorInfo, opts: &ConvertOptions) -> u64 {
+    match opts.dtype {
+        Some(to) if t.dtype.is_castable_float() => t.elements() * to.byte_size().unwrap() as u64,
+        _ => t.byte_len(),
+    }
+}
+
+/// Splits tensors, in file order, into groups of at most `limit` tensor bytes (a tensor
+/// larger than the limit gets a shard of its own), as the Hugging Face splitter does.
+fn shard_groups<'a>(
+    tensors: Vec<&'a TensorInfo>,
+    limit: u64,
+    opts: &ConvertOptions,
+) -> Vec<Vec<&'a TensorInfo>> {
+    let mut groups: Vec<Vec<&TensorInfo>> = vec![Vec::new()];
+    let mut size = 0u64;
+    for t in tensors {
+        let n = out_len(t, opts);
+        let current = groups.last_mut().expect("never empty");
+        if !current.is_empty() && size + n > limit {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += n;
+        groups.last_mut().expect("never empty").push(t);
+    }
+    groups
+}
+
+fn writer_for<'a>(
+    input: &'a Model,
+    tensors: &[&'a TensorInfo],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+) -> Result<Writer<'a>> {
+    let mut w = Writer::new();
+    w.allow_packed_ints(true);
+    if !meta.is_empty() {
+        w.metadata(meta.clone());
+    }
+    for t in tensors {
+        if t.layout != Layout::Dense {
+            let (dtype, dense) = crate::ops::densify::densify(input, t)?;
+            let (dtype, data) = match opts.dtype {
+                Some(to) if to != dtype && dtype.is_castable_float() => {
+                    (to, cast(&dense, dtype, to, opts.rounding)?)
+                }
+                _ => (dtype, dense),
+            };
+            w.add(&t.name, dtype, &t.shape, data)?;
+            continue;
+        }
+        let (dtype, cast) = match opts.dtype {
+            Some(to) if to != t.dtype && t.dtype.is_castable_float() => {
+                (to, Some((t.dtype, to, opts.rounding)))
+            }
+            _ => (t.dtype, None),
+        };
+        let data = ModelRange {
+            model: input,
+            tensor: t,
+            cast,
+        };
+        w.add(&t.name, dtype, &t.shape, data)?;
+    }
+    Ok(w)
+}
+
+/// `model.safetensors` → `model-00001-of-00003.safetensors` … and
+/// `model.safetensors.index.json`, next to `out`. Shards are written first, each atomically;
+/// the index last, so a reader never finds an index naming a shard that is not complete.
+fn write_shards(
+    input: &Model,
+    out: &Path,
+    groups: &[Vec<&TensorInfo>],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+) -> Result<Written> {
+    let dir = out.parent().unwrap_or(Path::new("."));
+    let file = out
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = file
+        .strip_suffix(".safetensors")
+        .unwrap_or(&file)
+        .to_owned();
+    let n = groups.len();
+    let mut weight_map = BTreeMap::new();
+    let mut files = Vec::with_capacity(n + 1);
+    let (mut bytes, mut total_size) = (0, 0);
+    for (i, group) in groups.iter().enumerate() {
+        let name = format!("{stem}-{:05}-of-{n:05}.safetensors", i + 1);
+        let path = dir.join(&name);
+        bytes += writer_for(input, group, meta, opts)?.write_file(&path)?;
+        for t in group {
+            weight_map.insert(t.name.clone(), serde_json::Value::String(name.clone()));
+            total_size += out_len(t, opts);
+        }
+        files.push(path);
+    }
+    let index = serde_json::json!({
+        "metadata": {"total_size": total_size},
+        "weight_map": weight_map,
+    });
+    let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
+    text.push('\n');
+    let index_path = dir.join(format!("{stem}{}", crate::model::INDEX_SUFFIX));
+    write_atomically(&index_path, |f| Ok(f.write_all(text.as_bytes())?))?;
+    bytes += text.len() as u64;
+    files.push(index_path);
+    Ok(Written { files, bytes })
+}
