@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tensorsmith::safetensors::{parse_bytes};
+use tensorsmith::safetensors::parse_bytes;
 use tensorsmith::OpenOptions;
 
 fuzz_target!(|input: &[u8]| {

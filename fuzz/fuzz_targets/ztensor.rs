@@ -9,11 +9,8 @@ use tensorsmith::ztensor::{decode_part, parse_bytes};
 use tensorsmith::OpenOptions;
 
 fuzz_target!(|file: &[u8]| {
-    let opts = OpenOptions {
-        // Keep manifests within what the fuzzer's inputs can hold anyway.
-        max_manifest_len: 1 << 20,
-        ..OpenOptions::new()
-    };
+    // Keep manifests within what the fuzzer's inputs can hold anyway.
+    let opts = OpenOptions::new().with_max_manifest_len(1 << 20);
     let Ok(parsed) = parse_bytes(file, &opts) else {
         return;
     };
