@@ -17,7 +17,10 @@ pub enum DatasetCommand {
     Info(InfoArgs),
     /// Check every shard against the manifest (presence, sizes, headers, schema, sample
     /// counts) and the index; exit 0 sound, 1 problems found, 2 unreadable.
-    Verify(InfoArgs),
+    Verify(VerifyArgs),
+    /// Remove the staging folders of writers that died before committing or aborting (a
+    /// heartbeat older than --older-than); a live writer's folder is never touched.
+    Clean(CleanArgs),
     /// Write a dataset back to one Parquet file (batch mode: a row per sample; KV mode: a
     /// row per tensor with the tensor struct).
     Export(ExportArgs),
@@ -97,11 +100,41 @@ pub struct InfoArgs {
     json: bool,
 }
 
+#[derive(Args)]
+pub struct VerifyArgs {
+    dir: PathBuf,
+    /// Report staging folders whose writer's heartbeat is older than this (24h, 30m, 90s).
+    #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "24h")]
+    stale_after: std::time::Duration,
+}
+
+#[derive(Args)]
+pub struct CleanArgs {
+    dir: PathBuf,
+    /// Remove staging folders whose writer's heartbeat is older than this (24h, 30m, 90s).
+    #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "24h")]
+    older_than: std::time::Duration,
+}
+
 pub fn run(c: &DatasetCommand) -> u8 {
     match c {
         DatasetCommand::Write(a) => write(a),
         DatasetCommand::Info(a) => info(a),
         DatasetCommand::Verify(a) => verify(a),
+        DatasetCommand::Clean(a) => match tensorsmith_dataset::clean(&a.dir, a.older_than) {
+            Ok(removed) => {
+                for p in &removed {
+                    println!("removed {}", shown(p));
+                }
+                println!(
+                    "{}: {} stale staging folders removed",
+                    shown(&a.dir),
+                    removed.len()
+                );
+                EXIT_OK
+            }
+            Err(e) => fail(&e),
+        },
         DatasetCommand::Export(a) => match tensorsmith_dataset::export(&a.dir, &a.out) {
             Ok(rows) => {
                 eprintln!("{}: {rows} rows", shown(&a.out));
@@ -112,8 +145,8 @@ pub fn run(c: &DatasetCommand) -> u8 {
     }
 }
 
-fn verify(a: &InfoArgs) -> u8 {
-    match tensorsmith_dataset::verify(&a.dir) {
+fn verify(a: &VerifyArgs) -> u8 {
+    match tensorsmith_dataset::verify_with(&a.dir, a.stale_after) {
         Ok(r) if r.is_ok() => {
             println!(
                 "ok: {} ({} shards, {} tensors)",

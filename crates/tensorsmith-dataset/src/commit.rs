@@ -198,5 +198,7 @@ pub(crate) fn commit(
             }
         }
     }
+    // Staging folders of writers that died before their commit or abort go with this one.
+    let _ = crate::staging::clean(out, crate::staging::DEFAULT_STALE_AFTER);
     Ok(manifest)
 }

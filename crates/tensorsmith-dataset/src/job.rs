@@ -12,12 +12,12 @@ use crate::job_options::{Progress, WriteMode};
 use crate::manifest::Manifest;
 use crate::options::WriteOptions;
 use crate::plan::Plan;
+use crate::staging::{Heartbeat, DEFAULT_HEARTBEAT, JOB_STAGING_PREFIX};
 use crate::task::run_task;
 use crate::task_context::with_ctx;
 use crate::task_report::TaskReport;
 use std::path::{Path, PathBuf};
-
-pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
+use std::time::Duration;
 
 /// The job's staging folder in `dir`. Job ids are 1 to 64 of `[A-Za-z0-9_-]`, so the folder
 /// is always a child of `dir`.
@@ -33,6 +33,16 @@ pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
         ));
     }
     Ok(dir.join(format!("{JOB_STAGING_PREFIX}{job_id}")))
+}
+
+/// Starts job `job_id` in `dir` (on the driver, before any task): its staging folder, with a
+/// marker whose heartbeat is renewed every `every` until the returned [`Heartbeat`] is
+/// dropped or stopped (after the commit or the abort). A driver that dies stops renewing it,
+/// and the folder becomes stale: `staging::clean` (and the next commit) removes it.
+pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat> {
+    let staging = job_staging(dir, job_id)?;
+    std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+    Heartbeat::start(&staging, every)
 }
 
 /// Writes the whole of `input` as task `task` of job `job_id`: shards into the job's staging
@@ -52,6 +62,9 @@ pub fn write_task(
     let staging = job_staging(dir, job_id)?;
     let plan = Plan::new(input, opts)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+    // Tasks renew the job's heartbeat while they write too: the folder stays fresh for as
+    // long as any of its tasks runs, whatever becomes of the process that started the job.
+    let _beat = Heartbeat::start(&staging, DEFAULT_HEARTBEAT)?;
     with_ctx(&plan, input, opts, &staging, progress, true, |ctx| {
         run_task(ctx, task, 0..u64::MAX)
     })

@@ -38,6 +38,8 @@ pub struct JobOptions {
     /// Read Parquet only through the arrow-rs reader, never copying shards straight from
     /// pages (parquet_direct). The output is the same; for comparisons and tests.
     pub(crate) reader_only: bool,
+    /// How often the staging folder's heartbeat is renewed (`None`: every minute).
+    pub(crate) heartbeat: Option<std::time::Duration>,
 }
 
 impl JobOptions {
@@ -60,6 +62,16 @@ impl JobOptions {
     pub fn with_reader_only(mut self, yes: bool) -> Self {
         self.reader_only = yes;
         self
+    }
+
+    /// How often the write renews its staging folder's heartbeat (default: every minute).
+    pub fn with_heartbeat(mut self, every: std::time::Duration) -> Self {
+        self.heartbeat = Some(every);
+        self
+    }
+
+    pub(crate) fn heartbeat(&self) -> std::time::Duration {
+        self.heartbeat.unwrap_or(std::time::Duration::from_secs(60))
     }
 
     pub fn mode(&self) -> WriteMode {

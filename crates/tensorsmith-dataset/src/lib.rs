@@ -9,12 +9,14 @@
 //! the `_tensor_index.parquet` reader and the Parquet pre-check are public modules; what
 //! else callers use is re-exported here.
 
-// Bottom: errors, options, the dataset's own files (manifest, tensor index), Parquet checks.
+// Bottom: errors, options, the dataset's own files (manifest, tensor index, staging folders),
+// Parquet checks.
 mod error;
 mod job_options;
 mod manifest;
 mod options;
 pub mod parquet_guard;
+mod staging;
 pub mod tensor_index_file;
 // Input.
 mod input;
@@ -34,6 +36,7 @@ mod kv_strategy;
 mod parquet_direct;
 mod plan;
 mod shard_record;
+mod staging;
 mod task;
 mod task_context;
 mod task_report;
@@ -47,12 +50,16 @@ pub use error::{DatasetError, Result};
 pub use export::export;
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
-pub use job::{abort_job, commit_job, write_task};
+pub use job::{abort_job, commit_job, start_job, write_task};
 pub use job_options::{JobOptions, Progress, WriteMode};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{Dataset, DatasetMode, Tensor};
+pub use staging::{
+    clean, parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder,
+    DEFAULT_HEARTBEAT, DEFAULT_STALE_AFTER,
+};
 pub use task_report::TaskReport;
 pub use tensor_index_file::IndexEntry;
-pub use verify::{verify, DatasetReport};
+pub use verify::{verify, verify_with, DatasetReport};
 pub use write::write_dataset;

@@ -5,9 +5,11 @@
 use crate::error::Result;
 use crate::manifest::{Manifest, INDEX_NAME};
 use crate::read::{Dataset, DatasetMode};
+use crate::staging::{stale_folders, DEFAULT_STALE_AFTER};
 use crate::tensor_index_file;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::time::Duration;
 
 /// What `verify` found: problems, one line each (empty when the dataset is sound).
 #[derive(Debug, Default)]
@@ -23,7 +25,14 @@ impl DatasetReport {
     }
 }
 
+/// [`verify_with`] reporting staging folders idle for more than 24 hours.
 pub fn verify(dir: &Path) -> Result<DatasetReport> {
+    verify_with(dir, DEFAULT_STALE_AFTER)
+}
+
+/// Checks `dir` against its manifest, and reports the staging folders of dead writers (a
+/// heartbeat older than `stale_after`; `tensorsmith dataset clean` removes them).
+pub fn verify_with(dir: &Path, stale_after: Duration) -> Result<DatasetReport> {
     let m = Manifest::read(dir)?;
     let mut r = DatasetReport {
         shards: m.shards.len(),
@@ -153,5 +162,24 @@ pub fn verify(dir: &Path) -> Result<DatasetReport> {
                 .push(format!("{n}: a shard file the manifest does not list"));
         }
     }
+    for f in stale_folders(dir, stale_after)? {
+        r.problems.push(format!(
+            "{}: the staging folder of a writer that stopped {} ago without committing or aborting (`tensorsmith dataset clean` removes it)",
+            f.path.file_name().unwrap_or_default().to_string_lossy(),
+            human_duration(f.idle)
+        ));
+    }
     Ok(r)
+}
+
+/// `3d 4h`, `5h 12m`, `7m 3s`, `12s`: an idle time for people.
+fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    let (days, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (days, h, m) {
+        (0, 0, 0) => format!("{sec}s"),
+        (0, 0, _) => format!("{m}m {sec}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{days}d {h}h"),
+    }
 }

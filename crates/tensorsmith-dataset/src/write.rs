@@ -11,13 +11,12 @@ use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
+use crate::staging::{Heartbeat, STAGING_PREFIX};
 use crate::task::run_task;
 use crate::task_context::{with_ctx, Ctx};
 use crate::task_report::TaskReport;
 use std::ops::Range;
 use std::path::Path;
-
-const STAGING_PREFIX: &str = "_tensorsmith_staging-";
 
 /// Writes `input` as a dataset in `out`.
 pub fn write_dataset(
@@ -47,16 +46,20 @@ pub fn write_dataset(
         uuid::Uuid::new_v4()
     ));
     std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let result = with_ctx(
-        &plan,
-        input,
-        opts,
-        &staging,
-        progress,
-        !job.reader_only,
-        |ctx| run_tasks(ctx, ctx.input.total_rows(), threads),
-    )
-    .and_then(|reports| commit(out, &staging, reports, opts, job.mode));
+    // The heartbeat lives until the commit is done: a clean beside this write never takes
+    // its staging folder.
+    let result = Heartbeat::start(&staging, job.heartbeat()).and_then(|_beat| {
+        with_ctx(
+            &plan,
+            input,
+            opts,
+            &staging,
+            progress,
+            !job.reader_only,
+            |ctx| run_tasks(ctx, ctx.input.total_rows(), threads),
+        )
+        .and_then(|reports| commit(out, &staging, reports, opts, job.mode))
+    });
     let _ = std::fs::remove_dir_all(&staging);
     result
 }

@@ -219,3 +219,27 @@ impl DatasetReader {
         ))
     }
 }
+
+/// A job's heartbeat, kept by the driver from the job's start to its commit or abort: the
+/// staging folder's marker is renewed every minute, so `dataset clean` (and the next commit)
+/// can tell a dead driver's folder from a live one.
+#[pyclass(module = "tensorsmith._native")]
+pub struct JobHeartbeat {
+    beat: Option<tensorsmith_dataset::Heartbeat>,
+}
+
+#[pymethods]
+impl JobHeartbeat {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult<Self> {
+        let beat =
+            tensorsmith_dataset::start_job(&path, job_id, tensorsmith_dataset::DEFAULT_HEARTBEAT)
+                .py_err(py)?;
+        Ok(JobHeartbeat { beat: Some(beat) })
+    }
+
+    /// Stops renewing (before the commit or the abort removes the folder).
+    fn stop(&mut self) {
+        self.beat = None;
+    }
+}

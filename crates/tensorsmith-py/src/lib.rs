@@ -15,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::Bytes>()?;
     m.add_class::<file::File>()?;
     m.add_class::<dataset::DatasetReader>()?;
+    m.add_class::<dataset::JobHeartbeat>()?;
     m.add_function(wrap_pyfunction!(save::serialize, m)?)?;
     m.add_function(wrap_pyfunction!(save::serialize_file, m)?)?;
     m.add_function(wrap_pyfunction!(save::parse_bytes, m)?)?;

@@ -246,14 +246,28 @@ def _kv_rows(f, arrow_schema, sep, name_col):
     return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
 
 
+# Heartbeats of the jobs this driver runs, by job id (kept out of the writer, which is
+# pickled to the executors).
+_HEARTBEATS = {}
+
+
+def _stop_heartbeat(job_id):
+    beat = _HEARTBEATS.pop(job_id, None)
+    if beat is not None:
+        beat.stop()
+
+
 class _Writer(DataSourceArrowWriter):
     def __init__(self, path, options, overwrite):
         _native.check_options(options)  # on the driver: a typo fails before any task runs
         self.path = path
         self.options = options
         self.mode = "overwrite" if overwrite else "append"
-        # One id per job: the staging folder every task writes into.
+        # One id per job: the staging folder every task writes into. The driver marks it
+        # and renews its heartbeat until the commit or the abort, so a clean never takes a
+        # live job's folder and the folder of a driver that died is known as stale.
         self.job_id = uuid.uuid4().hex
+        _HEARTBEATS[self.job_id] = _native.JobHeartbeat(path, self.job_id)
 
     def write(self, iterator):
         from pyspark import TaskContext
@@ -268,9 +282,11 @@ class _Writer(DataSourceArrowWriter):
 
     def commit(self, messages):
         reports = [m.report for m in messages if m is not None and m.report]
+        _stop_heartbeat(self.job_id)
         _native.commit_job_reports(self.path, self.job_id, reports, self.options, self.mode)
 
     def abort(self, messages):
+        _stop_heartbeat(self.job_id)
         _native.abort_job_shards(self.path, self.job_id)
 
 

@@ -1,0 +1,250 @@
+//! Staging folders (`_tensorsmith_staging-*` of `write_dataset`, `_tensorsmith_job-*` of a
+//! distributed job) and their liveness. Each carries a marker with its start time and a
+//! heartbeat its writer renews; a folder whose heartbeat is older than a limit belongs to a
+//! writer that died between its tasks and its commit or abort, and `clean` removes it. A live
+//! writer's folder is never touched: its heartbeat is always fresh.
+
+use crate::error::{DatasetError, Result};
+use crate::manifest::MANIFEST_NAME;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Prefix of `write_dataset`'s staging folders.
+pub const STAGING_PREFIX: &str = "_tensorsmith_staging-";
+/// Prefix of a distributed job's staging folder.
+pub const JOB_STAGING_PREFIX: &str = "_tensorsmith_job-";
+/// The marker inside a staging folder: `{"started_ms": …, "heartbeat_ms": …}`.
+pub const MARKER_NAME: &str = "_tensorsmith_heartbeat.json";
+/// How often a writer renews its heartbeat.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(60);
+/// Heartbeats older than this mark a dead writer's folder (`dataset clean`, `verify`, and
+/// every commit).
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn read_marker(folder: &Path) -> Option<(u64, u64)> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join(MARKER_NAME)).ok()?).ok()?;
+    Some((v["started_ms"].as_u64()?, v["heartbeat_ms"].as_u64()?))
+}
+
+/// Writes (or renews) the marker of `folder`: the start time is kept, the heartbeat is now.
+/// Written under a temporary name and renamed, so a reader never sees half a marker.
+pub fn mark(folder: &Path) -> Result<()> {
+    let now = now_ms();
+    let started = read_marker(folder).map_or(now, |(s, _)| s);
+    let text = format!("{{\"started_ms\": {started}, \"heartbeat_ms\": {now}}}\n");
+    // A name of its own: several tasks (threads or processes) may renew one folder at once.
+    let tmp = folder.join(format!(".{MARKER_NAME}.{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, text).map_err(|e| DatasetError::io(&tmp, e))?;
+    let to = folder.join(MARKER_NAME);
+    std::fs::rename(&tmp, &to).map_err(|e| DatasetError::io(&to, e))
+}
+
+/// A heartbeat kept by a background thread until dropped (or [`Heartbeat::stop`]ped).
+pub struct Heartbeat {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    failed: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    /// Marks `folder` now and renews the mark every `every` until stopped.
+    pub fn start(folder: &Path, every: Duration) -> Result<Heartbeat> {
+        mark(folder)?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let failed = Arc::new(AtomicBool::new(false));
+        let (s, f, dir) = (stop.clone(), failed.clone(), folder.to_path_buf());
+        let thread = std::thread::spawn(move || {
+            let (lock, cv) = &*s;
+            let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                let (guard, _) = cv
+                    .wait_timeout(stopped, every)
+                    .unwrap_or_else(|p| p.into_inner());
+                stopped = guard;
+                if *stopped {
+                    return;
+                }
+                // A folder removed by the commit or abort ends the heartbeat.
+                if !dir.is_dir() || mark(&dir).is_err() {
+                    f.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        });
+        Ok(Heartbeat {
+            stop,
+            failed,
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether a renewal failed (the folder is gone or unwritable).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Stops the renewals and waits for the thread.
+    pub fn stop(&mut self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One staging folder in a dataset folder.
+#[derive(Debug, Clone)]
+pub struct StagingFolder {
+    pub path: PathBuf,
+    /// Time since the last heartbeat (folders without a marker, from older writers: since the
+    /// newest change to the folder or a file in it).
+    pub idle: Duration,
+    /// Milliseconds since the epoch at the writer's start, when the marker says.
+    pub started_ms: Option<u64>,
+}
+
+/// Milliseconds since the epoch of the newest change to `folder` or a file directly in it.
+fn newest_change_ms(folder: &Path) -> u64 {
+    let ms = |m: std::io::Result<std::fs::Metadata>| {
+        m.ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    let mut newest = ms(std::fs::metadata(folder));
+    if let Ok(entries) = std::fs::read_dir(folder) {
+        for e in entries.flatten() {
+            newest = newest.max(ms(e.metadata()));
+        }
+    }
+    newest
+}
+
+/// Every staging folder directly in `dir`, oldest heartbeat first.
+pub fn staging_folders(dir: &Path) -> Result<Vec<StagingFolder>> {
+    let now = now_ms();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))? {
+        let e = e.map_err(|e| DatasetError::io(dir, e))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(STAGING_PREFIX) || name.starts_with(JOB_STAGING_PREFIX))
+            || !e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            continue;
+        }
+        let path = e.path();
+        let (started_ms, beat) = match read_marker(&path) {
+            Some((s, b)) => (Some(s), b),
+            None => (None, newest_change_ms(&path)),
+        };
+        out.push(StagingFolder {
+            idle: Duration::from_millis(now.saturating_sub(beat)),
+            started_ms,
+            path,
+        });
+    }
+    out.sort_by_key(|f| std::cmp::Reverse(f.idle));
+    Ok(out)
+}
+
+/// Staging folders in `dir` idle for longer than `older_than`.
+pub fn stale_folders(dir: &Path, older_than: Duration) -> Result<Vec<StagingFolder>> {
+    Ok(staging_folders(dir)?
+        .into_iter()
+        .filter(|f| f.idle > older_than)
+        .collect())
+}
+
+/// Removes the staging folders of `dir` idle for longer than `older_than` and returns them.
+/// Refuses a folder that is neither a dataset (no manifest) nor holds staging folders.
+pub fn clean(dir: &Path, older_than: Duration) -> Result<Vec<PathBuf>> {
+    if !dir.is_dir() {
+        return Err(DatasetError::input(format!(
+            "{}: not a dataset folder (no such directory)",
+            dir.display()
+        )));
+    }
+    let all = staging_folders(dir)?;
+    if all.is_empty() && !dir.join(MANIFEST_NAME).exists() {
+        return Err(DatasetError::input(format!(
+            "{}: not a dataset folder (no {MANIFEST_NAME} and no tensorsmith staging folders)",
+            dir.display()
+        )));
+    }
+    let mut removed = Vec::new();
+    for f in all.into_iter().filter(|f| f.idle > older_than) {
+        std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
+        removed.push(f.path);
+    }
+    Ok(removed)
+}
+
+/// `24h`, `30m`, `90s`, `7d`, `500ms`: a duration as the command line gives it.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad duration '{s}' (e.g. 24h, 30m, 90s, 7d)"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" | "" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        u => {
+            return Err(format!(
+                "unknown duration unit '{u}' in '{s}' (ms, s, m, h, d)"
+            ))
+        }
+    };
+    n.checked_mul(ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("duration '{s}' out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_as_the_command_line_gives_them() {
+        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("h").is_err() && parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn marks_keep_the_start_and_renew_the_heartbeat() {
+        let d = tempfile::tempdir().unwrap();
+        mark(d.path()).unwrap();
+        let (s1, b1) = read_marker(d.path()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        mark(d.path()).unwrap();
+        let (s2, b2) = read_marker(d.path()).unwrap();
+        assert_eq!(s1, s2);
+        assert!(b2 > b1);
+    }
+}
