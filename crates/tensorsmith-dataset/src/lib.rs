@@ -36,7 +36,6 @@ mod kv_strategy;
 mod parquet_direct;
 mod plan;
 mod shard_record;
-mod staging;
 mod task;
 mod task_context;
 mod task_report;
@@ -54,7 +53,7 @@ pub use job::{abort_job, commit_job, start_job, write_task};
 pub use job_options::{JobOptions, Progress, WriteMode};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
-pub use read::{Dataset, DatasetMode, Tensor};
+pub use read::{ColumnView, Dataset, DatasetMode, Tensor};
 pub use staging::{
     clean, parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder,
     DEFAULT_HEARTBEAT, DEFAULT_STALE_AFTER,

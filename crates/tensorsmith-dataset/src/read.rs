@@ -7,9 +7,12 @@
 use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, INDEX_NAME};
 use crate::tensor_index_file;
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use tensorsmith::bytes::ReadAt;
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::SafetensorsFile;
 
@@ -17,6 +20,17 @@ use tensorsmith::safetensors::SafetensorsFile;
 pub enum DatasetMode {
     Batch,
     Kv,
+}
+
+/// A column's rows as they lie in a shard: borrowed from the shard's memory map when they are
+/// one contiguous run (always, within a shard), gathered into a new buffer across shards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnView<'a> {
+    pub name: String,
+    pub dtype: DType,
+    /// The rows' shape: `[rows, sample dims...]`, or the sample's dims for one sample.
+    pub shape: Vec<u64>,
+    pub data: Cow<'a, [u8]>,
 }
 
 /// One tensor read from a dataset: its dtype, shape and little-endian bytes.
@@ -122,26 +136,30 @@ impl Dataset {
             .collect())
     }
 
-    /// Sample `i` (batch mode): one tensor per column, without the batch dimension.
-    pub fn sample(&self, i: u64) -> Result<Vec<(String, Tensor)>> {
+    /// Samples before each shard (batch mode): shard `k` holds samples
+    /// `shard_starts()[k]..shard_starts()[k] + samples_count`.
+    pub fn shard_starts(&self) -> &[u64] {
+        &self.starts
+    }
+
+    fn batch_only(&self, what: &str) -> Result<()> {
         if self.mode != DatasetMode::Batch {
-            return Err(DatasetError::input(
-                "sample(i) is for batch-mode datasets; use tensor(key)",
-            ));
-        }
-        if i >= self.manifest.total_samples {
             return Err(DatasetError::input(format!(
-                "sample {i} is out of range: the dataset has {}",
-                self.manifest.total_samples
+                "{what} is for batch-mode datasets; use tensor(key)"
             )));
         }
-        let shard = self.starts.partition_point(|&s| s <= i) - 1;
-        let row = i - self.starts[shard];
+        Ok(())
+    }
+
+    /// Rows `rows` of every column of shard `shard` (batch mode), borrowed from its map: one
+    /// contiguous run per column, as shards hold samples row-major.
+    pub fn shard_rows(&self, shard: usize, rows: Range<u64>) -> Result<Vec<ColumnView<'_>>> {
+        self.batch_only("shard_rows")?;
         let f = self.file(shard)?;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(f.index().tensors.len());
         for t in &f.index().tensors {
             let n = *t.shape.first().unwrap_or(&0);
-            if row >= n {
+            if rows.end > n || rows.start > rows.end {
                 return Err(DatasetError::Corrupt {
                     path: f.path().to_path_buf(),
                     msg: format!(
@@ -150,19 +168,110 @@ impl Dataset {
                     ),
                 });
             }
-            let view = f.tensor(&t.name)?;
-            let rows = row..row + 1;
-            let (shape, bytes) = view.slice(std::slice::from_ref(&rows))?;
-            out.push((
-                t.name.clone(),
-                Tensor {
-                    dtype: t.dtype,
-                    shape: shape[1..].to_vec(),
-                    data: bytes.into_owned(),
-                },
-            ));
+            // Rows are contiguous: row r's bytes are [r * row_bytes, (r + 1) * row_bytes).
+            let r = t.data_range();
+            let row_bits = (r.end - r.start) * 8 / n.max(1);
+            if row_bits % 8 != 0 {
+                return Err(DatasetError::Corrupt {
+                    path: f.path().to_path_buf(),
+                    msg: format!(
+                        "tensor '{}': a sample is not a whole number of bytes",
+                        t.name
+                    ),
+                });
+            }
+            let row_bytes = row_bits / 8;
+            let start = r.start + rows.start * row_bytes;
+            let bytes = f
+                .source()
+                .read(start..start + (rows.end - rows.start) * row_bytes)?;
+            let mut shape = t.shape.to_vec();
+            shape[0] = rows.end - rows.start;
+            out.push(ColumnView {
+                name: t.name.clone(),
+                dtype: t.dtype,
+                shape,
+                data: bytes,
+            });
         }
         Ok(out)
+    }
+
+    /// Samples `range` (batch mode) as one batch per column: borrowed from the map when the
+    /// range lies in one shard, gathered where it spans shards.
+    pub fn rows(&self, range: Range<u64>) -> Result<Vec<ColumnView<'_>>> {
+        self.batch_only("rows(a..b)")?;
+        let total = self.manifest.total_samples;
+        if range.start > range.end || range.end > total {
+            return Err(DatasetError::input(format!(
+                "rows {}..{} are out of range: the dataset has {total}",
+                range.start, range.end
+            )));
+        }
+        if range.is_empty() {
+            let mut cols = self.shard_rows(0, 0..0)?;
+            for c in &mut cols {
+                c.data = Cow::Owned(Vec::new());
+            }
+            return Ok(cols);
+        }
+        let first = self.starts.partition_point(|&s| s <= range.start) - 1;
+        let mut out: Option<Vec<ColumnView<'_>>> = None;
+        let mut shard = first;
+        while shard < self.starts.len() && self.starts[shard] < range.end {
+            let s = self.starts[shard];
+            let n = self.manifest.shards[shard].samples_count;
+            let local = range.start.max(s) - s..range.end.min(s + n) - s;
+            let part = self.shard_rows(shard, local.clone())?;
+            out = Some(match out {
+                None => part,
+                Some(mut acc) => {
+                    for (a, p) in acc.iter_mut().zip(part) {
+                        a.data.to_mut().extend_from_slice(&p.data);
+                        a.shape[0] += local.end - local.start;
+                    }
+                    acc
+                }
+            });
+            shard += 1;
+        }
+        Ok(out.unwrap_or_default())
+    }
+
+    /// Sample `i` (batch mode): one view per column, without the batch dimension, borrowed
+    /// from the shard's map.
+    pub fn sample_view(&self, i: u64) -> Result<Vec<ColumnView<'_>>> {
+        self.batch_only("sample(i)")?;
+        if i >= self.manifest.total_samples {
+            return Err(DatasetError::input(format!(
+                "sample {i} is out of range: the dataset has {}",
+                self.manifest.total_samples
+            )));
+        }
+        let mut cols = self.rows(i..i + 1)?;
+        for c in &mut cols {
+            c.shape.remove(0);
+        }
+        Ok(cols)
+    }
+
+    /// Sample `i` (batch mode): one tensor per column, without the batch dimension (owned; see
+    /// [`Dataset::sample_view`] for the zero-copy form).
+    pub fn sample(&self, i: u64) -> Result<Vec<(String, Tensor)>> {
+        Ok(self
+            .sample_view(i)?
+            .into_iter()
+            .map(|c| {
+                (
+                    c.name,
+                    Tensor {
+                        dtype: c.dtype,
+                        shape: c.shape,
+                        data: c.data.into_owned(),
+                    },
+                )
+            })
+            .collect())
     }
 
     fn keys(&self) -> Result<&HashMap<String, usize>> {

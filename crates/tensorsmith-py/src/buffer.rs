@@ -1,19 +1,19 @@
 //! `Bytes`: read-only bytes exported to Python through the buffer protocol, so NumPy
-//! (`np.frombuffer`) views them without a copy. The bytes are either a range of an opened
-//! model's memory map (the model is kept alive by the object) or an owned buffer (decoded,
-//! decompressed or densified data).
+//! (`np.frombuffer`) views them without a copy. The bytes are either a range of a memory map
+//! (an opened model's, a dataset's shard: its owner is kept alive by the object) or an owned
+//! buffer (decoded, decompressed, densified or gathered data).
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use std::any::Any;
 use std::os::raw::c_int;
 use std::sync::Arc;
-use tensorsmith::Model;
 
 enum Store {
-    /// `len` bytes at address `addr` inside a mapping owned by `_model`.
+    /// `len` bytes at address `addr` inside a mapping owned by `_owner`.
     Mapped {
-        _model: Arc<Model>,
+        _owner: Arc<dyn Any + Send + Sync>,
         addr: usize,
         len: usize,
     },
@@ -26,14 +26,22 @@ pub struct Bytes {
 }
 
 impl Bytes {
-    /// Bytes borrowed from `model`'s mapping; `data` must point into it.
-    pub fn mapped(model: Arc<Model>, data: &[u8]) -> Bytes {
+    /// Bytes borrowed from a mapping `owner` keeps alive; `data` must point into it.
+    pub fn mapped(owner: Arc<dyn Any + Send + Sync>, data: &[u8]) -> Bytes {
         Bytes {
             store: Store::Mapped {
                 addr: data.as_ptr() as usize,
                 len: data.len(),
-                _model: model,
+                _owner: owner,
             },
+        }
+    }
+
+    /// Borrowed bytes as a view that keeps `owner` alive, owned ones as they are.
+    pub fn of(owner: &Arc<dyn Any + Send + Sync>, data: std::borrow::Cow<'_, [u8]>) -> Bytes {
+        match data {
+            std::borrow::Cow::Borrowed(b) => Bytes::mapped(Arc::clone(owner), b),
+            std::borrow::Cow::Owned(v) => Bytes::owned(v),
         }
     }
 

@@ -12,9 +12,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tensorsmith_dataset::{
-    abort_job, commit_job, write_dataset as write_rust, write_task, Dataset, DatasetMode, Input,
-    JobOptions, Progress, TaskReport, WriteMode, WriteOptions,
+    abort_job, commit_job, write_dataset as write_rust, write_task, ColumnView, Dataset,
+    DatasetMode, Input, JobOptions, Progress, TaskReport, WriteMode, WriteOptions,
 };
 
 /// Takes the Arrow C stream that `obj.__arrow_c_stream__()` exports.
@@ -157,8 +158,30 @@ pub fn abort_job_shards(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult
 /// mode).
 #[pyclass(frozen, module = "tensorsmith._native")]
 pub struct DatasetReader {
-    ds: Dataset,
+    /// Shared with every zero-copy `Bytes` handed out: the shards' maps live while any view
+    /// of them does.
+    ds: Arc<Dataset>,
     keys: Vec<String>,
+}
+
+impl DatasetReader {
+    fn owner(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&self.ds) as Arc<dyn std::any::Any + Send + Sync>
+    }
+
+    fn items(&self, cols: Vec<ColumnView<'_>>) -> Vec<Item> {
+        let owner = self.owner();
+        cols.into_iter()
+            .map(|c| {
+                (
+                    c.name,
+                    c.dtype.safetensors_name(),
+                    c.shape,
+                    Bytes::of(&owner, c.data),
+                )
+            })
+            .collect()
+    }
 }
 
 type Item = (String, &'static str, Vec<u64>, Bytes);
@@ -172,7 +195,10 @@ impl DatasetReader {
             DatasetMode::Kv => ds.tensor_keys().py_err(py)?,
             DatasetMode::Batch => Vec::new(),
         };
-        Ok(DatasetReader { ds, keys })
+        Ok(DatasetReader {
+            ds: Arc::new(ds),
+            keys,
+        })
     }
 
     /// "batch" or "kv".
@@ -200,12 +226,36 @@ impl DatasetReader {
         self.ds.manifest().to_json()
     }
 
-    /// Sample `i` (batch mode): `(column, dtype, shape, bytes)` per column.
+    /// Sample `i` (batch mode): `(column, dtype, shape, bytes)` per column; the bytes are a
+    /// view of the shard's map.
     fn sample(&self, py: Python<'_>, i: u64) -> PyResult<Vec<Item>> {
-        let s = py.detach(|| self.ds.sample(i)).py_err(py)?;
-        Ok(s.into_iter()
-            .map(|(k, t)| (k, t.dtype.safetensors_name(), t.shape, Bytes::owned(t.data)))
-            .collect())
+        let cols = self.ds.sample_view(i).py_err(py)?;
+        Ok(self.items(cols))
+    }
+
+    /// Samples `a..b` (batch mode) as one batch per column: a view of the shard's map when
+    /// they lie in one shard, gathered where they span shards.
+    fn rows(&self, py: Python<'_>, a: u64, b: u64) -> PyResult<Vec<Item>> {
+        let cols = py.detach(|| self.ds.rows(a..b)).py_err(py)?;
+        Ok(self.items(cols))
+    }
+
+    /// Every sample of shard `k` (batch mode), one batch per column, as views of its map.
+    fn shard(&self, py: Python<'_>, k: usize) -> PyResult<Vec<Item>> {
+        if k >= self.ds.shard_starts().len() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "shard {k} of {}",
+                self.ds.shard_starts().len()
+            )));
+        }
+        let n = self.ds.manifest().shards[k].samples_count;
+        let cols = py.detach(|| self.ds.shard_rows(k, 0..n)).py_err(py)?;
+        Ok(self.items(cols))
+    }
+
+    /// Samples before each shard (batch mode).
+    fn shard_starts(&self) -> Vec<u64> {
+        self.ds.shard_starts().to_vec()
     }
 
     /// A tensor by key (KV mode).

@@ -146,7 +146,9 @@ impl File {
             })
             .py_err(py)?;
         Ok(match bytes {
-            Cow::Borrowed(b) => Bytes::mapped(Arc::clone(model), b),
+            Cow::Borrowed(b) => {
+                Bytes::mapped(Arc::clone(model) as Arc<dyn std::any::Any + Send + Sync>, b)
+            }
             Cow::Owned(v) => Bytes::owned(v),
         })
     }

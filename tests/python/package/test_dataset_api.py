@@ -101,3 +101,63 @@ def test_dataloader_when_torch_is_installed(tmp_path):
     tensorsmith.write_dataset(t, tmp_path / "d", batch_size=4, dtype="F32", columns="x")
     loader = torch.utils.data.DataLoader(tensorsmith.Dataset(tmp_path / "d"), batch_size=4)
     assert [b["x"].shape for b in loader] == [(4, 4), (4, 4)]
+
+
+def _zero_copy(arr):
+    """Whether `arr` views a tensorsmith buffer over a shard's map (no copy was made)."""
+    base = arr
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return isinstance(base, memoryview) and getattr(base.obj, "zero_copy", False) or \
+        getattr(base, "zero_copy", False)
+
+
+def _big(tmp_path, n=40, batch=8):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, 5)).astype(np.float32)
+    t = pa.table({"x": pa.array(list(x), type=pa.list_(pa.float32())),
+                  "h": pa.array(list(x[:, :2]), type=pa.list_(pa.float32()))})
+    tensorsmith.write_dataset(t, tmp_path / "d", batch_size=batch, dtype="BF16", threads=2)
+    return x.astype(ml_dtypes.bfloat16), tensorsmith.Dataset(tmp_path / "d")
+
+
+def test_samples_are_read_only_views_of_the_shard_maps(tmp_path):
+    x, ds = _big(tmp_path)
+    for i in (0, 7, 8, 39, -1):
+        s = ds[i]["x"]
+        assert s.dtype == np.dtype(ml_dtypes.bfloat16) and not s.flags.writeable
+        assert _zero_copy(s), i
+        assert s.view(np.uint16).tolist() == x[i].view(np.uint16).tolist()
+    with pytest.raises(ValueError):
+        ds[0]["x"][0] = 1
+
+
+def test_slices_are_views_within_a_shard_and_gathered_across(tmp_path):
+    x, ds = _big(tmp_path)
+    inside = ds[8:16]["x"]  # shard 1 exactly
+    assert inside.shape == (8, 5) and _zero_copy(inside)
+    across = ds[5:21]
+    assert across["x"].shape == (16, 5) and across["h"].shape == (16, 2)
+    assert not _zero_copy(across["x"])  # gathered: a new buffer
+    assert across["x"].view(np.uint16).tolist() == x[5:21].view(np.uint16).tolist()
+    assert ds[3:3]["x"].shape == (0, 5)
+    assert ds[30:100]["x"].shape == (10, 5)
+    stepped = ds[1:20:3]["x"]
+    assert stepped.view(np.uint16).tolist() == x[1:20:3].view(np.uint16).tolist()
+
+
+@pytest.mark.parametrize("shuffle", [None, 7])
+@pytest.mark.parametrize("size", [1, 8, 12, 40, 64])
+def test_batches_in_order_and_shuffled(tmp_path, shuffle, size):
+    x, ds = _big(tmp_path)
+    got = list(ds.batches(size, shuffle=shuffle))
+    order = np.arange(40) if shuffle is None else np.random.default_rng(shuffle).permutation(40)
+    assert [len(b["x"]) for b in got] == [min(size, 40 - a) for a in range(0, 40, size)]
+    flat = np.concatenate([b["x"] for b in got])
+    assert flat.view(np.uint16).tolist() == x[order].view(np.uint16).tolist()
+    if shuffle is None and size == 8:
+        assert all(_zero_copy(b["x"]) for b in got)  # every batch is one shard
+    dropped = list(ds.batches(size, shuffle=shuffle, drop_last=True))
+    assert len(dropped) == 40 // size
+    with pytest.raises(tensorsmith.OptionError):
+        next(ds.batches(0))

@@ -7,6 +7,7 @@ package (NumPy by default; `tensorsmith.numpy` and `tensorsmith.torch` mirror
 NumPy views of its memory map where the dtype allows, without a copy.
 """
 
+import bisect
 import json
 import os
 
@@ -239,15 +240,30 @@ def _arrow_stream(data):
 
 class Dataset:
     """A dataset in the safetensors-spark layout, map-style: `len(ds)` and `ds[i]` (PyTorch's
-    DataLoader can use it as it is). Batch mode: `ds[i]` is sample i, a dict column -> array.
+    DataLoader can use it as it is).
+
+    Batch mode: `ds[i]` is sample i, a dict column -> array; `ds[a:b]` a batch of samples;
+    `ds.batches(256, shuffle=seed)` iterates over batches. Arrays are read-only NumPy views
+    of the shards' memory maps (no copy; bf16 and the 8-bit floats through ml_dtypes), except
+    where a batch spans shards or is shuffled, which gathers it into a new array.
+
     KV mode: `ds[i]` is {"key": key, "tensor": array} for the i-th key in sorted order, and
-    `ds["key"]` the tensor of that key."""
+    `ds["key"]` the tensor of that key.
+
+        ds = tensorsmith.Dataset("out/")
+        x = ds[0]["x"]                       # a view into the shard's map
+        for batch in ds.batches(256, shuffle=0):
+            train(batch["x"])
+    """
 
     def __init__(self, path, framework="np"):
         self._framework = _framework(framework)
         self._r = _native.DatasetReader(os.fspath(path))
         self._len = len(self._r)
         self._keys = self._r.keys() if self._r.mode == "kv" else []
+        if self._r.mode == "batch":
+            self._starts = self._r.shard_starts()
+            self._shards = [None] * len(self._starts)
 
     @property
     def mode(self):
@@ -266,20 +282,99 @@ class Dataset:
         name, dtype, shape, buf = item
         return name, _out(_array(buf, dtype, shape), self._framework, dtype)
 
-    def __getitem__(self, i):
-        if isinstance(i, str):
-            if self.mode != "kv":
-                raise TypeError("tensors by key are for KV-mode datasets")
-            return self._one(self._r.tensor(i))[1]
+    def _shard(self, k):
+        """Shard k's columns as whole-shard NumPy views (mapped once, then cached)."""
+        cols = self._shards[k]
+        if cols is None:
+            cols = self._shards[k] = {
+                name: (dtype, _array(buf, dtype, shape))
+                for name, dtype, shape, buf in self._r.shard(k)
+            }
+        return cols
+
+    def _locate(self, i):
+        k = bisect.bisect_right(self._starts, i) - 1
+        return k, i - self._starts[k]
+
+    def _index(self, i):
         i = int(i)
         if i < 0:
             i += self._len
         if not 0 <= i < self._len:
             raise IndexError(f"index {i} out of range for a dataset of {self._len}")
+        return i
+
+    def _batch(self, a, b):
+        """Samples a..b as {column: array}: views within a shard, gathered across shards."""
+        if a >= b:
+            return {name: _out(_array(buf, dtype, shape), self._framework, dtype)
+                    for name, dtype, shape, buf in self._r.rows(a, b)}
+        k, row = self._locate(a)
+        end = self._starts[k + 1] if k + 1 < len(self._starts) else self._len
+        if b <= end:
+            return {name: _out(arr[row:row + (b - a)], self._framework, dtype)
+                    for name, (dtype, arr) in self._shard(k).items()}
+        return dict(self._one(t) for t in self._r.rows(a, b))
+
+    def __getitem__(self, i):
+        if isinstance(i, str):
+            if self.mode != "kv":
+                raise TypeError("tensors by key are for KV-mode datasets")
+            return self._one(self._r.tensor(i))[1]
+        if isinstance(i, slice):
+            if self.mode != "batch":
+                raise TypeError("slices are for batch-mode datasets")
+            a, b, step = i.indices(self._len)
+            if step != 1:
+                return self._gather(np.arange(a, b, step))
+            return self._batch(a, max(a, b))
+        i = self._index(i)
         if self.mode == "kv":
             key = self._keys[i]
             return {"key": key, "tensor": self._one(self._r.tensor(key))[1]}
-        return dict(self._one(t) for t in self._r.sample(i))
+        k, row = self._locate(i)
+        if self._framework == "np":
+            return {name: arr[row] for name, (_, arr) in self._shard(k).items()}
+        return {name: _out(arr[row], self._framework, dtype)
+                for name, (dtype, arr) in self._shard(k).items()}
+
+    def _gather(self, idx):
+        """Samples `idx` (any order) as {column: new array}, one fancy index per shard."""
+        idx = np.asarray(idx, dtype=np.int64)
+        shard_of = np.searchsorted(self._starts, idx, side="right") - 1
+        out = None
+        for k in np.unique(shard_of):
+            sel = shard_of == k
+            local = idx[sel] - self._starts[k]
+            cols = self._shard(int(k))
+            if out is None:
+                out = {name: (dtype, np.empty((len(idx),) + arr.shape[1:], arr.dtype))
+                       for name, (dtype, arr) in cols.items()}
+            for name, (dtype, arr) in cols.items():
+                out[name][1][sel] = arr[local]
+        if out is None:
+            return self._batch(0, 0)
+        return {name: _out(arr, self._framework, dtype) for name, (dtype, arr) in out.items()}
+
+    def batches(self, batch_size, shuffle=None, drop_last=False):
+        """Batches of `batch_size` samples (batch mode), as {column: array}. In order, a batch
+        within one shard is a view of its map; one that spans shards is gathered. With
+        `shuffle=seed`, samples come in the order of NumPy's `default_rng(seed).permutation`,
+        gathered one fancy index per shard."""
+        if self.mode != "batch":
+            raise TypeError("batches are for batch-mode datasets")
+        batch_size = int(batch_size)
+        if batch_size < 1:
+            raise OptionError(f"batch_size must be at least 1, not {batch_size}")
+        n = self._len
+        stop = n - n % batch_size if drop_last else n
+        if shuffle is None:
+            for a in range(0, stop, batch_size):
+                yield self._batch(a, min(a + batch_size, n))
+            return
+        order = np.random.default_rng(shuffle).permutation(n)
+        for a in range(0, stop, batch_size):
+            yield self._gather(order[a:a + batch_size])
 
 
 __all__ = [
