@@ -68,6 +68,16 @@ impl AtomicFile {
         self.written
     }
 
+    /// The temporary file itself, with everything written so far flushed to it: for
+    /// kernel-side copies into it (`copy_file_range`). Writes made through it are not counted
+    /// by [`AtomicFile::written`].
+    pub fn file(&mut self) -> Result<&mut File> {
+        let out = self.out.as_mut().expect("not yet committed");
+        out.flush()
+            .map_err(|e| Error::from(e).in_file(&self.dest))?;
+        Ok(out.get_mut())
+    }
+
     /// Flushes and fsyncs what is written so far, still under the temporary name: the slow
     /// part of a commit, for callers that want the rename itself to be quick.
     pub fn sync(&mut self) -> Result<()> {
