@@ -54,6 +54,8 @@ fn write_input(path: &Path, mib: u64) {
 }
 
 /// Runs the binary with `args`; returns (exit code, peak RSS in MiB) from wait4.
+// The child is reaped by wait4 (which also gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn peak_rss_mib(args: &[&std::ffi::OsStr]) -> (i32, u64) {
     let child = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
         .args(args)
