@@ -89,6 +89,23 @@ impl PartSource for ModelPart<'_> {
 
 /// Writes `input` to `out` as zTensor; returns the bytes written.
 pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
+    ztensor_writer(input, out, opts)?.write_file(out)
+}
+
+/// Adds `input`'s tensors to the zTensor v2 file `existing` (crash-safe; names already in it
+/// are refused); returns the new file's length.
+pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> Result<u64> {
+    if opts.zt_version.is_some_and(|v| v != ZtVersion::V2) {
+        return Err(Error::new(ErrorKind::Unsupported(
+            "append: only to zTensor v2 files".into(),
+        ))
+        .in_file(existing));
+    }
+    crate::ztensor::append(existing, ztensor_writer(input, existing, opts)?)
+}
+
+/// A writer holding every tensor of `input`, its bytes to be read as the writer reaches them.
+fn ztensor_writer<'m>(input: &'m Model, out: &Path, opts: &ConvertOptions) -> Result<Writer<'m>> {
     let version = opts.zt_version.unwrap_or(ZtVersion::V2);
     let at = |e: Error| e.in_file(Path::new(&input.location));
     let mut w = Writer::new(
@@ -172,5 +189,5 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Resu
             }
         }
     }
-    w.write_file(out)
+    Ok(w)
 }

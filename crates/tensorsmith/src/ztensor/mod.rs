@@ -32,7 +32,8 @@
 //! decoding, verify), `write` (the writer front), `part_source` (part bytes in memory or read
 //! on demand), `stream` (parts compressed by worker threads in a bounded window and written
 //! in file order), `prepared` (where each part went, for the manifests) and
-//! `v01_write`/`v11_write`/`v2_write` (each version's part order and manifest).
+//! `v01_write`/`v11_write`/`v2_write` (each version's part order and manifest), and
+//! `v2_append` (objects added to a v2 file, crash-safe).
 
 mod blobs;
 pub mod cbor;
@@ -50,6 +51,7 @@ pub mod v01_read;
 mod v01_write;
 pub mod v11_read;
 mod v11_write;
+mod v2_append;
 pub mod v2_read;
 mod v2_write;
 mod write;
@@ -59,6 +61,7 @@ pub use file::{open, parse_bytes, ZtFile};
 pub use format::{decode_part, parse_with, Ztensor};
 pub use layout::check_data;
 pub use part_source::{PartBytes, PartSource};
+pub use v2_append::append;
 pub use write::{Compression, PartData, WriteOptions, Writer};
 
 use crate::bytes::ReadAt;

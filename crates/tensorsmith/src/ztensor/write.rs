@@ -141,6 +141,14 @@ pub(crate) struct Object<'a> {
     pub parts: Vec<PartData<'a>>,
 }
 
+/// What [`Writer::stream_parts`] leaves for the manifest.
+pub(crate) struct Streamed {
+    pub objects: Vec<PlacedObject>,
+    pub attributes: BTreeMap<String, MetaValue>,
+    /// The v2 placement.
+    pub align: u64,
+}
+
 /// Collects tensors and writes them as one zTensor file.
 pub struct Writer<'a> {
     opts: WriteOptions,
@@ -495,6 +503,37 @@ impl<'a> Writer<'a> {
     /// order, compressed a few ahead by worker threads; lazy parts are read as they go.
     pub fn write_to(self, out: &mut dyn Rewind) -> Result<u64> {
         self.check_options()?;
+        let magic: &[u8] = match self.opts.version {
+            ZtVersion::V0_1 => &v01_read::MAGIC[..],
+            ZtVersion::V1_1 => &v11_read::MAGIC[..],
+            ZtVersion::V2 => &v2_read::MAGIC[..],
+        };
+        out.write_all(magic)?;
+        let mut pos = magic.len() as u64;
+        let version = self.opts.version;
+        let streamed = self.stream_parts(out, &mut pos)?;
+        match version {
+            ZtVersion::V0_1 => v01_write::finish(&streamed.objects, out, pos),
+            ZtVersion::V1_1 => v11_write::finish(&streamed.objects, &streamed.attributes, out, pos),
+            ZtVersion::V2 => v2_write::finish(
+                &streamed.objects,
+                &streamed.attributes,
+                streamed.align,
+                out,
+                pos,
+            ),
+        }
+    }
+
+    /// The names of the objects added so far.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.objects.iter().map(|o| o.name.as_str())
+    }
+
+    /// Streams every part into `out` from `*pos` on (what is before is not touched), in the
+    /// version's file order; returns where each went, for the manifest.
+    pub(crate) fn stream_parts(self, out: &mut dyn Rewind, pos: &mut u64) -> Result<Streamed> {
+        self.check_options()?;
         let mut opts = self.opts;
         if opts.version == ZtVersion::V2 && opts.canonical {
             opts.digest = Some(DigestKind::Xxh3);
@@ -508,28 +547,19 @@ impl<'a> Writer<'a> {
         } else {
             v2_read::ALIGN
         });
-        let (magic, place): (&[u8], Placement) = match opts.version {
-            ZtVersion::V0_1 => (
-                &v01_read::MAGIC[..],
-                Placement {
-                    align: v01_read::ALIGN,
-                    v2_blobs: false,
-                },
-            ),
-            ZtVersion::V1_1 => (
-                &v11_read::MAGIC[..],
-                Placement {
-                    align: v11_read::ALIGN,
-                    v2_blobs: false,
-                },
-            ),
-            ZtVersion::V2 => (
-                &v2_read::MAGIC[..],
-                Placement {
-                    align: v2_align,
-                    v2_blobs: true,
-                },
-            ),
+        let place = match opts.version {
+            ZtVersion::V0_1 => Placement {
+                align: v01_read::ALIGN,
+                v2_blobs: false,
+            },
+            ZtVersion::V1_1 => Placement {
+                align: v11_read::ALIGN,
+                v2_blobs: false,
+            },
+            ZtVersion::V2 => Placement {
+                align: v2_align,
+                v2_blobs: true,
+            },
         };
         // Each object's parts in the version's file order.
         let orders: Vec<Vec<usize>> = objects
@@ -569,9 +599,7 @@ impl<'a> Writer<'a> {
                 })
             })
             .collect();
-        out.write_all(magic)?;
-        let mut pos = magic.len() as u64;
-        let written = stream::write_parts(&jobs, &place, out, &mut pos)?;
+        let written = stream::write_parts(&jobs, &place, out, pos)?;
         drop(jobs);
         let mut written = written.into_iter();
         let placed: Vec<PlacedObject> = objects
@@ -606,11 +634,11 @@ impl<'a> Writer<'a> {
                 }
             })
             .collect();
-        match opts.version {
-            ZtVersion::V0_1 => v01_write::finish(&placed, out, pos),
-            ZtVersion::V1_1 => v11_write::finish(&placed, &self.attributes, out, pos),
-            ZtVersion::V2 => v2_write::finish(&placed, &self.attributes, v2_align, out, pos),
-        }
+        Ok(Streamed {
+            objects: placed,
+            attributes: self.attributes,
+            align: v2_align,
+        })
     }
 
     pub fn to_bytes(self) -> Result<Vec<u8>> {
