@@ -105,10 +105,6 @@ fn a_name_already_there_or_a_file_not_v2_is_refused_and_the_file_kept() {
     let e = convert(&input, &path, &ConvertOptions::new().with_append(true)).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Unsupported(_)), "{e}");
     assert!(e.to_string().contains("'a' is already in the file"), "{e}");
-    assert!(
-        e.to_string().contains("'a'") || e.to_string().contains("a"),
-        "{e}"
-    );
     assert!(e.to_string().contains("m.zt"), "{e}");
     assert_eq!(std::fs::read(&path).unwrap(), old);
 
