@@ -49,3 +49,39 @@ fn uncast_safetensors_convert_copies_in_the_kernel_and_keeps_the_bytes() {
     );
     assert!(calls < 200, "{calls} read calls for 64 MiB");
 }
+
+/// Tensors whose data lie in another order than the writer's (it sorts by dtype, then name):
+/// copied run by run (a and b join, c breaks the run), each tensor's bytes in its place.
+#[test]
+fn tensors_out_of_order_and_apart_are_copied_to_their_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    // Data: c (16 bytes), a (8), b (24); the writer's order is a, b, c.
+    let header = br#"{"a":{"dtype":"U8","shape":[8],"data_offsets":[16,24]},"b":{"dtype":"U8","shape":[24],"data_offsets":[24,48]},"c":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}"#;
+    let mut h = header.to_vec();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut bytes = (h.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&h);
+    bytes.extend((0..48u8).map(|i| i.wrapping_mul(7)));
+    std::fs::write(&input, &bytes).unwrap();
+    let model = tensorsmith::open(input.to_str().unwrap(), &OpenOptions::new()).unwrap();
+    let out = dir.path().join("out.safetensors");
+    convert(&model, &out, &ConvertOptions::new()).unwrap();
+    let back = tensorsmith::open(out.to_str().unwrap(), &OpenOptions::new()).unwrap();
+    for t in &model.index.tensors {
+        let u = back
+            .index
+            .tensors
+            .iter()
+            .find(|u| u.name == t.name)
+            .unwrap();
+        assert_eq!(
+            back.tensor_bytes(u).unwrap(),
+            model.tensor_bytes(t).unwrap(),
+            "{}",
+            t.name
+        );
+    }
+}
