@@ -1,6 +1,7 @@
 //! `tensorsmith convert IN OUT`: any model (safetensors, GGUF, zTensor, shards) to safetensors
 //! (one file or `--shard-size` shards) or to zTensor (OUT ending in `.zt`, or `--zt-version`),
-//! optionally casting float tensors with `--dtype` and `--rounding`.
+//! optionally casting float tensors with `--dtype` and `--rounding`; `--append` adds to an
+//! existing zTensor v2 file.
 
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::{Args, ValueEnum};
@@ -66,6 +67,10 @@ pub struct ConvertArgs {
     /// plus OUT's `.index.json` (Hugging Face convention).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     shard_size: Option<u64>,
+    /// Add IN's tensors to the existing zTensor v2 file OUT (names already in it are
+    /// refused; a crash leaves the old file or the new one).
+    #[arg(long)]
+    append: bool,
     #[command(flatten)]
     open: OpenArgs,
 }
@@ -89,6 +94,7 @@ pub fn run(a: &ConvertArgs) -> u8 {
         .with_shard_size(a.shard_size)
         .with_densify(a.densify)
         .with_drop_metadata(a.drop_metadata)
+        .with_append(a.append)
         .with_zt_version(a.zt_version.as_deref().map(|v| match v {
             "0.1" => ZtVersion::V0_1,
             "1.1" => ZtVersion::V1_1,

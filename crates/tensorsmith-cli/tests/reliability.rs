@@ -3,8 +3,10 @@
 //! - `convert` killed (SIGKILL) at random points leaves the destination holding either the
 //!   previous complete file or the new complete file, never anything else; leftovers are
 //!   temporary files, and the next write to that destination removes them.
-//! - `convert` onto a filesystem that fills up fails with exit 2 and "No space left", and
-//!   leaves neither a partial file nor a temporary file behind.
+//! - `convert --append` killed at random points leaves the zTensor v2 file old or new.
+//! - `convert` onto a filesystem that fills up (in the middle of a streamed part, raw or
+//!   zstd, or of an append) fails with exit 2 and "No space left", and leaves neither a
+//!   partial file nor a temporary file behind.
 //! - headers that claim terabytes, huge shapes or deep nesting are refused within a small
 //!   address-space limit: memory follows the real file size, not what the file claims (the
 //!   two-million-tensor header is measured in `crates/tensorsmith/tests/memory_bound.rs`).
@@ -65,6 +67,11 @@ impl Rng {
 /// Writes a safetensors file of `tensors` F32 tensors of `floats` elements each, filled
 /// from `fill`.
 fn write_f32_file(path: &Path, tensors: usize, floats: usize, fill: u32) {
+    write_f32_file_named(path, "layer", tensors, floats, fill)
+}
+
+/// [`write_f32_file`] with tensors named `{prefix}.{i}.weight`.
+fn write_f32_file_named(path: &Path, prefix: &str, tensors: usize, floats: usize, fill: u32) {
     let mut w = Writer::new();
     for i in 0..tensors {
         let data: Vec<u8> = (0..floats)
@@ -73,7 +80,7 @@ fn write_f32_file(path: &Path, tensors: usize, floats: usize, fill: u32) {
             })
             .collect();
         w.add(
-            &format!("layer.{i}.weight"),
+            &format!("{prefix}.{i}.weight"),
             DType::F32,
             &[floats as u64],
             data,
@@ -213,6 +220,80 @@ fn convert_to_ztensor_killed_at_random_points_leaves_old_or_new_file() {
 }
 
 #[test]
+fn append_killed_at_random_points_leaves_old_or_new_file() {
+    // The old file: a v2 file of 8 MiB; each round appends 32 MiB (zstd, xxh3) to a fresh
+    // copy of it, killed at a random point.
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.safetensors");
+    write_f32_file(&small, 4, 1 << 19, 0x01d);
+    let old = dir.path().join("old.zt");
+    let o = run(&["convert".as_ref(), small.as_os_str(), old.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let old_bytes = std::fs::read(&old).unwrap();
+    let input = dir.path().join("in.safetensors");
+    write_f32_file_named(&input, "added", 16, 1 << 19, 0x5eed);
+    let dest = dir.path().join("out.zt");
+    let append = || {
+        let mut c = bin();
+        c.args([
+            "convert".as_ref(),
+            "--append".as_ref(),
+            input.as_os_str(),
+            dest.as_os_str(),
+            "--compress".as_ref(),
+            "zstd".as_ref(),
+            "--digest".as_ref(),
+            "xxh3".as_ref(),
+        ]);
+        c
+    };
+    std::fs::copy(&old, &dest).unwrap();
+    let t = Instant::now();
+    let o = append().output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let full = t.elapsed();
+    let new_bytes = std::fs::read(&dest).unwrap();
+    assert_ne!(new_bytes, old_bytes);
+    let mut rng = Rng::from_env();
+    let (mut saw_old, mut saw_new) = (0, 0);
+    for round in 0..kill_count() {
+        std::fs::copy(&old, &dest).unwrap();
+        let delay = Duration::from_micros(rng.below(full.as_micros() as u64 * 6 / 5));
+        let mut child = append()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().unwrap();
+        let after = std::fs::read(&dest).expect("the file still exists");
+        if after == new_bytes {
+            saw_new += 1;
+        } else {
+            assert!(
+                after == old_bytes,
+                "round {round}, killed after {delay:?}: the file is neither old nor new"
+            );
+            saw_old += 1;
+        }
+        for t in temps_of(dir.path(), "out.zt") {
+            assert!(std::fs::metadata(&t).unwrap().len() <= new_bytes.len() as u64);
+        }
+    }
+    eprintln!(
+        "append: {} kills over {full:?}: old {saw_old}, new {saw_new}",
+        kill_count()
+    );
+    // The next append removes the dead writers' temps.
+    std::fs::copy(&old, &dest).unwrap();
+    let o = append().output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&dest).unwrap(), new_bytes);
+    assert_eq!(temps_of(dir.path(), "out.zt"), Vec::<PathBuf>::new());
+}
+
+#[test]
 fn sharded_convert_killed_at_random_points_leaves_a_readable_model() {
     // Shards are written one by one, each atomically, then the index: after a kill the index
     // (if any) names only complete shards, so the folder always opens as a model.
@@ -328,16 +409,26 @@ fn convert_onto_a_full_disk_fails_cleanly_and_keeps_the_old_file() {
         Vec::<PathBuf>::new()
     );
 
-    // zTensor writers too, every version.
-    for v in ["0.1", "1.1", "2"] {
+    // zTensor writers too, every version, raw and zstd (a stream per part for v0.1/v1.1,
+    // seekable frames for v2: the disk fills in the middle of a streamed part).
+    for (v, more) in [
+        ("0.1", &[][..]),
+        ("1.1", &[][..]),
+        ("2", &[][..]),
+        ("0.1", &["--compress", "zstd:1", "--digest", "sha256"][..]),
+        ("1.1", &["--compress", "zstd:1", "--digest", "crc32c"][..]),
+        ("2", &["--compress", "zstd:1", "--digest", "xxh3"][..]),
+    ] {
         let zt = fs.path().join("out.zt");
-        let o = run(&[
+        let mut args: Vec<&std::ffi::OsStr> = vec![
             "convert".as_ref(),
             input.as_os_str(),
             zt.as_os_str(),
             "--zt-version".as_ref(),
             v.as_ref(),
-        ]);
+        ];
+        args.extend(more.iter().map(std::ffi::OsStr::new));
+        let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "v{v}: {}", stderr(&o));
         assert!(stderr(&o).contains("No space left"), "v{v}: {}", stderr(&o));
         assert!(
@@ -346,6 +437,29 @@ fn convert_onto_a_full_disk_fails_cleanly_and_keeps_the_old_file() {
         );
         assert_eq!(temps_of(fs.path(), "out.zt"), Vec::<PathBuf>::new(), "v{v}");
     }
+
+    // Appending to a v2 file that fits, more than fits: the old file stays as it was.
+    let zt = fs.path().join("base.zt");
+    let o = run(&["convert".as_ref(), small.as_os_str(), zt.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let base = std::fs::read(&zt).unwrap();
+    let more = src.path().join("more.safetensors");
+    write_f32_file_named(&more, "extra", 4, 1 << 18, 3);
+    let o = run(&[
+        "convert".as_ref(),
+        "--append".as_ref(),
+        more.as_os_str(),
+        zt.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "append: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("No space left"),
+        "append: {}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&zt).unwrap(), base);
+    assert_eq!(temps_of(fs.path(), "base.zt"), Vec::<PathBuf>::new());
+    std::fs::remove_file(&zt).unwrap();
 
     // And the filesystem has its space back: a file that fits converts.
     let o = run(&["convert".as_ref(), small.as_os_str(), dest.as_os_str()]);

@@ -91,7 +91,8 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
 /// `.zt`. Returns the files written.
 #[pyfunction]
 #[pyo3(signature = (src, dst, dtype = None, rounding = "nearest", zt_version = None,
-    compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None))]
+    compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
+    append = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -105,6 +106,7 @@ pub fn convert(
     densify: bool,
     drop_metadata: bool,
     shard_size: Option<u64>,
+    append: bool,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -153,7 +155,8 @@ pub fn convert(
         .with_drop_metadata(drop_metadata)
         .with_zt_version(version)
         .with_compression(compression)
-        .with_digest(digest);
+        .with_digest(digest)
+        .with_append(append);
     // The library refuses these too; as OptionError here, before the input is read.
     if writes_ztensor(&dst, &o) {
         if shard_size.is_some() {
@@ -161,6 +164,8 @@ pub fn convert(
         }
     } else if compress.is_some() || digest.is_some() {
         return Err(opt("compress and digest apply to zTensor output".into()));
+    } else if append {
+        return Err(opt("append applies to zTensor v2 output".into()));
     }
     py.detach(|| convert_op::convert(&m, &dst, &o)).py_err(py)
 }

@@ -27,10 +27,22 @@ const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
 /// where the single end-of-stream call tells zstd the size (0): the references' empty frame
 /// is `28 b5 2f fd 20 00 01 00 00`, and so is this one.
 pub fn compress_frame(data: &[u8], level: i32, checksum: bool) -> Result<Vec<u8>> {
-    let mut enc = zstd::stream::Encoder::new(Vec::with_capacity(data.len() / 2 + 64), level)?;
-    enc.include_checksum(checksum)?;
+    let mut enc = frame_encoder(Vec::with_capacity(data.len() / 2 + 64), level, checksum)?;
     enc.write_all(data)?;
     Ok(enc.finish()?)
+}
+
+/// The encoder [`compress_frame`] uses, for input that arrives in pieces: zstd's streaming
+/// output does not depend on how the input is cut, so feeding the same bytes in any pieces
+/// and calling `finish` gives the same frame (tested below).
+pub fn frame_encoder<W: Write>(
+    out: W,
+    level: i32,
+    checksum: bool,
+) -> Result<zstd::stream::Encoder<'static, W>> {
+    let mut enc = zstd::stream::Encoder::new(out, level)?;
+    enc.include_checksum(checksum)?;
+    Ok(enc)
 }
 
 fn too_long(expected: u64) -> crate::Error {
@@ -218,17 +230,30 @@ pub fn seekable_encode(data: &[u8], level: i32) -> Result<Vec<u8>> {
     for f in &frames {
         out.extend_from_slice(f);
     }
+    let sizes: Vec<(u32, u32)> = frames
+        .iter()
+        .zip(data.chunks(SEEKABLE_WRITE_FRAME))
+        .map(|(f, c)| (f.len() as u32, c.len() as u32))
+        .collect();
+    out.extend_from_slice(&seek_table_bytes(&sizes));
+    Ok(out)
+}
+
+/// The seek table that ends a seekable stream whose frames have these (compressed,
+/// decompressed) sizes, in a skippable frame, without per-frame checksums.
+pub fn seek_table_bytes(frames: &[(u32, u32)]) -> Vec<u8> {
     let content = 9 + 8 * frames.len() as u32;
+    let mut out = Vec::with_capacity(17 + 8 * frames.len());
     out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
     out.extend_from_slice(&content.to_le_bytes());
-    for (f, c) in frames.iter().zip(data.chunks(SEEKABLE_WRITE_FRAME)) {
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+    for (c, d) in frames {
+        out.extend_from_slice(&c.to_le_bytes());
+        out.extend_from_slice(&d.to_le_bytes());
     }
     out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
     out.push(0);
     out.extend_from_slice(&SEEKABLE_MAGIC.to_le_bytes());
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -250,6 +275,37 @@ mod tests {
         ));
         // A claim no zstd stream of this size can meet is refused before allocating.
         assert!(decompress_exact(&z, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn a_frame_fed_in_pieces_is_the_frame_fed_whole() {
+        // Compressible but not trivial, long enough for many 128 KiB blocks.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let data: Vec<u8> = (0..(3 << 20) + 777)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if i % 3 == 0 {
+                    (x & 0x0f) as u8
+                } else {
+                    (i % 251) as u8
+                }
+            })
+            .collect();
+        for level in [1, 3, 9] {
+            let whole = compress_frame(&data, level, false).unwrap();
+            for cut in [7usize, 4095, 65536, 1 << 20, 2 << 20] {
+                let mut enc = frame_encoder(Vec::new(), level, false).unwrap();
+                for c in data.chunks(cut) {
+                    enc.write_all(c).unwrap();
+                }
+                assert!(
+                    enc.finish().unwrap() == whole,
+                    "level {level}, pieces of {cut}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -40,6 +40,40 @@ pub fn compute(kind: DigestKind, bytes: &[u8]) -> Digest {
     }
 }
 
+/// A digest computed over bytes that arrive in pieces (a part streamed to a file); the
+/// result equals [`compute`] over the concatenation.
+pub enum Hasher {
+    Crc32c(u32),
+    Sha256(Box<sha2::Sha256>),
+    Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
+}
+
+impl Hasher {
+    pub fn new(kind: DigestKind) -> Hasher {
+        match kind {
+            DigestKind::Crc32c => Hasher::Crc32c(0),
+            DigestKind::Sha256 => Hasher::Sha256(Box::default()),
+            DigestKind::Xxh3 => Hasher::Xxh3(Box::default()),
+        }
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Hasher::Crc32c(c) => *c = crc32c::crc32c_append(*c, bytes),
+            Hasher::Sha256(h) => h.update(bytes),
+            Hasher::Xxh3(h) => h.update(bytes),
+        }
+    }
+
+    pub fn finish(self) -> Digest {
+        match self {
+            Hasher::Crc32c(c) => Digest::Crc32c(c),
+            Hasher::Sha256(h) => Digest::Sha256((*h).finalize().into()),
+            Hasher::Xxh3(h) => Digest::Xxh3(h.digest()),
+        }
+    }
+}
+
 /// A digest as `algorithm:hex`, for formats that have no spelling of their own.
 pub fn spell(d: &Digest) -> String {
     match d {

@@ -68,6 +68,16 @@ impl AtomicFile {
         self.written
     }
 
+    /// The temporary file itself, with everything written so far flushed to it: for
+    /// kernel-side copies into it (`copy_file_range`). Writes made through it are not counted
+    /// by [`AtomicFile::written`].
+    pub fn file(&mut self) -> Result<&mut File> {
+        let out = self.out.as_mut().expect("not yet committed");
+        out.flush()
+            .map_err(|e| Error::from(e).in_file(&self.dest))?;
+        Ok(out.get_mut())
+    }
+
     /// Flushes and fsyncs what is written so far, still under the temporary name: the slow
     /// part of a commit, for callers that want the rename itself to be quick.
     pub fn sync(&mut self) -> Result<()> {
@@ -146,6 +156,38 @@ pub fn remove_stale_temps(dir: &Path, file_name: &str) -> usize {
         }
     }
     removed
+}
+
+/// An output a streaming writer can cut back: bytes written past `pos` are dropped and the
+/// next write lands at `pos` (the zTensor v2 writer drops a blob it finds it already wrote,
+/// which it can only know once the blob has streamed through).
+pub trait Rewind: Write {
+    fn rewind_to(&mut self, pos: u64) -> io::Result<()>;
+}
+
+impl Rewind for Vec<u8> {
+    fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
+        self.truncate(pos as usize);
+        Ok(())
+    }
+}
+
+impl Rewind for File {
+    fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        self.set_len(pos)?;
+        self.seek(SeekFrom::Start(pos)).map(|_| ())
+    }
+}
+
+impl Rewind for AtomicFile {
+    fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
+        let out = self.out.as_mut().expect("not yet committed");
+        out.flush()?;
+        out.get_mut().rewind_to(pos)?;
+        self.written = pos;
+        Ok(())
+    }
 }
 
 impl Write for AtomicFile {

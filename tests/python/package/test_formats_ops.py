@@ -113,6 +113,25 @@ def test_inspect_hash_diff_convert_return_plain_python(tmp_path):
         tensorsmith.convert(st, tmp_path / "x.zt", zt_version="3")
 
 
+def test_convert_append_adds_to_a_v2_file(tmp_path):
+    base, more = tmp_path / "base.safetensors", tmp_path / "more.safetensors"
+    safetensors.numpy.save_file({"w": np.arange(6, dtype=np.float32)}, str(base))
+    safetensors.numpy.save_file({"v": np.ones(3, np.int64)}, str(more))
+    zt = tmp_path / "m.zt"
+    tensorsmith.convert(base, zt, compress=3)
+    assert tensorsmith.convert(more, zt, append=True, compress=3) == [str(zt)]
+    with tensorsmith.safe_open(zt) as f:
+        assert f.keys() == ["v", "w"]
+        np.testing.assert_array_equal(f.get_tensor("w"), np.arange(6, dtype=np.float32))
+        np.testing.assert_array_equal(f.get_tensor("v"), np.ones(3, np.int64))
+    before = zt.read_bytes()
+    with pytest.raises(tensorsmith.TensorsmithError, match="already in the file"):
+        tensorsmith.convert(more, zt, append=True)
+    assert zt.read_bytes() == before
+    with pytest.raises(tensorsmith.OptionError):
+        tensorsmith.convert(more, tmp_path / "x.safetensors", append=True)
+
+
 def test_the_cli_and_the_package_agree(tmp_path, tsm):
     st = tmp_path / "m.safetensors"
     safetensors.numpy.save_file({"a": np.zeros((2, 2), np.float64)}, str(st))

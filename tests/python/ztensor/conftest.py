@@ -49,6 +49,7 @@ if WANT is not None and WANT != GEN:
 ONLY = {
     "test_zt_sparse.py": ("1.1", "2"),
     "test_zt_objects.py": ("1.1", "2"),
+    "test_zt_append.py": ("2",),
 }
 if GEN is None:
     collect_ignore_glob = ["test_*.py"]

@@ -199,17 +199,21 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
 
 
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
-            digest=None, densify=False, drop_metadata=False, shard_size=None) -> list:
+            digest=None, densify=False, drop_metadata=False, shard_size=None,
+            append=False) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
-    level. Returns the paths written."""
+    level. `append=True` adds the tensors to the existing zTensor v2 file `dst` (names already
+    in it are refused; a crash leaves the old file or the new one). Returns the paths
+    written."""
     if isinstance(shard_size, str):
         shard_size = _native.parse_size(shard_size)
     if compress is True:
         compress = 3
     files = _native.convert(os.fspath(src), os.fspath(dst), dtype, rounding,
                             None if zt_version is None else str(zt_version),
-                            compress or None, digest, densify, drop_metadata, shard_size)
+                            compress or None, digest, densify, drop_metadata, shard_size,
+                            append)
     return [os.fspath(p) for p in files]
 
 

@@ -67,6 +67,10 @@ impl LocalFile {
 }
 
 impl ReadAt for LocalFile {
+    fn local_file(&self) -> Option<&File> {
+        Some(self.file())
+    }
+
     fn len(&self) -> u64 {
         match self {
             LocalFile::Mmap { map, .. } => map.len() as u64,

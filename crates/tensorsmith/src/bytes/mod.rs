@@ -36,6 +36,12 @@ pub trait ReadAt: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The open local file behind these bytes, for kernel-side copies (`copy_file_range`);
+    /// `None` for remote files and memory.
+    fn local_file(&self) -> Option<&std::fs::File> {
+        None
+    }
+
     /// Fills `buf` from `offset`.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let end = checked_end(offset, buf.len(), self.len())?;

@@ -4,7 +4,7 @@
 
 pub use super::convert_options::{parse_size, ConvertOptions};
 pub use super::convert_safetensors::{convert_safetensors, Written};
-pub use super::convert_ztensor::convert_ztensor;
+pub use super::convert_ztensor::{append_ztensor, convert_ztensor};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::Model;
@@ -23,9 +23,16 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
         if opts.shard_size.is_some() {
             return refuse("a shard size applies to safetensors output");
         }
-        convert_ztensor(input, out, opts)?;
+        if opts.append {
+            append_ztensor(input, out, opts)?;
+        } else {
+            convert_ztensor(input, out, opts)?;
+        }
         Ok(vec![out.to_path_buf()])
     } else {
+        if opts.append {
+            return refuse("append applies to zTensor v2 output (a name ending in .zt)");
+        }
         if opts.compression.is_some() || opts.digest.is_some() {
             return refuse("compression and digests apply to zTensor output (a name ending in .zt, or a zTensor version)");
         }

@@ -33,6 +33,7 @@ pub struct ConvertOptions {
     pub(crate) digest: Option<DigestKind>,
     /// zTensor v0.1 has no file metadata: drop it instead of refusing.
     pub(crate) drop_metadata: bool,
+    pub(crate) append: bool,
 }
 
 impl ConvertOptions {
@@ -78,6 +79,13 @@ impl ConvertOptions {
 
     pub fn with_drop_metadata(mut self, yes: bool) -> Self {
         self.drop_metadata = yes;
+        self
+    }
+
+    /// Add the input's tensors to an existing zTensor v2 output instead of replacing it
+    /// (names already there are refused; see `ztensor::append`).
+    pub fn with_append(mut self, yes: bool) -> Self {
+        self.append = yes;
         self
     }
 }

@@ -1,7 +1,8 @@
 //! Any model to safetensors (one file, or shards plus their index): every tensor streamed from
 //! the open source into the atomic writer,
 //! optionally cast to another float dtype on the way (one chunk at a time, so memory stays
-//! bounded whatever the tensor size).
+//! bounded whatever the tensor size). Without a cast, raw tensors of local files are copied
+//! by the kernel (`copy_file_range`), never passing through this process.
 
 use super::convert_options::ConvertOptions;
 use crate::cast::{cast, Rounding};
@@ -9,7 +10,7 @@ use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
-use crate::safetensors::{TensorData, Writer};
+use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
 use crate::sink::write_atomically;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -121,7 +122,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         Some(limit) => shard_groups(tensors, limit, opts),
     };
     if opts.shard_size.is_none() {
-        let bytes = writer_for(input, &groups[0], &meta, opts)?.write_file(out)?;
+        let bytes = write_group(input, &groups[0], &meta, opts, out)?;
         return Ok(Written {
             files: vec![out.to_path_buf()],
             bytes,
@@ -158,6 +159,51 @@ fn shard_groups<'a>(
         groups.last_mut().expect("never empty").push(t);
     }
     groups
+}
+
+/// The writer's cast of `t`, if one applies.
+fn cast_of(t: &TensorInfo, opts: &ConvertOptions) -> Option<(DType, DType, Rounding)> {
+    match opts.dtype {
+        Some(to) if to != t.dtype && t.dtype.is_castable_float() => {
+            Some((t.dtype, to, opts.rounding))
+        }
+        _ => None,
+    }
+}
+
+/// Writes `tensors` as one safetensors file at `path`: copied file to file by the kernel when
+/// every tensor is dense, uncast and stored raw in a local file; streamed otherwise.
+fn write_group(
+    input: &Model,
+    tensors: &[&TensorInfo],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+    path: &Path,
+) -> Result<u64> {
+    let files: Option<Vec<&std::fs::File>> = tensors
+        .iter()
+        .map(|t| {
+            (t.layout == Layout::Dense && input.is_plain(t) && cast_of(t, opts).is_none())
+                .then(|| input.file_of(t).bytes().local_file())
+                .flatten()
+        })
+        .collect();
+    let Some(files) = files else {
+        return writer_for(input, tensors, meta, opts)?.write_file(path);
+    };
+    let mut w = Writer::new();
+    w.allow_packed_ints(true);
+    if !meta.is_empty() {
+        w.metadata(meta.clone());
+    }
+    for (t, f) in tensors.iter().zip(files) {
+        let data = FilePieces {
+            pieces: vec![Piece::Range(f, t.data_range())],
+        };
+        w.add(&t.name, t.dtype, &t.shape, data)
+            .map_err(|e| e.in_file(path))?;
+    }
+    write_atomically(path, |out| w.write_to_file(out.file()?))
 }
 
 fn writer_for<'a>(
@@ -225,7 +271,7 @@ fn write_shards(
     for (i, group) in groups.iter().enumerate() {
         let name = format!("{stem}-{:05}-of-{n:05}.safetensors", i + 1);
         let path = dir.join(&name);
-        bytes += writer_for(input, group, meta, opts)?.write_file(&path)?;
+        bytes += write_group(input, group, meta, opts, &path)?;
         for t in group {
             weight_map.insert(t.name.clone(), serde_json::Value::String(name.clone()));
             total_size += out_len(t, opts);

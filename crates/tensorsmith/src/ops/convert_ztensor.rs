@@ -1,18 +1,111 @@
 //! Any model to zTensor (v0.1, v1.1 or v2): dense tensors with optional float casts, sparse
 //! and group-quantized zTensor objects carried over part by part, metadata as file
-//! attributes. Raw parts of a memory-mapped input are handed to the writer without a copy.
+//! attributes. Every part is handed to the writer as a [`PartSource`] over the model, read
+//! (and cast) piece by piece only when the writer's window reaches it, so memory stays
+//! bounded whatever the model size; raw parts of a memory-mapped input are not copied.
 
 use super::convert_options::ConvertOptions;
-use crate::cast::cast;
+use crate::cast::{cast, Rounding};
+use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Layout, MetaValue, ZtVersion};
+use crate::index::{Layout, MetaValue, TensorInfo, ZtVersion};
 use crate::model::Model;
 use crate::ops::inspect::meta_text;
-use crate::ztensor::{Compression, PartData, WriteOptions, Writer};
+use crate::ztensor::{Compression, PartData, PartSource, WriteOptions, Writer};
+use std::borrow::Cow;
+use std::ops::Range;
 use std::path::Path;
+
+/// Part `part` of tensor `t` in `model`, decoded, optionally cast from one float type to
+/// another (then `range` is in cast bytes; the writer reads in pieces that are multiples of
+/// 8 bytes, so pieces hold whole elements of either type).
+struct ModelPart<'m> {
+    model: &'m Model,
+    t: &'m TensorInfo,
+    part: usize,
+    cast: Option<(DType, DType, Rounding)>,
+}
+
+impl ModelPart<'_> {
+    /// Stored raw and little-endian: any sub-range can be read on its own.
+    fn plain(&self) -> bool {
+        self.t.parts[self.part].is_zero_copy()
+    }
+
+    fn scale(&self, n: u64) -> u64 {
+        match self.cast {
+            Some((from, to, _)) => n / (to.bits() / 8) as u64 * (from.bits() / 8) as u64,
+            None => n,
+        }
+    }
+}
+
+impl PartSource for ModelPart<'_> {
+    fn len(&self) -> u64 {
+        match self.cast {
+            Some((from, to, _)) => {
+                self.t.parts[self.part].decoded_len / (from.bits() / 8) as u64
+                    * (to.bits() / 8) as u64
+            }
+            None => self.t.parts[self.part].decoded_len,
+        }
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        let bytes = if self.plain() {
+            let start = self.t.parts[self.part].range.start;
+            self.model.read(
+                self.t,
+                start + self.scale(range.start)..start + self.scale(range.end),
+            )?
+        } else {
+            // Decoded whole (`whole()` makes the writer ask for everything at once).
+            let all = self.model.part_bytes(self.t, self.part)?;
+            let r = self.scale(range.start) as usize..self.scale(range.end) as usize;
+            match all {
+                Cow::Borrowed(b) => Cow::Borrowed(&b[r]),
+                Cow::Owned(mut v) if r.start == 0 => {
+                    v.truncate(r.end);
+                    Cow::Owned(v)
+                }
+                Cow::Owned(v) => Cow::Owned(v[r].to_vec()),
+            }
+        };
+        match self.cast {
+            Some((from, to, rounding)) => Ok(Cow::Owned(
+                cast(&bytes, from, to, rounding).map_err(|e| {
+                    e.at_tensor(&self.t.name)
+                        .in_file(Path::new(&self.model.location))
+                })?,
+            )),
+            None => Ok(bytes),
+        }
+    }
+
+    fn whole(&self) -> bool {
+        !self.plain()
+    }
+}
 
 /// Writes `input` to `out` as zTensor; returns the bytes written.
 pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
+    ztensor_writer(input, out, opts)?.write_file(out)
+}
+
+/// Adds `input`'s tensors to the zTensor v2 file `existing` (crash-safe; names already in it
+/// are refused); returns the new file's length.
+pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> Result<u64> {
+    if opts.zt_version.is_some_and(|v| v != ZtVersion::V2) {
+        return Err(Error::new(ErrorKind::Unsupported(
+            "append: only to zTensor v2 files".into(),
+        ))
+        .in_file(existing));
+    }
+    crate::ztensor::append(existing, ztensor_writer(input, existing, opts)?)
+}
+
+/// A writer holding every tensor of `input`, its bytes to be read as the writer reaches them.
+fn ztensor_writer<'m>(input: &'m Model, out: &Path, opts: &ConvertOptions) -> Result<Writer<'m>> {
     let version = opts.zt_version.unwrap_or(ZtVersion::V2);
     let at = |e: Error| e.in_file(Path::new(&input.location));
     let mut w = Writer::new(
@@ -47,19 +140,32 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Resu
         let with_name = |e: Error| e.at_tensor(&t.name).in_file(Path::new(&input.location));
         // What the writer refuses is about the output.
         let at_out = |e: Error| e.at_tensor(&t.name).in_file(out);
+        let part = |i: usize, cast| ModelPart {
+            model: input,
+            t,
+            part: i,
+            cast,
+        };
         match &t.layout {
             Layout::Dense => {
-                let bytes = input.tensor_bytes(t)?;
-                match opts.dtype {
+                let (dtype, how) = match opts.dtype {
                     Some(to) if to != t.dtype && t.dtype.is_castable_float() => {
-                        let data = cast(&bytes, t.dtype, to, opts.rounding).map_err(with_name)?;
-                        w.add_dense(&t.name, to, &t.shape, data).map_err(at_out)?;
+                        if !to.is_castable_float() {
+                            // The same refusal a cast of the bytes gives, before any is read.
+                            cast(&[], t.dtype, to, opts.rounding).map_err(with_name)?;
+                        }
+                        (to, Some((t.dtype, to, opts.rounding)))
                     }
-                    _ => {
-                        w.add_dense(&t.name, t.dtype, &t.shape, bytes)
-                            .map_err(at_out)?;
-                    }
-                }
+                    _ => (t.dtype, None),
+                };
+                w.add_object(
+                    &t.name,
+                    &t.shape,
+                    Layout::Dense,
+                    Default::default(),
+                    vec![PartData::lazy("data", dtype, Box::new(part(0, how)))],
+                )
+                .map_err(at_out)?;
             }
             Layout::Ggml(g) => {
                 return Err(with_name(Error::new(ErrorKind::Unsupported(format!(
@@ -67,10 +173,11 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Resu
                 )))))
             }
             layout => {
-                let mut parts = Vec::with_capacity(t.parts.len());
-                for (i, p) in t.parts.iter().enumerate() {
-                    parts.push(PartData::new(&p.role, p.dtype, input.part_bytes(t, i)?));
-                }
+                let parts = (0..t.parts.len())
+                    .map(|i| {
+                        PartData::lazy(&t.parts[i].role, t.parts[i].dtype, Box::new(part(i, None)))
+                    })
+                    .collect();
                 w.add_object(
                     &t.name,
                     &t.shape,
@@ -82,5 +189,5 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Resu
             }
         }
     }
-    w.write_file(out)
+    Ok(w)
 }

@@ -29,8 +29,11 @@
 //! computing is `crate::digest`, zstd is `crate::codec`), `blobs` (alignment, bounds,
 //! overlap), `layout` (size and data rules per layout), `framing` (magic, minimum size, the
 //! v0.1/v1.1 trailing manifest), `v01_read`/`v11_read`/`v2_read`, `file` (the opened file,
-//! decoding, verify), `write` (the writer front), `prepared` (what the front hands the
-//! version writers, and blob placement) and `v01_write`/`v11_write`/`v2_write`.
+//! decoding, verify), `write` (the writer front), `part_source` (part bytes in memory or read
+//! on demand), `stream` (parts compressed by worker threads in a bounded window and written
+//! in file order), `prepared` (where each part went, for the manifests) and
+//! `v01_write`/`v11_write`/`v2_write` (each version's part order and manifest), and
+//! `v2_append` (objects added to a v2 file, crash-safe).
 
 mod blobs;
 pub mod cbor;
@@ -40,12 +43,15 @@ mod file;
 mod format;
 mod framing;
 mod layout;
+mod part_source;
 mod part_type;
 mod prepared;
+mod stream;
 pub mod v01_read;
 mod v01_write;
 pub mod v11_read;
 mod v11_write;
+mod v2_append;
 pub mod v2_read;
 mod v2_write;
 mod write;
@@ -54,6 +60,8 @@ pub use crate::digest::DigestKind;
 pub use file::{open, parse_bytes, ZtFile};
 pub use format::{decode_part, parse_with, Ztensor};
 pub use layout::check_data;
+pub use part_source::{PartBytes, PartSource};
+pub use v2_append::append;
 pub use write::{Compression, PartData, WriteOptions, Writer};
 
 use crate::bytes::ReadAt;

@@ -1,32 +1,33 @@
-//! What the writer front hands each version's writer: parts already compressed and
-//! digested, ready to be placed, and the placement every version does (zero padding to the
-//! next aligned offset, then the blob). It sits below `write.rs` and the `v*_write.rs`
-//! files so that they import it, not each other.
+//! What the streaming front hands each version's manifest writer once the parts are in the
+//! file: every part's placement (offset, stored length), encoding and digest, with no bytes.
+//! It sits below `write.rs`, `stream.rs` and the `v*_write.rs` files so that they import it,
+//! not each other.
 
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::index::{Digest, Layout, MetaValue, Shape};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write;
 
-/// A part ready to be laid out: stored bytes, how they are encoded, and the digest.
-pub(crate) struct Prepared<'a> {
+/// A part already in the file.
+pub(crate) struct Placed {
     pub role: String,
     pub dtype: DType,
     pub unknown_type: Option<String>,
-    pub stored: Cow<'a, [u8]>,
+    pub offset: u64,
+    pub stored_len: u64,
     pub compressed: bool,
     pub decoded_len: u64,
     pub digest: Option<Digest>,
 }
 
-pub(crate) struct PreparedObject<'a> {
+pub(crate) struct PlacedObject {
     pub name: String,
     pub shape: Shape,
     pub layout: Layout,
     pub attributes: BTreeMap<String, MetaValue>,
-    pub parts: Vec<Prepared<'a>>,
+    /// In the order the object was given (the version writers sort as they need).
+    pub parts: Vec<Placed>,
 }
 
 /// Zero bytes up to the next multiple of `align` after `pos`.
@@ -39,14 +40,4 @@ pub(crate) fn pad(out: &mut dyn Write, pos: &mut u64, align: u64) -> Result<()> 
         *pos += n as u64;
     }
     Ok(())
-}
-
-/// Writes `bytes` at the next multiple of `align` after `pos` (zero padding before it);
-/// returns the offset it starts at.
-pub(crate) fn place(out: &mut dyn Write, pos: &mut u64, align: u64, bytes: &[u8]) -> Result<u64> {
-    pad(out, pos, align)?;
-    let offset = *pos;
-    out.write_all(bytes)?;
-    *pos += bytes.len() as u64;
-    Ok(offset)
 }

@@ -1,4 +1,4 @@
-//! Writing zTensor v0.1 as the 0.1.x reference lays it out: `ZTEN0001`, each blob at the
+//! The zTensor v0.1 manifest, as the 0.1.x reference lays the file out: `ZTEN0001`, each blob at the
 //! next multiple of 64 (zero padding; an empty blob still takes its aligned offset), the
 //! CBOR array right after the last blob, then its size. Each tensor map is indefinite-length
 //! with the reference's key order: name, offset, size, dtype, layout, shape, encoding,
@@ -7,27 +7,25 @@
 use super::cbor;
 use super::digest;
 use super::framing;
-use super::prepared::{place, PreparedObject};
-use super::v01_read::{ALIGN, MAGIC};
+use super::prepared::PlacedObject;
 use crate::error::Result;
 use crate::index::{Layout, LayoutNames};
 use std::io::Write;
 
-pub(crate) fn write(objects: &[PreparedObject<'_>], out: &mut dyn Write) -> Result<u64> {
-    out.write_all(MAGIC)?;
-    let mut pos = MAGIC.len() as u64;
+/// The manifest and its size, after the blobs (the streaming front placed each object's one
+/// part at a multiple of 64 after the magic, in order); returns the file's length.
+pub(crate) fn finish(objects: &[PlacedObject], out: &mut dyn Write, pos: u64) -> Result<u64> {
     let mut man = Vec::with_capacity(64 + objects.len() * 128);
     cbor::head(&mut man, 4, objects.len() as u64);
     for o in objects {
         let p = &o.parts[0];
-        let offset = place(out, &mut pos, ALIGN, &p.stored)?;
         man.push(0xbf);
         cbor::text(&mut man, "name");
         cbor::text(&mut man, &o.name);
         cbor::text(&mut man, "offset");
-        cbor::uint(&mut man, offset);
+        cbor::uint(&mut man, p.offset);
         cbor::text(&mut man, "size");
-        cbor::uint(&mut man, p.stored.len() as u64);
+        cbor::uint(&mut man, p.stored_len);
         cbor::text(&mut man, "dtype");
         cbor::text(&mut man, p.dtype.ztensor_v01_name().unwrap_or("uint8"));
         cbor::text(&mut man, "layout");

@@ -1,4 +1,4 @@
-//! Writing zTensor v1.1 as the 1.1.1 reference does: `ZTEN1000`, blobs in insertion order
+//! The zTensor v1.1 manifest, in a file laid out as the 1.1.1 reference does: `ZTEN1000`, blobs in insertion order
 //! at multiples of 64 (an object's parts in its layout's order: values, indices, indptr for
 //! CSR), the manifest right after the last blob, its size, and the magic again. Manifest
 //! keys in the reference's order: root `version, attributes?, objects`; object `shape,
@@ -11,29 +11,33 @@
 use super::cbor::{self, KeyOrder};
 use super::digest;
 use super::framing;
-use super::prepared::{place, PreparedObject};
-use super::v11_read::{role_rank, ALIGN, MAGIC};
+use super::prepared::PlacedObject;
+use super::v11_read::{role_rank, MAGIC};
 use crate::error::Result;
 use crate::index::{Layout, LayoutNames, MetaValue};
 use std::collections::BTreeMap;
 use std::io::Write;
 
-pub(crate) fn write(
-    objects: &[PreparedObject<'_>],
+/// The order an object's parts take in the file: the layout's (values, indices, indptr).
+pub(crate) fn part_order(layout: &Layout, roles: &[&str]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..roles.len()).collect();
+    order.sort_by_key(|&i| role_rank(layout, roles[i]));
+    order
+}
+
+/// The manifest, its size and the magic again, after the blobs (placed by the streaming
+/// front at multiples of 64 in [`part_order`]); returns the file's length.
+pub(crate) fn finish(
+    objects: &[PlacedObject],
     attributes: &BTreeMap<String, MetaValue>,
     out: &mut dyn Write,
+    pos: u64,
 ) -> Result<u64> {
-    out.write_all(MAGIC)?;
-    let mut pos = MAGIC.len() as u64;
     // (name, encoded object map), to be sorted by name.
     let mut encoded: Vec<(&str, Vec<u8>)> = Vec::with_capacity(objects.len());
     for o in objects {
-        let mut order: Vec<usize> = (0..o.parts.len()).collect();
-        order.sort_by_key(|&i| role_rank(&o.layout, &o.parts[i].role));
         let mut comps: Vec<(&str, Vec<u8>)> = Vec::with_capacity(o.parts.len());
-        for i in order {
-            let p = &o.parts[i];
-            let offset = place(out, &mut pos, ALIGN, &p.stored)?;
+        for p in &o.parts {
             let mut c = Vec::with_capacity(96);
             let sized = p.compressed && o.layout != Layout::Dense;
             let n = 3
@@ -44,9 +48,9 @@ pub(crate) fn write(
             cbor::text(&mut c, "dtype");
             cbor::text(&mut c, p.dtype.ztensor_v11_name().unwrap_or("u8"));
             cbor::text(&mut c, "offset");
-            cbor::uint(&mut c, offset);
+            cbor::uint(&mut c, p.offset);
             cbor::text(&mut c, "length");
-            cbor::uint(&mut c, p.stored.len() as u64);
+            cbor::uint(&mut c, p.stored_len);
             if sized {
                 cbor::text(&mut c, "uncompressed_length");
                 cbor::uint(&mut c, p.decoded_len);

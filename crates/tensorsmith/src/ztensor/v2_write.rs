@@ -1,4 +1,4 @@
-//! Writing zTensor v2 as the 2.1.2 reference does: magic, blobs at multiples of the
+//! The zTensor v2 manifest and footer, in a file laid out as the 2.1.2 reference does: magic, blobs at multiples of the
 //! placement (4096, or 65536 for canonical files), objects in insertion order (name order
 //! when canonical) and each object's parts in name order; identical stored bytes written
 //! once and referenced twice; an empty blob takes the current aligned offset without
@@ -6,50 +6,52 @@
 
 use super::cbor::{self, KeyOrder, SortedMap};
 use super::digest;
-use super::prepared::{pad, place, PreparedObject};
-use super::v2_read::{Footer, MAGIC, SEEKABLE};
+use super::prepared::{pad, PlacedObject};
+use super::v2_read::{Footer, SEEKABLE};
 use crate::error::Result;
 use crate::index::{LayoutNames, MetaValue};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write;
 
-/// `align` is the placement the writer front chose (the options' alignment, or the
-/// default for plain or canonical files).
-pub(crate) fn write(
-    objects: &[PreparedObject<'_>],
+/// The order an object's parts take in the file: by name.
+pub(crate) fn part_order(roles: &[&str]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..roles.len()).collect();
+    order.sort_by(|&a, &b| roles[a].as_bytes().cmp(roles[b].as_bytes()));
+    order
+}
+
+/// The manifest blob at the next multiple of `align` after `pos` (the end of the blobs the
+/// streaming front placed) and the footer; returns the file's length.
+pub(crate) fn finish(
+    objects: &[PlacedObject],
     attributes: &BTreeMap<String, MetaValue>,
     align: u64,
     out: &mut dyn Write,
+    mut pos: u64,
 ) -> Result<u64> {
-    out.write_all(&MAGIC)?;
-    let mut pos = MAGIC.len() as u64;
-    // Blobs already written, by content hash, to find identical bytes.
-    let mut written: HashMap<u64, Vec<(u64, &[u8])>> = HashMap::new();
+    let man = manifest(objects, attributes);
+    pad(out, &mut pos, align)?;
+    let footer = Footer {
+        manifest_offset: pos,
+        manifest_length: man.len() as u64,
+        manifest_hash: xxhash_rust::xxh3::xxh3_64(&man),
+        version: 2,
+        reserved: 0,
+    };
+    out.write_all(&man)?;
+    out.write_all(&footer.to_bytes())?;
+    Ok(pos + man.len() as u64 + 40)
+}
+
+/// The deterministic CBOR manifest of `objects` (in their order) and the file attributes.
+pub(crate) fn manifest(
+    objects: &[PlacedObject],
+    attributes: &BTreeMap<String, MetaValue>,
+) -> Vec<u8> {
     let mut objs = SortedMap::new();
     for o in objects {
-        let mut order: Vec<usize> = (0..o.parts.len()).collect();
-        order.sort_by(|&a, &b| o.parts[a].role.as_bytes().cmp(o.parts[b].role.as_bytes()));
         let mut parts = SortedMap::new();
-        for i in order {
-            let p = &o.parts[i];
-            let bytes: &[u8] = &p.stored;
-            let offset = if bytes.is_empty() {
-                pos.next_multiple_of(align)
-            } else {
-                let h = xxhash_rust::xxh3::xxh3_64(bytes);
-                let same = written
-                    .get(&h)
-                    .and_then(|v| v.iter().find(|(_, b)| *b == bytes))
-                    .map(|(off, _)| *off);
-                match same {
-                    Some(off) => off,
-                    None => {
-                        let off = place(out, &mut pos, align, bytes)?;
-                        written.entry(h).or_default().push((off, bytes));
-                        off
-                    }
-                }
-            };
+        for p in &o.parts {
             let (storage, logical) = p.dtype.ztensor_v2_names().unwrap_or(("u8", None));
             let ty = logical.or(p.unknown_type.as_deref());
             let mut pm = SortedMap::new();
@@ -57,9 +59,7 @@ pub(crate) fn write(
             if let Some(ty) = ty {
                 pm.put("type", |v| cbor::text(v, ty));
             }
-            pm.put("blob", |v| {
-                cbor::u64_array(v, &[offset, bytes.len() as u64])
-            });
+            pm.put("blob", |v| cbor::u64_array(v, &[p.offset, p.stored_len]));
             if p.compressed {
                 pm.put("encoding", |v| cbor::text(v, SEEKABLE));
                 pm.put("decoded_length", |v| cbor::uint(v, p.decoded_len));
@@ -91,15 +91,5 @@ pub(crate) fn write(
     }
     let mut man = Vec::new();
     root.finish(&mut man);
-    pad(out, &mut pos, align)?;
-    let footer = Footer {
-        manifest_offset: pos,
-        manifest_length: man.len() as u64,
-        manifest_hash: xxhash_rust::xxh3::xxh3_64(&man),
-        version: 2,
-        reserved: 0,
-    };
-    out.write_all(&man)?;
-    out.write_all(&footer.to_bytes())?;
-    Ok(pos + man.len() as u64 + 40)
+    man
 }

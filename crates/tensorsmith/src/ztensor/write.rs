@@ -1,20 +1,20 @@
 //! The writer front shared by the three versions: collects named tensors (dense, sparse,
-//! quantized, or any layout), checks them with the same layout rules the readers apply,
-//! compresses and digests all parts in parallel, then hands them to the version's writer,
-//! which streams the file; `write_file` ends through [`crate::sink::write_atomically`].
+//! quantized, or any layout; bytes in memory or read on demand), checks them with the same
+//! layout rules the readers apply, streams the parts through `stream.rs` in the version's
+//! file order, then has the version's writer add the manifest; `write_file` ends through
+//! [`crate::sink::write_atomically`].
 
-use super::prepared::{Prepared, PreparedObject};
-use super::{layout, v01_write, v11_write, v2_read, v2_write};
-use crate::codec;
-use crate::digest::{self, DigestKind};
+use super::part_source::{PartBytes, PartSource};
+use super::prepared::{Placed, PlacedObject};
+use super::stream::{self, Encode, PartJob, Placement};
+use super::{layout, v01_read, v01_write, v11_read, v11_write, v2_read, v2_write};
+use crate::digest::DigestKind;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
-use crate::sink::write_atomically;
-use rayon::prelude::*;
+use crate::index::{DigestScope, Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
+use crate::sink::{write_atomically, Rewind};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::path::Path;
 
 /// How part bytes are stored.
@@ -91,12 +91,13 @@ impl WriteOptions {
     }
 }
 
-/// One part to write: decoded little-endian bytes and their element type.
-#[derive(Debug, Clone)]
+/// One part to write: decoded little-endian bytes (or where to read them) and their element
+/// type.
+#[derive(Debug)]
 pub struct PartData<'a> {
     pub role: String,
     pub dtype: DType,
-    pub data: Cow<'a, [u8]>,
+    pub data: PartBytes<'a>,
     /// Overrides the writer's default compression for this part.
     pub compression: Option<Compression>,
     /// A logical type name unknown to this library, written as is (v2 only); `dtype` is
@@ -109,7 +110,18 @@ impl<'a> PartData<'a> {
         PartData {
             role: role.to_string(),
             dtype,
-            data: data.into(),
+            data: PartBytes::Mem(data.into()),
+            compression: None,
+            unknown_type: None,
+        }
+    }
+
+    /// A part whose bytes are read from `source` only when the writer reaches it.
+    pub fn lazy(role: &str, dtype: DType, source: Box<dyn PartSource + 'a>) -> Self {
+        PartData {
+            role: role.to_string(),
+            dtype,
+            data: PartBytes::Lazy(source),
             compression: None,
             unknown_type: None,
         }
@@ -127,6 +139,14 @@ pub(crate) struct Object<'a> {
     pub layout: Layout,
     pub attributes: BTreeMap<String, MetaValue>,
     pub parts: Vec<PartData<'a>>,
+}
+
+/// What [`Writer::stream_parts`] leaves for the manifest.
+pub(crate) struct Streamed {
+    pub objects: Vec<PlacedObject>,
+    pub attributes: BTreeMap<String, MetaValue>,
+    /// The v2 placement.
+    pub align: u64,
 }
 
 /// Collects tensors and writes them as one zTensor file.
@@ -164,19 +184,21 @@ fn check_compression(version: ZtVersion, c: Compression, canonical: bool) -> Res
 /// declared dtype, so narrower indices would be misread; it writes u64 itself. Signed parts
 /// are widened only when no value is negative (a negative index is the reader's error to
 /// report, so such parts are left as they are).
-fn widen_sparse_indices(layout: &Layout, parts: &mut [PartData<'_>]) {
+/// Index parts read on demand are read here, whole (index parts are small beside values).
+fn widen_sparse_indices(layout: &Layout, parts: &mut [PartData<'_>]) -> Result<()> {
     if !matches!(layout, Layout::SparseCsr | Layout::SparseCoo) {
-        return;
+        return Ok(());
     }
     for p in parts.iter_mut() {
         if !matches!(p.role.as_str(), "indices" | "indptr" | "coords") || p.dtype == DType::U64 {
             continue;
         }
-        if let Some(wide) = widen_to_u64(p.dtype, &p.data) {
+        if let Some(wide) = widen_to_u64(p.dtype, &p.data.all()?) {
             p.dtype = DType::U64;
-            p.data = Cow::Owned(wide);
+            p.data = PartBytes::Mem(Cow::Owned(wide));
         }
     }
+    Ok(())
 }
 
 fn widen_to_u64(dtype: DType, bytes: &[u8]) -> Option<Vec<u8>> {
@@ -310,7 +332,7 @@ impl<'a> Writer<'a> {
         mut parts: Vec<PartData<'a>>,
     ) -> Result<&mut Self> {
         if self.opts.version == ZtVersion::V1_1 {
-            widen_sparse_indices(&layout, &mut parts);
+            widen_sparse_indices(&layout, &mut parts).map_err(|e| e.at_tensor(name))?;
         }
         self.check_object(name, shape, &layout, &attributes, &parts)
             .map_err(|e| e.at_tensor(name))?;
@@ -414,7 +436,7 @@ impl<'a> Writer<'a> {
                     dtype: p.dtype,
                     range: 0..0,
                     encoding: crate::index::Encoding::Raw,
-                    decoded_len: p.data.len() as u64,
+                    decoded_len: p.data.len(),
                     big_endian: false,
                     extra: PartExtra {
                         unknown_type: p.unknown_type.clone(),
@@ -439,7 +461,7 @@ impl<'a> Writer<'a> {
             {
                 Err(ErrorKind::WrongDataLength {
                     expected: expected_dense.unwrap_or(0),
-                    actual: parts[0].data.len() as u64,
+                    actual: parts[0].data.len(),
                 }
                 .into())
             }
@@ -476,62 +498,147 @@ impl<'a> Writer<'a> {
         check_compression(v, o.compression, o.canonical)
     }
 
-    /// Compresses and digests every part, in parallel.
-    fn prepare(
-        self,
-    ) -> Result<(
-        WriteOptions,
-        BTreeMap<String, MetaValue>,
-        Vec<PreparedObject<'a>>,
-    )> {
+    /// Writes the file to `out`, which must start empty (the v2 writer cuts back a blob it
+    /// finds it already wrote); returns the number of bytes written. Parts stream in file
+    /// order, compressed a few ahead by worker threads; lazy parts are read as they go.
+    pub fn write_to(self, out: &mut dyn Rewind) -> Result<u64> {
+        self.check_options()?;
+        let magic: &[u8] = match self.opts.version {
+            ZtVersion::V0_1 => &v01_read::MAGIC[..],
+            ZtVersion::V1_1 => &v11_read::MAGIC[..],
+            ZtVersion::V2 => &v2_read::MAGIC[..],
+        };
+        out.write_all(magic)?;
+        let mut pos = magic.len() as u64;
+        let version = self.opts.version;
+        let streamed = self.stream_parts(out, &mut pos)?;
+        match version {
+            ZtVersion::V0_1 => v01_write::finish(&streamed.objects, out, pos),
+            ZtVersion::V1_1 => v11_write::finish(&streamed.objects, &streamed.attributes, out, pos),
+            ZtVersion::V2 => v2_write::finish(
+                &streamed.objects,
+                &streamed.attributes,
+                streamed.align,
+                out,
+                pos,
+            ),
+        }
+    }
+
+    /// The names of the objects added so far.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.objects.iter().map(|o| o.name.as_str())
+    }
+
+    /// Streams every part into `out` from `*pos` on (what is before is not touched), in the
+    /// version's file order; returns where each went, for the manifest.
+    pub(crate) fn stream_parts(self, out: &mut dyn Rewind, pos: &mut u64) -> Result<Streamed> {
         self.check_options()?;
         let mut opts = self.opts;
         if opts.version == ZtVersion::V2 && opts.canonical {
             opts.digest = Some(DigestKind::Xxh3);
         }
-        let version = opts.version;
-        let default_c = opts.compression;
-        let digest_kind = opts.digest;
         let mut objects = self.objects;
         if opts.canonical {
             objects.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         }
-        let prepared: Vec<PreparedObject<'a>> = objects
-            .into_par_iter()
+        let v2_align = opts.align.unwrap_or(if opts.canonical {
+            v2_read::CANONICAL_ALIGN
+        } else {
+            v2_read::ALIGN
+        });
+        let place = match opts.version {
+            ZtVersion::V0_1 => Placement {
+                align: v01_read::ALIGN,
+                v2_blobs: false,
+            },
+            ZtVersion::V1_1 => Placement {
+                align: v11_read::ALIGN,
+                v2_blobs: false,
+            },
+            ZtVersion::V2 => Placement {
+                align: v2_align,
+                v2_blobs: true,
+            },
+        };
+        // Each object's parts in the version's file order.
+        let orders: Vec<Vec<usize>> = objects
+            .iter()
             .map(|o| {
-                let parts = o
-                    .parts
-                    .into_par_iter()
-                    .map(|p| prepare_part(p, version, default_c, digest_kind))
-                    .collect::<Result<Vec<_>>>()
-                    .map_err(|e| e.at_tensor(&o.name))?;
-                Ok(PreparedObject {
+                let roles: Vec<&str> = o.parts.iter().map(|p| p.role.as_str()).collect();
+                match opts.version {
+                    ZtVersion::V0_1 => vec![0],
+                    ZtVersion::V1_1 => v11_write::part_order(&o.layout, &roles),
+                    ZtVersion::V2 => v2_write::part_order(&roles),
+                }
+            })
+            .collect();
+        // v2 digests cover the decoded bytes, the older versions' the stored ones.
+        let scope = match opts.version {
+            ZtVersion::V2 => DigestScope::Decoded,
+            _ => DigestScope::Stored,
+        };
+        let jobs: Vec<PartJob<'_, 'a>> = objects
+            .iter()
+            .zip(&orders)
+            .flat_map(|(o, order)| {
+                order.iter().map(|&i| {
+                    let p = &o.parts[i];
+                    PartJob {
+                        name: &o.name,
+                        bytes: &p.data,
+                        encode: match p.compression.unwrap_or(opts.compression) {
+                            Compression::None => Encode::Raw,
+                            Compression::Zstd { level } if opts.version == ZtVersion::V2 => {
+                                Encode::Seekable(level)
+                            }
+                            Compression::Zstd { level } => Encode::Frame(level),
+                        },
+                        digest: opts.digest.map(|k| (k, scope)),
+                    }
+                })
+            })
+            .collect();
+        let written = stream::write_parts(&jobs, &place, out, pos)?;
+        drop(jobs);
+        let mut written = written.into_iter();
+        let placed: Vec<PlacedObject> = objects
+            .into_iter()
+            .zip(&orders)
+            .map(|(o, order)| {
+                let mut parts: Vec<Placed> = Vec::with_capacity(order.len());
+                let mut src: Vec<Option<PartData<'a>>> = o.parts.into_iter().map(Some).collect();
+                for &i in order {
+                    let p = src[i].take().expect("each part once");
+                    let w = written.next().expect("one placement per part");
+                    parts.push(Placed {
+                        compressed: !matches!(
+                            p.compression.unwrap_or(opts.compression),
+                            Compression::None
+                        ),
+                        decoded_len: p.data.len(),
+                        role: p.role,
+                        dtype: p.dtype,
+                        unknown_type: p.unknown_type,
+                        offset: w.offset,
+                        stored_len: w.stored_len,
+                        digest: w.digest,
+                    });
+                }
+                PlacedObject {
                     name: o.name,
                     shape: o.shape,
                     layout: o.layout,
                     attributes: o.attributes,
                     parts,
-                })
+                }
             })
-            .collect::<Result<_>>()?;
-        Ok((opts, self.attributes, prepared))
-    }
-
-    /// Writes the file to `out`; returns the number of bytes written.
-    pub fn write_to(self, out: &mut dyn Write) -> Result<u64> {
-        let (opts, attributes, objects) = self.prepare()?;
-        match opts.version {
-            ZtVersion::V0_1 => v01_write::write(&objects, out),
-            ZtVersion::V1_1 => v11_write::write(&objects, &attributes, out),
-            ZtVersion::V2 => {
-                let align = opts.align.unwrap_or(if opts.canonical {
-                    v2_read::CANONICAL_ALIGN
-                } else {
-                    v2_read::ALIGN
-                });
-                v2_write::write(&objects, &attributes, align, out)
-            }
-        }
+            .collect();
+        Ok(Streamed {
+            objects: placed,
+            attributes: self.attributes,
+            align: v2_align,
+        })
     }
 
     pub fn to_bytes(self) -> Result<Vec<u8>> {
@@ -545,41 +652,4 @@ impl<'a> Writer<'a> {
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
         write_atomically(path.as_ref(), |f| self.write_to(f))
     }
-}
-
-fn prepare_part<'a>(
-    p: PartData<'a>,
-    version: ZtVersion,
-    default_c: Compression,
-    digest_kind: Option<DigestKind>,
-) -> Result<Prepared<'a>> {
-    let decoded_len = p.data.len() as u64;
-    // v2 digests cover the decoded bytes, the older versions' the stored ones.
-    let decoded_digest = match version {
-        ZtVersion::V2 => digest_kind.map(|k| digest::compute(k, &p.data)),
-        _ => None,
-    };
-    let (stored, compressed): (Cow<'a, [u8]>, bool) = match p.compression.unwrap_or(default_c) {
-        Compression::None => (p.data, false),
-        Compression::Zstd { level } => {
-            let z = match version {
-                ZtVersion::V2 => codec::seekable_encode(&p.data, level)?,
-                _ => codec::compress_frame(&p.data, level, false)?,
-            };
-            (Cow::Owned(z), true)
-        }
-    };
-    let digest = match version {
-        ZtVersion::V2 => decoded_digest,
-        _ => digest_kind.map(|k| digest::compute(k, &stored)),
-    };
-    Ok(Prepared {
-        role: p.role,
-        dtype: p.dtype,
-        unknown_type: p.unknown_type,
-        stored,
-        compressed,
-        decoded_len,
-        digest,
-    })
 }
