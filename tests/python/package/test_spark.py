@@ -188,3 +188,38 @@ def test_parquet_spark_writes_passes_the_precheck(df, spark, tsm, tmp_path):
                           for s in manifest(tmp_path / "out")["shards"]])
     want = np.array([[float(i) + j / 8 for j in range(6)] for i in range(N)], dtype=np.float32)
     np.testing.assert_array_equal(got, want)
+
+
+class _Conf:
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+class _FakeSpark:
+    def __init__(self, **conf):
+        self.conf = _Conf(conf)
+
+
+def test_workers_that_cannot_import_tensorsmith_fail_early_with_the_fix(monkeypatch):
+    from tensorsmith.spark import check_workers
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    # This interpreter has tensorsmith: nothing to say.
+    check_workers(_FakeSpark(**{"spark.pyspark.python": sys.executable, "spark.master": "local[2]"}))
+    # The venv's base interpreter, run directly, does not see the venv's packages.
+    base = os.path.realpath(sys.executable)
+    if base != sys.executable:
+        with pytest.raises(RuntimeError) as e:
+            check_workers(_FakeSpark(**{"spark.pyspark.python": base, "spark.master": "local[2]"}))
+        msg = str(e.value)
+        assert "cannot import tensorsmith" in msg and "PYSPARK_PYTHON=" + sys.executable in msg
+        assert "spark.pyspark.python" in msg
+    # A worker interpreter that does not exist on a local master; PYSPARK_PYTHON is read too.
+    monkeypatch.setenv("PYSPARK_PYTHON", "/nonexistent/python3")
+    with pytest.raises(RuntimeError, match="does not exist here"):
+        check_workers(_FakeSpark(**{"spark.master": "local[*]"}))
+    # On a cluster, a path the driver does not have is not the driver's to judge.
+    check_workers(_FakeSpark(**{"spark.master": "spark://somewhere:7077"}))

@@ -24,6 +24,9 @@ per shard file, one struct column (data, shape, dtype) per tensor key.
 import itertools
 import json
 import os
+import shutil
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 
@@ -290,14 +293,56 @@ class _Writer(DataSourceArrowWriter):
         _native.abort_job_shards(self.path, self.job_id)
 
 
-def register(spark=None):
-    """Registers the "safetensors" data source with `spark` (default: the active session)."""
+def _worker_python(spark):
+    """The interpreter Spark starts its Python workers with: `spark.pyspark.python`, else
+    $PYSPARK_PYTHON, else `python3` (Spark's own order)."""
+    try:
+        conf = spark.conf.get("spark.pyspark.python", None)
+    except Exception:  # noqa: BLE001 - an unset key on some Spark versions
+        conf = None
+    return conf or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+
+def check_workers(spark):
+    """Fails early, with the fix, when Spark's Python workers cannot import tensorsmith (the
+    usual first failure: a worker interpreter outside the venv, which otherwise shows as a
+    ModuleNotFoundError deep in a Java stack trace). Checked where the driver can tell: the
+    worker interpreter runs on this machine (local masters always; on a cluster, when the same
+    path exists here)."""
+    exe = _worker_python(spark)
+    found = shutil.which(exe)
+    local = str(spark.conf.get("spark.master", "local")).startswith("local")
+    if found is None and not local:
+        return
+    if found is not None and os.path.abspath(found) == sys.executable:
+        return
+    fix = (f"point them at an interpreter that has it: PYSPARK_PYTHON={sys.executable} in the "
+           f"environment, or .config(\"spark.pyspark.python\", {sys.executable!r}) on the session")
+    if found is None:
+        raise RuntimeError(f"Spark's Python workers run {exe!r}, which does not exist here; {fix}")
+    try:
+        r = subprocess.run([found, "-c", "import tensorsmith"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"Spark's Python workers run {exe!r}, which could not be started "
+                           f"({e}); {fix}") from None
+    if r.returncode != 0:
+        last = (r.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"Spark's Python workers run {exe!r}, which cannot import tensorsmith "
+                           f"({last}); {fix}")
+
+
+def register(spark=None, check=True):
+    """Registers the "safetensors" data source with `spark` (default: the active session).
+    With `check`, first makes sure Spark's Python workers can import tensorsmith
+    ([`check_workers`])."""
     if spark is None:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession()
         if spark is None:
             raise RuntimeError("no active SparkSession: pass one to tensorsmith.spark.register")
+    if check:
+        check_workers(spark)
     spark.dataSource.register(SafetensorsDataSource)
     return SafetensorsDataSource
 
