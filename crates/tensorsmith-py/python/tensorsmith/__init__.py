@@ -12,13 +12,16 @@ import os
 
 import numpy as np
 
-from . import _native
+from . import _native, _slicing
+from ._lowlevel import TensorSpec, deserialize, serialize, serialize_file
 from ._dtypes import from_numpy, to_numpy
 from ._options import option_texts
 from .errors import (  # noqa: F401
     BadSlice, DatasetExists, DatasetFailure, FileNotFound, InvalidFile, InvalidInput,
     IOFailure, OptionError, TensorNotFound, TensorsmithError, Unsupported,
 )
+
+SafetensorError = TensorsmithError  # the reference package's name of the base error class
 
 __version__ = _native.__version__
 
@@ -51,25 +54,56 @@ def _out(arr: np.ndarray, framework: str, dtype: str):
     return to_torch(arr, dtype)
 
 
-class safe_open:
-    """Opens a model file (safetensors, zTensor, GGUF), a folder or index of safetensors
-    shards, or an http(s) URL, for reading tensors one at a time.
+def _open_native(target, backend):
+    """A `_native.File` of a path, URL, folder or shard index, or of a file object (its
+    descriptor mapped when it has one, else read through `seek`/`read`)."""
+    if hasattr(target, "read") and hasattr(target, "seek"):
+        name = str(getattr(target, "name", "<file object>"))
+        try:
+            fd = target.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        if isinstance(fd, int) and fd >= 0:
+            return _native.File.from_fd(fd, name, backend)
+        return _native.File.from_reader(target, name)
+    path = os.fspath(target)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if "://" not in path and not os.path.exists(path):
+        raise FileNotFound(f"No such file or directory: {path}")
+    return _native.File(path, backend)
 
-        with tensorsmith.safe_open("model.safetensors", framework="np") as f:
-            for k in f.keys():
-                t = f.get_tensor(k)
+
+class safe_open:
+    """Opens a model for reading tensors one at a time: a file (safetensors, zTensor, GGUF),
+    a folder or index of safetensors shards, an http(s) URL, or an open binary file object
+    (anything with `read`, `seek` and `tell`: `open(...)`, `io.BytesIO`, fsspec and S3 files;
+    one with a real descriptor is mapped through it).
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"w": np.eye(2, dtype=np.float32)}, "m.safetensors")
+        >>> with tensorsmith.safe_open("m.safetensors", framework="np") as f:
+        ...     f.keys(), f.get_tensor("w").shape, f.get_slice("w")[:1].shape
+        (['w'], (2, 2), (1, 2))
     """
 
     def __init__(self, filename, framework="np", device="cpu", backend="mmap"):
         self._framework = _framework(framework)
-        if device != "cpu":
+        if device not in ("cpu", None):
             raise OptionError(f"device must be 'cpu', not {device!r}")
-        self._f = _native.File(os.fspath(filename), backend)
+        self._native = _open_native(filename, backend)
+
+    @property
+    def _f(self):
+        if self._native is None:
+            raise TensorsmithError("File is closed")
+        return self._native
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self._native = None
         return False
 
     @property
@@ -113,8 +147,9 @@ class _Slice:
     copied out of the map."""
 
     def __init__(self, f: safe_open, name: str):
-        self._f, self._name = f, name
-        self._dtype, shape, self._layout = f._f.info_of(name)
+        # The native file, not `f`: a slice stays usable after `f` is closed.
+        self._file, self._framework, self._name = f._f, f._framework, name
+        self._dtype, shape, self._layout = self._file.info_of(name)
         self._shape = list(shape)
 
     def get_shape(self):
@@ -124,14 +159,20 @@ class _Slice:
         return self._dtype
 
     def __getitem__(self, index):
-        full = _array(self._f._f.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
-        try:
-            part = np.ascontiguousarray(full[index])
-        except IndexError as e:
-            raise BadSlice(f"tensor '{self._name}' of shape {self._shape}: {e}") from None
-        if part is full or np.shares_memory(part, full):
-            part = part.copy()
-        return _out(part, self._f._framework, self._dtype)
+        np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
+        full = _array(self._file.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
+        part = np.array(full[np_index], copy=True)  # owned, C order, 0-d kept
+        return _out(part, self._framework, self._dtype)
+
+
+class _safe_open_handle(safe_open):
+    """`safe_open` of an open file object, under the reference package's private name:
+    `_safe_open_handle(f, framework="np")`."""
+
+    def __init__(self, f, framework="np", device="cpu", *, backend="mmap"):
+        if not (hasattr(f, "read") and hasattr(f, "seek")):
+            raise TypeError(f"expected a file object, not {type(f).__name__}")
+        super().__init__(f, framework, device, backend)
 
 
 def load_file(filename, framework="np", backend="mmap"):
@@ -284,5 +325,6 @@ class Dataset:
 
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
-    "write_dataset", "Dataset", "TensorsmithError",
+    "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
+    "serialize_file", "deserialize",
 ]
