@@ -159,8 +159,8 @@ pub fn convert(
         if shard_size.is_some() {
             return Err(opt("shard_size applies to safetensors output".into()));
         }
-    } else if compress.is_some() || digest.is_some() {
-        return Err(opt("compress and digest apply to zTensor output".into()));
+    } else if compress.is_some() {
+        return Err(opt("compress applies to zTensor output".into()));
     }
     py.detach(|| convert_op::convert(&m, &dst, &o)).py_err(py)
 }

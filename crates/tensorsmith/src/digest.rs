@@ -5,6 +5,7 @@
 use crate::error::{ErrorKind, Result};
 use crate::index::Digest;
 use sha2::Digest as _;
+use std::io::{self, Write};
 
 /// Digest algorithms a writer can be asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,4 +65,86 @@ pub fn check(want: &Digest, bytes: &[u8], spell: fn(&Digest) -> String) -> Resul
         .into());
     }
     Ok(())
+}
+
+/// `spell`'s text back into a digest; `None` when it is not one.
+pub fn parse_spelled(s: &str) -> Option<Digest> {
+    let (kind, hex) = s.split_once(':')?;
+    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    match (kind, hex.len()) {
+        ("crc32c", 8) => u32::from_str_radix(hex, 16).ok().map(Digest::Crc32c),
+        ("xxh3", 16) => u64::from_str_radix(hex, 16).ok().map(Digest::Xxh3),
+        ("sha256", 64) => {
+            let mut out = [0u8; 32];
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+            }
+            Some(Digest::Sha256(out))
+        }
+        _ => None,
+    }
+}
+
+/// A digest computed over bytes written to it in pieces (`io::Write`), for sources that
+/// stream.
+pub enum Hasher {
+    Crc32c(u32),
+    Sha256(Box<sha2::Sha256>),
+    Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
+}
+
+impl Hasher {
+    pub fn new(kind: DigestKind) -> Hasher {
+        match kind {
+            DigestKind::Crc32c => Hasher::Crc32c(0),
+            DigestKind::Sha256 => Hasher::Sha256(Box::default()),
+            DigestKind::Xxh3 => Hasher::Xxh3(Box::default()),
+        }
+    }
+
+    pub fn finish(self) -> Digest {
+        match self {
+            Hasher::Crc32c(c) => Digest::Crc32c(c),
+            Hasher::Sha256(h) => Digest::Sha256(h.finalize().into()),
+            Hasher::Xxh3(h) => Digest::Xxh3(h.digest()),
+        }
+    }
+}
+
+impl Write for Hasher {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Hasher::Crc32c(c) => *c = crc32c::crc32c_append(*c, buf),
+            Hasher::Sha256(h) => h.update(buf),
+            Hasher::Xxh3(h) => h.update(buf),
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_equals_one_shot_and_spelling_round_trips() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+        for kind in [DigestKind::Crc32c, DigestKind::Sha256, DigestKind::Xxh3] {
+            let mut h = Hasher::new(kind);
+            for c in data.chunks(999) {
+                h.write_all(c).unwrap();
+            }
+            let d = h.finish();
+            assert_eq!(d, compute(kind, &data));
+            assert_eq!(parse_spelled(&spell(&d)), Some(d));
+        }
+        assert_eq!(parse_spelled("xxh3:123"), None);
+        assert_eq!(parse_spelled("md5:00"), None);
+    }
 }

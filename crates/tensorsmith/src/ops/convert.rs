@@ -26,8 +26,8 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
         convert_ztensor(input, out, opts)?;
         Ok(vec![out.to_path_buf()])
     } else {
-        if opts.compression.is_some() || opts.digest.is_some() {
-            return refuse("compression and digests apply to zTensor output (a name ending in .zt, or a zTensor version)");
+        if opts.compression.is_some() {
+            return refuse("compression applies to zTensor output (a name ending in .zt, or a zTensor version)");
         }
         Ok(convert_safetensors(input, out, opts)?.files)
     }
