@@ -11,6 +11,8 @@ use crate::options::Duplicates;
 use crate::task_report::TaskReport;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use tensorsmith::digest::kind_of;
+use tensorsmith::safetensors::digest_record::{self, DIGEST_KEY};
 
 /// Reads the key column once over the whole input: duplicates are found across the whole
 /// input, before anything is written. Returns the (row, column) pairs a later row replaces.
@@ -142,7 +144,17 @@ fn rewrite_without(path: &Path, gone: &HashSet<String>) -> Result<Option<u64>> {
         .iter()
         .map(|t| f.tensor(&t.name))
         .collect::<Result<Vec<_>, _>>()?;
+    // A shard written with digests keeps them (recomputed for what is kept).
+    let digest = f
+        .metadata()
+        .get(DIGEST_KEY)
+        .and_then(|v| match v {
+            tensorsmith::index::MetaValue::Str(s) => digest_record::decode(s),
+            _ => None,
+        })
+        .and_then(|m| m.values().next().map(kind_of));
     let mut w = tensorsmith::safetensors::Writer::new();
+    w.record_digests(digest);
     for (t, v) in kept.iter().zip(&views) {
         w.add(&t.name, t.dtype, &t.shape, v.bytes())?;
     }

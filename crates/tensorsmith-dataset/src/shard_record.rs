@@ -72,6 +72,7 @@ pub(crate) fn write_shard(
     out: &mut TaskReport,
 ) -> Result<Vec<Vec<u8>>> {
     let mut w = tensorsmith::safetensors::Writer::new();
+    w.record_digests(ctx.opts.digest);
     let mut described = Vec::new();
     for (key, s, shape) in &tensors {
         let dtype = s.dtype.expect("at least one sample");

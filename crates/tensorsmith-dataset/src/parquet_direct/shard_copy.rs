@@ -37,6 +37,7 @@ pub(crate) fn batch_task(
             n
         };
         let mut w = Writer::new();
+        w.record_digests(ctx.opts.digest);
         let mut described = Vec::new();
         for (ci, (p, c)) in ctx.plan.plans.iter().zip(&plan.columns).enumerate() {
             note_schema(&mut out, &p.name, c.dtype, &c.sample_shape)?;
