@@ -1,10 +1,36 @@
 """tensorsmith: fast, strict reading and writing of tensor files (safetensors, zTensor v0.1,
 v1.1 and v2, GGUF) and tensor datasets, backed by a Rust core.
 
-`safe_open`, `load_file`, `save_file`, `load` and `save` follow the reference `safetensors`
-package (NumPy by default; `tensorsmith.numpy` and `tensorsmith.torch` mirror
-`safetensors.numpy` and `safetensors.torch`). Tensors read from a file come back as read-only
-NumPy views of its memory map where the dtype allows, without a copy.
+A drop-in for the reference `safetensors` package: swap the import and keep the code.
+
+Reading
+    safe_open(path | URL | folder | file object, framework="np")   lazy, one tensor at a time
+        .keys() .offset_keys() .metadata() .get_tensor(name) .get_tensors()
+        .get_slice(name)[index]   (the reference's indexing rules and error texts)
+    load_file(path)  every tensor as a dict;  load(bytes)  the same from bytes
+    Tensors come back as read-only NumPy views of the file's memory map where the dtype
+    allows (no copy); framework="pt" gives PyTorch tensors.
+
+Writing (byte-identical to the reference, atomic for files)
+    save_file(tensors, path, metadata=None, digest=False);  save(tensors) -> bytes
+    serialize / serialize_file / deserialize / TensorSpec   the framework-free API
+    digest=True records per-tensor digests under __metadata__["tensorsmith.digest"];
+    `tensorsmith verify FILE` names any tensor whose bytes changed.
+
+Tools
+    inspect(path)  hash(path, content=True)  diff(a, b, values=True)  convert(src, dst, ...)
+
+Datasets (the safetensors-spark layout)
+    write_dataset(arrow_data, path, batch_size=..., dtype=...);  Dataset(path)[i]
+    tensorsmith.spark.register(spark)  adds the Spark data source "safetensors"
+
+Errors derive from TensorsmithError (alias SafetensorError) and from the matching built-in
+(FileNotFoundError, KeyError, ValueError, IndexError).
+
+    >>> import numpy as np, tensorsmith
+    >>> tensorsmith.save_file({"w": np.ones((2, 2), np.float32)}, "w.safetensors")
+    >>> tensorsmith.load_file("w.safetensors")["w"].sum()
+    np.float32(4.0)
 """
 
 import json
@@ -112,33 +138,40 @@ class safe_open:
         return self._f.format()
 
     def keys(self):
-        """Tensor names, sorted."""
+        """Tensor names, sorted: `f.keys()` -> `["a", "b"]`."""
         return sorted(self._f.names())
 
     def offset_keys(self):
-        """Tensor names in the order of their data in the file."""
+        """Tensor names in the order of their data in the file: `f.offset_keys()`."""
         return self._f.names()
 
     def metadata(self):
         """The file's metadata (strings for safetensors, typed values for zTensor and GGUF),
-        or None."""
+        or None: `f.metadata()` -> `{"format": "pt"}`."""
         return self._f.metadata()
 
     def get_shape(self, name):
+        """A tensor's shape, without reading it: `f.get_shape("w")` -> `[2, 2]`."""
         return list(self._f.info_of(name)[1])
 
     def get_dtype(self, name):
+        """A tensor's safetensors dtype name: `f.get_dtype("w")` -> `"F32"`."""
         return self._f.info_of(name)[0]
 
     def get_tensor(self, name):
+        """One tensor (a read-only view of the map where possible): `f.get_tensor("w")`."""
         dtype, shape, layout = self._f.info_of(name)
         arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
         return _out(arr, self._framework, dtype)
 
     def get_tensors(self):
+        """Every tensor as a dict, name -> array: `f.get_tensors()`."""
         return {k: self.get_tensor(k) for k in self.keys()}
 
     def get_slice(self, name):
+        """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
+        Indexes: ints, slices with a positive step, `...`, tuples of those, `[]`; out-of-range
+        indexes are errors (as the reference), never clamped."""
         return _Slice(self, name)
 
 
@@ -153,9 +186,11 @@ class _Slice:
         self._shape = list(shape)
 
     def get_shape(self):
+        """The tensor's shape: `f.get_slice("w").get_shape()` -> `[2, 2]`."""
         return list(self._shape)
 
     def get_dtype(self):
+        """The tensor's dtype name: `f.get_slice("w").get_dtype()` -> `"F32"`."""
         return self._dtype
 
     def __getitem__(self, index):
@@ -176,7 +211,13 @@ class _safe_open_handle(safe_open):
 
 
 def load_file(filename, framework="np", backend="mmap"):
-    """Every tensor of a file as a dict (name -> array)."""
+    """Every tensor of a file as a dict (name -> array).
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> tensorsmith.load_file("a.safetensors")["a"].tolist()
+        [0, 1, 2]
+    """
     with safe_open(filename, framework=framework, backend=backend) as f:
         return f.get_tensors()
 
@@ -227,7 +268,12 @@ def save_file(tensors: dict, filename, metadata=None, *, digest=False) -> None:
 
 
 def load(data: bytes, framework="np"):
-    """Tensors of safetensors bytes; the arrays are views of `data`."""
+    """Tensors of safetensors bytes; the arrays are views of `data`.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.load(tensorsmith.save({"a": np.arange(2)}))["a"].tolist()
+        [0, 1]
+    """
     fw = _framework(framework)
     view = memoryview(data)
     out = {}
@@ -237,13 +283,26 @@ def load(data: bytes, framework="np"):
 
 
 def inspect(target, backend="mmap") -> dict:
-    """What `tensorsmith inspect --json` prints (schema "tensorsmith.inspect/1"), as a dict."""
+    """What `tensorsmith inspect --json` prints (schema "tensorsmith.inspect/1"), as a dict.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> tensorsmith.inspect("a.safetensors")["format"]["name"]  # doctest: +SKIP
+        'safetensors'
+    """
     return json.loads(_native.inspect_json(os.fspath(target), backend))
 
 
 def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A001
     """The format-neutral structural ID (`ts1-...`), with `content=True` also the content
-    digest (`tc1-...`); with `compat="weight-inspect"` weight-inspect's hash and short ID."""
+    digest (`tc1-...`); with `compat="weight-inspect"` weight-inspect's hash and short ID.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> h = tensorsmith.hash("a.safetensors", content=True)
+        >>> h["structural_id"][:4], h["content_digest"][:4]
+        ('ts1-', 'tc1-')
+    """
     a, b = _native.hash(os.fspath(target), content, compat, backend)
     if compat is not None:
         return {"structural_hash": a, "id": b}
@@ -255,7 +314,13 @@ def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A
 
 def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
     """What differs between two models (schema "tensorsmith.diff/1"); `values=True` compares
-    the values of tensors present in both."""
+    the values of tensors present in both.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> tensorsmith.save_file({"a": np.arange(3), "b": np.ones(1)}, "b.safetensors")
+        >>> d = tensorsmith.diff("a.safetensors", "b.safetensors")  # added: b
+    """
     return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all))
 
 
@@ -263,7 +328,14 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
             digest=None, densify=False, drop_metadata=False, shard_size=None) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
-    level. Returns the paths written."""
+    level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
+    (safetensors: `tensorsmith.digest`). Returns the paths written.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
+        >>> tensorsmith.convert("a.safetensors", "a.zt", zt_version="2", digest="xxh3")
+        ['a.zt']
+    """
     if isinstance(shard_size, str):
         shard_size = _native.parse_size(shard_size)
     if compress is True:
@@ -279,7 +351,14 @@ def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
     or anything with `__arrow_c_stream__`) as a dataset in the safetensors-spark layout.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
     tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
-    f16_rounding. `mode` is "error", "overwrite" or "append". Returns the manifest."""
+    f16_rounding, digest. `mode` is "error", "overwrite" or "append". Returns the manifest.
+
+        >>> import pyarrow as pa, tensorsmith
+        >>> t = pa.table({"x": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32()))})
+        >>> m = tensorsmith.write_dataset(t, "ds", batch_size=2, dtype="F32", mode="overwrite")
+        >>> len(tensorsmith.Dataset("ds"))
+        4
+    """
     data = _arrow_stream(data)
     text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads)
     return json.loads(text)
@@ -303,7 +382,11 @@ class Dataset:
     """A dataset in the safetensors-spark layout, map-style: `len(ds)` and `ds[i]` (PyTorch's
     DataLoader can use it as it is). Batch mode: `ds[i]` is sample i, a dict column -> array.
     KV mode: `ds[i]` is {"key": key, "tensor": array} for the i-th key in sorted order, and
-    `ds["key"]` the tensor of that key."""
+    `ds["key"]` the tensor of that key.
+
+        ds = tensorsmith.Dataset("ds")
+        len(ds); ds[0]["x"]           # batch mode
+    """
 
     def __init__(self, path, framework="np"):
         self._framework = _framework(framework)
@@ -313,12 +396,15 @@ class Dataset:
 
     @property
     def mode(self):
+        """"batch" or "kv"."""
         return self._r.mode
 
     def manifest(self) -> dict:
+        """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""
         return json.loads(self._r.manifest_json())
 
     def keys(self):
+        """KV mode: the tensor keys, sorted (batch mode: empty)."""
         return list(self._keys)
 
     def __len__(self):

@@ -106,8 +106,8 @@ def serialize(tensor_dict, metadata=None) -> bytes:
         >>> a = np.zeros(2, np.int32)
         >>> out = tensorsmith.serialize({"a": tensorsmith.TensorSpec(
         ...     dtype="int32", shape=[2], data_ptr=a.ctypes.data, data_len=a.nbytes)})
-        >>> out[:8]
-        b'@\\x00\\x00\\x00\\x00\\x00\\x00\\x00'
+        >>> out[8:]
+        b'{"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}}  \\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'
     """
     tensors = _tensors(tensor_dict)
     return _wrap(lambda: _native.serialize(tensors, metadata))
