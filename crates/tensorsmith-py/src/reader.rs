@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::ops::Range;
 use std::os::fd::{BorrowedFd, RawFd};
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 use tensorsmith::bytes::ReadAt;
 use tensorsmith::{Error, ErrorKind, Result};
 
@@ -54,9 +54,17 @@ impl ReadAt for PyReader {
             }
             .into());
         }
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let want = (range.end - range.start) as usize;
         Python::attach(|py| {
+            // The GIL first, then the lock, waiting for it without the GIL: a thread holding
+            // the lock may be waiting for the GIL (its `read` released it for I/O).
+            let _guard = loop {
+                match self.lock.try_lock() {
+                    Ok(g) => break g,
+                    Err(TryLockError::Poisoned(e)) => break e.into_inner(),
+                    Err(TryLockError::WouldBlock) => py.detach(std::thread::yield_now),
+                }
+            };
             let f = self.obj.bind(py);
             f.call_method1("seek", (range.start,)).map_err(io_err)?;
             let mut out = Vec::with_capacity(want);

@@ -231,3 +231,18 @@ def test_the_reference_names_are_there():
         assert hasattr(tensorsmith, name), name
     for name in ("load", "load_file", "save", "save_file"):
         assert hasattr(tensorsmith.numpy, name)
+
+
+def test_one_file_object_read_from_many_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    tensors = {f"t{i}": np.full(5000, i, np.float32) for i in range(16)}
+    fh = _NoFileno(tensorsmith.save(tensors, metadata={"m": "x"}))
+    with tensorsmith.safe_open(fh) as f:
+        def one(k):
+            assert f.metadata() == {"m": "x"}
+            return k, np.array(f.get_tensor(k))
+
+        with ThreadPoolExecutor(8) as ex:
+            got = dict(ex.map(one, sorted(tensors) * 4))
+    _same(got, tensors)
