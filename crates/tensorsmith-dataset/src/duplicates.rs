@@ -7,6 +7,7 @@
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::kv_keys::{key_of, null_key};
+use crate::manifest::shard_content_digest;
 use crate::options::Duplicates;
 use crate::task_report::TaskReport;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -118,6 +119,9 @@ pub(crate) fn across_tasks(
                 let kept = before - gone.len() as u64;
                 s.samples_count = (s.samples_count * kept / before.max(1)).max(1);
                 s.bytes = bytes;
+                if s.content_digest.is_some() {
+                    s.content_digest = shard_content_digest(&staging.join(&shard))?;
+                }
             }
         }
     }

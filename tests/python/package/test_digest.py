@@ -104,6 +104,10 @@ def test_dataset_shards_record_digests_and_verify_checks_the_folder(tsm, tmp_pat
     plain = tmp_path / "plain"
     tensorsmith.write_dataset(t, plain, batch_size=4, dtype="F32")
     assert "no digest recorded" in tsm.run("verify", plain).stdout.decode()
+    # The manifest pins every shard's digest record.
+    m = json.loads((ds / "dataset_manifest.json").read_text())
+    assert all(s["content_digest"].startswith("xxh3:") for s in m["shards"])
+    assert "content_digest" not in json.dumps(tensorsmith.Dataset(plain).manifest())
     shard = sorted(ds.glob("*.safetensors"))[1]
     _flip(shard, 5, shard)
     text = tsm.run("verify", ds, expect=1).stdout.decode()
@@ -113,3 +117,15 @@ def test_dataset_shards_record_digests_and_verify_checks_the_folder(tsm, tmp_pat
     assert "FAILED" in tsm.run("verify", ds2, expect=1).stdout.decode()
     with pytest.raises(tensorsmith.OptionError):
         tensorsmith.write_dataset(t, tmp_path / "x", batch_size=4, dtype="F32", digest="md5")
+
+
+def test_a_shard_swapped_for_another_valid_one_is_caught(tsm, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    t = pa.table({"x": pa.array([[float(i)] * 4 for i in range(8)], pa.list_(pa.float32()))})
+    ds = tmp_path / "ds"
+    tensorsmith.write_dataset(t, ds, batch_size=4, dtype="F32", digest=True)
+    a, b = sorted(ds.glob("*.safetensors"))
+    a.write_bytes(b.read_bytes())  # same size and shape, valid digests of its own
+    text = tsm.run("dataset", "verify", ds, expect=1).stdout.decode()
+    assert a.name in text and "manifest says" in text
+    assert a.name in tsm.run("verify", ds, expect=1).stdout.decode()
