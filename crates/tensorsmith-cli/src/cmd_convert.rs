@@ -54,7 +54,8 @@ pub struct ConvertArgs {
     /// zTensor compression: `zstd` (level 3) or `zstd:LEVEL` (1-22).
     #[arg(long, value_parser = parse_compress, value_name = "zstd[:LEVEL]")]
     compress: Option<Compression>,
-    /// zTensor digest: crc32c or sha256 (v0.1, v1.1), xxh3 or sha256 (v2).
+    /// Digest per part: zTensor crc32c or sha256 (v0.1, v1.1), xxh3 or sha256 (v2); safetensors
+    /// any of the three, one per tensor in `__metadata__` (`tensorsmith.digest`).
     #[arg(long, value_enum)]
     digest: Option<DigestArg>,
     /// Write sparse tensors dense (for safetensors).

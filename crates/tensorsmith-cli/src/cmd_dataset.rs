@@ -77,6 +77,10 @@ pub struct WriteArgs {
     /// F16/BF16 rounding: nearest (default) or truncate.
     #[arg(long)]
     f16_rounding: Option<String>,
+    /// Record per-tensor digests in each shard (`tensorsmith.digest`, checked by `verify`):
+    /// true (xxh3), xxh3, sha256 or crc32c.
+    #[arg(long)]
+    digest: Option<String>,
     /// Any option by its safetensors-spark name, as NAME=VALUE (repeatable).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
     options: Vec<String>,
@@ -181,6 +185,7 @@ fn write(a: &WriteArgs) -> u8 {
         ("target_shard_size_mb", &a.target_shard_size_mb),
         ("kv_separator", &a.kv_separator),
         ("f16_rounding", &a.f16_rounding),
+        ("digest", &a.digest),
     ];
     for (k, v) in flags {
         if let Some(v) = v {

@@ -6,7 +6,7 @@
 use crate::render::printable;
 use crate::{shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tensorsmith::ops::verify::verify;
 
 #[derive(Args)]
@@ -21,7 +21,18 @@ pub fn run(a: &VerifyArgs) -> u8 {
     let mut code = EXIT_OK;
     let opts = a.open.open_options();
     for path in &a.files {
+        if path.join("dataset_manifest.json").is_file() {
+            code = code.max(verify_dataset(path, &opts));
+            continue;
+        }
         match tensorsmith::open(&path.to_string_lossy(), &opts).map(|m| verify(&m)) {
+            Ok(r) if r.is_ok() && r.checked == 0 => {
+                println!(
+                    "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({} parts)",
+                    shown(path),
+                    r.undigested
+                );
+            }
             Ok(r) if r.is_ok() => {
                 println!(
                     "ok: {}: {} digests match, {} parts without a digest",
@@ -53,4 +64,62 @@ pub fn run(a: &VerifyArgs) -> u8 {
         }
     }
     code
+}
+
+/// A dataset folder: the dataset's own checks (manifest, shards, index), then every shard's
+/// recorded digests.
+fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
+    let structure = match tensorsmith_dataset::verify(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {}", printable(&e.to_string()));
+            return EXIT_ERROR;
+        }
+    };
+    let mut failed = !structure.is_ok();
+    for p in &structure.problems {
+        println!("FAILED: {}: {}", shown(dir), printable(p));
+    }
+    let manifest = match tensorsmith_dataset::Manifest::read(dir) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {}", printable(&e.to_string()));
+            return EXIT_ERROR;
+        }
+    };
+    let (mut checked, mut undigested) = (0, 0);
+    for shard in &manifest.shards {
+        let path = dir.join(&shard.shard_path);
+        match tensorsmith::open(&path.to_string_lossy(), opts).map(|m| verify(&m)) {
+            Ok(r) => {
+                checked += r.checked;
+                undigested += r.undigested;
+                for e in &r.failures {
+                    println!("FAILED: {}", printable(&e.to_string()));
+                }
+                failed |= !r.is_ok();
+            }
+            // Missing or unreadable shards are already among the dataset's problems.
+            Err(_) => failed = true,
+        }
+    }
+    if failed {
+        println!(
+            "failed: {}: dataset ({checked} digests checked)",
+            shown(dir)
+        );
+        return EXIT_NO;
+    }
+    let digests = if checked == 0 {
+        "no digest recorded, tensor bytes not checked".to_string()
+    } else {
+        format!("{checked} digests match, {undigested} parts without a digest")
+    };
+    println!(
+        "ok: {}: dataset of {} shards, {} tensors; {digests}",
+        shown(dir),
+        structure.shards,
+        structure.tensors
+    );
+    EXIT_OK
 }

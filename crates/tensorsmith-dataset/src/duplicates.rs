@@ -7,10 +7,13 @@
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::kv_keys::{key_of, null_key};
+use crate::manifest::shard_content_digest;
 use crate::options::Duplicates;
 use crate::task_report::TaskReport;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use tensorsmith::digest::kind_of;
+use tensorsmith::safetensors::digest_record::{self, DIGEST_KEY};
 
 /// Reads the key column once over the whole input: duplicates are found across the whole
 /// input, before anything is written. Returns the (row, column) pairs a later row replaces.
@@ -116,6 +119,9 @@ pub(crate) fn across_tasks(
                 let kept = before - gone.len() as u64;
                 s.samples_count = (s.samples_count * kept / before.max(1)).max(1);
                 s.bytes = bytes;
+                if s.content_digest.is_some() {
+                    s.content_digest = shard_content_digest(&staging.join(&shard))?;
+                }
             }
         }
     }
@@ -142,7 +148,17 @@ fn rewrite_without(path: &Path, gone: &HashSet<String>) -> Result<Option<u64>> {
         .iter()
         .map(|t| f.tensor(&t.name))
         .collect::<Result<Vec<_>, _>>()?;
+    // A shard written with digests keeps them (recomputed for what is kept).
+    let digest = f
+        .metadata()
+        .get(DIGEST_KEY)
+        .and_then(|v| match v {
+            tensorsmith::index::MetaValue::Str(s) => digest_record::decode(s),
+            _ => None,
+        })
+        .and_then(|m| m.values().next().map(kind_of));
     let mut w = tensorsmith::safetensors::Writer::new();
+    w.record_digests(digest);
     for (t, v) in kept.iter().zip(&views) {
         w.add(&t.name, t.dtype, &t.shape, v.bytes())?;
     }

@@ -17,6 +17,28 @@ pub struct ShardInfo {
     pub shard_path: String,
     pub samples_count: u64,
     pub bytes: u64,
+    /// For shards written with the `digest` option: XXH3-64 of the shard's per-tensor digest
+    /// record (`tensorsmith.digest`), pinning the shard's content to the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_digest: Option<String>,
+}
+
+/// The manifest's `content_digest` of a shard's header metadata: `None` when the shard records
+/// no digests.
+pub fn content_digest_of(meta: &BTreeMap<String, tensorsmith::index::MetaValue>) -> Option<String> {
+    use tensorsmith::digest::{compute, spell, DigestKind};
+    match meta.get(tensorsmith::safetensors::digest_record::DIGEST_KEY)? {
+        tensorsmith::index::MetaValue::Str(record) => {
+            Some(spell(&compute(DigestKind::Xxh3, record.as_bytes())))
+        }
+        _ => None,
+    }
+}
+
+/// `content_digest_of` a shard file.
+pub fn shard_content_digest(path: &Path) -> Result<Option<String>> {
+    let f = tensorsmith::safetensors::SafetensorsFile::open(path)?;
+    Ok(content_digest_of(f.metadata()))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 use crate::error::{DatasetError, Result};
 use std::collections::BTreeMap;
 use tensorsmith::cast::Rounding;
+use tensorsmith::digest::DigestKind;
 use tensorsmith::dtype::DType;
 
 /// How rows become tensors.
@@ -68,6 +69,9 @@ pub struct WriteOptions {
     pub kv_separator: String,
     /// Float to F16/BF16: round to nearest even (default) or safetensors-spark's truncation.
     pub f16_rounding: Rounding,
+    /// Record each shard's per-tensor digests (`tensorsmith.digest` in its `__metadata__`);
+    /// option `digest`: true (XXH3-64), xxh3, sha256, crc32c or false (default).
+    pub digest: Option<DigestKind>,
 }
 
 impl WriteOptions {
@@ -84,6 +88,7 @@ impl WriteOptions {
             generate_index: false,
             kv_separator: "__".into(),
             f16_rounding: Rounding::Nearest,
+            digest: None,
         }
     }
 
@@ -112,7 +117,7 @@ impl WriteOptions {
             seen.insert(lower, (k.to_string(), v.to_string()));
         }
         let get = |n: &str| seen.get(n).map(|(_, v)| v.as_str());
-        const KNOWN: [&str; 12] = [
+        const KNOWN: [&str; 13] = [
             "batch_size",
             "name_col",
             "dtype",
@@ -124,6 +129,7 @@ impl WriteOptions {
             "generate_index",
             "kv_separator",
             "f16_rounding",
+            "digest",
             "path",
         ];
         if let Some((orig, _)) = seen
@@ -133,7 +139,7 @@ impl WriteOptions {
         {
             return Err(DatasetError::option(
                 orig,
-                "unknown option (known: batch_size, name_col, dtype, columns, shapes, tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator, f16_rounding)",
+                "unknown option (known: batch_size, name_col, dtype, columns, shapes, tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator, f16_rounding, digest)",
             ));
         }
         let batch = get("batch_size")
@@ -235,6 +241,20 @@ impl WriteOptions {
                     return Err(DatasetError::option(
                         "generate_index",
                         format!("'{s}': use true or false"),
+                    ))
+                }
+            };
+        }
+        if let Some(s) = get("digest") {
+            o.digest = match s.to_ascii_lowercase().as_str() {
+                "false" => None,
+                "true" | "xxh3" => Some(DigestKind::Xxh3),
+                "sha256" => Some(DigestKind::Sha256),
+                "crc32c" => Some(DigestKind::Crc32c),
+                _ => {
+                    return Err(DatasetError::option(
+                        "digest",
+                        format!("'{s}': use true, false, xxh3, sha256 or crc32c"),
                     ))
                 }
             };

@@ -4,7 +4,7 @@
 
 use crate::column::Samples;
 use crate::error::{DatasetError, Result};
-use crate::manifest::{ShardInfo, TensorSchema};
+use crate::manifest::{shard_content_digest, ShardInfo, TensorSchema};
 use crate::task_context::Ctx;
 use crate::task_report::TaskReport;
 use crate::tensor_index_file::IndexEntry;
@@ -72,6 +72,7 @@ pub(crate) fn write_shard(
     out: &mut TaskReport,
 ) -> Result<Vec<Vec<u8>>> {
     let mut w = tensorsmith::safetensors::Writer::new();
+    w.record_digests(ctx.opts.digest);
     let mut described = Vec::new();
     for (key, s, shape) in &tensors {
         let dtype = s.dtype.expect("at least one sample");
@@ -79,7 +80,7 @@ pub(crate) fn write_shard(
         described.push((key.clone(), dtype, shape.clone()));
     }
     let bytes = write_staged(w, &ctx.staging.join(name))?;
-    record_shard(ctx, name, described, bytes, samples_count, out);
+    record_shard(ctx, name, described, bytes, samples_count, out)?;
     // The buffers go back to the caller, emptied, for the next shard: no fresh pages to
     // fault in and zero for every shard.
     Ok(tensors
@@ -101,7 +102,11 @@ pub(crate) fn record_shard(
     bytes: u64,
     samples_count: u64,
     out: &mut TaskReport,
-) {
+) -> Result<()> {
+    let content_digest = match ctx.opts.digest {
+        Some(_) => shard_content_digest(&ctx.staging.join(name))?,
+        None => None,
+    };
     for (key, dtype, shape) in tensors {
         out.index.push(IndexEntry {
             tensor_key: key,
@@ -116,7 +121,9 @@ pub(crate) fn record_shard(
         shard_path: name.to_string(),
         samples_count,
         bytes,
+        content_digest,
     });
+    Ok(())
 }
 
 pub(crate) fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {

@@ -3,7 +3,7 @@
 //! present) naming only listed shards and tensors that exist; no stray shard files.
 
 use crate::error::Result;
-use crate::manifest::{Manifest, INDEX_NAME};
+use crate::manifest::{content_digest_of, Manifest, INDEX_NAME};
 use crate::read::{Dataset, DatasetMode};
 use crate::staging::{stale_folders, DEFAULT_STALE_AFTER};
 use crate::tensor_index_file;
@@ -68,6 +68,17 @@ pub fn verify_with(dir: &Path, stale_after: Duration) -> Result<DatasetReport> {
                 continue;
             }
         };
+        if let Some(want) = &s.content_digest {
+            match content_digest_of(f.metadata()) {
+                Some(got) if &got == want => {}
+                Some(got) => r.problems.push(format!(
+                    "{p}: its digest record hashes to {got}, the manifest says {want} (another shard's content)"
+                )),
+                None => r.problems.push(format!(
+                    "{p}: records no digests, the manifest says it was written with them"
+                )),
+            }
+        }
         let names = tensors_of.entry(p.as_str()).or_default();
         for t in &f.index().tensors {
             r.tensors += 1;

@@ -3,13 +3,15 @@
 //! metadata, and each tensor's bytes (a zero-copy view of the map when stored raw).
 
 use crate::buffer::Bytes;
-use crate::errors::{raise, IntoPy};
+use crate::errors::{from_core, raise, IntoPy};
+use crate::reader::{dup_fd, PyReader};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::borrow::Cow;
 use std::sync::Arc;
-use tensorsmith::bytes::Backend;
+use tensorsmith::bytes::{Backend, LocalFile};
 use tensorsmith::index::{Format, Layout, LayoutNames, MetaValue, TensorInfo};
+use tensorsmith::model::open_reader;
 use tensorsmith::ops::inspect::meta_json;
 use tensorsmith::{open, Model, OpenOptions};
 
@@ -23,6 +25,15 @@ pub struct File {
 }
 
 impl File {
+    fn of(model: Model) -> File {
+        let by_name = model.index.by_name();
+        File {
+            model: Arc::new(model),
+            by_name,
+            empty_metadata_object: std::sync::OnceLock::new(),
+        }
+    }
+
     fn info(&self, py: Python<'_>, name: &str) -> PyResult<&TensorInfo> {
         match self.by_name.get(name) {
             Some(&i) => Ok(&self.model.index.tensors[i]),
@@ -68,12 +79,34 @@ impl File {
         let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
         let target = path.to_owned();
         let model = py.detach(|| open(&target, &opts)).py_err(py)?;
-        let by_name = model.index.by_name();
-        Ok(File {
-            model: Arc::new(model),
-            by_name,
-            empty_metadata_object: std::sync::OnceLock::new(),
-        })
+        Ok(File::of(model))
+    }
+
+    /// A model read from an open descriptor (a Python file's `fileno()`): duplicated, then
+    /// mapped or read with `pread` as a path would be. `name` names it in errors.
+    #[staticmethod]
+    #[pyo3(signature = (fd, name, backend = "mmap"))]
+    fn from_fd(py: Python<'_>, fd: i32, name: &str, backend: &str) -> PyResult<Self> {
+        let backend = parse_backend(py, backend)?;
+        let opts = OpenOptions::default().with_backend(backend);
+        let file = dup_fd(fd).map_err(|e| from_core(py, e.into()))?;
+        let name = name.to_owned();
+        let model = py
+            .detach(|| {
+                let bytes = LocalFile::from_file(file, backend)?;
+                open_reader(&name, Box::new(bytes), &opts)
+            })
+            .py_err(py)?;
+        Ok(File::of(model))
+    }
+
+    /// A model read through a Python file object's `seek`, `tell` and `read` (fsspec and S3
+    /// files, `io.BytesIO`): only the header and the tensors asked for are read.
+    #[staticmethod]
+    fn from_reader(py: Python<'_>, obj: Bound<'_, PyAny>, name: &str) -> PyResult<Self> {
+        let reader = PyReader::new(obj)?;
+        let model = open_reader(name, Box::new(reader), &OpenOptions::default()).py_err(py)?;
+        Ok(File::of(model))
     }
 
     /// `(format name, version or None)`: ("safetensors", None), ("ztensor", "1.1"), ("gguf", "3").

@@ -6,6 +6,7 @@ mod dataset;
 mod errors;
 mod file;
 mod ops;
+mod reader;
 mod save;
 
 use pyo3::prelude::*;

@@ -162,8 +162,8 @@ pub fn convert(
         if shard_size.is_some() {
             return Err(opt("shard_size applies to safetensors output".into()));
         }
-    } else if compress.is_some() || digest.is_some() {
-        return Err(opt("compress and digest apply to zTensor output".into()));
+    } else if compress.is_some() {
+        return Err(opt("compress applies to zTensor output".into()));
     } else if append {
         return Err(opt("append applies to zTensor v2 output".into()));
     }

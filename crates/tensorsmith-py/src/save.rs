@@ -7,6 +7,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::collections::BTreeMap;
+use tensorsmith::digest::DigestKind;
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
 
@@ -49,12 +50,30 @@ fn hold(py: Python<'_>, tensors: Vec<PyTensor<'_>>) -> PyResult<Vec<Held>> {
         .collect()
 }
 
+/// The digest kind of Python's `digest=` ("xxh3", "sha256", "crc32c"; None: no record).
+fn digest_kind(py: Python<'_>, digest: Option<&str>) -> PyResult<Option<DigestKind>> {
+    Ok(match digest {
+        None => None,
+        Some("xxh3") => Some(DigestKind::Xxh3),
+        Some("sha256") => Some(DigestKind::Sha256),
+        Some("crc32c") => Some(DigestKind::Crc32c),
+        Some(other) => {
+            return Err(raise(
+                py,
+                "OptionError",
+                format!("digest must be 'xxh3', 'sha256' or 'crc32c', not {other:?}"),
+            ))
+        }
+    })
+}
+
 fn writer<'a>(
     held: &'a [Held],
     metadata: Option<BTreeMap<String, String>>,
+    digest: Option<DigestKind>,
 ) -> tensorsmith::Result<Writer<'a>> {
     let mut w = Writer::new();
-    w.allow_packed_ints(true);
+    w.allow_packed_ints(true).record_digests(digest);
     if let Some(m) = metadata {
         w.metadata(m);
     }
@@ -68,29 +87,33 @@ fn writer<'a>(
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, metadata = None))]
+#[pyo3(signature = (tensors, metadata = None, digest = None))]
 pub fn serialize<'py>(
     py: Python<'py>,
     tensors: Vec<PyTensor<'py>>,
     metadata: Option<BTreeMap<String, String>>,
+    digest: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let digest = digest_kind(py, digest)?;
     let held = hold(py, tensors)?;
-    let bytes = writer(&held, metadata)
+    let bytes = writer(&held, metadata, digest)
         .and_then(|w| w.to_bytes())
         .py_err(py)?;
     Ok(PyBytes::new(py, &bytes))
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, path, metadata = None))]
+#[pyo3(signature = (tensors, path, metadata = None, digest = None))]
 pub fn serialize_file<'py>(
     py: Python<'py>,
     tensors: Vec<PyTensor<'py>>,
     path: std::path::PathBuf,
     metadata: Option<BTreeMap<String, String>>,
+    digest: Option<&str>,
 ) -> PyResult<u64> {
+    let digest = digest_kind(py, digest)?;
     let held = hold(py, tensors)?;
-    let w = writer(&held, metadata).py_err(py)?;
+    let w = writer(&held, metadata, digest).py_err(py)?;
     let w = SendWriter(w);
     py.detach(move || {
         let w = w;

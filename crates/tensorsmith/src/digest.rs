@@ -5,6 +5,7 @@
 use crate::error::{ErrorKind, Result};
 use crate::index::Digest;
 use sha2::Digest as _;
+use std::io::{self, Write};
 
 /// Digest algorithms a writer can be asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +41,8 @@ pub fn compute(kind: DigestKind, bytes: &[u8]) -> Digest {
     }
 }
 
-/// A digest computed over bytes that arrive in pieces (a part streamed to a file); the
-/// result equals [`compute`] over the concatenation.
+/// A digest computed over bytes that arrive in pieces (a part streamed to a file, a source
+/// written into it through `io::Write`); the result equals [`compute`] over the whole.
 pub enum Hasher {
     Crc32c(u32),
     Sha256(Box<sha2::Sha256>),
@@ -98,4 +99,57 @@ pub fn check(want: &Digest, bytes: &[u8], spell: fn(&Digest) -> String) -> Resul
         .into());
     }
     Ok(())
+}
+
+/// `spell`'s text back into a digest; `None` when it is not one.
+pub fn parse_spelled(s: &str) -> Option<Digest> {
+    let (kind, hex) = s.split_once(':')?;
+    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    match (kind, hex.len()) {
+        ("crc32c", 8) => u32::from_str_radix(hex, 16).ok().map(Digest::Crc32c),
+        ("xxh3", 16) => u64::from_str_radix(hex, 16).ok().map(Digest::Xxh3),
+        ("sha256", 64) => {
+            let mut out = [0u8; 32];
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+            }
+            Some(Digest::Sha256(out))
+        }
+        _ => None,
+    }
+}
+
+/// Sources that stream write into a hasher like into a file.
+impl Write for Hasher {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_equals_one_shot_and_spelling_round_trips() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+        for kind in [DigestKind::Crc32c, DigestKind::Sha256, DigestKind::Xxh3] {
+            let mut h = Hasher::new(kind);
+            for c in data.chunks(999) {
+                h.write_all(c).unwrap();
+            }
+            let d = h.finish();
+            assert_eq!(d, compute(kind, &data));
+            assert_eq!(parse_spelled(&spell(&d)), Some(d));
+        }
+        assert_eq!(parse_spelled("xxh3:123"), None);
+        assert_eq!(parse_spelled("md5:00"), None);
+    }
 }

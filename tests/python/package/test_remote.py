@@ -24,7 +24,8 @@ FILES = [
 
 class _RangeHandler(http.server.BaseHTTPRequestHandler):
     files: dict = {}
-    sent = 0
+    # Body bytes sent per path: a late count from another test's file never lands here.
+    sent: dict = {}
 
     def log_message(self, *args):
         pass
@@ -55,7 +56,7 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(part)))
         self.end_headers()
         self.wfile.write(part)
-        type(self).sent += len(part)
+        self.sent[self.path] = self.sent.get(self.path, 0) + len(part)
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +94,12 @@ def test_only_the_header_travels_until_a_tensor_is_read(server):
     big = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
     data = tensorsmith.save({"big": big, "small": np.ones(4, np.float32)})
     _RangeHandler.files["/big.safetensors"] = data
-    _RangeHandler.sent = 0
+    _RangeHandler.sent.pop("/big.safetensors", None)
     with tensorsmith.safe_open(f"{server}/big.safetensors", framework="np") as f:
         assert sorted(f.keys()) == ["big", "small"]
-        assert _RangeHandler.sent < 300 << 10
+        assert _RangeHandler.sent["/big.safetensors"] < 300 << 10
         assert np.array_equal(f.get_tensor("big"), big)
-    assert _RangeHandler.sent >= big.nbytes
+    assert _RangeHandler.sent["/big.safetensors"] >= big.nbytes
 
 
 def test_a_missing_url_raises_naming_it(server):

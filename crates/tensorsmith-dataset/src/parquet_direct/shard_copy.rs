@@ -37,6 +37,7 @@ pub(crate) fn batch_task(
             n
         };
         let mut w = Writer::new();
+        w.record_digests(ctx.opts.digest);
         let mut described = Vec::new();
         for (ci, (p, c)) in ctx.plan.plans.iter().zip(&plan.columns).enumerate() {
             note_schema(&mut out, &p.name, c.dtype, &c.sample_shape)?;
@@ -54,7 +55,7 @@ pub(crate) fn batch_task(
         let path = ctx.staging.join(&name);
         let mut f = std::fs::File::create(&path).map_err(|e| DatasetError::io(&path, e))?;
         let bytes = w.write_to_file(&mut f).map_err(|e| e.in_file(&path))?;
-        record_shard(ctx, &name, described, bytes, samples, &mut out);
+        record_shard(ctx, &name, described, bytes, samples, &mut out)?;
         ctx.progress.direct_shards.fetch_add(1, Ordering::Relaxed);
         ctx.progress.rows.fetch_add(n, Ordering::Relaxed);
         at += n;

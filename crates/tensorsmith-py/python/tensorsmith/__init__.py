@@ -1,10 +1,36 @@
 """tensorsmith: fast, strict reading and writing of tensor files (safetensors, zTensor v0.1,
 v1.1 and v2, GGUF) and tensor datasets, backed by a Rust core.
 
-`safe_open`, `load_file`, `save_file`, `load` and `save` follow the reference `safetensors`
-package (NumPy by default; `tensorsmith.numpy` and `tensorsmith.torch` mirror
-`safetensors.numpy` and `safetensors.torch`). Tensors read from a file come back as read-only
-NumPy views of its memory map where the dtype allows, without a copy.
+A drop-in for the reference `safetensors` package: swap the import and keep the code.
+
+Reading
+    safe_open(path | URL | folder | file object, framework="np")   lazy, one tensor at a time
+        .keys() .offset_keys() .metadata() .get_tensor(name) .get_tensors()
+        .get_slice(name)[index]   (the reference's indexing rules and error texts)
+    load_file(path)  every tensor as a dict;  load(bytes)  the same from bytes
+    Tensors come back as read-only NumPy views of the file's memory map where the dtype
+    allows (no copy); framework="pt" gives PyTorch tensors.
+
+Writing (byte-identical to the reference, atomic for files)
+    save_file(tensors, path, metadata=None, digest=False);  save(tensors) -> bytes
+    serialize / serialize_file / deserialize / TensorSpec   the framework-free API
+    digest=True records per-tensor digests under __metadata__["tensorsmith.digest"];
+    `tensorsmith verify FILE` names any tensor whose bytes changed.
+
+Tools
+    inspect(path)  hash(path, content=True)  diff(a, b, values=True)  convert(src, dst, ...)
+
+Datasets (the safetensors-spark layout)
+    write_dataset(arrow_data, path, batch_size=..., dtype=...);  Dataset(path)[i]
+    tensorsmith.spark.register(spark)  adds the Spark data source "safetensors"
+
+Errors derive from TensorsmithError (alias SafetensorError) and from the matching built-in
+(FileNotFoundError, KeyError, ValueError, IndexError).
+
+    >>> import numpy as np, tensorsmith
+    >>> tensorsmith.save_file({"w": np.ones((2, 2), np.float32)}, "w.safetensors")
+    >>> tensorsmith.load_file("w.safetensors")["w"].sum()
+    np.float32(4.0)
 """
 
 import bisect
@@ -13,13 +39,16 @@ import os
 
 import numpy as np
 
-from . import _native
+from . import _native, _slicing
+from ._lowlevel import TensorSpec, deserialize, serialize, serialize_file
 from ._dtypes import from_numpy, to_numpy
 from ._options import option_texts
 from .errors import (  # noqa: F401
     BadSlice, DatasetExists, DatasetFailure, FileNotFound, InvalidFile, InvalidInput,
     IOFailure, OptionError, TensorNotFound, TensorsmithError, Unsupported,
 )
+
+SafetensorError = TensorsmithError  # the reference package's name of the base error class
 
 __version__ = _native.__version__
 
@@ -52,25 +81,56 @@ def _out(arr: np.ndarray, framework: str, dtype: str):
     return to_torch(arr, dtype)
 
 
-class safe_open:
-    """Opens a model file (safetensors, zTensor, GGUF), a folder or index of safetensors
-    shards, or an http(s) URL, for reading tensors one at a time.
+def _open_native(target, backend):
+    """A `_native.File` of a path, URL, folder or shard index, or of a file object (its
+    descriptor mapped when it has one, else read through `seek`/`read`)."""
+    if hasattr(target, "read") and hasattr(target, "seek"):
+        name = str(getattr(target, "name", "<file object>"))
+        try:
+            fd = target.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        if isinstance(fd, int) and fd >= 0:
+            return _native.File.from_fd(fd, name, backend)
+        return _native.File.from_reader(target, name)
+    path = os.fspath(target)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if "://" not in path and not os.path.exists(path):
+        raise FileNotFound(f"No such file or directory: {path}")
+    return _native.File(path, backend)
 
-        with tensorsmith.safe_open("model.safetensors", framework="np") as f:
-            for k in f.keys():
-                t = f.get_tensor(k)
+
+class safe_open:
+    """Opens a model for reading tensors one at a time: a file (safetensors, zTensor, GGUF),
+    a folder or index of safetensors shards, an http(s) URL, or an open binary file object
+    (anything with `read`, `seek` and `tell`: `open(...)`, `io.BytesIO`, fsspec and S3 files;
+    one with a real descriptor is mapped through it).
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"w": np.eye(2, dtype=np.float32)}, "m.safetensors")
+        >>> with tensorsmith.safe_open("m.safetensors", framework="np") as f:
+        ...     f.keys(), f.get_tensor("w").shape, f.get_slice("w")[:1].shape
+        (['w'], (2, 2), (1, 2))
     """
 
     def __init__(self, filename, framework="np", device="cpu", backend="mmap"):
         self._framework = _framework(framework)
-        if device != "cpu":
+        if device not in ("cpu", None):
             raise OptionError(f"device must be 'cpu', not {device!r}")
-        self._f = _native.File(os.fspath(filename), backend)
+        self._native = _open_native(filename, backend)
+
+    @property
+    def _f(self):
+        if self._native is None:
+            raise TensorsmithError("File is closed")
+        return self._native
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self._native = None
         return False
 
     @property
@@ -79,33 +139,40 @@ class safe_open:
         return self._f.format()
 
     def keys(self):
-        """Tensor names, sorted."""
+        """Tensor names, sorted: `f.keys()` -> `["a", "b"]`."""
         return sorted(self._f.names())
 
     def offset_keys(self):
-        """Tensor names in the order of their data in the file."""
+        """Tensor names in the order of their data in the file: `f.offset_keys()`."""
         return self._f.names()
 
     def metadata(self):
         """The file's metadata (strings for safetensors, typed values for zTensor and GGUF),
-        or None."""
+        or None: `f.metadata()` -> `{"format": "pt"}`."""
         return self._f.metadata()
 
     def get_shape(self, name):
+        """A tensor's shape, without reading it: `f.get_shape("w")` -> `[2, 2]`."""
         return list(self._f.info_of(name)[1])
 
     def get_dtype(self, name):
+        """A tensor's safetensors dtype name: `f.get_dtype("w")` -> `"F32"`."""
         return self._f.info_of(name)[0]
 
     def get_tensor(self, name):
+        """One tensor (a read-only view of the map where possible): `f.get_tensor("w")`."""
         dtype, shape, layout = self._f.info_of(name)
         arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
         return _out(arr, self._framework, dtype)
 
     def get_tensors(self):
+        """Every tensor as a dict, name -> array: `f.get_tensors()`."""
         return {k: self.get_tensor(k) for k in self.keys()}
 
     def get_slice(self, name):
+        """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
+        Indexes: ints, slices with a positive step, `...`, tuples of those, `[]`; out-of-range
+        indexes are errors (as the reference), never clamped."""
         return _Slice(self, name)
 
 
@@ -114,29 +181,44 @@ class _Slice:
     copied out of the map."""
 
     def __init__(self, f: safe_open, name: str):
-        self._f, self._name = f, name
-        self._dtype, shape, self._layout = f._f.info_of(name)
+        # The native file, not `f`: a slice stays usable after `f` is closed.
+        self._file, self._framework, self._name = f._f, f._framework, name
+        self._dtype, shape, self._layout = self._file.info_of(name)
         self._shape = list(shape)
 
     def get_shape(self):
+        """The tensor's shape: `f.get_slice("w").get_shape()` -> `[2, 2]`."""
         return list(self._shape)
 
     def get_dtype(self):
+        """The tensor's dtype name: `f.get_slice("w").get_dtype()` -> `"F32"`."""
         return self._dtype
 
     def __getitem__(self, index):
-        full = _array(self._f._f.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
-        try:
-            part = np.ascontiguousarray(full[index])
-        except IndexError as e:
-            raise BadSlice(f"tensor '{self._name}' of shape {self._shape}: {e}") from None
-        if part is full or np.shares_memory(part, full):
-            part = part.copy()
-        return _out(part, self._f._framework, self._dtype)
+        np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
+        full = _array(self._file.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
+        part = np.array(full[np_index], copy=True)  # owned, C order, 0-d kept
+        return _out(part, self._framework, self._dtype)
+
+
+class _safe_open_handle(safe_open):
+    """`safe_open` of an open file object, under the reference package's private name:
+    `_safe_open_handle(f, framework="np")`."""
+
+    def __init__(self, f, framework="np", device="cpu", *, backend="mmap"):
+        if not (hasattr(f, "read") and hasattr(f, "seek")):
+            raise TypeError(f"expected a file object, not {type(f).__name__}")
+        super().__init__(f, framework, device, backend)
 
 
 def load_file(filename, framework="np", backend="mmap"):
-    """Every tensor of a file as a dict (name -> array)."""
+    """Every tensor of a file as a dict (name -> array).
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> tensorsmith.load_file("a.safetensors")["a"].tolist()
+        [0, 1, 2]
+    """
     with safe_open(filename, framework=framework, backend=backend) as f:
         return f.get_tensors()
 
@@ -155,18 +237,44 @@ def _flatten(tensors: dict):
     return out
 
 
-def save(tensors: dict, metadata=None) -> bytes:
-    """A dict of NumPy arrays as safetensors bytes (as the reference writes them)."""
-    return _native.serialize(_flatten(tensors), metadata)
+def _digest(digest):
+    return "xxh3" if digest is True else (digest or None)
 
 
-def save_file(tensors: dict, filename, metadata=None) -> None:
-    """Writes a dict of NumPy arrays as a safetensors file, atomically."""
-    _native.serialize_file(_flatten(tensors), os.fspath(filename), metadata)
+def save(tensors: dict, metadata=None, *, digest=False) -> bytes:
+    """A dict of NumPy arrays as safetensors bytes (as the reference writes them). With
+    `digest=True` (XXH3-64; or "sha256", "crc32c") each tensor's digest is recorded in the
+    metadata under "tensorsmith.digest", for `tensorsmith verify`.
+
+        >>> import numpy as np, tensorsmith
+        >>> data = tensorsmith.save({"a": np.zeros(2, np.float32)})
+        >>> tensorsmith.load(data)["a"].tolist()
+        [0.0, 0.0]
+    """
+    return _native.serialize(_flatten(tensors), metadata, _digest(digest))
+
+
+def save_file(tensors: dict, filename, metadata=None, *, digest=False) -> None:
+    """Writes a dict of NumPy arrays as a safetensors file, atomically (a temporary file
+    renamed into place). `digest=True` records each tensor's content digest under the
+    metadata key "tensorsmith.digest" (tensor bytes unchanged; the reference reads the file as
+    any other); `tensorsmith verify FILE` then names any tensor whose bytes changed.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors", digest=True)
+        >>> sorted(tensorsmith.safe_open("a.safetensors").metadata())
+        ['tensorsmith.digest']
+    """
+    _native.serialize_file(_flatten(tensors), os.fspath(filename), metadata, _digest(digest))
 
 
 def load(data: bytes, framework="np"):
-    """Tensors of safetensors bytes; the arrays are views of `data`."""
+    """Tensors of safetensors bytes; the arrays are views of `data`.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.load(tensorsmith.save({"a": np.arange(2)}))["a"].tolist()
+        [0, 1]
+    """
     fw = _framework(framework)
     view = memoryview(data)
     out = {}
@@ -176,13 +284,26 @@ def load(data: bytes, framework="np"):
 
 
 def inspect(target, backend="mmap") -> dict:
-    """What `tensorsmith inspect --json` prints (schema "tensorsmith.inspect/1"), as a dict."""
+    """What `tensorsmith inspect --json` prints (schema "tensorsmith.inspect/1"), as a dict.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> tensorsmith.inspect("a.safetensors")["format"]["name"]  # doctest: +SKIP
+        'safetensors'
+    """
     return json.loads(_native.inspect_json(os.fspath(target), backend))
 
 
 def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A001
     """The format-neutral structural ID (`ts1-...`), with `content=True` also the content
-    digest (`tc1-...`); with `compat="weight-inspect"` weight-inspect's hash and short ID."""
+    digest (`tc1-...`); with `compat="weight-inspect"` weight-inspect's hash and short ID.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> h = tensorsmith.hash("a.safetensors", content=True)
+        >>> h["structural_id"][:4], h["content_digest"][:4]
+        ('ts1-', 'tc1-')
+    """
     a, b = _native.hash(os.fspath(target), content, compat, backend)
     if compat is not None:
         return {"structural_hash": a, "id": b}
@@ -194,7 +315,13 @@ def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A
 
 def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
     """What differs between two models (schema "tensorsmith.diff/1"); `values=True` compares
-    the values of tensors present in both."""
+    the values of tensors present in both.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
+        >>> tensorsmith.save_file({"a": np.arange(3), "b": np.ones(1)}, "b.safetensors")
+        >>> d = tensorsmith.diff("a.safetensors", "b.safetensors")  # added: b
+    """
     return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all))
 
 
@@ -203,9 +330,16 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
             append=False) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
-    level. `append=True` adds the tensors to the existing zTensor v2 file `dst` (names already
-    in it are refused; a crash leaves the old file or the new one). Returns the paths
-    written."""
+    level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
+    (safetensors: `tensorsmith.digest`). `append=True` adds the tensors to the existing
+    zTensor v2 file `dst` (names already in it are refused; a crash leaves the old file or the
+    new one). Returns the paths written.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
+        >>> tensorsmith.convert("a.safetensors", "a.zt", zt_version="2", digest="xxh3")
+        ['a.zt']
+    """
     if isinstance(shard_size, str):
         shard_size = _native.parse_size(shard_size)
     if compress is True:
@@ -222,7 +356,14 @@ def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
     or anything with `__arrow_c_stream__`) as a dataset in the safetensors-spark layout.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
     tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
-    f16_rounding. `mode` is "error", "overwrite" or "append". Returns the manifest."""
+    f16_rounding, digest. `mode` is "error", "overwrite" or "append". Returns the manifest.
+
+        >>> import pyarrow as pa, tensorsmith
+        >>> t = pa.table({"x": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32()))})
+        >>> m = tensorsmith.write_dataset(t, "ds", batch_size=2, dtype="F32", mode="overwrite")
+        >>> len(tensorsmith.Dataset("ds"))
+        4
+    """
     data = _arrow_stream(data)
     text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads)
     return json.loads(text)
@@ -271,12 +412,15 @@ class Dataset:
 
     @property
     def mode(self):
+        """"batch" or "kv"."""
         return self._r.mode
 
     def manifest(self) -> dict:
+        """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""
         return json.loads(self._r.manifest_json())
 
     def keys(self):
+        """KV mode: the tensor keys, sorted (batch mode: empty)."""
         return list(self._keys)
 
     def __len__(self):
@@ -383,5 +527,6 @@ class Dataset:
 
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
-    "write_dataset", "Dataset", "TensorsmithError",
+    "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
+    "serialize_file", "deserialize",
 ]

@@ -18,18 +18,22 @@ def _reorder(x):
 
 
 def save(tensors: dict, metadata=None) -> bytes:
+    """PyTorch tensors as safetensors bytes: `tensorsmith.torch.save({"w": torch.ones(2)})`."""
     return _native.serialize(_flatten(tensors), metadata)
 
 
 def save_file(tensors: dict, filename, metadata=None) -> None:
+    """PyTorch tensors to a file, atomically: `save_file({"w": t}, "m.safetensors")`."""
     _native.serialize_file(_flatten(tensors), os.fspath(filename), metadata)
 
 
 def load(data: bytes):
+    """Tensors of safetensors bytes as PyTorch tensors: `load(open(p, "rb").read())`."""
     return _load(data, framework="pt")
 
 
 def load_file(filename, device="cpu"):
+    """Every tensor of a file as PyTorch tensors (CPU): `load_file("m.safetensors")`."""
     if device != "cpu":
         from .errors import OptionError
 

@@ -37,16 +37,20 @@ impl LocalFile {
     /// Opens `path` with the given backend. Empty files are not mapped (mmap of 0 bytes fails).
     pub fn open(path: &Path, backend: Backend) -> Result<LocalFile> {
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::from(e).in_file(path))?
-            .len();
+        LocalFile::from_file(file, backend).map_err(|e| e.in_file(path))
+    }
+
+    /// An already open file (a descriptor handed over by a caller, e.g. Python's
+    /// `fileno()`), with the given backend. Its current position does not matter: reads are
+    /// positioned.
+    pub fn from_file(file: File, backend: Backend) -> Result<LocalFile> {
+        let len = file.metadata()?.len();
         match backend {
             Backend::Mmap if len > 0 => {
                 // SAFETY: the map is read-only. Another process truncating the file while it
                 // is mapped could fault; our own writers replace files by rename, which keeps
                 // the mapped inode intact. Use `Backend::Pread` where that cannot be promised.
-                let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::from(e).in_file(path))?;
+                let map = unsafe { Mmap::map(&file) }?;
                 Ok(LocalFile::Mmap { map, file })
             }
             _ => Ok(LocalFile::Pread { file, len }),

@@ -149,6 +149,13 @@ pub enum ErrorKind {
     ZtSeekTable(String),
     #[error("digest mismatch: the file says {expected}, the bytes give {actual}")]
     DigestMismatch { expected: String, actual: String },
+    #[error("bytes {start}..{end} of the file changed: the recorded digest is {expected}, the bytes give {actual}")]
+    RangeDigestMismatch {
+        start: u64,
+        end: u64,
+        expected: String,
+        actual: String,
+    },
     #[error("option not available for zTensor v{version}: {what}")]
     ZtUnsupportedOption { version: &'static str, what: String },
 

@@ -68,8 +68,17 @@ pub(crate) fn open_bytes(location: &str, opts: &OpenOptions) -> Result<Box<dyn R
 
 /// One file, its format told by its first bytes, validated by that format's reader.
 pub(crate) fn open_file(location: &str, opts: &OpenOptions) -> Result<(TensorIndex, ModelFile)> {
+    read_file(location, open_bytes(location, opts)?, opts)
+}
+
+/// One file whose bytes the caller opened (a descriptor, a reader over a file object), its
+/// format told by its first bytes; `location` names it in errors.
+pub(crate) fn read_file(
+    location: &str,
+    bytes: Box<dyn ReadAt>,
+    opts: &OpenOptions,
+) -> Result<(TensorIndex, ModelFile)> {
     let at = |e: Error| e.in_file(Path::new(location));
-    let bytes = open_bytes(location, opts)?;
     let first = bytes
         .read(0..bytes.len().min(SNIFF_LEN as u64))
         .map_err(at)?;

@@ -9,7 +9,7 @@ mod open;
 
 pub use checkpoint::{is_index, parse_index, INDEX_SUFFIX, MAX_INDEX_LEN};
 pub use file::ModelFile;
-pub use open::open;
+pub use open::{open, open_reader};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorIndex, TensorInfo};

@@ -2,9 +2,9 @@
 //! told by its first bytes (one loop over the registered formats), or a checkpoint (a folder
 //! or a shard index).
 
-use super::file::open_file;
+use super::file::{open_file, read_file};
 use super::{checkpoint, Model};
-use crate::bytes::is_url;
+use crate::bytes::{is_url, ReadAt};
 use crate::error::Result;
 use crate::format::OpenOptions;
 use std::path::Path;
@@ -28,4 +28,12 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
     }
     let (index, file) = open_file(target, opts)?;
     Ok(Model::single(target, index, file))
+}
+
+/// Opens and validates one file from bytes the caller already has access to (an open
+/// descriptor as a [`crate::bytes::LocalFile`], a buffer, any [`ReadAt`]); `location` names
+/// it in errors and in [`Model::location`].
+pub fn open_reader(location: &str, bytes: Box<dyn ReadAt>, opts: &OpenOptions) -> Result<Model> {
+    let (index, file) = read_file(location, bytes, opts)?;
+    Ok(Model::single(location, index, file))
 }

@@ -33,8 +33,8 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
         if opts.append {
             return refuse("append applies to zTensor v2 output (a name ending in .zt)");
         }
-        if opts.compression.is_some() || opts.digest.is_some() {
-            return refuse("compression and digests apply to zTensor output (a name ending in .zt, or a zTensor version)");
+        if opts.compression.is_some() {
+            return refuse("compression applies to zTensor output (a name ending in .zt, or a zTensor version)");
         }
         Ok(convert_safetensors(input, out, opts)?.files)
     }

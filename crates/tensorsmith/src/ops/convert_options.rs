@@ -29,7 +29,7 @@ pub struct ConvertOptions {
     pub(crate) zt_version: Option<ZtVersion>,
     /// zTensor: compression of every part.
     pub(crate) compression: Option<Compression>,
-    /// zTensor: the digest every part records.
+    /// The digest every part (zTensor) or tensor (safetensors: `tensorsmith.digest`) records.
     pub(crate) digest: Option<DigestKind>,
     /// zTensor v0.1 has no file metadata: drop it instead of refusing.
     pub(crate) drop_metadata: bool,

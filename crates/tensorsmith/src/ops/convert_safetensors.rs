@@ -213,7 +213,7 @@ fn writer_for<'a>(
     opts: &ConvertOptions,
 ) -> Result<Writer<'a>> {
     let mut w = Writer::new();
-    w.allow_packed_ints(true);
+    w.allow_packed_ints(true).record_digests(opts.digest);
     if !meta.is_empty() {
         w.metadata(meta.clone());
     }

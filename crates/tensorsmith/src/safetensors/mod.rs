@@ -3,6 +3,7 @@
 //! produces files that are byte-identical to the Hugging Face reference writer ([`Writer`]);
 //! [`Safetensors`] is the format seam.
 
+pub mod digest_record;
 mod format;
 mod header_parse;
 mod read;

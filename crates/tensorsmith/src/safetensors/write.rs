@@ -3,7 +3,9 @@
 //! padded with spaces to a multiple of 8. Streaming: the header needs only names, dtypes and
 //! shapes, so tensor bytes are pulled one tensor at a time, straight into the output.
 
+use super::digest_record::{self, DIGEST_KEY};
 use crate::bytes::{copy_chunked, ReadAt};
+use crate::digest::{DigestKind, Hasher};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::sink::write_atomically;
@@ -173,6 +175,7 @@ pub struct Writer<'a> {
     names: HashSet<String>,
     metadata: Option<BTreeMap<String, String>>,
     allow_packed_ints: bool,
+    digests: Option<DigestKind>,
 }
 
 impl<'a> Writer<'a> {
@@ -184,6 +187,15 @@ impl<'a> Writer<'a> {
     /// `"__metadata__":{}`, as the reference does when given one.
     pub fn metadata(&mut self, metadata: BTreeMap<String, String>) -> &mut Self {
         self.metadata = Some(metadata);
+        self
+    }
+
+    /// Records each tensor's digest of this kind in `__metadata__` under
+    /// `tensorsmith.digest` (see `digest_record`); `verify` checks them. Tensor sources are
+    /// then read twice (digests first: the header precedes the data). `None`: no record (any
+    /// record in the given metadata is dropped either way: it would describe other bytes).
+    pub fn record_digests(&mut self, kind: Option<DigestKind>) -> &mut Self {
+        self.digests = kind;
         self
     }
 
@@ -297,7 +309,32 @@ impl<'a> Writer<'a> {
         out
     }
 
-    /// Total size of the file that will be written.
+    /// Sorts the tensors and settles the metadata: a stale digest record dropped, a new one
+    /// computed from the sources when asked for.
+    fn prepare(&mut self) -> Result<()> {
+        self.sort();
+        if let Some(m) = &mut self.metadata {
+            m.remove(DIGEST_KEY);
+        }
+        let Some(kind) = self.digests else {
+            return Ok(());
+        };
+        let mut digests = Vec::with_capacity(self.tensors.len());
+        for t in &mut self.tensors {
+            let mut h = Hasher::new(kind);
+            t.data.write_to(&mut h).map_err(|e| e.at_tensor(&t.name))?;
+            digests.push(h.finish());
+        }
+        let value =
+            digest_record::encode(self.tensors.iter().map(|t| t.name.as_str()).zip(digests));
+        self.metadata
+            .get_or_insert_with(BTreeMap::new)
+            .insert(DIGEST_KEY.to_string(), value);
+        Ok(())
+    }
+
+    /// Total size of the file that will be written (without a digest record: its length is
+    /// known only once the sources are read).
     pub fn file_len(&mut self) -> u64 {
         self.sort();
         self.header().len() as u64 + self.tensors.iter().map(|t| t.len).sum::<u64>()
@@ -306,7 +343,7 @@ impl<'a> Writer<'a> {
     /// Writes the whole file to `out`, pulling each tensor's bytes in turn. Returns the
     /// number of bytes written.
     pub fn write_to(mut self, out: &mut dyn Write) -> Result<u64> {
-        self.sort();
+        self.prepare()?;
         let header = self.header();
         out.write_all(&header)?;
         let mut total = header.len() as u64;
@@ -324,7 +361,7 @@ impl<'a> Writer<'a> {
     /// files are copied file to file (`TensorData::copy_into_file`), the rest written through
     /// a buffer.
     pub fn write_to_file(mut self, out: &mut File) -> Result<u64> {
-        self.sort();
+        self.prepare()?;
         let header = self.header();
         out.write_all(&header)?;
         let mut total = header.len() as u64;
