@@ -1,0 +1,166 @@
+//! A Parquet page body decompressed with its column chunk's codec: snappy, gzip, zstd, LZ4
+//! (Hadoop framing, falling back to the LZ4 frame format and then a raw block, as arrow-rs
+//! reads it) and LZ4_RAW. Every codec must give exactly the uncompressed size the page header
+//! declares; anything else is a corrupt page.
+
+use parquet::basic::Compression;
+use std::io::Read;
+
+/// The codecs this module decodes (`None`: pages stored as they are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Codec {
+    None,
+    Snappy,
+    Gzip,
+    Zstd,
+    Lz4Hadoop,
+    Lz4Raw,
+}
+
+impl Codec {
+    /// The codec of a column chunk, when this module decodes it (brotli and LZO: no).
+    pub(super) fn of(c: Compression) -> Option<Codec> {
+        Some(match c {
+            Compression::UNCOMPRESSED => Codec::None,
+            Compression::SNAPPY => Codec::Snappy,
+            Compression::GZIP(_) => Codec::Gzip,
+            Compression::ZSTD(_) => Codec::Zstd,
+            Compression::LZ4 => Codec::Lz4Hadoop,
+            Compression::LZ4_RAW => Codec::Lz4Raw,
+            _ => return None,
+        })
+    }
+}
+
+/// Decompresses `input` into `out` (cleared first), which must come to exactly `size` bytes.
+pub(super) fn decompress(
+    codec: Codec,
+    input: &[u8],
+    size: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    out.clear();
+    let got = match codec {
+        Codec::None => {
+            out.extend_from_slice(input);
+            Ok(input.len())
+        }
+        Codec::Snappy => {
+            let n = snap::raw::decompress_len(input).map_err(|e| e.to_string())?;
+            if n != size {
+                return Err(format!(
+                    "snappy declares {n} bytes where the page header declares {size}"
+                ));
+            }
+            out.resize(size, 0);
+            snap::raw::Decoder::new()
+                .decompress(input, out)
+                .map_err(|e| e.to_string())
+        }
+        Codec::Gzip => read_exact_size(flate2::read::MultiGzDecoder::new(input), size, out),
+        Codec::Zstd => zstd::stream::read::Decoder::with_buffer(input)
+            .map_err(|e| e.to_string())
+            .and_then(|d| read_exact_size(d, size, out)),
+        Codec::Lz4Raw => {
+            out.resize(size, 0);
+            lz4_flex::block::decompress_into(input, out).map_err(|e| e.to_string())
+        }
+        Codec::Lz4Hadoop => {
+            out.resize(size, 0);
+            lz4_hadoop(input, out).or_else(|_| {
+                out.clear();
+                read_exact_size(lz4_flex::frame::FrameDecoder::new(input), size, out).or_else(
+                    |_| {
+                        out.resize(size, 0);
+                        lz4_flex::block::decompress_into(input, out).map_err(|e| e.to_string())
+                    },
+                )
+            })
+        }
+    }?;
+    if got != size {
+        return Err(format!(
+            "decompressed to {got} bytes where the page header declares {size}"
+        ));
+    }
+    out.truncate(size);
+    Ok(())
+}
+
+/// Reads `r` to its end into `out`, refusing more than `size` bytes.
+fn read_exact_size(r: impl Read, size: usize, out: &mut Vec<u8>) -> Result<usize, String> {
+    out.reserve(size);
+    let n = r
+        .take(size as u64 + 1)
+        .read_to_end(out)
+        .map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+/// Hadoop's LZ4 framing: blocks of (decompressed size, compressed size) big-endian u32s and
+/// a raw LZ4 block, until the input ends.
+fn lz4_hadoop(mut input: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    let mut at = 0usize;
+    while !input.is_empty() {
+        let field = |i: usize| -> Result<usize, String> {
+            let b = input.get(i..i + 4).ok_or("a Hadoop LZ4 frame cut short")?;
+            Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        };
+        let (dsize, csize) = (field(0)?, field(4)?);
+        let block = input
+            .get(8..8 + csize)
+            .ok_or("a Hadoop LZ4 frame cut short")?;
+        let dst = out
+            .get_mut(at..at + dsize)
+            .ok_or("a Hadoop LZ4 frame larger than the page")?;
+        let n = lz4_flex::block::decompress_into(block, dst).map_err(|e| e.to_string())?;
+        if n != dsize {
+            return Err("a Hadoop LZ4 frame of another size than it declares".into());
+        }
+        at += dsize;
+        input = &input[8 + csize..];
+    }
+    Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_codec_round_trips_and_a_wrong_size_is_refused() {
+        let data: Vec<u8> = (0..5000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        let snappy = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        let zstd = zstd::bulk::compress(&data, 3).unwrap();
+        let block = lz4_flex::block::compress(&data);
+        let mut hadoop = (data.len() as u32).to_be_bytes().to_vec();
+        hadoop.extend((block.len() as u32).to_be_bytes());
+        hadoop.extend(&block);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &data).unwrap();
+        let gz = gz.finish().unwrap();
+        let mut out = Vec::new();
+        for (codec, bytes) in [
+            (Codec::None, &data),
+            (Codec::Snappy, &snappy),
+            (Codec::Zstd, &zstd),
+            (Codec::Lz4Raw, &block),
+            (Codec::Lz4Hadoop, &hadoop),
+            (Codec::Lz4Hadoop, &block),
+            (Codec::Gzip, &gz),
+        ] {
+            decompress(codec, bytes, data.len(), &mut out).unwrap();
+            assert!(out == data, "{codec:?}");
+            assert!(
+                decompress(codec, bytes, data.len() + 1, &mut out).is_err(),
+                "{codec:?}"
+            );
+            let mut cut = bytes.clone();
+            cut.truncate(bytes.len() / 2);
+            assert!(
+                decompress(codec, &cut, data.len(), &mut out).is_err(),
+                "{codec:?}"
+            );
+        }
+    }
+}
