@@ -589,3 +589,35 @@ fn files_pyarrow_writes_are_copied_from_their_pages() {
         }
     }
 }
+
+#[test]
+fn files_pyarrow_writes_compressed_and_dictionary_encoded_are_decoded_from_their_pages() {
+    // tests/data/dataset/generate.py: 13 rows of 4 f32 (7 distinct values), pages of 64 bytes,
+    // row groups of 5 rows, every codec, PLAIN / dictionary / dictionary then PLAIN, data
+    // pages v1 and v2, page checksums.
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/dataset");
+    let mut seen = 0;
+    for codec in ["snappy", "zstd", "gzip", "lz4"] {
+        for enc in ["plain", "dict", "fallback"] {
+            for v in ["v1", "v2"] {
+                let pq = data.join(format!("input_{codec}_{enc}_{v}.parquet"));
+                for (threads, to) in [(1, DType::F32), (2, DType::F32), (2, DType::BF16)] {
+                    assert_eq!(
+                        both_ways_counted(&[&pq], &opts(3, to), threads),
+                        Ok((0, 5)),
+                        "{}",
+                        pq.display()
+                    );
+                }
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, 24);
+    // Uncompressed PLAIN pages with checksums: still copied (the CRCs checked first).
+    let pq = data.join("input_crc_plain_v1.parquet");
+    assert_eq!(
+        both_ways_counted(&[&pq], &opts(3, DType::F32), 2),
+        Ok((5, 0))
+    );
+}
