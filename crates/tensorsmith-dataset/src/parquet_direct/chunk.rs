@@ -9,7 +9,7 @@
 //! decompress to its declared size, fewer value bytes than its levels give values.
 
 use super::levels::{bit_width, runs, Rows};
-use super::page_codec::{decompress, Codec};
+use super::page_codec::{decompress, decompress_prefix, Codec};
 use super::page_crc::{crc_ok, mismatch};
 use super::value_cast::ValueCast;
 use crate::parquet_guard::{page_header, PageHeader, PageKind};
@@ -73,6 +73,24 @@ pub(super) fn body(file: &File, page: &PageHeader) -> Result<Bytes, String> {
         return Err(mismatch(page));
     }
     Ok(b)
+}
+
+/// Decompressed bytes of a compressed v1 page first read for its levels.
+const LEVELS_FIRST_READ: usize = 4096;
+
+/// Where a v1 page's levels end in its decompressed body, as far as `b` (its first bytes)
+/// tells: the end of what the length prefixes seen so far cover (`None`: not even the first).
+fn levels_end(b: &[u8]) -> Option<usize> {
+    let len = |at: usize| -> Option<usize> {
+        let x = b.get(at..at + 4)?;
+        Some(u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as usize)
+    };
+    let rep = len(0)?;
+    let def_at = 4usize.checked_add(rep)?;
+    match len(def_at) {
+        Some(def) => def_at.checked_add(4)?.checked_add(def),
+        None => def_at.checked_add(4),
+    }
 }
 
 /// A v1 page's level lengths: (rep, def) from the 4-byte prefixes in `b`, the page's
@@ -215,13 +233,23 @@ pub(super) fn scan(
         } else {
             None
         };
+        // A compressed v1 page holds its levels at the start of its compressed body: only as
+        // much is decompressed as they take (the values are decompressed when written).
         let v1_compressed = page.kind == Some(PageKind::Data) && codec != Codec::None;
         let decompressed = if v1_compressed {
             let b = match &whole {
                 Some(b) => b.clone(),
                 None => body(file, &page)?,
             };
-            decompress(codec, &b, uncompressed as usize, &mut buf).map_err(|e| at(&e))?;
+            let size = uncompressed as usize;
+            let mut want = LEVELS_FIRST_READ;
+            loop {
+                decompress_prefix(codec, &b, size, want, &mut buf).map_err(|e| at(&e))?;
+                match levels_end(&buf) {
+                    Some(end) if end > buf.len() && end <= size && end > want => want = end,
+                    _ => break,
+                }
+            }
             Some(Bytes::from(std::mem::take(&mut buf)))
         } else {
             None

@@ -87,6 +87,106 @@ pub(super) fn decompress(
     Ok(())
 }
 
+/// Decompresses at least the first `want` bytes of `input` (all of them when the page is
+/// shorter) into `out`, cleared first: how a v1 page's levels, at the start of its compressed
+/// body, are read without decompressing its values. Snappy, gzip and zstd stop early; LZ4
+/// pages are decompressed whole.
+pub(super) fn decompress_prefix(
+    codec: Codec,
+    input: &[u8],
+    size: usize,
+    want: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let want = want.min(size);
+    out.clear();
+    match codec {
+        Codec::None => {
+            out.extend_from_slice(&input[..want.min(input.len())]);
+            Ok(())
+        }
+        Codec::Snappy => snappy_prefix(input, size, want, out),
+        Codec::Gzip => read_prefix(flate2::read::MultiGzDecoder::new(input), want, out),
+        Codec::Zstd => zstd::stream::read::Decoder::with_buffer(input)
+            .map_err(|e| e.to_string())
+            .and_then(|d| read_prefix(d, want, out)),
+        Codec::Lz4Raw | Codec::Lz4Hadoop => decompress(codec, input, size, out),
+    }
+}
+
+fn read_prefix(r: impl Read, want: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    r.take(want as u64)
+        .read_to_end(out)
+        .map_err(|e| e.to_string())?;
+    if out.len() < want {
+        return Err(format!(
+            "decompressed to {} bytes, fewer than the page header declares",
+            out.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Snappy's raw format decoded until `want` bytes are out (literals and back references,
+/// as the format describes them); stops at the element that passes `want`.
+fn snappy_prefix(input: &[u8], size: usize, want: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    let n = snap::raw::decompress_len(input).map_err(|e| e.to_string())?;
+    if n != size {
+        return Err(format!(
+            "snappy declares {n} bytes where the page header declares {size}"
+        ));
+    }
+    let bad = || "a corrupt snappy stream".to_string();
+    // Skip the length varint.
+    let mut pos = input.iter().position(|b| b & 0x80 == 0).ok_or_else(bad)? + 1;
+    let le = |b: &[u8]| {
+        b.iter()
+            .rev()
+            .fold(0usize, |a, &x| (a << 8) | usize::from(x))
+    };
+    while out.len() < want {
+        let tag = *input.get(pos).ok_or_else(bad)?;
+        pos += 1;
+        let (len, offset) = match tag & 3 {
+            0 => {
+                let mut len = usize::from(tag >> 2);
+                if len >= 60 {
+                    let k = len - 59;
+                    len = le(input.get(pos..pos + k).ok_or_else(bad)?);
+                    pos += k;
+                }
+                let lit = input.get(pos..pos + len + 1).ok_or_else(bad)?;
+                out.extend_from_slice(lit);
+                pos += len + 1;
+                continue;
+            }
+            1 => {
+                let b = *input.get(pos).ok_or_else(bad)?;
+                pos += 1;
+                (
+                    usize::from((tag >> 2) & 7) + 4,
+                    (usize::from(tag >> 5) << 8) | usize::from(b),
+                )
+            }
+            k => {
+                let w = if k == 2 { 2 } else { 4 };
+                let off = le(input.get(pos..pos + w).ok_or_else(bad)?);
+                pos += w;
+                (usize::from(tag >> 2) + 1, off)
+            }
+        };
+        if offset == 0 || offset > out.len() || out.len() + len > size {
+            return Err(bad());
+        }
+        let from = out.len() - offset;
+        for i in 0..len {
+            let b = out[from + i];
+            out.push(b);
+        }
+    }
+    Ok(())
+}
+
 /// Reads `r` to its end into `out`, refusing more than `size` bytes.
 fn read_exact_size(r: impl Read, size: usize, out: &mut Vec<u8>) -> Result<usize, String> {
     out.reserve(size);
@@ -161,6 +261,36 @@ mod tests {
                 decompress(codec, &cut, data.len(), &mut out).is_err(),
                 "{codec:?}"
             );
+            // Prefixes: the stream's first bytes, whatever the element boundaries.
+            for want in [0, 1, 5, 100, 4096, 19_999, 20_000, 30_000] {
+                decompress_prefix(codec, bytes, data.len(), want, &mut out).unwrap();
+                let k = want.min(data.len());
+                assert!(out.len() >= k && out[..k] == data[..k], "{codec:?} {want}");
+            }
         }
+    }
+
+    #[test]
+    fn snappy_prefixes_of_literals_and_long_copies_match_the_whole() {
+        // Mixed: random bytes (literals), runs (overlapping copies), repeats (far copies).
+        let mut x = 12345u32;
+        let mut data: Vec<u8> = Vec::new();
+        for i in 0..200_000usize {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let b = match (i / 5000) % 3 {
+                0 => (x >> 16) as u8,
+                1 => 7,
+                _ => data[i - 4000],
+            };
+            data.push(b);
+        }
+        let c = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        let mut out = Vec::new();
+        for want in [1, 3, 61, 4096, 65_537, 150_001, 200_000] {
+            decompress_prefix(Codec::Snappy, &c, data.len(), want, &mut out).unwrap();
+            assert!(out.len() >= want && out[..want] == data[..want], "{want}");
+        }
+        let cut = &c[..c.len() / 2];
+        assert!(decompress_prefix(Codec::Snappy, cut, data.len(), 200_000, &mut out).is_err());
     }
 }
