@@ -105,14 +105,15 @@ pub(super) fn v1_level_lengths(b: &[u8]) -> Option<(usize, usize)> {
     (8usize.checked_add(rep)?.checked_add(def)? <= b.len()).then_some((rep, def))
 }
 
-/// The values of a data page, decompressed into `out` (the levels skipped); `Err` for a page
-/// that does not decompress to the size its header declares.
+/// A data page decompressed into `out`; returns where its values start there (v1: after its
+/// levels; v2: its levels are not in `out`). `Err` for a page that does not decompress to
+/// the size its header declares.
 pub(super) fn page_values(
     file: &File,
     page: &PageHeader,
     codec: Codec,
     out: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let at = |why: String| format!("page at byte {}: {why}", page.pos);
     let b = file
         .get_bytes(page.body(), page.compressed as usize)
@@ -133,14 +134,14 @@ pub(super) fn page_values(
             let size = size
                 .checked_sub(levels)
                 .ok_or_else(|| at("levels larger than the page".into()))?;
-            decompress(codec, values, size, out).map_err(at)
+            decompress(codec, values, size, out).map_err(at)?;
+            Ok(0)
         }
         _ => {
             decompress(codec, &b, size, out).map_err(at)?;
             let (rep, def) =
                 v1_level_lengths(out).ok_or_else(|| at("levels past the page".into()))?;
-            out.drain(..8 + rep + def);
-            Ok(())
+            Ok(8 + rep + def)
         }
     }
 }

@@ -17,9 +17,10 @@ use tensorsmith::safetensors::TensorData;
 pub(super) struct ColumnCursor<'p> {
     plan: &'p DirectPlan,
     ci: usize,
-    /// The page in `buf`.
+    /// The page in `buf`, its values from `values` on.
     loaded: Option<Loaded>,
     buf: Vec<u8>,
+    values: usize,
     scratch: Vec<u8>,
     /// The decoding error behind a failed shard write.
     pub err: Option<DatasetError>,
@@ -42,6 +43,7 @@ impl<'p> ColumnCursor<'p> {
             ci,
             loaded: None,
             buf: Vec::new(),
+            values: 0,
             scratch: Vec::new(),
             err: None,
         }
@@ -80,10 +82,12 @@ impl<'p> ColumnCursor<'p> {
                     }
                     Stored::Plain(h) => {
                         if !matches!(self.loaded, Some((kk, ii, _)) if kk == k && ii == i) {
-                            page_values(file, h, pc.layout.codec, &mut self.buf).map_err(bad)?;
+                            self.values = page_values(file, h, pc.layout.codec, &mut self.buf)
+                                .map_err(bad)?;
                             self.loaded = Some((k, i, None));
                         }
-                        let vals = self.buf.get(a as usize * w..b as usize * w);
+                        let v0 = self.values;
+                        let vals = self.buf.get(v0 + a as usize * w..v0 + b as usize * w);
                         let vals = vals.ok_or_else(|| bad("page values cut short".into()))?;
                         write_cast(c.cast, vals, &mut self.scratch, out)?;
                     }
@@ -95,8 +99,9 @@ impl<'p> ColumnCursor<'p> {
                             _ => true,
                         };
                         if fresh {
-                            page_values(file, h, pc.layout.codec, &mut self.buf).map_err(bad)?;
-                            let d = DictIndices::new(&self.buf)
+                            self.values = page_values(file, h, pc.layout.codec, &mut self.buf)
+                                .map_err(bad)?;
+                            let d = DictIndices::new(&self.buf[self.values..])
                                 .map_err(|why| bad(format!("page at byte {}: {why}", h.pos)))?;
                             self.loaded = Some((k, i, Some((d, 0))));
                         }
@@ -106,12 +111,13 @@ impl<'p> ColumnCursor<'p> {
                             unreachable!("loaded above")
                         };
                         let at = |why: String| bad(format!("page at byte {}: {why}", h.pos));
+                        let idx = &self.buf[self.values..];
                         if *next < a {
-                            d.gather(&self.buf, a - *next, dict, tw, &mut self.scratch)
+                            d.gather(idx, a - *next, dict, tw, &mut self.scratch)
                                 .map_err(at)?;
                             self.scratch.clear();
                         }
-                        d.gather(&self.buf, b - a, dict, tw, &mut self.scratch)
+                        d.gather(idx, b - a, dict, tw, &mut self.scratch)
                             .map_err(at)?;
                         *next = b;
                         out.write_all(&self.scratch).map_err(Fail::Out)?;
