@@ -32,6 +32,16 @@ impl Codec {
     }
 }
 
+thread_local! {
+    /// A zstd context per thread, reused page after page (one per page costs an allocation
+    /// and its page faults each time).
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    /// A streaming zstd context per thread, for the levels at the start of v1 pages.
+    static ZSTD_STREAM: std::cell::RefCell<Option<zstd::stream::raw::Decoder<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Decompresses `input` into `out` (cleared first), which must come to exactly `size` bytes.
 pub(super) fn decompress(
     codec: Codec,
@@ -58,9 +68,21 @@ pub(super) fn decompress(
                 .map_err(|e| e.to_string())
         }
         Codec::Gzip => read_exact_size(flate2::read::MultiGzDecoder::new(input), size, out),
-        Codec::Zstd => zstd::stream::read::Decoder::with_buffer(input)
+        // One shot into a buffer of the declared size (the streaming decoder copies every
+        // byte once more through its window); a frame larger than `size` fails.
+        Codec::Zstd => {
+            out.resize(size, 0);
+            ZSTD.with(|d| match &mut *d.borrow_mut() {
+                Some(d) => d.decompress_to_buffer(input, &mut out[..]),
+                slot => {
+                    let mut d = zstd::bulk::Decompressor::new()?;
+                    let n = d.decompress_to_buffer(input, &mut out[..]);
+                    *slot = Some(d);
+                    n
+                }
+            })
             .map_err(|e| e.to_string())
-            .and_then(|d| read_exact_size(d, size, out)),
+        }
         Codec::Lz4Raw => {
             out.resize(size, 0);
             lz4_flex::block::decompress_into(input, out).map_err(|e| e.to_string())
@@ -107,11 +129,40 @@ pub(super) fn decompress_prefix(
         }
         Codec::Snappy => snappy_prefix(input, size, want, out),
         Codec::Gzip => read_prefix(flate2::read::MultiGzDecoder::new(input), want, out),
-        Codec::Zstd => zstd::stream::read::Decoder::with_buffer(input)
-            .map_err(|e| e.to_string())
-            .and_then(|d| read_prefix(d, want, out)),
+        Codec::Zstd => zstd_prefix(input, want, out).map_err(|e| e.to_string()),
         Codec::Lz4Raw | Codec::Lz4Hadoop => decompress(codec, input, size, out),
     }
+}
+
+/// The first `want` bytes of a zstd frame, through a streaming context kept per thread (its
+/// window allocated once, not per page).
+fn zstd_prefix(input: &[u8], want: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+    use zstd::stream::raw::{Decoder, Operation};
+    ZSTD_STREAM.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let d = match &mut *slot {
+            Some(d) => d,
+            none => none.insert(Decoder::new()?),
+        };
+        d.reinit()?;
+        out.resize(want, 0);
+        let (mut read, mut got) = (0, 0);
+        while got < want {
+            let st = d.run_on_buffers(&input[read..], &mut out[got..want])?;
+            read += st.bytes_read;
+            got += st.bytes_written;
+            if st.bytes_read == 0 && st.bytes_written == 0 {
+                break;
+            }
+        }
+        out.truncate(got);
+        if got < want {
+            return Err(std::io::Error::other(format!(
+                "decompressed to {got} bytes, fewer than the page header declares"
+            )));
+        }
+        Ok(())
+    })
 }
 
 fn read_prefix(r: impl Read, want: usize, out: &mut Vec<u8>) -> Result<(), String> {

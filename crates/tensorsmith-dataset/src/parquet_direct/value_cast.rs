@@ -3,7 +3,7 @@
 //! go through `tensorsmith::cast` (F16/BF16 nearest-even or truncated), integers widen
 //! exactly. Every other pair is left to the reader.
 
-use tensorsmith::cast::{cast, Rounding};
+use tensorsmith::cast::{cast, f32_to_bf16_truncate, f32_to_f16_truncate, Rounding};
 use tensorsmith::dtype::DType;
 
 /// How values of a stored dtype become the target dtype.
@@ -59,11 +59,40 @@ impl ValueCast {
                     out.extend_from_slice(&[v[0], v[1], v[2], v[3], 0, 0, 0, 0]);
                 }
             }
+            (DType::F32, DType::BF16 | DType::F16) => {
+                let narrow = narrow_f32(self.to, self.rounding);
+                out.reserve(src.len() / 2);
+                for v in src.chunks_exact(4) {
+                    let x = f32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                    out.extend_from_slice(&narrow(x).to_le_bytes());
+                }
+            }
             (from, to) => {
                 let c = cast(src, from, to, self.rounding).expect("float casts are checked by new");
                 out.extend_from_slice(&c);
             }
         }
+    }
+}
+
+/// F32 to BF16 / F16 a value at a time, with the bits of `tensorsmith::cast` (which goes
+/// through f64; tested against it below): BF16 to nearest even by the carry into the top 16
+/// bits, F16 to nearest even by `half` (correctly rounded from f32), NaN as the cast makes it
+/// (quiet, top payload bits kept), truncation through the cast's own functions.
+fn narrow_f32(to: DType, rounding: Rounding) -> fn(f32) -> u16 {
+    match (to, rounding) {
+        (DType::BF16, Rounding::Nearest) => |x| {
+            let b = x.to_bits();
+            if x.is_nan() {
+                ((b >> 16) as u16 & 0x8000) | 0x7fc0 | ((b & 0x7f_ffff) >> 16) as u16
+            } else {
+                ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+            }
+        },
+        (DType::F16, Rounding::Nearest) => |x| half::f16::from_f32(x).to_bits(),
+        (DType::BF16, Rounding::Truncate) => |x| f32_to_bf16_truncate(f64::from(x) as f32),
+        (DType::F16, Rounding::Truncate) => |x| f32_to_f16_truncate(f64::from(x) as f32),
+        _ => unreachable!("only F32 to BF16 or F16"),
     }
 }
 
@@ -90,6 +119,27 @@ mod tests {
                 out,
                 cast(&x.to_le_bytes(), DType::F32, DType::BF16, r).unwrap()
             );
+        }
+        // F32 to BF16 / F16 a value at a time: the cast's bits for a spread of every f32 bit
+        // pattern (every exponent, ties, subnormals, infinities, NaNs).
+        let mut bits: Vec<u32> = (0..=u32::MAX).step_by(2039).collect();
+        for e in 0..256u32 {
+            for m in [
+                0, 1, 0x7fff, 0x8000, 0x8001, 0x17fff, 0x18000, 0xfff, 0x1000, 0x1001, 0x3000,
+                0x7f_ffff,
+            ] {
+                bits.extend([(e << 23) | m, 0x8000_0000 | (e << 23) | m]);
+            }
+        }
+        let src: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        for to in [DType::BF16, DType::F16] {
+            for r in [Rounding::Nearest, Rounding::Truncate] {
+                let mut out = Vec::new();
+                ValueCast::new(DType::F32, to, r)
+                    .unwrap()
+                    .append(&src, &mut out);
+                assert!(out == cast(&src, DType::F32, to, r).unwrap(), "{to} {r:?}");
+            }
         }
         // Float to integer and integer to float: the reader's.
         assert!(ValueCast::new(DType::F32, DType::I32, Rounding::Nearest).is_none());
