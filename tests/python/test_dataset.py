@@ -357,6 +357,78 @@ def test_plain_uncompressed_pages_are_copied_as_they_are(tsm, tmp_path, page_ver
     assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b))
 
 
+def counts(stderr):
+    """(copied, decoded, reader) shard counts from the write's summary line."""
+    part = stderr.decode().split(" shards (")[1].split(")")[0]
+    return tuple(int(x.strip().split(" ")[0]) for x in part.split(","))
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd", "gzip", "lz4"])
+@pytest.mark.parametrize("encoding", ["plain", "dict", "fallback"])
+@pytest.mark.parametrize("page_version", ["1.0", "2.0"])
+@pytest.mark.parametrize("dtype,np_type,pa_type,cast", [
+    ("F32", np.float32, pa.float32(), None), ("BF16", np.float32, pa.float32(), ml_dtypes.bfloat16),
+    ("F16", np.float32, pa.float32(), np.float16), ("F64", np.float64, pa.float64(), None),
+    ("I64", np.int32, pa.int32(), np.int64), ("U64", np.uint64, pa.uint64(), None),
+])
+def test_compressed_and_dictionary_pages_are_decoded_into_shards(tsm, tmp_path, compression, encoding,
+                                                                 page_version, dtype, np_type, pa_type, cast):
+    # pyarrow's pages as users write them (every codec, dictionary-encoded, dictionary then
+    # PLAIN after pyarrow's fallback, v1 and v2, with page checksums) are decoded straight
+    # into the shards (the summary says how many), casts applied on the way; the reference
+    # loader reads the values pyarrow wrote (cast as NumPy / ml_dtypes round to nearest);
+    # the shards are the reader path's, byte for byte.
+    rng = np.random.default_rng(11)
+    n, width = 300, 13
+    pool = (rng.standard_normal(40) * 100).astype(np_type) if not np.issubdtype(np_type, np.integer) \
+        else rng.integers(0, np.iinfo(np_type).max, size=40, dtype=np_type, endpoint=True)
+    want = pool[rng.integers(0, 40, size=(n, width))]
+    flat = pa.array(want.reshape(-1), type=pa_type)
+    col = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32)), flat)
+    kw = {"plain": dict(use_dictionary=False), "dict": dict(use_dictionary=True),
+          "fallback": dict(use_dictionary=True, dictionary_pagesize_limit=64)}[encoding]
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"v": col}), src, row_group_size=70, compression=compression,
+                   data_page_size=300, data_page_version=page_version, write_page_checksum=True, **kw)
+    outs = []
+    for extra in [[], ["--parquet-reader-only"]]:
+        out = tmp_path / f"out{len(outs)}"
+        p = tsm.run("dataset", "write", src, out, "--batch-size", "32", "--dtype", dtype,
+                    "--tail-strategy", "pad", "--threads", "2", *extra)
+        outs.append(out)
+        assert counts(p.stderr) == ((0, 0, 10) if extra else (0, 10, 0)), p.stderr
+    v = np.concatenate([s["v"] for s in shards(outs[0])])
+    assert v.shape == (320, width)
+    np.testing.assert_array_equal(v[:n], want if cast is None else want.astype(cast))
+    assert not v[n:].astype(np.float64).any()
+    a, b = (sorted(o.glob("*.safetensors")) for o in outs)
+    assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b))
+
+
+def test_a_corrupt_page_is_an_error_naming_file_column_and_page(tsm, tmp_path):
+    # pyarrow's page checksums: a flipped byte in a snappy page is refused on both paths,
+    # naming the page; no dataset appears.
+    rng = np.random.default_rng(2)
+    want = rng.standard_normal((100, 8)).astype(np.float32)
+    col = pa.array(list(want), type=pa.list_(pa.float32()))
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"v": col}), src, compression="snappy", write_page_checksum=True,
+                   use_dictionary=False)
+    meta = pq.ParquetFile(src).metadata.row_group(0).column(0)
+    data = bytearray(src.read_bytes())
+    last = meta.data_page_offset + meta.total_compressed_size - 1
+    data[last] ^= 0x40
+    src.write_bytes(bytes(data))
+    for extra in [[], ["--parquet-reader-only"]]:
+        out = tmp_path / f"out{len(extra)}"
+        p = tsm.run("dataset", "write", src, out, "--batch-size", "10", "--dtype", "F32", *extra, expect=2)
+        err = p.stderr.decode()
+        assert "in.parquet" in err and "column 'v'" in err and "page at byte" in err, err
+        assert "CRC does not match" in err, err
+        assert not (out / "dataset_manifest.json").exists()
+        assert not list(out.glob("*.safetensors")) if out.exists() else True
+
+
 def test_nested_variable_length_lists_are_tensors_when_regular(tsm, tmp_path):
     # Spark writes array<array<double>> as list<list<double>>: each sample's inner lists
     # give its dims when they have one length; ragged ones are refused naming the row.

@@ -90,8 +90,8 @@ pub struct WriteArgs {
     /// Worker threads, one task each (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Read Parquet only through the Parquet reader, never copying shards straight from
-    /// pages (same output; for comparisons).
+    /// Read Parquet only through the Parquet reader, never copying or decoding shards
+    /// straight from pages (same output; for comparisons).
     #[arg(long, hide = true)]
     parquet_reader_only: bool,
 }
@@ -227,9 +227,12 @@ fn write(a: &WriteArgs) -> u8 {
     match result {
         Ok(m) => {
             let secs = t.elapsed().as_secs_f64();
-            let direct = progress.direct_shards.load(Ordering::Relaxed);
+            let copied = progress.direct_shards.load(Ordering::Relaxed);
+            let decoded = progress.decoded_shards.load(Ordering::Relaxed);
+            let written = progress.shards.load(Ordering::Relaxed);
+            let reader = written.saturating_sub(copied + decoded);
             eprintln!(
-                "{}: {} samples in {} shards ({direct} copied straight from Parquet pages), {} bytes, {:.2} s ({:.0} MB/s)",
+                "{}: {} samples in {} shards ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s)",
                 shown(out),
                 m.total_samples,
                 m.shards.len(),

@@ -25,6 +25,9 @@ pub struct Progress {
     pub shards: AtomicU64,
     /// Shards copied straight from Parquet pages (parquet_direct), of `shards`.
     pub direct_shards: AtomicU64,
+    /// Shards decoded straight from Parquet pages (compressed, dictionary-encoded or cast;
+    /// parquet_direct), of `shards`. The rest went through the Parquet reader.
+    pub decoded_shards: AtomicU64,
 }
 
 /// How a write runs: built from [`JobOptions::new`] (error if the dataset exists, one task
@@ -35,8 +38,8 @@ pub struct JobOptions {
     pub(crate) mode: WriteMode,
     /// Worker threads (tasks); `None`: one per core.
     pub(crate) threads: Option<usize>,
-    /// Read Parquet only through the arrow-rs reader, never copying shards straight from
-    /// pages (parquet_direct). The output is the same; for comparisons and tests.
+    /// Read Parquet only through the arrow-rs reader, never copying or decoding shards
+    /// straight from pages (parquet_direct). The output is the same; for comparisons and tests.
     pub(crate) reader_only: bool,
     /// How often the staging folder's heartbeat is renewed (`None`: every minute).
     pub(crate) heartbeat: Option<std::time::Duration>,

@@ -18,10 +18,14 @@ use std::sync::atomic::Ordering;
 pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskReport> {
     let r = match ctx.opts.naming {
         Naming::Batch(bs) => match parquet_direct::plan(ctx, rows.clone()) {
-            Some(p) => parquet_direct::batch_task(ctx, task, rows, bs, &p),
-            None => batch_task(ctx, task, rows, bs),
+            Ok(Some(p)) => parquet_direct::batch_task(ctx, task, rows, bs, &p),
+            // The reader path checks the page CRCs the reader leaves unchecked first.
+            Ok(None) => parquet_direct::check_range(ctx, rows.clone())
+                .and_then(|()| batch_task(ctx, task, rows, bs)),
+            Err(e) => Err(e),
         },
-        Naming::Kv { ref name_col } => kv_task(ctx, task, rows, name_col),
+        Naming::Kv { ref name_col } => parquet_direct::check_range(ctx, rows.clone())
+            .and_then(|()| kv_task(ctx, task, rows, name_col)),
     }
     .and_then(|report| {
         // Shards are written without waiting for the disk; the task's are flushed together

@@ -132,6 +132,15 @@ fn contents(dir: &Path) -> Output {
 /// Writes `inputs` with `o` on `threads` threads both ways and checks the outputs are
 /// identical; returns the shards copied from pages, or both errors' texts.
 fn both_ways(inputs: &[&Path], o: &WriteOptions, threads: usize) -> Result<u64, (String, String)> {
+    both_ways_counted(inputs, o, threads).map(|(copied, _)| copied)
+}
+
+/// `both_ways`, returning the shards copied from pages and those decoded from pages.
+fn both_ways_counted(
+    inputs: &[&Path],
+    o: &WriteOptions,
+    threads: usize,
+) -> Result<(u64, u64), (String, String)> {
     let tmp = tempfile::tempdir().unwrap();
     let run = |reader_only: bool| {
         let out = tmp.path().join(format!("o{reader_only}"));
@@ -141,12 +150,16 @@ fn both_ways(inputs: &[&Path], o: &WriteOptions, threads: usize) -> Result<u64, 
         let p = Progress::default();
         let input = Input::open(inputs).unwrap();
         write_dataset(&input, &out, o, &job, &p)
-            .map(|_| (contents(&out), p.direct_shards.load(Ordering::Relaxed)))
+            .map(|_| {
+                let copied = p.direct_shards.load(Ordering::Relaxed);
+                let decoded = p.decoded_shards.load(Ordering::Relaxed);
+                (contents(&out), (copied, decoded))
+            })
             .map_err(|e| e.to_string())
     };
     match (run(false), run(true)) {
         (Ok((a, direct)), Ok((b, none))) => {
-            assert_eq!(none, 0);
+            assert_eq!(none, (0, 0));
             assert!(a.0 == b.0, "shards differ");
             assert_eq!(a.1, b.1, "manifests differ");
             assert_eq!(a.2, b.2, "indexes differ");
@@ -273,8 +286,201 @@ fn several_columns_shapes_and_several_files() {
     assert!(x.contains("the shapes option [4] needs 4"), "{x}");
 }
 
+/// Every codec the decoding reads, arrow-rs's name for it.
+fn codecs() -> Vec<(&'static str, Compression)> {
+    use parquet::basic::{GzipLevel, ZstdLevel};
+    vec![
+        ("none", Compression::UNCOMPRESSED),
+        ("snappy", Compression::SNAPPY),
+        ("zstd", Compression::ZSTD(ZstdLevel::try_new(3).unwrap())),
+        ("gzip", Compression::GZIP(GzipLevel::default())),
+        ("lz4_raw", Compression::LZ4_RAW),
+        ("lz4", Compression::LZ4),
+    ]
+}
+
+/// How the values are encoded: PLAIN, a dictionary, a dictionary that overflows so that the
+/// chunk's later pages are PLAIN (pyarrow's and arrow-rs's fallback).
+type Builder = parquet::file::properties::WriterPropertiesBuilder;
+type Encoding = (&'static str, fn(Builder) -> Builder);
+
+fn encodings() -> Vec<Encoding> {
+    vec![
+        ("plain", |p| p),
+        ("dict", |p| p.set_dictionary_enabled(true)),
+        ("dict-fallback", |p| {
+            p.set_dictionary_enabled(true)
+                .set_dictionary_page_size_limit(24)
+        }),
+    ]
+}
+
 #[test]
-fn what_pages_do_not_hold_as_is_goes_through_the_reader() {
+fn every_codec_encoding_and_page_version_is_decoded_as_the_reader_writes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Values repeat (k % 13) so that dictionaries hold; 29 rows of 6, row groups of 7.
+    let col = || column::<Float32Type>(29, 6, ListKind::List, true, |k| (k % 13) as f32 - 2.5);
+    for (cname, codec) in codecs() {
+        for (ename, enc) in encodings() {
+            for (v, version) in [
+                ("v1", WriterVersion::PARQUET_1_0),
+                ("v2", WriterVersion::PARQUET_2_0),
+            ] {
+                let case = format!("{cname} {ename} {v}");
+                let pq = tmp.path().join(format!("{cname}-{ename}-{v}.parquet"));
+                let p = enc(props().set_compression(codec).set_writer_version(version));
+                parquet(&pq, vec![col()], p.build());
+                for (bs, threads) in [(4, 1), (5, 2), (29, 1)] {
+                    let mut o = opts(bs, DType::F32);
+                    o.tail_strategy = TailStrategy::Pad;
+                    o.generate_index = true;
+                    let (copied, decoded) = both_ways_counted(&[&pq], &o, threads).unwrap();
+                    let shards = 29u64.div_ceil(bs);
+                    assert_eq!(copied + decoded, shards, "{case} bs {bs}");
+                    if cname == "none" && ename == "plain" {
+                        assert_eq!(copied, shards, "{case}");
+                    } else if cname != "none" || ename == "dict" {
+                        assert_eq!(decoded, shards, "{case}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_dtype_and_cast_is_decoded_from_compressed_dictionary_pages() {
+    use tensorsmith::cast::Rounding;
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 23;
+    let f32s = |k: usize| ((k % 11) as f32 - 5.0) * 1.000_123_4 + 1e-4;
+    let cases: Vec<(DType, DType, (Field, ArrayRef))> = vec![
+        (
+            DType::F32,
+            DType::F32,
+            column::<Float32Type>(n, 4, ListKind::Fixed, true, f32s),
+        ),
+        (
+            DType::F32,
+            DType::F16,
+            column::<Float32Type>(n, 4, ListKind::Large, true, f32s),
+        ),
+        (
+            DType::F32,
+            DType::BF16,
+            column::<Float32Type>(n, 4, ListKind::List, true, f32s),
+        ),
+        (
+            DType::F32,
+            DType::F64,
+            column::<Float32Type>(n, 4, ListKind::List, true, f32s),
+        ),
+        (
+            DType::F64,
+            DType::F64,
+            column::<Float64Type>(n, 3, ListKind::List, true, |k| (k % 7) as f64 / 3.0),
+        ),
+        (
+            DType::F64,
+            DType::BF16,
+            column::<Float64Type>(n, 3, ListKind::List, true, |k| (k % 7) as f64 / 3.0),
+        ),
+        (
+            DType::F16,
+            DType::F16,
+            column::<Float16Type>(n, 6, ListKind::List, true, |k| {
+                half::f16::from_f32((k % 9) as f32 - 8.5)
+            }),
+        ),
+        (
+            DType::F16,
+            DType::F32,
+            column::<Float16Type>(n, 6, ListKind::Fixed, true, |k| {
+                half::f16::from_f32((k % 9) as f32 - 8.5)
+            }),
+        ),
+        (
+            DType::I32,
+            DType::I32,
+            column::<Int32Type>(n, 3, ListKind::Fixed, true, |k| (k % 5) as i32 * 7 - 100),
+        ),
+        (
+            DType::I32,
+            DType::I64,
+            column::<Int32Type>(n, 3, ListKind::List, true, |k| (k % 5) as i32 * 7 - 100),
+        ),
+        (
+            DType::I64,
+            DType::I64,
+            column::<Int64Type>(n, 2, ListKind::List, false, |k| ((k % 4) as i64) << 40),
+        ),
+        (
+            DType::U32,
+            DType::U64,
+            column::<UInt32Type>(n, 3, ListKind::List, true, |k| u32::MAX - (k % 3) as u32),
+        ),
+        (
+            DType::U32,
+            DType::I64,
+            column::<UInt32Type>(n, 3, ListKind::List, true, |k| u32::MAX - (k % 3) as u32),
+        ),
+        (
+            DType::U64,
+            DType::U64,
+            column::<UInt64Type>(n, 1, ListKind::List, true, |k| u64::MAX - (k % 6) as u64),
+        ),
+    ];
+    for (i, (from, to, col)) in cases.into_iter().enumerate() {
+        for (ename, enc) in encodings() {
+            let pq = tmp.path().join(format!("{i}-{ename}.parquet"));
+            let p = enc(props().set_compression(Compression::SNAPPY));
+            parquet(&pq, vec![col.clone()], p.build());
+            for rounding in [Rounding::Nearest, Rounding::Truncate] {
+                let mut o = opts(5, to);
+                o.f16_rounding = rounding;
+                let got = both_ways_counted(&[&pq], &o, 2);
+                assert_eq!(
+                    got,
+                    Ok((0, 5)),
+                    "case {i} ({from} -> {to}, {ename}, {rounding:?})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_cast_of_uncompressed_pages_is_decoded_and_several_columns_mix_the_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pq = tmp.path().join("cast.parquet");
+    parquet(&pq, vec![f32_col(20, 3, ListKind::List)], props().build());
+    assert_eq!(
+        both_ways_counted(&[&pq], &opts(6, DType::F16), 2),
+        Ok((0, 4))
+    );
+    // One column copied, one decoded (a dictionary): the shards count as decoded.
+    let two = tmp.path().join("two.parquet");
+    let c1 =
+        || parquet::schema::types::ColumnPath::new(vec!["c1".into(), "list".into(), "item".into()]);
+    let p = props()
+        .set_column_dictionary_enabled(c1(), true)
+        .set_column_compression(c1(), Compression::SNAPPY);
+    parquet(
+        &two,
+        vec![
+            f32_col(20, 3, ListKind::List),
+            f32_col(20, 2, ListKind::List),
+        ],
+        p.build(),
+    );
+    assert_eq!(
+        both_ways_counted(&[&two], &opts(6, DType::F32), 2),
+        Ok((0, 4))
+    );
+}
+
+#[test]
+fn what_pages_cannot_give_goes_through_the_reader() {
     let tmp = tempfile::tempdir().unwrap();
     let write = |name: &str, col: (Field, ArrayRef), props: WriterProperties| {
         let p = tmp.path().join(name);
@@ -282,31 +488,7 @@ fn what_pages_do_not_hold_as_is_goes_through_the_reader() {
         p
     };
     let cases = [
-        // Dictionary pages; compressed pages; a cast to F16; integers stored widened.
-        (
-            write(
-                "dict.parquet",
-                f32_col(20, 3, ListKind::List),
-                props().set_dictionary_enabled(true).build(),
-            ),
-            DType::F32,
-        ),
-        (
-            write(
-                "snappy.parquet",
-                f32_col(20, 3, ListKind::List),
-                props().set_compression(Compression::SNAPPY).build(),
-            ),
-            DType::F32,
-        ),
-        (
-            write(
-                "cast.parquet",
-                f32_col(20, 3, ListKind::List),
-                props().build(),
-            ),
-            DType::F16,
-        ),
+        // Integers stored widened; brotli; integers to floats.
         (
             write(
                 "i16.parquet",
@@ -315,11 +497,29 @@ fn what_pages_do_not_hold_as_is_goes_through_the_reader() {
             ),
             DType::I16,
         ),
+        (
+            write(
+                "brotli.parquet",
+                f32_col(20, 3, ListKind::List),
+                props()
+                    .set_compression(Compression::BROTLI(Default::default()))
+                    .build(),
+            ),
+            DType::F32,
+        ),
+        (
+            write(
+                "i32-to-f32.parquet",
+                column::<Int32Type>(20, 3, ListKind::List, true, |k| k as i32),
+                props().set_compression(Compression::SNAPPY).build(),
+            ),
+            DType::F32,
+        ),
     ];
     for (p, dtype) in &cases {
         assert_eq!(
-            both_ways(&[p], &opts(6, *dtype), 2),
-            Ok(0),
+            both_ways_counted(&[p], &opts(6, *dtype), 2),
+            Ok((0, 0)),
             "{}",
             p.display()
         );
@@ -388,4 +588,36 @@ fn files_pyarrow_writes_are_copied_from_their_pages() {
             );
         }
     }
+}
+
+#[test]
+fn files_pyarrow_writes_compressed_and_dictionary_encoded_are_decoded_from_their_pages() {
+    // tests/data/dataset/generate.py: 13 rows of 4 f32 (7 distinct values), pages of 64 bytes,
+    // row groups of 5 rows, every codec, PLAIN / dictionary / dictionary then PLAIN, data
+    // pages v1 and v2, page checksums.
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/dataset");
+    let mut seen = 0;
+    for codec in ["snappy", "zstd", "gzip", "lz4"] {
+        for enc in ["plain", "dict", "fallback"] {
+            for v in ["v1", "v2"] {
+                let pq = data.join(format!("input_{codec}_{enc}_{v}.parquet"));
+                for (threads, to) in [(1, DType::F32), (2, DType::F32), (2, DType::BF16)] {
+                    assert_eq!(
+                        both_ways_counted(&[&pq], &opts(3, to), threads),
+                        Ok((0, 5)),
+                        "{}",
+                        pq.display()
+                    );
+                }
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, 24);
+    // Uncompressed PLAIN pages with checksums: still copied (the CRCs checked first).
+    let pq = data.join("input_crc_plain_v1.parquet");
+    assert_eq!(
+        both_ways_counted(&[&pq], &opts(3, DType::F32), 2),
+        Ok((5, 0))
+    );
 }

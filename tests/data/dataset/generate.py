@@ -15,6 +15,9 @@ once (tests/read_write.rs); `fuzz_parquet_schema_children_oom.bin`, `..._oom2.bi
 `..._oom3.bin` have a schema element claiming up to 2^31 children, for which arrow-rs reserved
 6 / 15 / 2 GB before reading them (in the last two the count sits in a field whose header
 declares another type, which arrow-rs reads as an i32 anyway); all refused by the pre-check.
+`input_<codec>_<encoding>_v<1|2>.parquet` and `input_crc_plain_v1.parquet`: pyarrow's pages
+of every codec and encoding, with page checksums, for tests/direct.rs, tests/bad_pages.rs and
+the `dataset_write` fuzz target.
 `fuzz_write_skip_spin.parquet` (raw input, no selector byte) came from the `dataset_write`
 target: its repetition levels end before a page's value count, and skipping rows into it kept
 arrow-rs 60.1 in an endless loop (reading them errors); the reader path no longer skips.
@@ -70,4 +73,26 @@ for version in ["1.0", "2.0"]:
     pq.write_table(pa.table({"v": col}), HERE / f"input_plain_v{version[0]}.parquet", row_group_size=5,
                    compression="NONE", use_dictionary=False, data_page_size=64,
                    data_page_version=version, write_statistics=False)
+# Inputs the write decodes straight from pages, as pyarrow writes them: every codec, PLAIN,
+# dictionary-encoded, and a dictionary that overflows after a few values so that the rest of
+# the chunk is PLAIN (pyarrow's fallback); data pages v1 and v2; page checksums (CRC-32) on.
+# 13 rows of 4 float32 repeating 7 values, pages of 64 bytes, row groups of 5 rows.
+rep = (np.arange(13 * 4) % 7).astype(np.float32).reshape(13, 4) - 2.5
+rcol = pa.array(list(rep), type=pa.list_(pa.float32()))
+encodings = {
+    "plain": dict(use_dictionary=False),
+    "dict": dict(use_dictionary=True),
+    "fallback": dict(use_dictionary=True, dictionary_pagesize_limit=12),
+}
+for codec in ["snappy", "zstd", "gzip", "lz4"]:
+    for enc, kw in encodings.items():
+        for version in ["1.0", "2.0"]:
+            pq.write_table(pa.table({"v": rcol}), HERE / f"input_{codec}_{enc}_v{version[0]}.parquet",
+                           row_group_size=5, compression=codec, data_page_size=64,
+                           data_page_version=version, write_statistics=False,
+                           write_page_checksum=True, **kw)
+# Uncompressed PLAIN pages with checksums: copied file to file, their CRCs checked first.
+pq.write_table(pa.table({"v": col}), HERE / "input_crc_plain_v1.parquet", row_group_size=5,
+               compression="NONE", use_dictionary=False, data_page_size=64,
+               data_page_version="1.0", write_statistics=False, write_page_checksum=True)
 print("wrote", sorted(p.name for p in HERE.iterdir()))

@@ -1,79 +1,119 @@
-//! The page-copy plan of a task's row range: for every written column, the column chunks
-//! (row groups of each input file) holding those rows and, through their page headers and
-//! levels (chunk.rs), the file ranges of their values; `None` whenever a column cannot be
-//! copied, before anything is written.
+//! The plan of a task's range straight from Parquet pages: for every written column, the
+//! column chunks (row groups of each input file) holding those rows and, through their page
+//! headers and levels (chunk.rs), where their values lie and how they are stored. A column
+//! whose pages are all PLAIN, stored as is and of the target dtype is copied file to file;
+//! any other column the plan takes is decoded into the shard (page_cursor.rs). `Ok(None)`
+//! whenever a column can be neither, before anything is written; `Err` for a corrupt page.
 
-use super::chunk::{self, ChunkLayout};
+use super::chunk::{self, ChunkLayout, Stored};
+use super::page_crc::page_error;
+use super::value_cast::ValueCast;
 use crate::column::Kind;
+use crate::error::Result;
 use crate::input::InputKind;
 use crate::task_context::Ctx;
 use parquet::basic::Type as Physical;
 use std::fs::File;
 use std::ops::Range;
+use std::path::PathBuf;
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Piece;
 
 /// Where the rows of a task's range lie in the input files, column by column.
 pub(crate) struct DirectPlan {
-    files: Vec<File>,
+    pub(super) files: Vec<(PathBuf, File)>,
     pub(super) columns: Vec<DirectColumn>,
 }
 
 pub(super) struct DirectColumn {
-    pub(super) dtype: DType,
+    pub(super) name: String,
+    pub(super) cast: ValueCast,
     pub(super) sample_shape: Vec<u64>,
-    /// Bytes of one sample.
+    /// Values of one sample.
+    pub(super) row_len: u64,
+    /// Bytes of one sample in the target dtype.
     pub(super) row_bytes: u64,
-    /// Chunks in row order: (input row of the chunk's first row, file, layout).
-    chunks: Vec<(u64, usize, ChunkLayout)>,
+    /// Copied file to file (every page PLAIN, stored as is, no cast); else decoded.
+    pub(super) copy: bool,
+    /// Chunks in row order.
+    pub(super) chunks: Vec<PlannedChunk>,
 }
 
-/// The bytes a dtype takes in Parquet's PLAIN encoding, when they are the safetensors bytes
-/// of the same values: 32- and 64-bit integers and floats, and float16 (2-byte fixed-length
-/// byte arrays). Narrower integers are stored widened to 32 bits and go through the reader.
-fn plain_width(dtype: DType, physical: Physical, type_len: i32) -> Option<u64> {
-    match (dtype, physical) {
-        (DType::I32 | DType::U32, Physical::INT32) | (DType::F32, Physical::FLOAT) => Some(4),
-        (DType::I64 | DType::U64, Physical::INT64) | (DType::F64, Physical::DOUBLE) => Some(8),
-        (DType::F16, Physical::FIXED_LEN_BYTE_ARRAY) if type_len == 2 => Some(2),
-        _ => None,
+pub(super) struct PlannedChunk {
+    /// Input row of the chunk's first row.
+    pub row0: u64,
+    /// Index into `DirectPlan::files`.
+    pub file: usize,
+    /// Row group in its file (for errors).
+    pub group: usize,
+    pub layout: ChunkLayout,
+}
+
+/// Whether Parquet's PLAIN bytes of `physical` are the little-endian bytes of `leaf`: 32- and
+/// 64-bit integers and floats, and float16 (2-byte fixed-length byte arrays). Narrower
+/// integers are stored widened to 32 bits and go through the reader.
+fn stored_as(leaf: DType, physical: Physical, type_len: i32) -> bool {
+    match (leaf, physical) {
+        (DType::I32 | DType::U32, Physical::INT32)
+        | (DType::F32, Physical::FLOAT)
+        | (DType::I64 | DType::U64, Physical::INT64)
+        | (DType::F64, Physical::DOUBLE) => true,
+        (DType::F16, Physical::FIXED_LEN_BYTE_ARRAY) => type_len == 2,
+        _ => false,
     }
 }
 
-/// The plan for rows `rows` of the input, when every column can be copied from its pages.
-pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Option<DirectPlan> {
+/// The plan for rows `rows` of the input, when every column can be copied or decoded from
+/// its pages.
+pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
     let files = ctx.input.files();
     if !ctx.direct || files.is_empty() {
-        return None;
+        return Ok(None);
     }
     let schema = ctx.input.schema();
-    // Per column: dtype, sample shape, the fixed size of a fixed_size_list.
+    // Per column: the cast, sample shape, the fixed size of a fixed_size_list.
     let mut wanted = Vec::new();
     for p in &ctx.plan.plans {
         let Kind::Numeric { leaf, inner } = &p.kind else {
-            return None;
+            return Ok(None);
         };
-        if !inner.is_empty() || p.dtype != Some(*leaf) {
-            return None;
+        let Some(to) = p.dtype else {
+            return Ok(None);
+        };
+        let Some(cast) = ValueCast::new(*leaf, to, ctx.opts.f16_rounding) else {
+            return Ok(None);
+        };
+        if !inner.is_empty() {
+            return Ok(None);
         }
-        let fixed = match schema.field_with_name(&p.name).ok()?.data_type() {
-            arrow_schema::DataType::FixedSizeList(_, n) => Some(u64::try_from(*n).ok()?),
+        let Ok(field) = schema.field_with_name(&p.name) else {
+            return Ok(None);
+        };
+        let fixed = match field.data_type() {
+            arrow_schema::DataType::FixedSizeList(_, n) => match u64::try_from(*n) {
+                Ok(n) => Some(n),
+                Err(_) => return Ok(None),
+            },
             _ => None,
         };
-        wanted.push((*leaf, p.shape.clone(), fixed));
+        wanted.push((cast, p.shape.clone(), fixed));
     }
     let mut opened = Vec::new();
     let mut columns: Vec<DirectColumn> = Vec::new();
     let mut base = 0u64;
     for f in files {
-        let n = f.rows?;
+        let (Some(n), Some(pq)) = (f.rows, f.parquet.as_ref()) else {
+            return Ok(None);
+        };
         if f.kind != InputKind::Parquet {
-            return None;
+            return Ok(None);
         }
         let (lo, hi) = (rows.start.max(base), rows.end.min(base + n));
         if lo < hi {
-            let fh = File::open(&f.path).ok()?;
-            let meta = f.parquet.as_ref()?.metadata();
+            let Ok(fh) = File::open(&f.path) else {
+                return Ok(None);
+            };
+            let meta = pq.metadata();
             let leaves = meta.file_metadata().schema_descr();
             // Each written column is one leaf of the Parquet schema.
             let leaf_of = |name: &str| {
@@ -83,85 +123,115 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Option<DirectPlan> {
                 let i = it.next()?;
                 it.next().is_none().then_some(i)
             };
-            let idx: Vec<usize> = ctx
-                .plan
-                .plans
-                .iter()
-                .map(|p| leaf_of(&p.name))
-                .collect::<Option<_>>()?;
+            let idx: Option<Vec<usize>> = ctx.plan.plans.iter().map(|p| leaf_of(&p.name)).collect();
+            let Some(idx) = idx else {
+                return Ok(None);
+            };
             let fi = opened.len();
             let mut at = base;
-            for g in meta.row_groups() {
-                let g_rows = u64::try_from(g.num_rows()).ok()?;
+            for (g, rg) in meta.row_groups().iter().enumerate() {
+                let Ok(g_rows) = u64::try_from(rg.num_rows()) else {
+                    return Ok(None);
+                };
                 if at < hi && at + g_rows > lo {
-                    for (ci, (&leaf, (dtype, _, _))) in idx.iter().zip(&wanted).enumerate() {
-                        let col = g.column(leaf);
+                    for (ci, (&leaf, (cast, _, _))) in idx.iter().zip(&wanted).enumerate() {
+                        let col = rg.column(leaf);
                         let d = col.column_descr();
-                        let width = plain_width(*dtype, d.physical_type(), d.type_length())?;
-                        let layout = chunk::scan(&fh, col, width, g_rows)?;
+                        if !stored_as(cast.from, d.physical_type(), d.type_length()) {
+                            return Ok(None);
+                        }
+                        let name = &ctx.plan.plans[ci].name;
+                        let layout = chunk::scan(&fh, col, *cast, g_rows)
+                            .map_err(|why| page_error(&f.path, name, g, why))?;
+                        let Some(layout) = layout else {
+                            return Ok(None);
+                        };
                         if columns.len() <= ci {
                             columns.push(DirectColumn {
-                                dtype: *dtype,
+                                name: name.clone(),
+                                cast: *cast,
                                 sample_shape: Vec::new(),
-                                row_bytes: layout.row_len * width,
+                                row_len: layout.row_len,
+                                row_bytes: layout.row_len * cast.target_width() as u64,
+                                copy: cast.is_copy(),
                                 chunks: Vec::new(),
                             });
                         }
                         let c = &mut columns[ci];
-                        if layout.row_len * width != c.row_bytes {
-                            return None;
+                        if layout.row_len != c.row_len {
+                            return Ok(None);
                         }
-                        c.chunks.push((at, fi, layout));
+                        c.copy &= layout.all_raw();
+                        c.chunks.push(PlannedChunk {
+                            row0: at,
+                            file: fi,
+                            group: g,
+                            layout,
+                        });
                     }
                 }
                 at += g_rows;
             }
             if at != base + n {
-                return None;
+                return Ok(None);
             }
-            opened.push(fh);
+            opened.push((f.path.clone(), fh));
         }
         base += n;
     }
     if columns.len() != wanted.len() {
-        return None;
+        return Ok(None);
     }
     for (c, (_, shape, fixed)) in columns.iter_mut().zip(wanted) {
-        let len = c.chunks[0].2.row_len;
+        let len = c.row_len;
         if fixed.is_some_and(|n| n != len) {
-            return None;
+            return Ok(None);
         }
         c.sample_shape = match shape {
             Some(s) if s.iter().product::<u64>() == len => s,
-            Some(_) => return None,
+            Some(_) => return Ok(None),
             None => vec![len],
         };
     }
-    Some(DirectPlan {
+    Ok(Some(DirectPlan {
         files: opened,
         columns,
-    })
+    }))
 }
 
 impl DirectPlan {
-    /// The file ranges holding rows `rows` of column `ci`, in order.
+    /// Every column copied file to file (no decoding).
+    pub(super) fn all_copied(&self) -> bool {
+        self.columns.iter().all(|c| c.copy)
+    }
+
+    /// The file ranges holding rows `rows` of column `ci` (a copied column), in order.
     pub(super) fn pieces(&self, ci: usize, rows: Range<u64>) -> Vec<Piece<'_>> {
         let c = &self.columns[ci];
+        let w = c.cast.stored_width() as u64;
         let mut out = Vec::new();
-        for (r0, fi, layout) in &c.chunks {
-            let (lo, hi) = (rows.start.max(*r0), rows.end.min(r0 + layout.rows));
+        for pc in &c.chunks {
+            let r0 = pc.row0;
+            let (lo, hi) = (rows.start.max(r0), rows.end.min(r0 + pc.layout.rows));
             if lo >= hi {
                 continue;
             }
-            let (s, e) = ((lo - r0) * c.row_bytes, (hi - r0) * c.row_bytes);
-            let first = layout.extents.partition_point(|x| x.stream + x.len <= s);
-            for x in &layout.extents[first..] {
-                if x.stream >= e {
+            let (s, e) = ((lo - r0) * c.row_len, (hi - r0) * c.row_len);
+            let pages = &pc.layout.pages;
+            let first = pages.partition_point(|p| p.first + p.count <= s);
+            for p in &pages[first..] {
+                if p.first >= e {
                     break;
                 }
-                let a = s.max(x.stream) - x.stream;
-                let b = e.min(x.stream + x.len) - x.stream;
-                out.push(Piece::Range(&self.files[*fi], x.file + a..x.file + b));
+                let Stored::Raw(file) = p.stored else {
+                    unreachable!("a copied column has only raw pages")
+                };
+                let a = s.max(p.first) - p.first;
+                let b = e.min(p.first + p.count) - p.first;
+                out.push(Piece::Range(
+                    &self.files[pc.file].1,
+                    file + a * w..file + b * w,
+                ));
             }
         }
         out

@@ -105,6 +105,43 @@ pub fn check_pages<R: ChunkReader>(file: &R, meta: &ParquetMetaData) -> Result<(
     Ok(())
 }
 
+/// A page of a column chunk as the walk finds it: where its header and body lie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSpot {
+    pub row_group: usize,
+    pub column: usize,
+    /// A dictionary page (else a data page, or another kind).
+    pub dictionary: bool,
+    pub header: std::ops::Range<u64>,
+    pub body: std::ops::Range<u64>,
+}
+
+/// Every page of every column chunk, in file order (the walk of `check_pages`); for tools and
+/// tests that look at pages.
+pub fn pages<R: ChunkReader>(file: &R, meta: &ParquetMetaData) -> Result<Vec<PageSpot>, String> {
+    check_pages(file, meta)?;
+    let mut out = Vec::new();
+    for (g, rg) in meta.row_groups().iter().enumerate() {
+        for (c, col) in rg.columns().iter().enumerate() {
+            let (start, size) = col.byte_range();
+            let end = start + size;
+            let mut pos = start;
+            while pos < end {
+                let page = page_header(file, pos, end)?;
+                out.push(PageSpot {
+                    row_group: g,
+                    column: c,
+                    dictionary: page.kind == Some(PageKind::Dictionary),
+                    header: pos..page.body(),
+                    body: page.body()..page.end(),
+                });
+                pos = page.end();
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

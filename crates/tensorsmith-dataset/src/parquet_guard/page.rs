@@ -1,7 +1,7 @@
 //! A page header, walked as arrow-rs reads it (the walk of walk.rs), with the fields a reader
 //! of the page needs: its kind, sizes, value count, encodings and level lengths.
 
-use super::shapes::{DATA_PAGE_HEADER, DATA_PAGE_HEADER_V2, PAGE_HEADER};
+use super::shapes::{DATA_PAGE_HEADER, DATA_PAGE_HEADER_V2, DICTIONARY_PAGE_HEADER, PAGE_HEADER};
 use super::walk::{Stop, Walker};
 use parquet::file::reader::ChunkReader;
 
@@ -29,9 +29,9 @@ pub(crate) struct PageHeader {
     pub compressed: u64,
     pub uncompressed: Option<i32>,
     pub kind: Option<PageKind>,
-    /// DataPageHeader / DataPageHeaderV2 field 1.
+    /// DataPageHeader / DataPageHeaderV2 / DictionaryPageHeader field 1.
     pub num_values: Option<i32>,
-    /// The values' encoding (field 2 of v1, 4 of v2).
+    /// The values' encoding (field 2 of v1 and dictionary pages, 4 of v2).
     pub encoding: Option<i32>,
     /// v1: the level encodings.
     pub def_encoding: Option<i32>,
@@ -42,6 +42,8 @@ pub(crate) struct PageHeader {
     pub def_len: Option<i32>,
     pub rep_len: Option<i32>,
     pub is_compressed: bool,
+    /// CRC-32 of the page body as stored (field 4), when the writer wrote one.
+    pub crc: Option<i32>,
 }
 
 impl PageHeader {
@@ -86,6 +88,7 @@ pub(crate) fn page_header<R: ChunkReader>(
             def_len: None,
             rep_len: None,
             is_compressed: true,
+            crc: None,
         };
         let mut compressed = None;
         // i32 fields are read as arrow-rs reads them: a zigzag varint truncated to 32 bits.
@@ -102,12 +105,23 @@ pub(crate) fn page_header<R: ChunkReader>(
                 }
                 2 => h.uncompressed = Some(w.zigzag()? as i32),
                 3 => compressed = Some(w.zigzag()? as i32),
+                4 => h.crc = Some(w.zigzag()? as i32),
                 5 => w.structure(1, Some(&DATA_PAGE_HEADER), &mut |w, id, _| {
                     let slot = match id {
                         1 => &mut h.num_values,
                         2 => &mut h.encoding,
                         3 => &mut h.def_encoding,
                         4 => &mut h.rep_encoding,
+                        _ => return Ok(false),
+                    };
+                    *slot = Some(w.zigzag()? as i32);
+                    Ok(true)
+                })?,
+                // A dictionary page: its value count and encoding in the same slots.
+                7 => w.structure(1, Some(&DICTIONARY_PAGE_HEADER), &mut |w, id, _| {
+                    let slot = match id {
+                        1 => &mut h.num_values,
+                        2 => &mut h.encoding,
                         _ => return Ok(false),
                     };
                     *slot = Some(w.zigzag()? as i32);

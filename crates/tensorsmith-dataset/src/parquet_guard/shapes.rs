@@ -324,7 +324,7 @@ pub(super) const DATA_PAGE_HEADER: Shape = Shape {
     ],
 };
 
-const DICTIONARY_PAGE_HEADER: Shape = Shape {
+pub(super) const DICTIONARY_PAGE_HEADER: Shape = Shape {
     name: "DictionaryPageHeader",
     fields: &[(1, I32), (2, I32), (3, BOOL)],
 };
