@@ -13,6 +13,8 @@ mod iq;
 mod iq_grids;
 mod k_quants;
 mod legacy;
+#[doc(hidden)]
+pub mod reference;
 mod ternary;
 
 use crate::error::{Error, ErrorKind, Result};

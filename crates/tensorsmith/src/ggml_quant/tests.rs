@@ -149,3 +149,28 @@ fn the_parallel_path_gives_the_serial_values() {
         assert!(same, "{ty}");
     }
 }
+
+#[test]
+fn kernels_agree_with_the_one_value_reference_on_pseudo_random_blocks() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for ty in GgmlType::all().filter(|&t| can_dequantize(t)) {
+        let bb = ty.block_bytes() as usize;
+        let bytes: Vec<u8> = (0..bb * 64)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let v = dequantize(ty, &bytes).unwrap();
+        let be = ty.block_elements() as usize;
+        for (bi, block) in bytes.chunks_exact(bb).enumerate() {
+            for i in 0..be {
+                let want = reference::value(ty, block, i).unwrap();
+                let got = v[bi * be + i];
+                assert_eq!(got.to_bits(), want.to_bits(), "{ty} block {bi} value {i}");
+            }
+        }
+    }
+}
