@@ -4,6 +4,7 @@
 
 use super::convert_options::ConvertOptions;
 use crate::cast::cast;
+use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, ZtVersion};
 use crate::model::Model;
@@ -61,10 +62,18 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Resu
                     }
                 }
             }
-            Layout::Ggml(g) => {
-                return Err(with_name(Error::new(ErrorKind::Unsupported(format!(
-                    "{g} is a ggml block-quantized type, which zTensor cannot hold"
-                )))))
+            Layout::Ggml(_) => {
+                // Block-quantized: dequantized to F32 (then cast), as for safetensors.
+                let values = crate::ops::dequantize::values_f32(input, t)?;
+                let bytes = crate::ops::dequantize::f32_bytes(&values);
+                drop(values);
+                let to = opts.dtype.unwrap_or(DType::F32);
+                let data = if to == DType::F32 {
+                    bytes
+                } else {
+                    cast(&bytes, DType::F32, to, opts.rounding).map_err(with_name)?
+                };
+                w.add_dense(&t.name, to, &t.shape, data).map_err(at_out)?;
             }
             layout => {
                 let mut parts = Vec::with_capacity(t.parts.len());
