@@ -151,6 +151,19 @@ impl File {
         })
     }
 
+    /// A ggml block-quantized tensor's values dequantized to F32 (little-endian bytes),
+    /// bit-identical to `gguf.quants.dequantize`; other tensors are refused.
+    fn tensor_values_f32(&self, py: Python<'_>, name: &str) -> PyResult<Bytes> {
+        let t = self.info(py, name)?;
+        let model = &self.model;
+        let values = py
+            .detach(|| tensorsmith::ops::dequantize::values_f32(model, t))
+            .py_err(py)?;
+        Ok(Bytes::owned(tensorsmith::ops::dequantize::f32_bytes(
+            &values,
+        )))
+    }
+
     /// Where the file or shards live (as given).
     #[getter]
     fn location(&self) -> &str {

@@ -96,13 +96,22 @@ class safe_open:
     def get_dtype(self, name):
         return self._f.info_of(name)[0]
 
-    def get_tensor(self, name):
+    def get_tensor(self, name, dequantize=False):
+        """The tensor's values. A GGUF block-quantized tensor (layout `ggml:q4_k` …) comes
+        back as its stored blocks (a flat uint8 array) unless `dequantize=True`, which gives
+        its values as float32 in the tensor's shape, bit-identical to
+        `gguf.quants.dequantize` (types it cannot dequantize, such as q8_k, raise). For every
+        other tensor `dequantize` changes nothing."""
         dtype, shape, layout = self._f.info_of(name)
+        if dequantize and layout.startswith("ggml:"):
+            buf = self._f.tensor_values_f32(name)
+            arr = np.frombuffer(buf, dtype=np.float32).reshape(shape)
+            return _out(arr, self._framework, "F32")
         arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
         return _out(arr, self._framework, dtype)
 
-    def get_tensors(self):
-        return {k: self.get_tensor(k) for k in self.keys()}
+    def get_tensors(self, dequantize=False):
+        return {k: self.get_tensor(k, dequantize=dequantize) for k in self.keys()}
 
     def get_slice(self, name):
         return _Slice(self, name)
