@@ -68,12 +68,20 @@ def random_blocks(qtype, seed):
                 blocks[k, 49 + 2 * i] = (b & 0x0F) | (((h >> (4 * i)) & 0xF) << 4)
         if name == "MXFP4":
             blocks[k, 0] = SPECIAL_E8M0[k % len(SPECIAL_E8M0)]
+    # Both scales NaN, with different payloads and signs (which NaN wins is the question).
+    if len(F16_AT.get(name, [])) == 2:
+        for k in range(len(blocks) // 2, len(blocks) // 2 + 8):
+            for at, h in zip(F16_AT[name], (0x7E01 + k % 255, 0xFD00 + k % 255)):
+                blocks[k, at:at + 2] = [h & 0xFF, h >> 8]
     return data
 
 
 def same_bits(ours, ref):
     """Exact bits everywhere (NaN payload and sign included); returns the count of elements
-    whose bits differ, and of those where both are NaN."""
+    whose bits differ, and of those where both are NaN. (With two NaN operands, as in
+    `d * q + m`, gguf-py's own NaN bits depend on the array shape: its vector loops keep the
+    first operand's NaN, as we do, but for a single block its broadcast loop keeps the
+    second's. The arrays here are many blocks, so exact bits are required.)"""
     a, b = ours.view(np.uint32), ref.view(np.uint32)
     diff = a != b
     both_nan = np.isnan(ours) & np.isnan(ref)

@@ -59,13 +59,18 @@ pub(super) fn q4_k(blocks: &[u8], out: &mut [f32]) {
     for (b, o) in pairs::<144, 256>(blocks, out) {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (sc, mn) = scale_min(&b[4..16]);
-        let qs = &b[16..144];
-        for j in 0..8 {
-            let (dd, dm) = (d * sc[j] as f32, dmin * mn[j] as f32);
-            let (g, s) = (j / 2, j % 2);
-            for l in 0..32 {
-                let q = (qs[g * 32 + l] >> (4 * s)) & 0x0F;
-                o[j * 32 + l] = dd * q as f32 - dm;
+        // Sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles) share 32 bytes.
+        for (g, (qs, o)) in b[16..144]
+            .chunks_exact(32)
+            .zip(o.chunks_exact_mut(64))
+            .enumerate()
+        {
+            let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
+            let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
+            let (lo, hi) = o.split_at_mut(32);
+            for ((l, h), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {
+                *l = d0 * (x & 0x0F) as f32 - m0;
+                *h = d1 * (x >> 4) as f32 - m1;
             }
         }
     }
@@ -96,11 +101,23 @@ pub(super) fn q6_k(blocks: &[u8], out: &mut [f32]) {
         for (x, &s) in ds.iter_mut().zip(scales) {
             *x = d * s as i8 as f32;
         }
-        for (e, v) in o.iter_mut().enumerate() {
-            let (g, rest) = (e / 128, e % 128);
-            let low = (ql[g * 64 + rest % 64] >> (4 * (rest / 64))) & 0x0F;
-            let high = (qh[g * 32 + rest % 32] >> (2 * (rest / 32))) & 3;
-            *v = ds[e / 16] * ((low | high << 4) as i8 - 32) as f32;
+        // Each 128 values: 64 ql bytes (low nibbles, then high) and 32 qh bytes (2 bits each).
+        for g in 0..2 {
+            let (ql, qh) = (&ql[64 * g..64 * g + 64], &qh[32 * g..32 * g + 32]);
+            let o = &mut o[128 * g..128 * g + 128];
+            let ds = &ds[8 * g..8 * g + 8];
+            for l in 0..32 {
+                let h = qh[l];
+                let q = [
+                    (ql[l] & 0x0F) | (h & 3) << 4,
+                    (ql[32 + l] & 0x0F) | ((h >> 2) & 3) << 4,
+                    (ql[l] >> 4) | ((h >> 4) & 3) << 4,
+                    (ql[32 + l] >> 4) | (h >> 6) << 4,
+                ];
+                for (s, &q) in q.iter().enumerate() {
+                    o[32 * s + l] = ds[2 * s + l / 16] * (q as i8 - 32) as f32;
+                }
+            }
         }
     }
 }

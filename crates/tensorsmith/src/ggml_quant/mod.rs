@@ -130,6 +130,20 @@ pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
     half::f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
 }
 
+/// `a + b`, with the NaN bits NumPy's vector loops give when both are NaN: the first
+/// operand's, quieted (x86 `addps` keeps its first source). LLVM treats `+` as commutative
+/// and may swap the operands, so the rule is spelled out. (For a single block gguf-py's
+/// broadcast loop picks the second NaN instead: with two NaN operands the reference itself
+/// depends on the array shape; one NaN operand, or none, is exact either way.)
+#[inline]
+pub(crate) fn add_nan_first(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        f32::from_bits(a.to_bits() | 0x0040_0000)
+    } else {
+        a + b
+    }
+}
+
 #[inline]
 pub(crate) fn u16_at(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes([b[i], b[i + 1]])

@@ -3,6 +3,7 @@
 //! per-block precomputation. Slow; it exists so the fuzz target and the unit tests can check
 //! the block kernels against an independent reading of the same reference.
 
+use super::add_nan_first;
 use super::iq_grids::{
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
 };
@@ -57,14 +58,14 @@ fn k_scale(s: &[u8], j: usize, min: bool) -> u8 {
 pub fn value(ty: GgmlType, b: &[u8], i: usize) -> Option<f32> {
     Some(match ty.block()? {
         Block::Q4_0 => f16(b, 0) * (nib(b, 2, 16, i) as i8 - 8) as f32,
-        Block::Q4_1 => f16(b, 0) * nib(b, 4, 16, i) as f32 + f16(b, 2),
+        Block::Q4_1 => add_nan_first(f16(b, 0) * nib(b, 4, 16, i) as f32, f16(b, 2)),
         Block::Q5_0 => {
             let q = nib(b, 6, 16, i) | (((u32le(b, 2) >> i) & 1) as u8) << 4;
             f16(b, 0) * (q as i8 - 16) as f32
         }
         Block::Q5_1 => {
             let q = nib(b, 8, 16, i) | (((u32le(b, 4) >> i) & 1) as u8) << 4;
-            f16(b, 0) * q as f32 + f16(b, 2)
+            add_nan_first(f16(b, 0) * q as f32, f16(b, 2))
         }
         Block::Q8_0 => b[2 + i] as i8 as f32 * f16(b, 0),
         Block::Q2_K => {
