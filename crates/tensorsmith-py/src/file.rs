@@ -151,7 +151,7 @@ impl File {
         })
     }
 
-    /// A ggml block-quantized tensor's values dequantized to F32 (little-endian bytes),
+    /// A ggml block-quantized tensor's values dequantized to F32 (native float32 bytes),
     /// bit-identical to `gguf.quants.dequantize`; other tensors are refused.
     fn tensor_values_f32(&self, py: Python<'_>, name: &str) -> PyResult<Bytes> {
         let t = self.info(py, name)?;
