@@ -104,8 +104,8 @@ class safe_open:
         other tensor `dequantize` changes nothing."""
         dtype, shape, layout = self._f.info_of(name)
         if dequantize and layout.startswith("ggml:"):
-            buf = self._f.tensor_values_f32(name)
-            arr = np.frombuffer(buf, dtype=np.float32).reshape(shape)
+            arr = np.empty(shape, dtype=np.float32)
+            self._f.dequantize_into(name, arr)
             return _out(arr, self._framework, "F32")
         arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
         return _out(arr, self._framework, dtype)

@@ -41,6 +41,13 @@ pub fn values_f32(model: &Model, t: &TensorInfo) -> Result<Vec<f32>> {
     ggml_quant::dequantize(g, &bytes).map_err(|e| e.at_tensor(&t.name))
 }
 
+/// The values of a block-quantized tensor written into `out` (exactly its element count).
+pub fn values_into(model: &Model, t: &TensorInfo, out: &mut [f32]) -> Result<()> {
+    let g = check(model, t)?;
+    let bytes = model.tensor_bytes(t)?;
+    ggml_quant::dequantize_into(g, &bytes, out).map_err(|e| e.at_tensor(&t.name))
+}
+
 /// Calls `each` with the tensor's values in order, [`CHUNK_VALUES`] (whole blocks) at a time;
 /// only one chunk's stored bytes and values are in memory.
 pub fn for_each_chunk(
