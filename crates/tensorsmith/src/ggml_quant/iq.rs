@@ -1,12 +1,12 @@
 //! The IQ types: grid codebooks (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and
 //! non-linear 4-bit values (IQ4_NL, IQ4_XS). Signs are applied as gguf-py does, by
-//! multiplying with ±1.0 (`db * grid * sign`), never by flipping the sign bit, so NaN bits
-//! come out as NumPy's.
+//! multiplying with ±1.0 (`db * grid * sign`) with a NaN passed through unchanged
+//! ([`mul_sign`]), never by flipping the sign bit, so NaN bits come out as NumPy's.
 
 use super::iq_grids::{
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
 };
-use super::{f16_at, pairs, u16_at, u32_at};
+use super::{f16_at, mul_sign, pairs, u16_at, u32_at};
 
 /// `1.0` or `-1.0` from bit `k` of `byte` (set = negative).
 #[inline]
@@ -43,7 +43,7 @@ pub(super) fn iq2_xxs(blocks: &[u8], out: &mut [f32]) {
                 let row = IQ2XXS_GRID[(aux0 >> (8 * k)) as u8 as usize];
                 let signs = KSIGNS[((aux1 >> (7 * k)) & 0x7F) as usize];
                 for j in 0..8 {
-                    o[ib * 32 + k * 8 + j] = db * g8(row, j) * sign(signs, j);
+                    o[ib * 32 + k * 8 + j] = mul_sign(db * g8(row, j), sign(signs, j));
                 }
             }
         }
@@ -64,7 +64,7 @@ pub(super) fn iq2_xs(blocks: &[u8], out: &mut [f32]) {
                     let row = IQ2XS_GRID[(q & 511) as usize];
                     let signs = KSIGNS[(q >> 9) as usize];
                     for j in 0..8 {
-                        o[idx * 8 + j] = db * g8(row, j) * sign(signs, j);
+                        o[idx * 8 + j] = mul_sign(db * g8(row, j), sign(signs, j));
                     }
                 }
             }
@@ -85,7 +85,7 @@ pub(super) fn iq2_s(blocks: &[u8], out: &mut [f32]) {
                     let high = (qh[idx / 4] >> (2 * (idx % 4))) & 3;
                     let row = IQ2S_GRID[qs[idx] as usize | (high as usize) << 8];
                     for j in 0..8 {
-                        o[idx * 8 + j] = db * g8(row, j) * sign(signs[idx], j);
+                        o[idx * 8 + j] = mul_sign(db * g8(row, j), sign(signs[idx], j));
                     }
                 }
             }
@@ -105,7 +105,7 @@ pub(super) fn iq3_xxs(blocks: &[u8], out: &mut [f32]) {
                 for j in 0..8 {
                     let e = ib * 32 + k * 8 + j;
                     let row = IQ3XXS_GRID[qs[e / 4] as usize];
-                    o[e] = db * g4(row, e % 4) * sign(signs, j);
+                    o[e] = mul_sign(db * g4(row, e % 4), sign(signs, j));
                 }
             }
         }
@@ -123,7 +123,7 @@ pub(super) fn iq3_s(blocks: &[u8], out: &mut [f32]) {
             let i = e / 4;
             let high = (qh[i / 8] >> (i % 8)) & 1;
             let row = IQ3S_GRID[qs[i] as usize | (high as usize) << 8];
-            *v = db * g4(row, e % 4) * sign(signs[e / 8], e % 8);
+            *v = mul_sign(db * g4(row, e % 4), sign(signs[e / 8], e % 8));
         }
     }
 }

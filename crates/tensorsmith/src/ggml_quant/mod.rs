@@ -144,6 +144,18 @@ pub(crate) fn add_nan_first(a: f32, b: f32) -> f32 {
     }
 }
 
+/// `a * sign` for `sign` = ±1.0, with NumPy's NaN bits: a NaN `a` comes back as itself,
+/// quieted (x86 `mulps`), its sign kept. LLVM may turn a multiplication by ±1 into a sign
+/// flip, which would flip a NaN's sign too, so the rule is spelled out.
+#[inline]
+pub(crate) fn mul_sign(a: f32, sign: f32) -> f32 {
+    if a.is_nan() {
+        f32::from_bits(a.to_bits() | 0x0040_0000)
+    } else {
+        a * sign
+    }
+}
+
 #[inline]
 pub(crate) fn u16_at(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes([b[i], b[i + 1]])

@@ -3,10 +3,10 @@
 //! per-block precomputation. Slow; it exists so the fuzz target and the unit tests can check
 //! the block kernels against an independent reading of the same reference.
 
-use super::add_nan_first;
 use super::iq_grids::{
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
 };
+use super::{add_nan_first, mul_sign};
 use crate::ggml_type::{Block, GgmlType};
 
 fn f16(b: &[u8], at: usize) -> f32 {
@@ -147,7 +147,7 @@ pub fn value(ty: GgmlType, b: &[u8], i: usize) -> Option<f32> {
             let db = f16(b, 0) * (0.5 + (aux1 >> 28) as f32) * 0.25;
             let row = IQ2XXS_GRID[b[2 + 8 * ib + k] as usize];
             let s = KSIGNS[((aux1 >> (7 * k)) & 0x7F) as usize];
-            db * grid_byte(row, j) as f32 * pm1((s >> j) & 1 == 1)
+            mul_sign(db * grid_byte(row, j) as f32, pm1((s >> j) & 1 == 1))
         }
         Block::IQ2_XS => {
             let (g, j) = (i / 8, i % 8);
@@ -155,7 +155,10 @@ pub fn value(ty: GgmlType, b: &[u8], i: usize) -> Option<f32> {
             let db = f16(b, 0) * (0.5 + sc as f32) * 0.25;
             let q = u16le(b, 2 + 2 * g);
             let s = KSIGNS[(q >> 9) as usize];
-            db * grid_byte(IQ2XS_GRID[(q & 511) as usize], j) as f32 * pm1((s >> j) & 1 == 1)
+            mul_sign(
+                db * grid_byte(IQ2XS_GRID[(q & 511) as usize], j) as f32,
+                pm1((s >> j) & 1 == 1),
+            )
         }
         Block::IQ2_S => {
             let (g, j) = (i / 8, i % 8);
@@ -163,7 +166,7 @@ pub fn value(ty: GgmlType, b: &[u8], i: usize) -> Option<f32> {
             let db = f16(b, 0) * (0.5 + sc as f32) * 0.25;
             let idx = b[2 + g] as usize | (((b[66 + g / 4] >> (2 * (g % 4))) & 3) as usize) << 8;
             let neg = (b[34 + g] >> j) & 1 == 1;
-            db * grid_byte(IQ2S_GRID[idx], j) as f32 * pm1(neg)
+            mul_sign(db * grid_byte(IQ2S_GRID[idx], j) as f32, pm1(neg))
         }
         Block::IQ3_XXS => {
             let (ib, k, j) = (i / 32, (i / 8) % 4, i % 8);
@@ -171,7 +174,7 @@ pub fn value(ty: GgmlType, b: &[u8], i: usize) -> Option<f32> {
             let db = f16(b, 0) * (0.5 + (aux >> 28) as f32) * 0.5;
             let row = IQ3XXS_GRID[b[2 + i / 4] as usize] as u64;
             let s = KSIGNS[((aux >> (7 * k)) & 0x7F) as usize];
-            db * grid_byte(row, i % 4) as f32 * pm1((s >> j) & 1 == 1)
+            mul_sign(db * grid_byte(row, i % 4) as f32, pm1((s >> j) & 1 == 1))
         }
         Block::IQ3_S => {
             let ib = i / 32;
@@ -180,7 +183,10 @@ pub fn value(ty: GgmlType, b: &[u8], i: usize) -> Option<f32> {
             let g = i / 4;
             let idx = b[2 + g] as usize | (((b[66 + g / 8] >> (g % 8)) & 1) as usize) << 8;
             let neg = (b[74 + i / 8] >> (i % 8)) & 1 == 1;
-            db * grid_byte(IQ3S_GRID[idx] as u64, i % 4) as f32 * pm1(neg)
+            mul_sign(
+                db * grid_byte(IQ3S_GRID[idx] as u64, i % 4) as f32,
+                pm1(neg),
+            )
         }
         Block::IQ1_S => {
             let (ib, k) = (i / 32, (i / 8) % 4);

@@ -174,3 +174,28 @@ fn kernels_agree_with_the_one_value_reference_on_pseudo_random_blocks() {
         }
     }
 }
+
+#[test]
+fn a_nan_scale_keeps_its_sign_through_negative_signs() {
+    // IQ2_XS, d = +qNaN, every grid index 511 with sign index 127 (all eight signs negative):
+    // NumPy multiplies by -1.0 and keeps the NaN as it is (0x7FC00000), no sign flip.
+    let mut b = vec![0x00u8, 0x7E];
+    b.extend([0xFFu8; 64]);
+    b.extend([0x00u8; 8]);
+    let v = dequantize(GgmlType::from_name("iq2_xs").unwrap(), &b).unwrap();
+    assert!(
+        v.iter().all(|x| x.to_bits() == 0x7FC0_0000),
+        "{:#x}",
+        v[0].to_bits()
+    );
+    // Q4_1, d and m both NaN: the first operand's NaN (d's), quieted, as gguf-py gives for
+    // arrays of several blocks (for a single block its broadcast loop keeps m's).
+    let mut b = vec![0x01u8, 0x7E, 0x02, 0xFE];
+    b.extend([0x11u8; 16]);
+    let v = dequantize(GgmlType::from_name("q4_1").unwrap(), &b).unwrap();
+    assert!(
+        v.iter().all(|x| x.to_bits() == 0x7FC0_2000),
+        "{:#x}",
+        v[0].to_bits()
+    );
+}
