@@ -55,3 +55,9 @@ for sel in range(32):
     src = sel & 3
     body = {0: f64, 1: f32, 2: f32[: len(f32) // 2 * 2], 3: f32[: len(f32) // 2 * 2]}[src]
     put("cast", f"sel{sel:02d}", bytes([sel]) + body)
+
+# ggml block dequantization: a type selector byte (an index into the ggml table) then blocks;
+# the block tensors of the GGUF test vectors, and patterned blocks for every selector.
+for sel in range(64):
+    body = bytes((i * 37 + sel * 11 + 5) & 255 for i in range(4 * 292))
+    put("ggml_dequant", f"sel{sel:02d}", bytes([sel]) + body[: (sel % 8 + 1) * 144])

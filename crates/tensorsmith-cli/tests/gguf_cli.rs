@@ -138,13 +138,52 @@ fn plain_gguf_tensors_convert_to_safetensors_and_ztensor() {
             assert_eq!(m["general.alignment"], 64);
         }
     }
-    // Block-quantized tensors cannot go to either format: the message names the tensor.
-    for out in ["q.safetensors", "q.zt"] {
+}
+
+#[test]
+fn block_quantized_gguf_tensors_convert_dequantized() {
+    // q8_0 and q4_0 become F32 values (or the --dtype asked for); diff --values then finds
+    // them equal to the GGUF's dequantized values. (Bit-identity with gguf-py is checked in
+    // tests/python/test_gguf_dequant.py.)
+    let dir = tempfile::tempdir().unwrap();
+    let src = vector("every_type.gguf");
+    for (out, dtype, want) in [
+        ("q.safetensors", None, "F32"),
+        ("q.zt", None, "F32"),
+        ("q16.safetensors", Some("F16"), "F16"),
+    ] {
         let dst = dir.path().join(out);
-        let o = run(&["convert", &vector("every_type.gguf"), dst.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("q8_0") || err.contains("q4_0"), "{err}");
-        assert!(!dst.exists());
+        let mut args = vec!["convert", &src, dst.to_str().unwrap()];
+        if let Some(d) = dtype {
+            args.extend(["--dtype", d]);
+        }
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v = json(&["inspect", "--json", dst.to_str().unwrap()]);
+        for name in ["q8_0", "q4_0"] {
+            let t = v["tensors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == name)
+                .unwrap();
+            assert_eq!(t["dtype"], want, "{out} {name}: {t}");
+        }
+        if dtype.is_none() {
+            let o = run(&[
+                "diff",
+                "--values",
+                "--all",
+                "--json",
+                &src,
+                dst.to_str().unwrap(),
+            ]);
+            let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+            let compared = d["values"]["compared"].as_array().unwrap();
+            for name in ["q8_0", "q4_0"] {
+                let c = compared.iter().find(|c| c["name"] == name).unwrap();
+                assert_eq!(c["identical"], true, "{out}: {c}");
+            }
+        }
     }
 }

@@ -18,6 +18,8 @@ enum Store {
         len: usize,
     },
     Owned(Vec<u8>),
+    /// Native-endian f32 values (NumPy's `float32`), e.g. dequantized ggml blocks.
+    OwnedF32(Vec<f32>),
 }
 
 #[pyclass(frozen, module = "tensorsmith._native")]
@@ -51,10 +53,18 @@ impl Bytes {
         }
     }
 
+    /// f32 values exported as their native bytes (no copy).
+    pub fn owned_f32(data: Vec<f32>) -> Bytes {
+        Bytes {
+            store: Store::OwnedF32(data),
+        }
+    }
+
     fn as_ptr_len(&self) -> (*const u8, usize) {
         match &self.store {
             Store::Mapped { addr, len, .. } => (*addr as *const u8, *len),
             Store::Owned(v) => (v.as_ptr(), v.len()),
+            Store::OwnedF32(v) => (v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice())),
         }
     }
 }

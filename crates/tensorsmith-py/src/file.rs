@@ -186,6 +186,39 @@ impl File {
         })
     }
 
+    /// Dequantizes a ggml block-quantized tensor into `out`, a writable C-contiguous float32
+    /// buffer of the tensor's element count that NumPy allocated (NumPy asks the kernel for
+    /// huge pages; a buffer of our own would take a page fault per 4 KiB). Values are
+    /// bit-identical to `gguf.quants.dequantize`; other tensors are refused.
+    fn dequantize_into(&self, py: Python<'_>, name: &str, out: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = self.info(py, name)?;
+        let buf = pyo3::buffer::PyBuffer::<f32>::get(out)?;
+        if buf.readonly() || !buf.is_c_contiguous() || buf.item_count() as u64 != t.elements() {
+            return Err(raise(
+                py,
+                "OptionError",
+                format!(
+                    "tensor '{name}': the output must be a writable C-contiguous float32 array of {} values",
+                    t.elements()
+                ),
+            ));
+        }
+        // SAFETY: the buffer is writable, C-contiguous and holds `item_count` f32 values
+        // (PyBuffer::<f32>::get checked the format and item size); `buf` keeps it alive and
+        // exported until it is dropped after this call, and nothing else touches it meanwhile
+        // (the caller made it and waits for us).
+        let ptr = buf.buf_ptr() as usize;
+        let len = buf.item_count();
+        let model = &self.model;
+        py.detach(|| {
+            let values = unsafe { std::slice::from_raw_parts_mut(ptr as *mut f32, len) };
+            tensorsmith::ops::dequantize::values_into(model, t, values)
+        })
+        .py_err(py)?;
+        drop(buf);
+        Ok(())
+    }
+
     /// Where the file or shards live (as given).
     #[getter]
     fn location(&self) -> &str {

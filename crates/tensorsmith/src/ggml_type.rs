@@ -18,15 +18,57 @@ struct Row {
     block_elements: u32,
     block_bytes: u32,
     dtype: Option<DType>,
+    block: Option<Block>,
 }
 
-const fn row(id: u32, name: &'static str, block_elements: u32, block_bytes: u32) -> Row {
+/// The block encoding of a block-quantized type: what a dequantizer matches on (so no other
+/// module spells a ggml name). One variant per block-quantized row of [`TABLE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[allow(non_camel_case_types)]
+pub enum Block {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q8_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    IQ2_XXS,
+    IQ2_XS,
+    IQ3_XXS,
+    IQ1_S,
+    IQ4_NL,
+    IQ3_S,
+    IQ2_S,
+    IQ4_XS,
+    IQ1_M,
+    TQ1_0,
+    TQ2_0,
+    MXFP4,
+    NVFP4,
+    Q1_0,
+}
+
+const fn row(
+    id: u32,
+    name: &'static str,
+    block_elements: u32,
+    block_bytes: u32,
+    block: Block,
+) -> Row {
     Row {
         id,
         name,
         block_elements,
         block_bytes,
         dtype: None,
+        block: Some(block),
     }
 }
 
@@ -37,6 +79,7 @@ const fn plain(id: u32, name: &'static str, bytes: u32, dtype: DType) -> Row {
         block_elements: 1,
         block_bytes: bytes,
         dtype: Some(dtype),
+        block: None,
     }
 }
 
@@ -45,38 +88,38 @@ const fn plain(id: u32, name: &'static str, bytes: u32, dtype: DType) -> Row {
 const TABLE: &[Row] = &[
     plain(0, "f32", 4, DType::F32),
     plain(1, "f16", 2, DType::F16),
-    row(2, "q4_0", 32, 18),
-    row(3, "q4_1", 32, 20),
-    row(6, "q5_0", 32, 22),
-    row(7, "q5_1", 32, 24),
-    row(8, "q8_0", 32, 34),
-    row(9, "q8_1", 32, 40),
-    row(10, "q2_k", 256, 84),
-    row(11, "q3_k", 256, 110),
-    row(12, "q4_k", 256, 144),
-    row(13, "q5_k", 256, 176),
-    row(14, "q6_k", 256, 210),
-    row(15, "q8_k", 256, 292),
-    row(16, "iq2_xxs", 256, 66),
-    row(17, "iq2_xs", 256, 74),
-    row(18, "iq3_xxs", 256, 98),
-    row(19, "iq1_s", 256, 50),
-    row(20, "iq4_nl", 32, 18),
-    row(21, "iq3_s", 256, 110),
-    row(22, "iq2_s", 256, 82),
-    row(23, "iq4_xs", 256, 136),
+    row(2, "q4_0", 32, 18, Block::Q4_0),
+    row(3, "q4_1", 32, 20, Block::Q4_1),
+    row(6, "q5_0", 32, 22, Block::Q5_0),
+    row(7, "q5_1", 32, 24, Block::Q5_1),
+    row(8, "q8_0", 32, 34, Block::Q8_0),
+    row(9, "q8_1", 32, 40, Block::Q8_1),
+    row(10, "q2_k", 256, 84, Block::Q2_K),
+    row(11, "q3_k", 256, 110, Block::Q3_K),
+    row(12, "q4_k", 256, 144, Block::Q4_K),
+    row(13, "q5_k", 256, 176, Block::Q5_K),
+    row(14, "q6_k", 256, 210, Block::Q6_K),
+    row(15, "q8_k", 256, 292, Block::Q8_K),
+    row(16, "iq2_xxs", 256, 66, Block::IQ2_XXS),
+    row(17, "iq2_xs", 256, 74, Block::IQ2_XS),
+    row(18, "iq3_xxs", 256, 98, Block::IQ3_XXS),
+    row(19, "iq1_s", 256, 50, Block::IQ1_S),
+    row(20, "iq4_nl", 32, 18, Block::IQ4_NL),
+    row(21, "iq3_s", 256, 110, Block::IQ3_S),
+    row(22, "iq2_s", 256, 82, Block::IQ2_S),
+    row(23, "iq4_xs", 256, 136, Block::IQ4_XS),
     plain(24, "i8", 1, DType::I8),
     plain(25, "i16", 2, DType::I16),
     plain(26, "i32", 4, DType::I32),
     plain(27, "i64", 8, DType::I64),
     plain(28, "f64", 8, DType::F64),
-    row(29, "iq1_m", 256, 56),
+    row(29, "iq1_m", 256, 56, Block::IQ1_M),
     plain(30, "bf16", 2, DType::BF16),
-    row(34, "tq1_0", 256, 54),
-    row(35, "tq2_0", 256, 66),
-    row(39, "mxfp4", 32, 17),
-    row(40, "nvfp4", 64, 36),
-    row(41, "q1_0", 128, 18),
+    row(34, "tq1_0", 256, 54, Block::TQ1_0),
+    row(35, "tq2_0", 256, 66, Block::TQ2_0),
+    row(39, "mxfp4", 32, 17, Block::MXFP4),
+    row(40, "nvfp4", 64, 36, Block::NVFP4),
+    row(41, "q1_0", 128, 18, Block::Q1_0),
 ];
 
 impl GgmlType {
@@ -128,6 +171,11 @@ impl GgmlType {
     /// The element dtype of a plain (not block-quantized) type.
     pub fn dtype(self) -> Option<DType> {
         self.row().dtype
+    }
+
+    /// The block encoding of a block-quantized type (`None` for plain types).
+    pub fn block(self) -> Option<Block> {
+        self.row().block
     }
 
     pub fn is_quantized(self) -> bool {

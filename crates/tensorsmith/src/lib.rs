@@ -48,6 +48,7 @@ pub mod dtype;
 pub mod error;
 pub mod format;
 pub(crate) mod formats;
+pub mod ggml_quant;
 pub mod ggml_type;
 pub mod gguf;
 pub mod index;

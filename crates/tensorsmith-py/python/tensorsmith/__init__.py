@@ -159,15 +159,24 @@ class safe_open:
         """A tensor's safetensors dtype name: `f.get_dtype("w")` -> `"F32"`."""
         return self._f.info_of(name)[0]
 
-    def get_tensor(self, name):
-        """One tensor (a read-only view of the map where possible): `f.get_tensor("w")`."""
+    def get_tensor(self, name, dequantize=False):
+        """One tensor (a read-only view of the map where possible): `f.get_tensor("w")`.
+        A GGUF block-quantized tensor (layout `ggml:q4_k` …) comes back as its stored blocks
+        (a flat uint8 array) unless `dequantize=True`, which gives its values as float32 in the
+        tensor's shape, bit-identical to `gguf.quants.dequantize` (types it cannot dequantize,
+        such as q8_k, raise). For every other tensor `dequantize` changes nothing."""
         dtype, shape, layout = self._f.info_of(name)
+        if dequantize and layout.startswith("ggml:"):
+            arr = np.empty(shape, dtype=np.float32)
+            self._f.dequantize_into(name, arr)
+            return _out(arr, self._framework, "F32")
         arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
         return _out(arr, self._framework, dtype)
 
-    def get_tensors(self):
-        """Every tensor as a dict, name -> array: `f.get_tensors()`."""
-        return {k: self.get_tensor(k) for k in self.keys()}
+    def get_tensors(self, dequantize=False):
+        """Every tensor as a dict, name -> array: `f.get_tensors()` (`dequantize` as in
+        `get_tensor`)."""
+        return {k: self.get_tensor(k, dequantize=dequantize) for k in self.keys()}
 
     def get_slice(self, name):
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.

@@ -165,6 +165,22 @@ pub enum ErrorKind {
     #[error("bad slice: {0}")]
     BadSlice(String),
 
+    // --- ggml block dequantization
+    #[error("cannot dequantize {ggml_type}: {reason}")]
+    CannotDequantize {
+        ggml_type: &'static str,
+        reason: &'static str,
+    },
+    #[error(
+        "{ggml_type}: {bytes} bytes are not whole {block_bytes}-byte blocks for {elements} values"
+    )]
+    BlockBytes {
+        ggml_type: &'static str,
+        bytes: u64,
+        block_bytes: u32,
+        elements: u64,
+    },
+
     // --- writing
     #[error("tensor name {0}")]
     BadName(&'static str),

@@ -2,7 +2,8 @@
 //! the open source into the atomic writer,
 //! optionally cast to another float dtype on the way (one chunk at a time, so memory stays
 //! bounded whatever the tensor size). Without a cast, raw tensors of local files are copied
-//! by the kernel (`copy_file_range`), never passing through this process.
+//! by the kernel (`copy_file_range`), never passing through this process. ggml
+//! block-quantized tensors are dequantized to F32 (then cast) a chunk of blocks at a time.
 
 use super::convert_options::ConvertOptions;
 use crate::cast::{cast, Rounding};
@@ -10,6 +11,7 @@ use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
+use crate::ops::dequantize;
 use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
 use crate::sink::write_atomically;
 use std::collections::BTreeMap;
@@ -69,6 +71,32 @@ impl TensorData for ModelRange<'_> {
     }
 }
 
+/// A block-quantized tensor's values, dequantized to F32 and cast to `to`, chunk by chunk.
+struct Dequantized<'a> {
+    model: &'a Model,
+    tensor: &'a TensorInfo,
+    to: DType,
+    rounding: Rounding,
+}
+
+impl TensorData for Dequantized<'_> {
+    fn len(&self) -> u64 {
+        self.tensor.elements() * self.to.byte_size().unwrap_or(4) as u64
+    }
+
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        dequantize::for_each_chunk(self.model, self.tensor, |values| {
+            let bytes = dequantize::f32_bytes(values);
+            if self.to == DType::F32 {
+                out.write_all(&bytes)?;
+            } else {
+                out.write_all(&cast(&bytes, DType::F32, self.to, self.rounding)?)?;
+            }
+            Ok(())
+        })
+    }
+}
+
 /// What a conversion wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
@@ -91,6 +119,10 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
     let index = &input.index;
     for t in &index.tensors {
         let sparse = matches!(t.layout, Layout::SparseCsr | Layout::SparseCoo);
+        if dequantize::block_type(t).is_some() {
+            dequantize::check(input, t)?;
+            continue;
+        }
         if t.layout != Layout::Dense && !(sparse && opts.densify) {
             let what = match &t.layout {
                 Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
@@ -133,6 +165,9 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
 
 /// Output bytes of a tensor after the optional cast.
 fn out_len(t: &TensorInfo, opts: &ConvertOptions) -> u64 {
+    if dequantize::block_type(t).is_some() {
+        return t.elements() * opts.dtype.unwrap_or(DType::F32).byte_size().unwrap_or(4) as u64;
+    }
     match opts.dtype {
         Some(to) if t.dtype.is_castable_float() => t.elements() * to.byte_size().unwrap() as u64,
         _ => t.byte_len(),
@@ -218,6 +253,17 @@ fn writer_for<'a>(
         w.metadata(meta.clone());
     }
     for t in tensors {
+        if dequantize::block_type(t).is_some() {
+            let to = opts.dtype.unwrap_or(DType::F32);
+            let data = Dequantized {
+                model: input,
+                tensor: t,
+                to,
+                rounding: opts.rounding,
+            };
+            w.add(&t.name, to, &t.shape, data)?;
+            continue;
+        }
         if t.layout != Layout::Dense {
             let (dtype, dense) = crate::ops::densify::densify(input, t)?;
             let (dtype, data) = match opts.dtype {

@@ -167,10 +167,18 @@ fn ztensor_writer<'m>(input: &'m Model, out: &Path, opts: &ConvertOptions) -> Re
                 )
                 .map_err(at_out)?;
             }
-            Layout::Ggml(g) => {
-                return Err(with_name(Error::new(ErrorKind::Unsupported(format!(
-                    "{g} is a ggml block-quantized type, which zTensor cannot hold"
-                )))))
+            Layout::Ggml(_) => {
+                // Block-quantized: dequantized to F32 (then cast), as for safetensors.
+                let values = crate::ops::dequantize::values_f32(input, t)?;
+                let bytes = crate::ops::dequantize::f32_bytes(&values);
+                drop(values);
+                let to = opts.dtype.unwrap_or(DType::F32);
+                let data = if to == DType::F32 {
+                    bytes
+                } else {
+                    cast(&bytes, DType::F32, to, opts.rounding).map_err(with_name)?
+                };
+                w.add_dense(&t.name, to, &t.shape, data).map_err(at_out)?;
             }
             layout => {
                 let parts = (0..t.parts.len())

@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
 use crate::model::Model;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A tensor as the diff describes it.
@@ -234,8 +235,8 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
             }
             continue;
         }
-        let (da, db) = match (&t.layout, &u.layout, decoder(t.dtype), decoder(u.dtype)) {
-            (Layout::Dense, Layout::Dense, Some(da), Some(db)) => (da, db),
+        let (va, vb) = match (side(a, t, xa)?, side(b, u, xb)?) {
+            (Some(va), Some(vb)) => (va, vb),
             _ => {
                 let why = format!(
                     "values of {} and {} are not decoded",
@@ -246,7 +247,7 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
                 continue;
             }
         };
-        let v = compare(&t.name, &xa, da, &xb, db);
+        let v = compare_iter(&t.name, va.iter(), vb.iter());
         if all || !v.identical {
             d.values.push(v);
         }
@@ -254,10 +255,51 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
     Ok(())
 }
 
+/// One side's values: stored elements with their decoder, or dequantized ggml blocks.
+enum Side<'a> {
+    Stored(Cow<'a, [u8]>, Decoder),
+    Dequantized(Vec<f32>),
+}
+
+impl Side<'_> {
+    fn iter(&self) -> Box<dyn Iterator<Item = f64> + '_> {
+        match self {
+            Side::Stored(bytes, (size, f)) => Box::new(bytes.chunks_exact(*size).map(*f)),
+            Side::Dequantized(v) => Box::new(v.iter().map(|&x| f64::from(x))),
+        }
+    }
+}
+
+/// The values of `t` for comparison: dense tensors decoded per dtype, ggml block-quantized
+/// ones dequantized to F32 (as gguf-py does); `None` for what neither covers.
+fn side<'a>(m: &Model, t: &TensorInfo, stored: Cow<'a, [u8]>) -> Result<Option<Side<'a>>> {
+    if let Some(g) = crate::ops::dequantize::block_type(t) {
+        if !crate::ggml_quant::can_dequantize(g) {
+            return Ok(None);
+        }
+        drop(stored);
+        return Ok(Some(Side::Dequantized(crate::ops::dequantize::values_f32(
+            m, t,
+        )?)));
+    }
+    Ok(match (&t.layout, decoder(t.dtype)) {
+        (Layout::Dense, Some(dec)) => Some(Side::Stored(stored, dec)),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
 fn compare(name: &str, a: &[u8], (sa, fa): Decoder, b: &[u8], (sb, fb): Decoder) -> ValueDiff {
+    compare_iter(name, a.chunks_exact(sa).map(fa), b.chunks_exact(sb).map(fb))
+}
+
+fn compare_iter(
+    name: &str,
+    a: impl Iterator<Item = f64>,
+    b: impl Iterator<Item = f64>,
+) -> ValueDiff {
     let (mut differing, mut max, mut sum, mut n) = (0u64, 0f64, 0f64, 0u64);
-    for (x, y) in a.chunks_exact(sa).zip(b.chunks_exact(sb)) {
-        let (x, y) = (fa(x), fb(y));
+    for (x, y) in a.zip(b) {
         n += 1;
         if x == y || (x.is_nan() && y.is_nan()) {
             continue;

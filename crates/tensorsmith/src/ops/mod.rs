@@ -6,6 +6,7 @@ mod convert_options;
 mod convert_safetensors;
 mod convert_ztensor;
 pub mod densify;
+pub mod dequantize;
 pub mod diff;
 pub mod diff_json;
 pub mod hash;
