@@ -66,8 +66,10 @@ impl Heartbeat {
             let (lock, cv) = &*s;
             let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
             loop {
+                // The flag is checked before each wait: a stop that came before the thread
+                // first took the lock must not cost a whole interval.
                 let (guard, _) = cv
-                    .wait_timeout(stopped, every)
+                    .wait_timeout_while(stopped, every, |stop| !*stop)
                     .unwrap_or_else(|p| p.into_inner());
                 stopped = guard;
                 if *stopped {
@@ -234,6 +236,16 @@ mod tests {
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert!(parse_duration("h").is_err() && parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn a_heartbeat_stops_at_once_whatever_its_interval() {
+        let d = tempfile::tempdir().unwrap();
+        for _ in 0..20 {
+            let t = std::time::Instant::now();
+            drop(Heartbeat::start(d.path(), Duration::from_secs(3600)).unwrap());
+            assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        }
     }
 
     #[test]
