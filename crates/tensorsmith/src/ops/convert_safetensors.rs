@@ -207,7 +207,9 @@ fn cast_of(t: &TensorInfo, opts: &ConvertOptions) -> Option<(DType, DType, Round
 }
 
 /// Writes `tensors` as one safetensors file at `path`: copied file to file by the kernel when
-/// every tensor is dense, uncast and stored raw in a local file; streamed otherwise.
+/// every tensor is dense, uncast and stored raw in a local file, and no digest is to be
+/// recorded (the header, which holds the digests, comes before the bytes they cover: the
+/// streamed writer reads them for it); streamed otherwise.
 fn write_group(
     input: &Model,
     tensors: &[&TensorInfo],
@@ -223,7 +225,7 @@ fn write_group(
                 .flatten()
         })
         .collect();
-    let Some(files) = files else {
+    let Some(files) = files.filter(|_| opts.digest.is_none()) else {
         return writer_for(input, tensors, meta, opts)?.write_file(path);
     };
     let mut w = Writer::new();
