@@ -7,7 +7,6 @@
 use crate::error::{DatasetError, Result};
 use crate::manifest::MANIFEST_NAME;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,7 +50,6 @@ pub fn mark(folder: &Path) -> Result<()> {
 /// A heartbeat kept by a background thread until dropped (or [`Heartbeat::stop`]ped).
 pub struct Heartbeat {
     stop: Arc<(Mutex<bool>, Condvar)>,
-    failed: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -60,8 +58,7 @@ impl Heartbeat {
     pub fn start(folder: &Path, every: Duration) -> Result<Heartbeat> {
         mark(folder)?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let failed = Arc::new(AtomicBool::new(false));
-        let (s, f, dir) = (stop.clone(), failed.clone(), folder.to_path_buf());
+        let (s, dir) = (stop.clone(), folder.to_path_buf());
         let thread = std::thread::spawn(move || {
             let (lock, cv) = &*s;
             let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -77,21 +74,14 @@ impl Heartbeat {
                 }
                 // A folder removed by the commit or abort ends the heartbeat.
                 if !dir.is_dir() || mark(&dir).is_err() {
-                    f.store(true, Ordering::Relaxed);
                     return;
                 }
             }
         });
         Ok(Heartbeat {
             stop,
-            failed,
             thread: Some(thread),
         })
-    }
-
-    /// Whether a renewal failed (the folder is gone or unwritable).
-    pub fn failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
     }
 
     /// Stops the renewals and waits for the thread.

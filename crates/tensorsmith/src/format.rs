@@ -65,6 +65,14 @@ pub struct TensorCheck {
     pub failures: Vec<Error>,
 }
 
+impl TensorCheck {
+    /// The same check, its failures naming `path` (where none names a file yet).
+    pub fn in_file(mut self, path: &std::path::Path) -> TensorCheck {
+        self.failures = self.failures.into_iter().map(|e| e.in_file(path)).collect();
+        self
+    }
+}
+
 /// What verifying a file or a model found.
 #[derive(Debug, Default)]
 pub struct VerifyReport {

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// A remote file of known length.
@@ -22,7 +22,6 @@ pub struct HttpFile {
     /// The first bytes of the file, fetched at open.
     prefix: Vec<u8>,
     requests: AtomicU32,
-    fetched: AtomicU64,
 }
 
 /// Timeout of each request, connection to last byte.
@@ -47,7 +46,6 @@ impl HttpFile {
             len: 0,
             prefix: Vec::new(),
             requests: AtomicU32::new(0),
-            fetched: AtomicU64::new(0),
         };
         let (total, mut prefix) = f.get(0..first.max(1), true)?;
         prefix.truncate(first.min(total) as usize);
@@ -58,11 +56,6 @@ impl HttpFile {
         })
     }
 
-    /// The first bytes, fetched at open.
-    pub fn prefix(&self) -> &[u8] {
-        &self.prefix
-    }
-
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -70,11 +63,6 @@ impl HttpFile {
     /// HTTP requests made so far.
     pub fn requests(&self) -> u32 {
         self.requests.load(Ordering::Relaxed)
-    }
-
-    /// Body bytes received so far (the prefix included).
-    pub fn fetched(&self) -> u64 {
-        self.fetched.load(Ordering::Relaxed)
     }
 
     /// The bytes of `range`, which must lie within the file, in one request.
@@ -163,8 +151,6 @@ impl HttpFile {
             .take(want)
             .read_to_end(&mut bytes)
             .map_err(|e| http_err(url, e.to_string()))?;
-        self.fetched
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         if (bytes.len() as u64) < want {
             return Err(http_err(
                 url,

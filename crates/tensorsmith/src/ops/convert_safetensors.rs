@@ -207,9 +207,8 @@ fn cast_of(t: &TensorInfo, opts: &ConvertOptions) -> Option<(DType, DType, Round
 }
 
 /// Writes `tensors` as one safetensors file at `path`: copied file to file by the kernel when
-/// every tensor is dense, uncast and stored raw in a local file, and no digest is to be
-/// recorded (the header, which holds the digests, comes before the bytes they cover: the
-/// streamed writer reads them for it); streamed otherwise.
+/// every tensor is dense, uncast and stored raw in a local file; streamed otherwise. Digests,
+/// when asked for, are computed by the writer from the same sources either way.
 fn write_group(
     input: &Model,
     tensors: &[&TensorInfo],
@@ -225,14 +224,10 @@ fn write_group(
                 .flatten()
         })
         .collect();
-    let Some(files) = files.filter(|_| opts.digest.is_none()) else {
+    let Some(files) = files else {
         return writer_for(input, tensors, meta, opts)?.write_file(path);
     };
-    let mut w = Writer::new();
-    w.allow_packed_ints(true);
-    if !meta.is_empty() {
-        w.metadata(meta.clone());
-    }
+    let mut w = new_writer(meta, opts);
     for (t, f) in tensors.iter().zip(files) {
         let data = FilePieces {
             pieces: vec![Piece::Range(f, t.data_range())],
@@ -243,17 +238,23 @@ fn write_group(
     write_atomically(path, |out| w.write_to_file(out.file()?))
 }
 
+/// A writer with the file's metadata and the options every output shares.
+fn new_writer<'a>(meta: &BTreeMap<String, String>, opts: &ConvertOptions) -> Writer<'a> {
+    let mut w = Writer::new();
+    w.allow_packed_ints(true).record_digests(opts.digest);
+    if !meta.is_empty() {
+        w.metadata(meta.clone());
+    }
+    w
+}
+
 fn writer_for<'a>(
     input: &'a Model,
     tensors: &[&'a TensorInfo],
     meta: &BTreeMap<String, String>,
     opts: &ConvertOptions,
 ) -> Result<Writer<'a>> {
-    let mut w = Writer::new();
-    w.allow_packed_ints(true).record_digests(opts.digest);
-    if !meta.is_empty() {
-        w.metadata(meta.clone());
-    }
+    let mut w = new_writer(meta, opts);
     for t in tensors {
         if dequantize::block_type(t).is_some() {
             let to = opts.dtype.unwrap_or(DType::F32);

@@ -15,10 +15,9 @@ pub fn verify(model: &Model) -> VerifyReport {
         .par_iter()
         .map(|t| {
             let f = model.file_of(t);
-            let mut c = f.format().verify_tensor(f.bytes(), t);
-            let at = Path::new(&f.location);
-            c.failures = c.failures.into_iter().map(|e| e.in_file(at)).collect();
-            c
+            f.format()
+                .verify_tensor(f.bytes(), t)
+                .in_file(Path::new(&f.location))
         })
         .collect();
     VerifyReport::collect(checks)

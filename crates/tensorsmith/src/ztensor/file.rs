@@ -5,7 +5,7 @@
 
 use super::format::{decode_part, parse_with, Ztensor};
 use super::{OpenOptions, Parsed};
-use crate::bytes::LocalFile;
+use crate::bytes::{LocalFile, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FileFormat, VerifyReport};
 use crate::index::{Part, TensorIndex, TensorInfo, ZtVersion};
@@ -108,7 +108,7 @@ impl ZtFile {
     pub fn stored_bytes(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
         let p = self.part(name, role)?;
         self.source
-            .bytes(p.range.clone())
+            .read(p.range.clone())
             .map_err(|e| self.err(e, name))
     }
 
@@ -165,15 +165,7 @@ impl ZtFile {
             .index
             .tensors
             .par_iter()
-            .map(|t| {
-                let mut c = Ztensor.verify_tensor(&self.source, t);
-                c.failures = c
-                    .failures
-                    .into_iter()
-                    .map(|e| e.in_file(&self.path))
-                    .collect();
-                c
-            })
+            .map(|t| Ztensor.verify_tensor(&self.source, t).in_file(&self.path))
             .collect();
         VerifyReport::collect(checks)
     }
