@@ -59,6 +59,13 @@ const READ_CHUNK: u64 = 4 << 20;
 const STREAM_PIECE: usize = 1 << 20;
 /// Pieces a unit may have ready before the writer takes them.
 const DEPTH: usize = 2;
+/// Pieces a whole-part stream (v0.1, v1.1) may have ready: more than [`DEPTH`], because such a
+/// unit is a whole part. With two, the worker on part N+1 stopped after 2 MiB of output while
+/// part N was still being compressed, so parts were in effect compressed one at a time (v1.1
+/// zstd-3 at 0.8-0.96x ztensor 1.1.1). With this many, a part of up to
+/// `STREAM_DEPTH * STREAM_PIECE` compressed bytes is compressed whole while the parts before it
+/// are written, and the window holds at most `window * STREAM_DEPTH` MiB of output.
+const STREAM_DEPTH: usize = 8;
 
 /// A piece of work for one thread; a part is one or more units, in order.
 enum Unit {
@@ -356,7 +363,11 @@ impl<'p> Consumer<'p, '_, '_> {
     /// Hands units to the workers until `window` are queued or running.
     fn refill(&mut self) -> Result<()> {
         while self.dispatched < self.units.len() && self.pending.len() < self.window {
-            let (tx, rx) = sync_channel(DEPTH);
+            let depth = match self.units[self.dispatched] {
+                Unit::Stream { .. } => STREAM_DEPTH,
+                _ => DEPTH,
+            };
+            let (tx, rx) = sync_channel(depth);
             self.queue
                 .send((self.dispatched, tx))
                 .map_err(|_| stopped())?;
