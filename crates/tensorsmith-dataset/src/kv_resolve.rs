@@ -5,22 +5,23 @@
 //! column before the write gave (same key, same rows). `lastWin`: a task holding a
 //! superseded tensor has its shards rewritten from the first one holding one, by the KV
 //! strategy's sealing rule over the tensors that stay, so the staged shards are exactly
-//! those a write that never saw the superseded tensors would have made. Tensors are read
-//! back one shard's worth at a time (pread, no map): memory stays one shard.
+//! those a write that never saw the superseded tensors would have made. The kept tensors are
+//! copied file to file: memory holds the shards' headers, no tensor.
 //! Keys written by different tasks of a job meet at the commit (`duplicates.rs`).
 
-use crate::column::Samples;
 use crate::error::{DatasetError, Result};
 use crate::kv_strategy::TENSOR_OVERHEAD;
 use crate::manifest::TensorSchema;
 use crate::options::Duplicates;
-use crate::shard_record::{sync_files, write_shard, ShardNamer};
+use crate::shard_record::{record_shard, sync_files, ShardNamer};
 use crate::task_context::Ctx;
 use crate::task_report::TaskReport;
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use tensorsmith::bytes::Backend;
-use tensorsmith::safetensors::SafetensorsFile;
+use tensorsmith::dtype::DType;
+use tensorsmith::safetensors::{FilePieces, Piece, SafetensorsFile};
 use tensorsmith::OpenOptions;
 
 /// Resolves duplicate keys across `reports` (KV tasks of one write, in task order, rows in
@@ -82,7 +83,13 @@ fn find(reports: &[TaskReport], strategy: Duplicates) -> Result<Vec<BTreeSet<usi
     }
 }
 
-/// Rewrites `r`'s shards from the first holding an entry of `gone` without those entries.
+/// A tensor of a new shard: its key, dtype, shape and where its bytes are (old shard,
+/// byte range).
+type Moved = (String, DType, Vec<u64>, usize, Range<u64>);
+
+/// Rewrites `r`'s shards from the first holding an entry of `gone` without those entries,
+/// sealed by the KV strategy's rule. The kept tensors are copied file to file from the old
+/// shards (`copy_file_range`): nothing passes through memory but the shards' headers.
 fn repack(ctx: &Ctx, r: &mut TaskReport, gone: &BTreeSet<usize>) -> Result<()> {
     let first_gone = *gone.first().expect("not empty");
     let first_shard = r
@@ -102,94 +109,83 @@ fn repack(ctx: &Ctx, r: &mut TaskReport, gone: &BTreeSet<usize>) -> Result<()> {
     let old_shards = r.shards.split_off(first_shard);
     let old_index = r.index.split_off(e0);
     let old_cells = r.cells.split_off(e0);
-    let mut aside = Vec::new();
+    let opts = OpenOptions::new().with_backend(Backend::Pread);
+    let mut old = Vec::new();
     for s in &old_shards {
         let from = ctx.staging.join(&s.shard_path);
         let to = ctx.staging.join(format!("{}.superseded", s.shard_path));
         std::fs::rename(&from, &to).map_err(|e| DatasetError::io(&from, e))?;
         ctx.progress.bytes.fetch_sub(s.bytes, Ordering::Relaxed);
         ctx.progress.shards.fetch_sub(1, Ordering::Relaxed);
-        aside.push((s.shard_path.clone(), to));
+        let f = SafetensorsFile::open_with(&to, &opts)?;
+        old.push((s.shard_path.as_str(), to, f));
     }
-    let opts = OpenOptions::new().with_backend(Backend::Pread);
     let target = ctx.opts.target_shard_bytes();
-    let mut open: Option<(usize, SafetensorsFile)> = None;
-    let mut tensors: Vec<(String, Samples, Vec<u64>)> = Vec::new();
+    let mut tensors: Vec<Moved> = Vec::new();
     let mut cells: Vec<(u64, u32)> = Vec::new();
     let (mut shard_rows, mut shard_bytes) = (0u64, 0u64);
-    let mut row: Option<u64> = None;
-    let mut row_wrote = false;
-    // The end of a row: counted if it kept a tensor; the shard sealed at the target size.
-    let mut end_row = |row_wrote: bool,
-                       tensors: &mut Vec<(String, Samples, Vec<u64>)>,
-                       cells: &mut Vec<(u64, u32)>,
-                       shard_rows: &mut u64,
-                       shard_bytes: &mut u64,
-                       force: bool,
-                       r: &mut TaskReport|
+    let mut seal = |tensors: &mut Vec<Moved>,
+                    cells: &mut Vec<(u64, u32)>,
+                    shard_rows: u64,
+                    r: &mut TaskReport|
      -> Result<()> {
-        if row_wrote {
-            *shard_rows += 1;
+        let mut w = tensorsmith::safetensors::Writer::new();
+        w.record_digests(ctx.opts.digest);
+        let mut described = Vec::new();
+        for (key, dtype, shape, si, range) in tensors.drain(..) {
+            let file = old[si].2.source().file();
+            let pieces = vec![Piece::Range(file, range)];
+            w.add(&key, dtype, &shape, FilePieces { pieces })?;
+            described.push((key, dtype, shape));
         }
-        if (*shard_bytes >= target || force) && !tensors.is_empty() {
-            write_shard(ctx, &namer.next(), std::mem::take(tensors), *shard_rows, r)?;
-            r.cells.append(cells);
-            *shard_rows = 0;
-            *shard_bytes = 0;
-        }
+        let name = namer.next();
+        let path = ctx.staging.join(&name);
+        let mut f = std::fs::File::create(&path).map_err(|e| DatasetError::io(&path, e))?;
+        let bytes = w.write_to_file(&mut f).map_err(|e| e.in_file(&path))?;
+        record_shard(ctx, &name, described, bytes, shard_rows, r)?;
+        r.cells.append(cells);
         Ok(())
     };
+    let mut row: Option<u64> = None;
+    let mut row_wrote = false;
     for (i, (e, cell)) in old_index.iter().zip(&old_cells).enumerate() {
         if row.is_some_and(|w| w != cell.0) {
-            end_row(
-                row_wrote,
-                &mut tensors,
-                &mut cells,
-                &mut shard_rows,
-                &mut shard_bytes,
-                false,
-                r,
-            )?;
+            // The end of a row: counted if it kept a tensor; the shard sealed at the target.
+            shard_rows += u64::from(row_wrote);
             row_wrote = false;
+            if shard_bytes >= target {
+                seal(&mut tensors, &mut cells, shard_rows, r)?;
+                (shard_rows, shard_bytes) = (0, 0);
+            }
         }
         row = Some(cell.0);
         if gone.contains(&(e0 + i)) {
             continue;
         }
-        let si = old_shards
+        let si = old
             .iter()
-            .position(|s| s.shard_path == e.file_name)
+            .position(|o| o.0 == e.file_name)
             .expect("every entry's shard is reported");
-        if open.as_ref().is_none_or(|(at, _)| *at != si) {
-            let f = SafetensorsFile::open_with(&aside[si].1, &opts)?;
-            open = Some((si, f));
-        }
-        let f = &open.as_ref().expect("opened").1;
-        let info = f.info(&e.tensor_key)?;
-        let s = Samples {
-            dtype: Some(info.dtype),
-            sample_shape: Some(info.shape.to_vec()),
-            count: 1,
-            bytes: f.read_vec(&e.tensor_key)?,
-            expected: 0,
-        };
-        shard_bytes += s.bytes.len() as u64 + TENSOR_OVERHEAD;
-        tensors.push((e.tensor_key.clone(), s, info.shape.to_vec()));
+        let info = old[si].2.info(&e.tensor_key)?;
+        let range = info.data_range();
+        shard_bytes += range.end - range.start + TENSOR_OVERHEAD;
+        tensors.push((
+            e.tensor_key.clone(),
+            info.dtype,
+            info.shape.to_vec(),
+            si,
+            range,
+        ));
         cells.push(*cell);
         row_wrote = true;
     }
-    end_row(
-        row_wrote,
-        &mut tensors,
-        &mut cells,
-        &mut shard_rows,
-        &mut shard_bytes,
-        true,
-        r,
-    )?;
-    drop(open);
+    shard_rows += u64::from(row_wrote);
+    if !tensors.is_empty() {
+        seal(&mut tensors, &mut cells, shard_rows, r)?;
+    }
+    let aside: Vec<_> = old.into_iter().map(|o| o.1).collect();
     sync_files(ctx.staging, &r.shards[first_shard..])?;
-    for (_, p) in aside {
+    for p in aside {
         std::fs::remove_file(&p).map_err(|e| DatasetError::io(&p, e))?;
     }
     Ok(())
