@@ -698,3 +698,43 @@ fn append_keeps_the_index_complete_or_drops_it() {
     assert!(r.is_ok(), "{:?}", r.problems);
     assert_eq!(Dataset::open(&out).unwrap().len().unwrap(), 10);
 }
+
+#[test]
+fn kv_reads_by_key_through_the_index_open_only_their_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut o = kv_opts();
+    o.generate_index = true;
+    // Three tasks, three shards: r0..r3, r4..r7, r8..r11.
+    let reports = (0..3)
+        .map(|t| {
+            task(
+                dir,
+                "ix",
+                t,
+                &rows_input(t as usize * 4..t as usize * 4 + 4, 0.0),
+                &o,
+            )
+        })
+        .collect();
+    let m = commit_job(dir, "ix", reports, &o, WriteMode::ErrorIfExists).unwrap();
+    assert_eq!(m.shards.len(), 3);
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.shards_opened(), 0, "the mode comes from the index");
+    assert_eq!(ds.tensor("r5__v").unwrap().data, f32_bytes(values(5, 0.0)));
+    assert_eq!(ds.shards_opened(), 1);
+    assert_eq!(ds.len().unwrap(), 12);
+    // The other shards are not needed at all: gone, the key still reads.
+    for s in [&m.shards[0], &m.shards[2]] {
+        std::fs::remove_file(dir.join(&s.shard_path)).unwrap();
+    }
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.tensor("r6__v").unwrap().data, f32_bytes(values(6, 0.0)));
+    assert_eq!(ds.shards_opened(), 1);
+    // Without the index, the headers are read: every shard is needed.
+    std::fs::remove_file(dir.join("_tensor_index.parquet")).unwrap();
+    let e = Dataset::open(dir)
+        .and_then(|ds| ds.tensor("r6__v"))
+        .unwrap_err();
+    assert!(e.to_string().contains(&m.shards[0].shard_path), "{e}");
+}
