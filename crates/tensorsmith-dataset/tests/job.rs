@@ -603,7 +603,7 @@ fn stream_input_is_read_once() {
     assert!(shard_files(&dir)
         .iter()
         .all(|f| f.starts_with("part-00003-")));
-    // KV mode (two passes: the stream is collected first), with a duplicate key in it.
+    // KV mode (streamed, one pass), with a duplicate key in it.
     let mut o = kv_opts();
     o.duplicates = Duplicates::LastWin;
     let out = tmp.path().join("kv");
