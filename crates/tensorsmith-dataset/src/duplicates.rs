@@ -1,7 +1,8 @@
 //! Duplicate tensor keys (KV mode) between tasks of a job (each with its own input), found
-//! at the commit from the task reports (within one write's tasks: `kv_resolve.rs`): `fail` refuses the commit; `lastWin` keeps
-//! the tensor of the highest task (then the later shard) and rewrites every shard holding a
-//! superseded tensor without it, so the committed dataset holds one tensor per key.
+//! at the commit from the task reports (within one write's tasks: `kv_resolve.rs`): `fail`
+//! refuses the commit; `lastWin` keeps the tensor of the highest task (then the later shard)
+//! and rewrites every shard holding a superseded tensor without it, so the committed dataset
+//! holds one tensor per key.
 
 use crate::error::{DatasetError, Result};
 use crate::manifest::shard_content_digest;
