@@ -1,10 +1,11 @@
 //! `dataset write` killed (SIGKILL) at random points: the folder always holds a dataset that
 //! verifies, either the previous one or the complete new one (its manifest is the commit
 //! point); what a killed writer leaves (a staging folder, shards renamed in before the
-//! manifest) is removed by the next write. Quick by default; `TS_RELIABILITY_KILLS=N` sets
-//! the number of kills (default 12).
+//! manifest) is removed by the next write. Batch mode, and KV mode (streamed shards, lastWin
+//! duplicates resolved after the tasks). Quick by default; `TS_RELIABILITY_KILLS=N` sets the
+//! number of kills (default 12).
 
-use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::builder::{Float32Builder, ListBuilder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use std::path::Path;
@@ -17,26 +18,38 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
 }
 
-/// An Arrow IPC file: `rows` samples of 4096 f32 each, values from `seed`.
-fn write_input(path: &Path, rows: usize, seed: u32) {
-    let schema = Arc::new(Schema::new(vec![Field::new(
+/// An Arrow IPC file: `rows` samples of 4096 f32 each, values from `seed`; with `keys`, a
+/// key column `id` too (`s{row}`, except that every 100th row repeats the key 50 rows back).
+fn write_input(path: &Path, rows: usize, seed: u32, keys: bool) {
+    let mut fields = vec![Field::new(
         "v",
         DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
         false,
-    )]));
+    )];
+    if keys {
+        fields.push(Field::new("id", DataType::Utf8, false));
+    }
+    let schema = Arc::new(Schema::new(fields));
     let f = std::fs::File::create(path).unwrap();
     let mut w = arrow_ipc::writer::FileWriter::try_new(f, &schema).unwrap();
     for chunk in 0..rows / 256 {
         let mut b = ListBuilder::new(Float32Builder::new());
+        let mut k = StringBuilder::new();
         for r in 0..256 {
+            let row = chunk * 256 + r;
+            let key = if row % 100 == 99 { row - 50 } else { row };
+            k.append_value(format!("s{key}"));
             for j in 0..4096u32 {
                 b.values()
                     .append_value(((chunk * 256 + r) as u32 * 31 + j + seed) as f32);
             }
             b.append(true);
         }
-        let batch =
-            RecordBatch::try_new(schema.clone(), vec![Arc::new(b.finish()) as ArrayRef]).unwrap();
+        let mut cols = vec![Arc::new(b.finish()) as ArrayRef];
+        if keys {
+            cols.push(Arc::new(k.finish()));
+        }
+        let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
         w.write(&batch).unwrap();
     }
     w.finish().unwrap();
@@ -60,22 +73,34 @@ fn problems_other_than_strays(dir: &Path) -> Vec<String> {
 
 #[test]
 fn dataset_write_killed_at_random_points_leaves_old_or_new_dataset() {
+    killed_writes(false, &["--batch-size", "128"], 2048);
+}
+
+#[test]
+fn kv_dataset_write_killed_at_random_points_leaves_old_or_new_dataset() {
+    // 2048 rows, 20 of them repeating an earlier key: lastWin keeps 2028 tensors.
+    killed_writes(
+        true,
+        &["--name-col", "id", "--duplicates-strategy", "lastWin"],
+        2028,
+    );
+}
+
+/// Kills `dataset write` with `args` (after an old dataset of 256 rows, a new one of 2048
+/// rows, which commits `new_samples` samples) at random points.
+fn killed_writes(keys: bool, args: &[&str], new_samples: u64) {
     let dir = tempfile::tempdir().unwrap();
     let (old_in, new_in) = (dir.path().join("old.arrow"), dir.path().join("new.arrow"));
-    write_input(&old_in, 256, 1);
-    write_input(&new_in, 2048, 2); // 32 MiB of F32
+    write_input(&old_in, 256, 1, keys);
+    write_input(&new_in, 2048, 2, keys); // 32 MiB of F32
     let out = dir.path().join("ds");
     let write = |input: &Path| {
         let mut c = bin();
-        c.args(["dataset", "write"]).arg(input).arg(&out).args([
-            "--batch-size",
-            "128",
-            "--dtype",
-            "F32",
-            "--mode",
-            "overwrite",
-            "--generate-index",
-        ]);
+        c.args(["dataset", "write"])
+            .arg(input)
+            .arg(&out)
+            .args(args)
+            .args(["--dtype", "F32", "--mode", "overwrite", "--generate-index"]);
         c
     };
     let o = write(&old_in).output().unwrap();
@@ -85,8 +110,7 @@ fn dataset_write_killed_at_random_points_leaves_old_or_new_dataset() {
     let o = write(&new_in).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let full = t.elapsed();
-    let new_samples = Manifest::read(&out).unwrap().total_samples;
-    assert_eq!(new_samples, 2048);
+    assert_eq!(Manifest::read(&out).unwrap().total_samples, new_samples);
 
     let mut seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,12 +1,10 @@
-//! Duplicate tensor keys (KV mode). Within one input they are found by a pass over the key
-//! column before anything is written. Between tasks of a job (each with its own input) they
-//! are found at the commit, from the task reports: `fail` refuses the commit; `lastWin` keeps
-//! the tensor of the highest task (then the later shard) and rewrites every shard holding a
-//! superseded tensor without it, so the committed dataset holds one tensor per key.
+//! Duplicate tensor keys (KV mode) between tasks of a job (each with its own input), found
+//! at the commit from the task reports (within one write's tasks: `kv_resolve.rs`): `fail`
+//! refuses the commit; `lastWin` keeps the tensor of the highest task (then the later shard)
+//! and rewrites every shard holding a superseded tensor without it, so the committed dataset
+//! holds one tensor per key.
 
 use crate::error::{DatasetError, Result};
-use crate::input::Input;
-use crate::kv_keys::{key_of, null_key};
 use crate::manifest::shard_content_digest;
 use crate::options::Duplicates;
 use crate::task_report::TaskReport;
@@ -14,50 +12,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use tensorsmith::digest::kind_of;
 use tensorsmith::safetensors::digest_record::{self, DIGEST_KEY};
-
-/// Reads the key column once over the whole input: duplicates are found across the whole
-/// input, before anything is written. Returns the (row, column) pairs a later row replaces.
-pub(crate) fn pre_pass(
-    input: &Input,
-    name_col: &str,
-    columns: &[String],
-    sep: &str,
-    strategy: Duplicates,
-) -> Result<HashSet<(u64, usize)>> {
-    let mut last: HashMap<String, (u64, usize)> = HashMap::new();
-    let mut superseded = HashSet::new();
-    input.read_range(
-        0..u64::MAX,
-        &[name_col.to_string()],
-        65536,
-        &mut |b, row0, _| {
-            let col = b.column_by_name(name_col).expect("projected");
-            for r in 0..b.num_rows() {
-                let row = row0 + r as u64;
-                let name = key_of(col.as_ref(), r).ok_or_else(|| null_key(name_col, row))?;
-                for (ci, c) in columns.iter().enumerate() {
-                    let key = format!("{name}{sep}{c}");
-                    if let Some((prev_row, prev_ci)) = last.insert(key.clone(), (row, ci)) {
-                        match strategy {
-                            Duplicates::Fail => {
-                                return Err(DatasetError::DuplicateKey {
-                                    key,
-                                    first: prev_row,
-                                    second: row,
-                                })
-                            }
-                            Duplicates::LastWin => {
-                                superseded.insert((prev_row, prev_ci));
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(())
-        },
-    )?;
-    Ok(superseded)
-}
 
 /// Resolves keys written by more than one task. `reports` are in task order and their shards
 /// are still in `staging`. With lastWin, the losing tensors leave their shards (rewritten in

@@ -125,8 +125,7 @@ impl Input {
     }
 
     /// A stream of record batches, read once: the row count is unknown, so a write runs it as
-    /// one task. Writes that need two passes over the input (KV mode's duplicate-key pass)
-    /// first collect the whole stream in memory (see `multi_pass`).
+    /// one task, in both modes a shard at a time.
     pub fn from_reader(reader: Box<dyn RecordBatchReader + Send>) -> Input {
         Input {
             source: Source::Stream(Stream::new(reader)),
@@ -155,17 +154,6 @@ impl Input {
             Source::Files(f) => &f[0].schema,
             Source::Batches(b) => b.schema(),
             Source::Stream(s) => s.schema(),
-        }
-    }
-
-    /// This input as one that can be read more than once: `None` when it already can (files,
-    /// batches); a one-pass stream is read to its end and its batches kept in memory.
-    pub fn multi_pass(&self) -> Result<Option<Input>> {
-        match &self.source {
-            Source::Stream(s) => Ok(Some(Input {
-                source: Source::Batches(s.collect()?),
-            })),
-            Source::Files(_) | Source::Batches(_) => Ok(None),
         }
     }
 

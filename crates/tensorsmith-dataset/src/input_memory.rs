@@ -160,10 +160,4 @@ impl Stream {
         cut.serve(Self::batches(self.take()?), 0, f)?;
         Ok(())
     }
-
-    /// Reads the whole stream into memory.
-    pub fn collect(&self) -> Result<Batches> {
-        let batches = Self::batches(self.take()?).collect::<Result<Vec<_>>>()?;
-        Batches::new(self.schema.clone(), batches, STREAM_NAME)
-    }
 }

@@ -9,8 +9,9 @@ use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::job_options::{Progress, WriteMode};
+use crate::kv_resolve;
 use crate::manifest::Manifest;
-use crate::options::WriteOptions;
+use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
 use crate::staging::{Heartbeat, DEFAULT_HEARTBEAT, JOB_STAGING_PREFIX};
 use crate::task::run_task;
@@ -48,8 +49,8 @@ pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat>
 /// Writes the whole of `input` as task `task` of job `job_id`: shards into the job's staging
 /// folder in `dir` (both created if missing; several processes may do so at once). Batch
 /// mode: a shard every `batch_size` rows, the tail strategy applied to this task's tail.
-/// KV mode: duplicate keys within the task as `write_dataset` handles them (a one-pass
-/// stream is collected into memory for that); between tasks at the commit. The shards are
+/// KV mode: streamed a shard at a time, duplicate keys within the task resolved as
+/// `write_dataset` resolves them (`kv_resolve`); between tasks at the commit. The shards are
 /// fsynced before the report is returned.
 pub fn write_task(
     input: &Input,
@@ -66,7 +67,11 @@ pub fn write_task(
     // long as any of its tasks runs, whatever becomes of the process that started the job.
     let _beat = Heartbeat::start(&staging, DEFAULT_HEARTBEAT)?;
     with_ctx(&plan, input, opts, &staging, progress, true, |ctx| {
-        run_task(ctx, task, 0..u64::MAX)
+        let mut report = run_task(ctx, task, 0..u64::MAX)?;
+        if let Naming::Kv { .. } = opts.naming {
+            kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
+        }
+        Ok(report)
     })
 }
 

@@ -1,6 +1,6 @@
 //! KV mode's key column: the Arrow types a key may come from (strings, integers), a row's
-//! key as text, and the error for a null key. Shared by the plan's check, the duplicate-key
-//! pre-pass and the KV task, so all three read a key the same way.
+//! key as text, and the error for a null key. Shared by the plan's check and the KV task,
+//! so both read a key the same way.
 
 use crate::error::DatasetError;
 use arrow_array::cast::AsArray;

@@ -1,15 +1,72 @@
-//! KV mode: a tensor per row and column, keyed `<key><kv_separator><column>`, cells a later
-//! duplicate key supersedes skipped, and a shard sealed whenever it reaches the target size.
+//! KV mode: a tensor per row and column, keyed `<key><kv_separator><column>`, streamed into
+//! shards sealed whenever they reach the target size. Each tensor's row and column go into
+//! the report beside its index entry: the key list that duplicates are resolved from once
+//! the write's tasks are done (`kv_resolve.rs`), so no tensor is held beyond its shard.
+//! A key repeated within the shard being filled never reaches a shard twice: with lastWin
+//! the earlier tensor leaves the shard (as if never written: its bytes no longer count
+//! toward the target, its row no longer counts if nothing else of it is left); with fail
+//! the task seals what it has and stops, noting the repeat.
 
 use crate::column::Samples;
-use crate::error::Result;
+use crate::error::{DatasetError, Result};
 use crate::kv_keys::{key_of, null_key};
-use crate::shard_record::{note_sample, write_shard, ShardNamer};
-use crate::task_context::{stopped, Ctx, READ_BATCH_ROWS};
+use crate::options::Duplicates;
+use crate::shard_record::{write_shard, ShardNamer};
+use crate::task_context::{stopped, Ctx};
 use crate::task_report::{new_report, TaskReport};
 use arrow_array::RecordBatch;
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
+
+/// What a tensor counts toward the target shard size beyond its bytes (its header entry).
+pub(crate) const TENSOR_OVERHEAD: u64 = 200;
+
+/// Rows per record batch a KV task reads: a few MiB of 16 KiB samples, so the batch read
+/// ahead stays small beside the shard being filled.
+const KV_READ_ROWS: usize = 256;
+
+/// The shard being filled: its tensors, each one's (row, column), its keys.
+#[derive(Default)]
+struct Pending {
+    tensors: Vec<(String, Samples, Vec<u64>)>,
+    cells: Vec<(u64, u32)>,
+    keys: HashSet<String>,
+    bytes: u64,
+}
+
+impl Pending {
+    /// Rows with a tensor in the shard (cells are in row order).
+    fn rows(&self) -> u64 {
+        let mut n = 0;
+        let mut last = None;
+        for c in &self.cells {
+            if last != Some(c.0) {
+                n += 1;
+                last = Some(c.0);
+            }
+        }
+        n
+    }
+
+    fn seal(&mut self, ctx: &Ctx, namer: &mut ShardNamer, out: &mut TaskReport) -> Result<()> {
+        if self.tensors.is_empty() {
+            return Ok(());
+        }
+        let rows = self.rows();
+        write_shard(
+            ctx,
+            &namer.next(),
+            std::mem::take(&mut self.tensors),
+            rows,
+            out,
+        )?;
+        out.cells.append(&mut self.cells);
+        self.keys.clear();
+        self.bytes = 0;
+        Ok(())
+    }
+}
 
 pub(crate) fn kv_task(
     ctx: &Ctx,
@@ -20,58 +77,55 @@ pub(crate) fn kv_task(
     let mut out = new_report(task);
     let mut namer = ShardNamer::new(task);
     let target = ctx.opts.target_shard_bytes();
-    let mut tensors: Vec<(String, Samples, Vec<u64>)> = Vec::new();
-    let mut shard_rows = 0u64;
-    let mut shard_bytes = 0u64;
+    let mut p = Pending::default();
     let sep = &ctx.opts.kv_separator;
-    let mut seal = |tensors: Vec<(String, Samples, Vec<u64>)>,
-                    shard_rows: u64,
-                    out: &mut TaskReport|
-     -> Result<()> {
-        for (k, s, _) in &tensors {
-            note_sample(out, k, s)?;
-        }
-        write_shard(ctx, &namer.next(), tensors, shard_rows, out).map(drop)
-    };
-    ctx.input.read_range(
+    let read = ctx.input.read_range(
         rows,
         &ctx.plan.read_cols,
-        READ_BATCH_ROWS,
+        KV_READ_ROWS,
         &mut |b: &RecordBatch, row0, _| {
             stopped(ctx, task)?;
             let keys = b.column_by_name(name_col).expect("projected");
             for r in 0..b.num_rows() {
                 let row = row0 + r as u64;
                 let name = key_of(keys.as_ref(), r).ok_or_else(|| null_key(name_col, row))?;
-                let mut wrote = false;
                 for (ci, plan) in ctx.plan.plans.iter().enumerate() {
-                    if ctx.superseded.contains(&(row, ci)) {
-                        continue;
-                    }
                     let mut s = Samples::default();
                     plan.append_rows(b, r..r + 1, row0, &mut s)?;
                     let key = format!("{name}{sep}{}", plan.name);
-                    shard_bytes += s.bytes.len() as u64 + 200;
+                    if !p.keys.insert(key.clone()) {
+                        let at = p.tensors.iter().position(|t| t.0 == key).expect("pending");
+                        match ctx.opts.duplicates {
+                            Duplicates::LastWin => {
+                                let (_, gone, _) = p.tensors.remove(at);
+                                p.cells.remove(at);
+                                p.bytes -= gone.bytes.len() as u64 + TENSOR_OVERHEAD;
+                            }
+                            Duplicates::Fail => {
+                                out.repeat = Some((key, p.cells[at].0, row, ci as u32));
+                                p.seal(ctx, &mut namer, &mut out)?;
+                                return Err(DatasetError::Stopped);
+                            }
+                        }
+                    }
+                    p.bytes += s.bytes.len() as u64 + TENSOR_OVERHEAD;
                     let shape = s.sample_shape.clone().expect("sampled");
-                    tensors.push((key, s, shape));
-                    wrote = true;
+                    p.tensors.push((key, s, shape));
+                    p.cells.push((row, ci as u32));
                 }
                 out.rows += 1;
                 ctx.progress.rows.fetch_add(1, Ordering::Relaxed);
-                if wrote {
-                    shard_rows += 1;
-                }
-                if shard_bytes >= target {
-                    seal(std::mem::take(&mut tensors), shard_rows, &mut out)?;
-                    shard_rows = 0;
-                    shard_bytes = 0;
+                if p.bytes >= target {
+                    p.seal(ctx, &mut namer, &mut out)?;
                 }
             }
             Ok(())
         },
-    )?;
-    if !tensors.is_empty() {
-        seal(tensors, shard_rows, &mut out)?;
+    );
+    match read {
+        Err(DatasetError::Stopped) if out.repeat.is_some() => return Ok(out),
+        r => r?,
     }
+    p.seal(ctx, &mut namer, &mut out)?;
     Ok(out)
 }

@@ -32,6 +32,7 @@ mod batch_strategy;
 mod commit;
 mod duplicates;
 mod job;
+mod kv_resolve;
 mod kv_strategy;
 mod parquet_direct;
 mod plan;

@@ -1,22 +1,17 @@
 //! The plan of a write: the options checked against the input schema, before anything is
-//! written (which columns become tensors and how, which are read, the KV key column); and,
-//! for KV mode, the input made re-readable and the rows a later duplicate key supersedes.
+//! written (which columns become tensors and how, which are read, the KV key column).
 
 use crate::column::ColumnPlan;
-use crate::duplicates;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::kv_keys::is_key_type;
 use crate::options::{Naming, WriteOptions};
-use std::collections::HashSet;
 
 /// The options checked against the input schema: which columns become tensors and how.
 pub(crate) struct Plan {
-    pub columns: Vec<String>,
     pub plans: Vec<ColumnPlan>,
     /// Columns read: the tensor columns, then the key column (KV mode).
     pub read_cols: Vec<String>,
-    pub name_col: Option<String>,
 }
 
 impl Plan {
@@ -77,35 +72,6 @@ impl Plan {
                 .map_err(|e| e.in_file(input.name()))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Plan {
-            columns,
-            plans,
-            read_cols,
-            name_col,
-        })
-    }
-
-    /// KV mode reads the input twice (the duplicate-key pass, then the tensors): a one-pass
-    /// stream is collected into memory first. `None`: use the input as it is.
-    pub(crate) fn rereadable(&self, input: &Input) -> Result<Option<Input>> {
-        match self.name_col {
-            Some(_) => input.multi_pass(),
-            None => Ok(None),
-        }
-    }
-
-    /// KV mode: the (row, column) pairs a later row replaces (duplicatesStrategy=lastWin) or
-    /// the first duplicate key as an error (fail), from one pass over the key column.
-    pub(crate) fn superseded(
-        &self,
-        input: &Input,
-        opts: &WriteOptions,
-    ) -> Result<HashSet<(u64, usize)>> {
-        match &self.name_col {
-            Some(n) => {
-                duplicates::pre_pass(input, n, &self.columns, &opts.kv_separator, opts.duplicates)
-            }
-            None => Ok(HashSet::new()),
-        }
+        Ok(Plan { plans, read_cols })
     }
 }

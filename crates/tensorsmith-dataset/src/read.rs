@@ -2,7 +2,8 @@
 //! the first dimension the shard's samples): sample `i` is row `i` of each column, found by
 //! the shards' cumulative sample counts. KV mode (one tensor per key): a tensor by key, found
 //! through `_tensor_index.parquet` when it agrees with the manifest, else through the shard
-//! headers. Shards are opened (and memory-mapped) on demand and kept open.
+//! headers. With such an index, the mode is told from it too, so a tensor by key opens its
+//! own shard and no other. Shards are opened (and memory-mapped) on demand and kept open.
 
 use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, INDEX_NAME};
@@ -50,6 +51,11 @@ pub struct Dataset {
     files: Vec<OnceLock<SafetensorsFile>>,
     /// KV: tensor key to shard position.
     keys: OnceLock<HashMap<String, usize>>,
+    /// `_tensor_index.parquet`, when it agrees with the manifest (every entry in one of its
+    /// shards): what `keys` and the mode come from without opening a shard.
+    index: Option<Vec<tensor_index_file::IndexEntry>>,
+    /// Shards opened so far (for tests: which shards a read needed).
+    opened: std::sync::atomic::AtomicUsize,
 }
 
 impl Dataset {
@@ -63,6 +69,7 @@ impl Dataset {
             n += s.samples_count;
         }
         let files = manifest.shards.iter().map(|_| OnceLock::new()).collect();
+        let index = read_index(&dir, &manifest);
         let mut d = Dataset {
             dir,
             manifest,
@@ -70,21 +77,37 @@ impl Dataset {
             starts,
             files,
             keys: OnceLock::new(),
+            index,
+            opened: Default::default(),
         };
         d.mode = d.detect_mode()?;
         Ok(d)
     }
 
     /// Batch mode when the first shard holds exactly the schema's tensors, each with the
-    /// shard's sample count as first dimension; KV mode otherwise.
+    /// shard's sample count as first dimension; KV mode otherwise. Told from the index when
+    /// there is one, else from the first shard's header.
     fn detect_mode(&self) -> Result<DatasetMode> {
-        let first = self.file(0)?;
         let samples = self.manifest.shards[0].samples_count;
-        let idx = first.index();
+        let first_shard = &self.manifest.shards[0].shard_path;
+        let tensors: Vec<(&str, Option<u64>)> = match &self.index {
+            Some(entries) => entries
+                .iter()
+                .filter(|e| &e.file_name == first_shard)
+                .map(|e| (e.tensor_key.as_str(), e.shape.first().copied()))
+                .collect(),
+            None => self
+                .file(0)?
+                .index()
+                .tensors
+                .iter()
+                .map(|t| (t.name.as_str(), t.shape.first().copied()))
+                .collect(),
+        };
         let batch = !self.manifest.schema.is_empty()
-            && idx.tensors.len() == self.manifest.schema.len()
-            && idx.tensors.iter().all(|t| {
-                self.manifest.schema.contains_key(&t.name) && t.shape.first() == Some(&samples)
+            && tensors.len() == self.manifest.schema.len()
+            && tensors.iter().all(|(name, first)| {
+                self.manifest.schema.contains_key(*name) && *first == Some(samples)
             });
         Ok(if batch {
             DatasetMode::Batch
@@ -122,7 +145,15 @@ impl Dataset {
             return Ok(f);
         }
         let f = SafetensorsFile::open(self.dir.join(&self.manifest.shards[shard].shard_path))?;
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.files[shard].get_or_init(|| f))
+    }
+
+    /// How many shards this dataset has opened so far (each once): a read by key through the
+    /// index opens one.
+    pub fn shards_opened(&self) -> usize {
+        self.opened.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Column names (batch mode), in the first shard's order.
@@ -286,14 +317,10 @@ impl Dataset {
             .map(|(i, s)| (s.shard_path.as_str(), i))
             .collect();
         let mut keys = HashMap::new();
-        // The index, when every entry points at a shard of this manifest; else the headers.
-        let from_index = tensor_index_file::read(&self.dir.join(INDEX_NAME))
-            .ok()
-            .filter(|e| !e.is_empty() && e.iter().all(|x| pos.contains_key(x.file_name.as_str())));
-        match from_index {
+        match &self.index {
             Some(entries) => {
                 for e in entries {
-                    keys.insert(e.tensor_key, pos[e.file_name.as_str()]);
+                    keys.insert(e.tensor_key.clone(), pos[e.file_name.as_str()]);
                 }
             }
             None => {
@@ -328,4 +355,17 @@ impl Dataset {
             data: f.tensor(key)?.bytes().to_vec(),
         })
     }
+}
+
+/// The dataset's index, when there is one and every entry names a shard of `manifest`
+/// (an index left from another write is not trusted: the headers are read instead).
+fn read_index(dir: &Path, manifest: &Manifest) -> Option<Vec<tensor_index_file::IndexEntry>> {
+    let shards: std::collections::HashSet<&str> = manifest
+        .shards
+        .iter()
+        .map(|s| s.shard_path.as_str())
+        .collect();
+    tensor_index_file::read(&dir.join(INDEX_NAME))
+        .ok()
+        .filter(|e| !e.is_empty() && e.iter().all(|x| shards.contains(x.file_name.as_str())))
 }

@@ -29,6 +29,20 @@ impl ShardNamer {
         }
     }
 
+    /// The namer that named `name` (a shard of `task`), going on from its number: the same
+    /// uuid, the next name `name` itself. `None` if `name` is not such a name.
+    pub(crate) fn resume(task: u64, name: &str) -> Option<Self> {
+        let rest = name
+            .strip_prefix(&format!("part-{task:05}-"))?
+            .strip_suffix(".safetensors")?;
+        let (n, uuid) = rest.split_once('-')?;
+        Some(ShardNamer {
+            task,
+            next: n.parse().ok()?,
+            uuid: uuid::Uuid::parse_str(uuid).ok()?,
+        })
+    }
+
     pub(crate) fn next(&mut self) -> String {
         let n = format!(
             "part-{:05}-{:04}-{}.safetensors",

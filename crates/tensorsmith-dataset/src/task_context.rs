@@ -1,18 +1,16 @@
 //! What the tasks of one write share (`Ctx`): input, options, plan, staging folder, progress
-//! counters, the first failed task and, in KV mode, the rows a later key supersedes. Built
-//! once per write by `with_ctx`; `stopped` is how a task learns that an earlier one failed.
+//! counters and the first failed task. Built once per write by `with_ctx`; `stopped` is how a
+//! task learns that an earlier one failed.
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::job_options::Progress;
 use crate::options::WriteOptions;
 use crate::plan::Plan;
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Runs `f` with the context the tasks of one write share: the input made re-readable
-/// where KV mode needs its pre-pass, the rows lastWin supersedes, no task failed yet.
+/// Runs `f` with the context the tasks of one write share, no task failed yet.
 pub(crate) fn with_ctx<T>(
     plan: &Plan,
     input: &Input,
@@ -22,8 +20,6 @@ pub(crate) fn with_ctx<T>(
     direct: bool,
     f: impl FnOnce(&Ctx) -> Result<T>,
 ) -> Result<T> {
-    let collected = plan.rereadable(input)?;
-    let input = collected.as_ref().unwrap_or(input);
     let first_failed = AtomicU64::new(u64::MAX);
     let ctx = Ctx {
         input,
@@ -33,7 +29,6 @@ pub(crate) fn with_ctx<T>(
         progress,
         first_failed: &first_failed,
         direct,
-        superseded: plan.superseded(input, opts)?,
     };
     f(&ctx)
 }
@@ -50,8 +45,6 @@ pub(crate) struct Ctx<'a> {
     pub first_failed: &'a AtomicU64,
     /// Batch mode may copy shards straight from Parquet pages (parquet_direct).
     pub direct: bool,
-    /// KV lastWin: (row, column index) pairs superseded by a later row.
-    pub superseded: HashSet<(u64, usize)>,
 }
 
 /// Rows per record batch a task reads (batch mode: at most one shard's).

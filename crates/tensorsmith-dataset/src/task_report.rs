@@ -21,6 +21,15 @@ pub struct TaskReport {
     pub samples: BTreeMap<String, TensorSchema>,
     /// Input rows the task read.
     pub rows: u64,
+    /// KV mode, inside the writing process only (never sent): the input row and column of
+    /// each `index` entry, in step with it: the key list duplicates are resolved from.
+    #[serde(skip)]
+    pub(crate) cells: Vec<(u64, u32)>,
+    /// KV `fail`: a key repeated within the shard being filled, where the task stopped
+    /// (key, first row, second row, column), for `kv_resolve` to weigh against the repeats
+    /// between shards that come before it.
+    #[serde(skip)]
+    pub(crate) repeat: Option<(String, u64, u64, u32)>,
 }
 
 impl TaskReport {

@@ -8,6 +8,7 @@ use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::job_options::{JobOptions, Progress, WriteMode};
+use crate::kv_resolve;
 use crate::manifest::{Manifest, MANIFEST_NAME};
 use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
@@ -56,7 +57,13 @@ pub fn write_dataset(
             &staging,
             progress,
             !job.reader_only,
-            |ctx| run_tasks(ctx, ctx.input.total_rows(), threads),
+            |ctx| {
+                let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
+                if let Naming::Kv { .. } = opts.naming {
+                    kv_resolve::resolve(ctx, &mut reports)?;
+                }
+                Ok(reports)
+            },
         )
         .and_then(|reports| commit(out, &staging, reports, opts, job.mode))
     });

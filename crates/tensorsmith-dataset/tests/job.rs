@@ -603,7 +603,7 @@ fn stream_input_is_read_once() {
     assert!(shard_files(&dir)
         .iter()
         .all(|f| f.starts_with("part-00003-")));
-    // KV mode (two passes: the stream is collected first), with a duplicate key in it.
+    // KV mode (streamed, one pass), with a duplicate key in it.
     let mut o = kv_opts();
     o.duplicates = Duplicates::LastWin;
     let out = tmp.path().join("kv");
@@ -697,4 +697,101 @@ fn append_keeps_the_index_complete_or_drops_it() {
     let r = verify(&out).unwrap();
     assert!(r.is_ok(), "{:?}", r.problems);
     assert_eq!(Dataset::open(&out).unwrap().len().unwrap(), 10);
+}
+
+#[test]
+fn kv_reads_by_key_through_the_index_open_only_their_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut o = kv_opts();
+    o.generate_index = true;
+    // Three tasks, three shards: r0..r3, r4..r7, r8..r11.
+    let reports = (0..3)
+        .map(|t| {
+            task(
+                dir,
+                "ix",
+                t,
+                &rows_input(t as usize * 4..t as usize * 4 + 4, 0.0),
+                &o,
+            )
+        })
+        .collect();
+    let m = commit_job(dir, "ix", reports, &o, WriteMode::ErrorIfExists).unwrap();
+    assert_eq!(m.shards.len(), 3);
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.shards_opened(), 0, "the mode comes from the index");
+    assert_eq!(ds.tensor("r5__v").unwrap().data, f32_bytes(values(5, 0.0)));
+    assert_eq!(ds.shards_opened(), 1);
+    assert_eq!(ds.len().unwrap(), 12);
+    // The other shards are not needed at all: gone, the key still reads.
+    for s in [&m.shards[0], &m.shards[2]] {
+        std::fs::remove_file(dir.join(&s.shard_path)).unwrap();
+    }
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.tensor("r6__v").unwrap().data, f32_bytes(values(6, 0.0)));
+    assert_eq!(ds.shards_opened(), 1);
+    // Without the index, the headers are read: every shard is needed.
+    std::fs::remove_file(dir.join("_tensor_index.parquet")).unwrap();
+    let e = Dataset::open(dir)
+        .and_then(|ds| ds.tensor("r6__v"))
+        .unwrap_err();
+    assert!(e.to_string().contains(&m.shards[0].shard_path), "{e}");
+}
+
+#[test]
+fn kv_last_win_across_the_threads_of_one_write_repacks_with_digests() {
+    // Two tasks (rows 0..6 and 6..12); row 9 repeats r1 and row 10 repeats r7: task 0's
+    // shard loses r1__v (re-packed, file to file), task 1's own shard loses r7__v.
+    let mut b = vec![batch(0..9, 0.0)];
+    b.push(rows_with_ids(&[(9, 1), (10, 7), (11, 11)], 100.0));
+    let input = Input::from_batches(schema(), b).unwrap();
+    let mut o = kv_opts();
+    o.duplicates = Duplicates::LastWin;
+    o.digest = Some(tensorsmith::digest::DigestKind::Xxh3);
+    o.generate_index = true;
+    let tmp = tempfile::tempdir().unwrap();
+    let job = JobOptions::new()
+        .with_mode(WriteMode::ErrorIfExists)
+        .with_threads(2);
+    let m = write_dataset(&input, tmp.path(), &o, &job, &Progress::default()).unwrap();
+    assert_eq!(m.shards.len(), 2);
+    assert_eq!(m.total_samples, 10);
+    let counts: Vec<u64> = m.shards.iter().map(|s| s.samples_count).collect();
+    assert_eq!(counts, [5, 5]);
+    let ds = Dataset::open(tmp.path()).unwrap();
+    assert_eq!(ds.len().unwrap(), 10);
+    assert_eq!(
+        ds.tensor("r1__v").unwrap().data,
+        f32_bytes(values(9, 100.0))
+    );
+    assert_eq!(
+        ds.tensor("r7__v").unwrap().data,
+        f32_bytes(values(10, 100.0))
+    );
+    assert_eq!(ds.tensor("r0__v").unwrap().data, f32_bytes(values(0, 0.0)));
+    let r = verify(tmp.path()).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+    // No file left aside by the re-pack.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("superseded") || n.starts_with("_tensorsmith"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Rows (row, key number): values of `row`, id `r{key}`.
+fn rows_with_ids(rows: &[(usize, usize)], base: f32) -> RecordBatch {
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for &(i, _) in rows {
+        for x in values(i, base) {
+            v.values().append_value(x);
+        }
+        v.append(true);
+    }
+    let ids: StringArray = rows.iter().map(|&(_, k)| Some(format!("r{k}"))).collect();
+    let cols: Vec<ArrayRef> = vec![Arc::new(v.finish()), Arc::new(ids)];
+    RecordBatch::try_new(schema(), cols).unwrap()
 }

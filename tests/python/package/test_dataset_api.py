@@ -5,6 +5,7 @@ import json
 import ml_dtypes  # noqa: F401
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401
 import pytest
 from safetensors.numpy import load_file
 
@@ -71,6 +72,37 @@ def test_kv_dataset_by_index_and_key(tmp_path):
     np.testing.assert_array_equal(ds["r3__y"], y[3].astype(np.float32))
     with pytest.raises(tensorsmith.TensorsmithError, match="nope"):
         ds["nope"]
+
+
+def test_kv_by_key_opens_only_its_shard(tmp_path):
+    """With the index, the mode and a key's shard come from it: the other shards are not
+    opened (here: not there at all)."""
+    x, y, t = table()
+    out = tmp_path / "kv"
+    m = tensorsmith.write_dataset(t, out, name_col="id", dtype="F32", generate_index=True, threads=3)
+    assert len(m["shards"]) == 3
+    index = pa.parquet.read_table(out / "_tensor_index.parquet").to_pylist()
+    shard = next(e["file_name"] for e in index if e["tensor_key"] == "r4__y")
+    for s in m["shards"]:
+        if s["shard_path"] != shard:
+            (out / s["shard_path"]).unlink()
+    ds = tensorsmith.Dataset(out)
+    assert ds.mode == "kv" and len(ds) == 18
+    np.testing.assert_array_equal(ds["r4__y"], y[4].astype(np.float32))
+
+
+def test_kv_stream_last_win(tmp_path):
+    """A one-pass reader in KV mode, a key repeated: streamed, the last row wins."""
+    x, _, t = table()
+    t2 = pa.concat_tables([t, t.slice(2, 1)]).select(["id", "x"])
+    reader = pa.RecordBatchReader.from_batches(t2.schema, t2.to_batches(max_chunksize=2))
+    m = tensorsmith.write_dataset(reader, tmp_path / "s", name_col="id", dtype="F32",
+                                  duplicatesStrategy="lastWin")
+    assert m["total_samples"] == 9
+    np.testing.assert_array_equal(tensorsmith.Dataset(tmp_path / "s")["r2__x"], x[2])
+    reader = pa.RecordBatchReader.from_batches(t2.schema, t2.to_batches(max_chunksize=2))
+    with pytest.raises(tensorsmith.TensorsmithError, match=r"duplicate tensor key 'r2__x' \(rows 2 and 9\)"):
+        tensorsmith.write_dataset(reader, tmp_path / "f", name_col="id", dtype="F32")
 
 
 def test_modes_and_errors(tmp_path):
