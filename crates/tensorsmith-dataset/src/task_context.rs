@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Runs `f` with the context the tasks of one write share: the input made re-readable
 /// where KV mode needs its pre-pass, the rows lastWin supersedes, no task failed yet.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn with_ctx<T>(
     plan: &Plan,
     input: &Input,
@@ -20,6 +21,7 @@ pub(crate) fn with_ctx<T>(
     staging: &Path,
     progress: &Progress,
     direct: bool,
+    pipelined: bool,
     f: impl FnOnce(&Ctx) -> Result<T>,
 ) -> Result<T> {
     let collected = plan.rereadable(input)?;
@@ -33,6 +35,7 @@ pub(crate) fn with_ctx<T>(
         progress,
         first_failed: &first_failed,
         direct,
+        pipelined,
         superseded: plan.superseded(input, opts)?,
     };
     f(&ctx)
@@ -50,6 +53,10 @@ pub(crate) struct Ctx<'a> {
     pub first_failed: &'a AtomicU64,
     /// Batch mode may copy shards straight from Parquet pages (parquet_direct).
     pub direct: bool,
+    /// Batch-mode shards are written and fsynced on a thread of their own while the task
+    /// fills the next (`shard_pipe`): for tasks fed by a stream that costs its producer time
+    /// (a Spark task).
+    pub pipelined: bool,
     /// KV lastWin: (row, column index) pairs superseded by a later row.
     pub superseded: HashSet<(u64, usize)>,
 }
