@@ -69,8 +69,11 @@ pub fn write_dataset(
 /// splits whole batches, KV mode rows, into contiguous ranges (so shard paths sort in input
 /// order, and only the last task has a partial batch). Unknown row counts: one task over
 /// everything. A distributed job that runs `write_task_range` on each writes the same shards.
-pub fn task_ranges(input: &Input, opts: &WriteOptions, tasks: usize) -> Vec<Range<u64>> {
-    cut_ranges(input.total_rows(), &opts.naming, tasks)
+/// The options are checked against the input's schema first (as `write_dataset` does before
+/// any task), so a job fails on its driver rather than in every task.
+pub fn task_ranges(input: &Input, opts: &WriteOptions, tasks: usize) -> Result<Vec<Range<u64>>> {
+    Plan::new(input, opts)?;
+    Ok(cut_ranges(input.total_rows(), &opts.naming, tasks))
 }
 
 fn cut_ranges(total: Option<u64>, naming: &Naming, threads: usize) -> Vec<Range<u64>> {

@@ -805,7 +805,7 @@ fn task_ranges_and_write_task_range_commit_what_write_dataset_writes() {
     for (name, o) in [("batch", batch_opts(4)), ("kv", kv)] {
         for tasks in [1, 3] {
             let input = Input::open(&[&pq]).unwrap();
-            let ranges = tensorsmith_dataset::task_ranges(&input, &o, tasks);
+            let ranges = tensorsmith_dataset::task_ranges(&input, &o, tasks).unwrap();
             assert_eq!(ranges.len(), tasks);
             let dir = tmp.path().join(format!("job-{name}-{tasks}"));
             let reports = ranges

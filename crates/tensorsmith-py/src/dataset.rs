@@ -137,12 +137,10 @@ pub fn task_ranges(
     tasks: usize,
 ) -> PyResult<Vec<(u64, u64)>> {
     let opts = self::options(py, &options)?;
-    opts.check().py_err(py)?;
-    let input = py.detach(|| Input::open(&paths)).py_err(py)?;
-    Ok(tensorsmith_dataset::task_ranges(&input, &opts, tasks)
-        .into_iter()
-        .map(|r| (r.start, r.end))
-        .collect())
+    let ranges = py
+        .detach(|| tensorsmith_dataset::task_ranges(&Input::open(&paths)?, &opts, tasks))
+        .py_err(py)?;
+    Ok(ranges.into_iter().map(|r| (r.start, r.end)).collect())
 }
 
 /// One task of a direct write: rows `start..end` of the input files, read by Rust (Parquet

@@ -293,6 +293,49 @@ class _Writer(DataSourceArrowWriter):
         _native.abort_job_shards(self.path, self.job_id)
 
 
+def write_dataset(spark, source, path, mode="error", tasks=None, **options):
+    """Writes Parquet input as a dataset at `path`, Spark only scheduling: `source` is Parquet
+    files or folders (paths or file: URIs), or a DataFrame that is a plain scan of Parquet
+    files, possibly with a column selection (its columns become the `columns` option). The
+    driver cuts the input as `tensorsmith dataset write` does; each of `tasks` Spark tasks
+    (default: the default parallelism) runs the Rust Parquet -> shard writer on its rows; the
+    driver commits (abort: every shard of the job removed). The shards are those `tensorsmith
+    dataset write` writes on the same files and options. Every executor must be able to open
+    the paths (a local or shared POSIX filesystem). Anything else (another scheme, another
+    plan) is written through the "safetensors" data source instead, with a warning saying why.
+    `mode` is "error", "overwrite" or "append". Returns a `DirectWrite` (manifest, per-task
+    timeline), or None after a fallback.
+    """
+    import warnings
+
+    from . import spark_direct
+
+    try:
+        if hasattr(source, "_jdf") or hasattr(source, "inputFiles"):
+            files, columns = spark_direct.scan_of(source)
+            if columns is not None and "columns" not in options:
+                key = options.get("name_col")
+                options = {**options, "columns": [c for c in columns if c != key]}
+        else:
+            files = spark_direct._files(source)
+        return spark_direct.write(spark, files, path, mode, tasks, options)
+    except spark_direct.NotDirect as why:
+        warnings.warn(f"tensorsmith.spark.write_dataset: not the direct path ({why}); writing "
+                      "through the safetensors data source instead", stacklevel=2)
+    df = source if hasattr(source, "write") else spark.read.parquet(
+        *([os.fspath(source)] if isinstance(source, (str, os.PathLike)) else map(os.fspath, source)))
+    register(spark, check=False)
+    w = df.write.format("safetensors").mode("overwrite" if str(mode).lower() == "overwrite"
+                                             else "append")
+    if str(mode).lower() in ("error", "errorifexists") and os.path.exists(
+            os.path.join(os.fspath(path), "dataset_manifest.json")):
+        raise spark_direct._native_exists(os.fspath(path))
+    for k, v in option_texts(options).items():
+        w = w.option(k, v)
+    w.save(os.fspath(path))
+    return None
+
+
 def _worker_python(spark):
     """The interpreter Spark starts its Python workers with: `spark.pyspark.python`, else
     $PYSPARK_PYTHON, else `python3` (Spark's own order)."""
@@ -360,4 +403,4 @@ def _register_active():
 
 _register_active()
 
-__all__ = ["SafetensorsDataSource", "register"]
+__all__ = ["SafetensorsDataSource", "register", "write_dataset"]
