@@ -30,32 +30,20 @@ import sys
 import uuid
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
 )
 from pyspark.sql.types import (
-    ArrayType, BinaryType, ByteType, DecimalType, DoubleType, FloatType, IntegerType, LongType,
-    ShortType, StringType, StructField, StructType,
+    ArrayType, BinaryType, IntegerType, StringType, StructField, StructType,
 )
 
 from . import _native
-from ._dtypes import to_numpy
 from ._options import option_texts
 from .errors import OptionError
+from .spark_read import _SPARK, batch_rows, file_row, kv_rows
 
-# Dataset dtype -> (Spark type, the NumPy type its Arrow values are built from).
-_SPARK = {
-    "F64": (DoubleType(), np.float64), "F32": (FloatType(), np.float32),
-    "F16": (FloatType(), np.float32), "BF16": (FloatType(), np.float32),
-    "I64": (LongType(), np.int64), "I32": (IntegerType(), np.int32),
-    "I16": (ShortType(), np.int16), "I8": (ByteType(), np.int8),
-    "U32": (LongType(), np.int64), "U16": (IntegerType(), np.int32), "U8": (ShortType(), np.int16),
-    "U64": (DecimalType(20, 0), None),
-}
-_READ_OPTIONS = {"path", "rows", "kv_separator", "name_col"}
-_READ_CHUNK_ROWS = 4096
+_READ_OPTIONS = {"path", "rows", "kv_separator", "name_col", "columns"}
 
 
 def _nested_type(dtype: str, rank: int):
@@ -63,25 +51,6 @@ def _nested_type(dtype: str, rank: int):
     for _ in range(rank):
         t = ArrayType(t, containsNull=False)
     return t
-
-
-def _arrow_values(arr: np.ndarray, dtype: str) -> pa.Array:
-    flat = arr.reshape(-1)
-    target = _SPARK[dtype][1]
-    if target is None:  # U64: Spark has no unsigned 64-bit integers
-        return pa.array(flat, type=pa.uint64()).cast(pa.decimal128(20, 0))
-    return pa.array(flat.astype(target, copy=False))
-
-
-def _nested(arr: np.ndarray, dtype: str, sample_shape) -> pa.Array:
-    """Rows of `arr` (shape [n, *sample_shape]) as Arrow lists nested like the sample."""
-    out = _arrow_values(arr, dtype)
-    outer = [arr.shape[0], *sample_shape]
-    for level in range(len(sample_shape), 0, -1):
-        lists = int(np.prod(outer[:level], dtype=np.int64))
-        offsets = pa.array(np.arange(lists + 1, dtype=np.int64) * outer[level], type=pa.int64())
-        out = pa.LargeListArray.from_arrays(offsets, out).cast(pa.list_(out.type))
-    return out
 
 
 class _Manifest:
@@ -154,13 +123,29 @@ class SafetensorsDataSource(DataSource):
                                  StructField("shape", ArrayType(IntegerType(), False)),
                                  StructField("dtype", StringType())])
             keys = sorted(m.schema()) if mode == "kv" else list(m.schema())
-            return StructType([StructField(k, tensor, True) for k in keys])
+            return StructType(self._columns([StructField(k, tensor, True) for k in keys]))
         if mode == "batch":
-            return StructType([StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
-                               for c, s in m.schema().items()])
+            return StructType(self._columns(
+                [StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
+                 for c, s in m.schema().items()]))
         cols, _ = _kv_columns(m.schema(), sep)
-        return StructType([StructField(name_col, StringType(), False)]
-                          + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()])
+        return StructType(self._columns(
+            [StructField(name_col, StringType(), False)]
+            + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()]))
+
+    def _columns(self, fields):
+        """The `columns` read option: only these tensor columns are read (Spark 4's Python
+        data sources get no column pruning; a schema given with `.schema(...)` prunes too)."""
+        wanted = self.options.get("columns")
+        if wanted is None:
+            return fields
+        wanted = [c.strip() for c in wanted.split(",") if c.strip()]
+        have = {f.name for f in fields}
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise OptionError(f"columns: {missing} not in the dataset (it has {sorted(have)})")
+        keep = set(wanted) | {self._read_opts()[2]}
+        return [f for f in fields if f.name in keep]
 
     def reader(self, schema):
         m, mode = self._dataset()
@@ -188,65 +173,17 @@ class _Reader(DataSourceReader):
                                   for f in schema.fields])
         with safe_open(partition.path, framework="np") as f:
             if self.rows == "file":
-                yield _file_row(f, arrow_schema)
+                yield file_row(f, arrow_schema)
             elif self.mode == "batch":
-                yield from _batch_rows(f, arrow_schema)
+                yield from batch_rows(f, arrow_schema)
             else:
-                yield _kv_rows(f, arrow_schema, self.sep, self.name_col)
+                yield from kv_rows(f, arrow_schema, self.sep, self.name_col)
 
 
 def _arrow_type(t):
     from pyspark.sql.pandas.types import to_arrow_type
 
     return to_arrow_type(t)
-
-
-def _file_row(f, arrow_schema):
-    cols = []
-    names = set(f.keys())
-    for field in arrow_schema:
-        if field.name in names:
-            buf = f._f.tensor_bytes(field.name)
-            dtype, shape, _ = f._f.info_of(field.name)
-            cols.append(pa.array([{"data": bytes(buf), "shape": list(shape), "dtype": dtype}],
-                                 type=field.type))
-        else:
-            cols.append(pa.nulls(1, type=field.type))
-    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
-
-
-def _batch_rows(f, arrow_schema):
-    tensors = {name: f.get_tensor(name) for name in arrow_schema.names}
-    n = len(next(iter(tensors.values()))) if tensors else 0
-    for start in range(0, n, _READ_CHUNK_ROWS):
-        cols = []
-        for name in arrow_schema.names:
-            t = tensors[name][start:start + _READ_CHUNK_ROWS]
-            cols.append(_nested(t, f.get_dtype(name), t.shape[1:]))
-        yield pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
-
-
-def _kv_rows(f, arrow_schema, sep, name_col):
-    rows = {}
-    for key in f.keys():
-        name, _, col = key.rpartition(sep)
-        rows.setdefault(name, {})[col] = key
-    names = sorted(rows)
-    cols = [pa.array(names, type=pa.string())]
-    for field in arrow_schema:
-        if field.name == name_col:
-            continue
-        values = []
-        for name in names:
-            key = rows[name].get(field.name)
-            if key is None:
-                values.append(None)
-                continue
-            t = f.get_tensor(key)
-            values.append(_nested(t[None], f.get_dtype(key), t.shape)[0])
-        cols.append(pa.array([v.as_py() if v is not None else None for v in values],
-                             type=field.type))
-    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
 
 
 # Heartbeats of the jobs this driver runs, by job id (kept out of the writer, which is
