@@ -10,6 +10,7 @@ the input and output paths: a local or shared POSIX filesystem.
 """
 
 import os
+import resource
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -94,7 +95,7 @@ def scan_of(df):
 @dataclass
 class DirectWrite:
     """What a direct write did: the manifest, and one entry per task (task, rows, where and
-    when it ran: wall-clock start and end, seconds)."""
+    when it ran: worker pid, wall-clock start and end, seconds, the worker's peak RSS in MiB)."""
     manifest: dict
     timeline: list = field(default_factory=list)
 
@@ -105,8 +106,10 @@ def _run_range(args):
     t0 = time.time()
     report = _native.write_job_range(files, out, job_id, task, start, end, opts)
     t1 = time.time()
+    # The worker's peak RSS so far (a reused worker: over every task it ran).
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report, {"task": task, "rows": [start, end], "pid": os.getpid(),
-                    "start": t0, "end": t1, "seconds": t1 - t0}
+                    "start": t0, "end": t1, "seconds": t1 - t0, "maxrss_mib": rss}
 
 
 def write(spark, files, out, mode, tasks, options):
