@@ -14,7 +14,7 @@ manifest, last; `abort` deletes every shard of the job. Options are the dataset 
 "append" (adds shards to the dataset at the path, or creates it) and "overwrite" (replaces
 it; the old shards go once the new manifest is in place).
 
-Reading: one partition per shard. Rows are samples (batch mode) or keys (KV mode: one row per
+Reading: one partition per run of consecutive shards up to 128 MiB (at least one shard). Rows are samples (batch mode) or keys (KV mode: one row per
 name, the tensor key split at the last `kv_separator`, with a `name_col` column, default
 "key"), columns are arrays nested as the sample shape, so a round trip gives the original
 DataFrame. `.option("rows", "file")` gives the original connector's shape instead: one row
@@ -82,8 +82,28 @@ def _kv_columns(schema: dict, sep: str):
 
 
 @dataclass
-class _Shard(InputPartition):
-    path: str
+class _Shards(InputPartition):
+    paths: list
+
+
+# Shards per read partition: consecutive shards up to this many bytes (Spark's own
+# spark.sql.files.maxPartitionBytes default), at least one: fewer, larger tasks cost Spark
+# less per byte than a task per small shard.
+_PARTITION_BYTES = 128 << 20
+
+
+def _group(paths, limit=_PARTITION_BYTES):
+    groups, cur, size = [], [], 0
+    for p in paths:
+        n = os.path.getsize(p)
+        if cur and size + n > limit:
+            groups.append(_Shards(cur))
+            cur, size = [], 0
+        cur.append(p)
+        size += n
+    if cur:
+        groups.append(_Shards(cur))
+    return groups
 
 
 @dataclass
@@ -163,7 +183,7 @@ class _Reader(DataSourceReader):
         self.spark_schema = schema
 
     def partitions(self):
-        return [_Shard(p) for p in self.shards]
+        return _group(self.shards)
 
     def read(self, partition):
         from . import safe_open
@@ -171,13 +191,14 @@ class _Reader(DataSourceReader):
         schema = self.spark_schema
         arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable)
                                   for f in schema.fields])
-        with safe_open(partition.path, framework="np") as f:
-            if self.rows == "file":
-                yield file_row(f, arrow_schema)
-            elif self.mode == "batch":
-                yield from batch_rows(f, arrow_schema)
-            else:
-                yield from kv_rows(f, arrow_schema, self.sep, self.name_col)
+        for path in partition.paths:
+            with safe_open(path, framework="np") as f:
+                if self.rows == "file":
+                    yield file_row(f, arrow_schema)
+                elif self.mode == "batch":
+                    yield from batch_rows(f, arrow_schema)
+                else:
+                    yield from kv_rows(f, arrow_schema, self.sep, self.name_col)
 
 
 def _arrow_type(t):
