@@ -1,6 +1,7 @@
 //! A task's shards: named `part-{task:05}-{n:04}-{uuid}.safetensors`, written into the
-//! staging folder without waiting for the disk, recorded in the task's report (index
-//! entries, sample schema) and the progress counters, and fsynced together at the task's end.
+//! staging folder without waiting for the disk (a pipelined task's writer thread: fsynced at
+//! once), recorded in the task's report (index entries, sample schema) and the progress
+//! counters, and fsynced together at the task's end.
 
 use crate::column::Samples;
 use crate::error::{DatasetError, Result};
