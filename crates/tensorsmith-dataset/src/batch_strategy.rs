@@ -1,11 +1,13 @@
 //! Batch mode through the Parquet/Arrow reader: every `batch_size` rows of the task's range
 //! one shard, each column's samples converted into a buffer reused shard after shard, and the
-//! tail strategy applied to the task's last partial batch.
+//! tail strategy applied to the task's last partial batch. Full shards go to a `ShardSink`
+//! (pipelined tasks: written on a thread of their own while the next is filled).
 
 use crate::column::Samples;
 use crate::error::Result;
 use crate::options::TailStrategy;
-use crate::shard_record::{note_sample, write_shard, ShardNamer};
+use crate::shard_pipe::{with_shard_sink, ShardSink};
+use crate::shard_record::{note_sample, ShardNamer};
 use crate::task_context::{stopped, Ctx, READ_BATCH_ROWS};
 use crate::task_report::{new_report, TaskReport};
 use arrow_array::RecordBatch;
@@ -13,6 +15,16 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 pub(crate) fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Result<TaskReport> {
+    with_shard_sink(ctx, |sink| fill_shards(ctx, task, rows, bs, sink))
+}
+
+fn fill_shards(
+    ctx: &Ctx,
+    task: u64,
+    rows: Range<u64>,
+    bs: u64,
+    sink: &mut ShardSink,
+) -> Result<TaskReport> {
     let mut out = new_report(task);
     let mut namer = ShardNamer::new(task);
     let plans = &ctx.plan.plans;
@@ -30,10 +42,10 @@ pub(crate) fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Res
     let mut pool = Vec::new();
     let mut cur = fresh(&mut pool);
     let mut in_batch = 0u64;
-    let flush = |cur: Vec<Samples>,
-                 n: u64,
-                 out: &mut TaskReport,
-                 namer: &mut ShardNamer|
+    let mut flush = |cur: Vec<Samples>,
+                     n: u64,
+                     out: &mut TaskReport,
+                     namer: &mut ShardNamer|
      -> Result<Vec<Vec<u8>>> {
         let mut tensors = Vec::new();
         for (plan, s) in plans.iter().zip(cur) {
@@ -43,7 +55,7 @@ pub(crate) fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Res
                 .collect();
             tensors.push((plan.name.clone(), s, shape));
         }
-        write_shard(ctx, &namer.next(), tensors, n, out)
+        sink.submit(namer.next(), tensors, n, out)
     };
     ctx.input.read_range(
         rows,
@@ -84,5 +96,6 @@ pub(crate) fn batch_task(ctx: &Ctx, task: u64, rows: Range<u64>, bs: u64) -> Res
             }
         }
     }
+    sink.finish(&mut out)?;
     Ok(out)
 }

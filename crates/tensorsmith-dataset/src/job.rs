@@ -17,6 +17,7 @@ use crate::staging::{Heartbeat, DEFAULT_HEARTBEAT, JOB_STAGING_PREFIX};
 use crate::task::run_task;
 use crate::task_context::with_ctx;
 use crate::task_report::TaskReport;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,10 +49,12 @@ pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat>
 
 /// Writes the whole of `input` as task `task` of job `job_id`: shards into the job's staging
 /// folder in `dir` (both created if missing; several processes may do so at once). Batch
-/// mode: a shard every `batch_size` rows, the tail strategy applied to this task's tail.
-/// KV mode: streamed a shard at a time, duplicate keys within the task resolved as
-/// `write_dataset` resolves them (`kv_resolve`); between tasks at the commit. The shards are
-/// fsynced before the report is returned.
+/// mode: a shard every `batch_size` rows, the tail strategy applied to this task's tail;
+/// each shard is written and fsynced on a thread of its own while the task fills the next
+/// (at most two in flight), so a producer feeding the input (a Spark task's stream) is not
+/// kept waiting. KV mode: streamed a shard at a time, duplicate keys within the task
+/// resolved as `write_dataset` resolves them (`kv_resolve`); between tasks at the commit.
+/// The shards are fsynced before the report is returned.
 pub fn write_task(
     input: &Input,
     dir: &Path,
@@ -60,19 +63,59 @@ pub fn write_task(
     opts: &WriteOptions,
     progress: &Progress,
 ) -> Result<TaskReport> {
+    job_task(input, dir, job_id, task, 0..u64::MAX, opts, progress, true)
+}
+
+/// Writes rows `rows` of `input` (a file input every task opens, such as Parquet) as task
+/// `task` of job `job_id`, as `write_dataset`'s task over that range would: with the ranges
+/// of [`task_ranges`](crate::task_ranges), the committed shards are those `write_dataset` writes (Parquet pages
+/// copied or decoded where it would). Batch mode: a range starts on a batch boundary. KV
+/// mode: duplicates within the range are resolved here, between tasks at the commit.
+pub fn write_task_range(
+    input: &Input,
+    dir: &Path,
+    job_id: &str,
+    task: u64,
+    rows: Range<u64>,
+    opts: &WriteOptions,
+    progress: &Progress,
+) -> Result<TaskReport> {
+    job_task(input, dir, job_id, task, rows, opts, progress, false)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn job_task(
+    input: &Input,
+    dir: &Path,
+    job_id: &str,
+    task: u64,
+    rows: Range<u64>,
+    opts: &WriteOptions,
+    progress: &Progress,
+    pipelined: bool,
+) -> Result<TaskReport> {
     let staging = job_staging(dir, job_id)?;
     let plan = Plan::new(input, opts)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
     // Tasks renew the job's heartbeat while they write too: the folder stays fresh for as
     // long as any of its tasks runs, whatever becomes of the process that started the job.
     let _beat = Heartbeat::start(&staging, DEFAULT_HEARTBEAT)?;
-    with_ctx(&plan, input, opts, &staging, progress, true, |ctx| {
-        let mut report = run_task(ctx, task, 0..u64::MAX)?;
-        if let Naming::Kv { .. } = opts.naming {
-            kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
-        }
-        Ok(report)
-    })
+    with_ctx(
+        &plan,
+        input,
+        opts,
+        &staging,
+        progress,
+        true,
+        pipelined,
+        |ctx| {
+            let mut report = run_task(ctx, task, rows)?;
+            if let Naming::Kv { .. } = opts.naming {
+                kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
+            }
+            Ok(report)
+        },
+    )
 }
 
 /// Commits job `job_id` from its tasks' reports (in any order; one per task): the shards

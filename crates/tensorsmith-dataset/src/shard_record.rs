@@ -1,6 +1,7 @@
 //! A task's shards: named `part-{task:05}-{n:04}-{uuid}.safetensors`, written into the
-//! staging folder without waiting for the disk, recorded in the task's report (index
-//! entries, sample schema) and the progress counters, and fsynced together at the task's end.
+//! staging folder without waiting for the disk (a pipelined task's writer thread: fsynced at
+//! once), recorded in the task's report (index entries, sample schema) and the progress
+//! counters, and fsynced together at the task's end.
 
 use crate::column::Samples;
 use crate::error::{DatasetError, Result};
@@ -64,27 +65,45 @@ pub(crate) fn sync_files(staging: &Path, shards: &[ShardInfo]) -> Result<()> {
     })
 }
 
-/// Writes a shard into the staging folder without waiting for the disk: nothing in staging
-/// is visible before the commit, and the task fsyncs its shards together at its end
-/// (`run_task`), so their writeback overlaps its work. A shard cut short by a failure or a
-/// kill stays in staging, which is removed.
-fn write_staged(w: tensorsmith::safetensors::Writer<'_>, path: &Path) -> Result<u64> {
+/// Writes a shard into the staging folder. Without `sync`, it does not wait for the disk:
+/// nothing in staging is visible before the commit, and the task fsyncs its shards together
+/// at its end (`run_task`), so their writeback overlaps its work. With `sync` (a pipelined
+/// task's writer thread), the shard is on disk when this returns. A shard cut short by a
+/// failure or a kill stays in staging, which is removed.
+fn write_staged(w: tensorsmith::safetensors::Writer<'_>, path: &Path, sync: bool) -> Result<u64> {
     let io = |e| DatasetError::io(path, e);
     let f = std::fs::File::create(path).map_err(io)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, f);
     let n = w.write_to(&mut out).map_err(|e| e.in_file(path))?;
-    std::io::Write::flush(&mut out).map_err(io)?;
+    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
+    if sync {
+        f.sync_all().map_err(io)?;
+    }
     Ok(n)
 }
 
-/// Writes one shard file into the staging folder.
-pub(crate) fn write_shard(
-    ctx: &Ctx,
-    name: &str,
-    tensors: Vec<(String, Samples, Vec<u64>)>,
+/// A shard's tensors: key, the samples, the tensor's shape.
+pub(crate) type ShardTensors = Vec<(String, Samples, Vec<u64>)>;
+
+/// A shard file written into the staging folder, not yet in the task's report.
+pub(crate) struct WrittenShard {
+    pub name: String,
+    tensors: Vec<(String, DType, Vec<u64>)>,
+    bytes: u64,
     samples_count: u64,
-    out: &mut TaskReport,
-) -> Result<Vec<Vec<u8>>> {
+    content_digest: Option<String>,
+    /// The samples' buffers, emptied, for the next shard.
+    pub buffers: Vec<Vec<u8>>,
+}
+
+/// Writes one shard file into the staging folder (fsynced with `sync`).
+pub(crate) fn write_shard_file(
+    ctx: &Ctx,
+    name: String,
+    tensors: ShardTensors,
+    samples_count: u64,
+    sync: bool,
+) -> Result<WrittenShard> {
     let mut w = tensorsmith::safetensors::Writer::new();
     w.record_digests(ctx.opts.digest);
     let mut described = Vec::new();
@@ -93,18 +112,57 @@ pub(crate) fn write_shard(
         w.add(key, dtype, shape, &s.bytes[..])?;
         described.push((key.clone(), dtype, shape.clone()));
     }
-    let bytes = write_staged(w, &ctx.staging.join(name))?;
-    record_shard(ctx, name, described, bytes, samples_count, out)?;
+    let path = ctx.staging.join(&name);
+    let bytes = write_staged(w, &path, sync)?;
+    let content_digest = match ctx.opts.digest {
+        Some(_) => shard_content_digest(&path)?,
+        None => None,
+    };
     // The buffers go back to the caller, emptied, for the next shard: no fresh pages to
     // fault in and zero for every shard.
-    Ok(tensors
+    let buffers = tensors
         .into_iter()
         .map(|(_, s, _)| {
             let mut b = s.bytes;
             b.clear();
             b
         })
-        .collect())
+        .collect();
+    Ok(WrittenShard {
+        name,
+        tensors: described,
+        bytes,
+        samples_count,
+        content_digest,
+        buffers,
+    })
+}
+
+/// Writes one shard file into the staging folder and records it in the task's report;
+/// returns its buffers, emptied.
+pub(crate) fn write_shard(
+    ctx: &Ctx,
+    name: &str,
+    tensors: ShardTensors,
+    samples_count: u64,
+    out: &mut TaskReport,
+) -> Result<Vec<Vec<u8>>> {
+    let w = write_shard_file(ctx, name.to_string(), tensors, samples_count, false)?;
+    Ok(record_written(ctx, w, out))
+}
+
+/// Records a written shard in the task's report; returns its buffers.
+pub(crate) fn record_written(ctx: &Ctx, w: WrittenShard, out: &mut TaskReport) -> Vec<Vec<u8>> {
+    note_shard(
+        ctx,
+        &w.name,
+        w.tensors,
+        w.bytes,
+        w.samples_count,
+        w.content_digest,
+        out,
+    );
+    w.buffers
 }
 
 /// Notes a shard written into the staging folder: its tensors (key, dtype, shape) in the
@@ -121,6 +179,27 @@ pub(crate) fn record_shard(
         Some(_) => shard_content_digest(&ctx.staging.join(name))?,
         None => None,
     };
+    note_shard(
+        ctx,
+        name,
+        tensors,
+        bytes,
+        samples_count,
+        content_digest,
+        out,
+    );
+    Ok(())
+}
+
+fn note_shard(
+    ctx: &Ctx,
+    name: &str,
+    tensors: Vec<(String, DType, Vec<u64>)>,
+    bytes: u64,
+    samples_count: u64,
+    content_digest: Option<String>,
+    out: &mut TaskReport,
+) {
     for (key, dtype, shape) in tensors {
         out.index.push(IndexEntry {
             tensor_key: key,
@@ -137,7 +216,6 @@ pub(crate) fn record_shard(
         bytes,
         content_digest,
     });
-    Ok(())
 }
 
 pub(crate) fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Runs `f` with the context the tasks of one write share, no task failed yet.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn with_ctx<T>(
     plan: &Plan,
     input: &Input,
@@ -18,6 +19,7 @@ pub(crate) fn with_ctx<T>(
     staging: &Path,
     progress: &Progress,
     direct: bool,
+    pipelined: bool,
     f: impl FnOnce(&Ctx) -> Result<T>,
 ) -> Result<T> {
     let first_failed = AtomicU64::new(u64::MAX);
@@ -29,6 +31,7 @@ pub(crate) fn with_ctx<T>(
         progress,
         first_failed: &first_failed,
         direct,
+        pipelined,
     };
     f(&ctx)
 }
@@ -45,6 +48,10 @@ pub(crate) struct Ctx<'a> {
     pub first_failed: &'a AtomicU64,
     /// Batch mode may copy shards straight from Parquet pages (parquet_direct).
     pub direct: bool,
+    /// Batch-mode shards are written and fsynced on a thread of their own while the task
+    /// fills the next (`shard_pipe`): for tasks fed by a stream that costs its producer time
+    /// (a Spark task).
+    pub pipelined: bool,
 }
 
 /// Rows per record batch a task reads (batch mode: at most one shard's).

@@ -57,6 +57,7 @@ pub fn write_dataset(
             &staging,
             progress,
             !job.reader_only,
+            false,
             |ctx| {
                 let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
                 if let Naming::Kv { .. } = opts.naming {
@@ -71,16 +72,24 @@ pub fn write_dataset(
     result
 }
 
-/// Task ranges: batch mode splits whole batches, KV mode rows, into `threads` contiguous
-/// ranges (so shard paths sort in input order, and only the last task has a partial
-/// batch). Unknown row counts: one task.
-fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskReport>> {
-    let ranges: Vec<Range<u64>> = match total {
+/// The row ranges `write_dataset` gives its `tasks` tasks (at most that many): batch mode
+/// splits whole batches, KV mode rows, into contiguous ranges (so shard paths sort in input
+/// order, and only the last task has a partial batch). Unknown row counts: one task over
+/// everything. A distributed job that runs `write_task_range` on each writes the same shards.
+/// The options are checked against the input's schema first (as `write_dataset` does before
+/// any task), so a job fails on its driver rather than in every task.
+pub fn task_ranges(input: &Input, opts: &WriteOptions, tasks: usize) -> Result<Vec<Range<u64>>> {
+    Plan::new(input, opts)?;
+    Ok(cut_ranges(input.total_rows(), &opts.naming, tasks))
+}
+
+fn cut_ranges(total: Option<u64>, naming: &Naming, threads: usize) -> Vec<Range<u64>> {
+    match total {
         None => std::iter::once(0..u64::MAX).collect(),
         Some(0) => vec![],
         Some(n) => {
-            let (unit, units) = match ctx.opts.naming {
-                Naming::Batch(bs) => (bs, n.div_ceil(bs)),
+            let (unit, units) = match naming {
+                Naming::Batch(bs) => (*bs, n.div_ceil(*bs)),
                 Naming::Kv { .. } => (1, n),
             };
             let t = (threads as u64).clamp(1, units.max(1));
@@ -92,7 +101,12 @@ fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskRe
                 .filter(|r| !r.is_empty())
                 .collect()
         }
-    };
+    }
+}
+
+/// Runs the tasks of `cut_ranges` as threads.
+fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskReport>> {
+    let ranges = cut_ranges(total, &ctx.opts.naming, threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = ranges
             .into_iter()

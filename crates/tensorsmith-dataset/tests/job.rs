@@ -795,3 +795,149 @@ fn rows_with_ids(rows: &[(usize, usize)], base: f32) -> RecordBatch {
     let cols: Vec<ArrayRef> = vec![Arc::new(v.finish()), Arc::new(ids)];
     RecordBatch::try_new(schema(), cols).unwrap()
 }
+
+/// Rows 0..n in uneven batches (7, 4, 13, 1, 12, then 4 each).
+fn uneven(n: usize, short: &[usize]) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let (mut at, mut sizes) = (0, [7, 4, 13, 1, 12].into_iter());
+    while at < n {
+        let k = sizes.next().unwrap_or(4).min(n - at);
+        out.push(rows_of(at..at + k, 0.0, short));
+        at += k;
+    }
+    out
+}
+
+#[test]
+fn a_pipelined_task_writes_the_shards_write_dataset_writes() {
+    // write_task writes each shard on a thread of its own while it fills the next; its
+    // shards, report order and digests are those of write_dataset's one task on the same rows.
+    let tmp = tempfile::tempdir().unwrap();
+    for (tail, digest) in [
+        (TailStrategy::Write, None),
+        (
+            TailStrategy::Pad,
+            Some(tensorsmith::digest::DigestKind::Xxh3),
+        ),
+        (TailStrategy::Drop, None),
+    ] {
+        let mut o = batch_opts(3);
+        o.tail_strategy = tail;
+        o.digest = digest;
+        let name = format!("{tail:?}");
+        let dir = tmp.path().join(format!("job-{name}"));
+        let r = task(&dir, "p", 0, &reader(uneven(41, &[])), &o);
+        let names: Vec<_> = r
+            .shards
+            .iter()
+            .map(|s| s.shard_path[..15].to_string())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "{name}: shards reported in the order filled");
+        let m = commit_job(&dir, "p", vec![r], &o, WriteMode::ErrorIfExists).unwrap();
+        let job = JobOptions::new().with_threads(1);
+        let out = tmp.path().join(format!("ds-{name}"));
+        let input = Input::from_batches(schema(), uneven(41, &[])).unwrap();
+        let want = write_dataset(&input, &out, &o, &job, &Progress::default()).unwrap();
+        let n = if tail == TailStrategy::Drop { 13 } else { 14 };
+        assert_eq!(m.shards.len(), n, "{name}");
+        assert!(
+            shard_contents(&dir) == shard_contents(&out),
+            "{name}: shards differ"
+        );
+        let digests = |m: &Manifest| {
+            m.shards
+                .iter()
+                .map(|s| s.content_digest.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(digests(&m), digests(&want), "{name}");
+        assert_eq!(digest.is_some(), m.shards[0].content_digest.is_some());
+        assert!(verify(&dir).unwrap().is_ok());
+    }
+}
+
+#[test]
+fn a_pipelined_task_fails_on_a_bad_row_without_hanging_and_keeps_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("job");
+    let e = write_task(
+        &reader(uneven(60, &[37])),
+        &dir,
+        "f",
+        0,
+        &batch_opts(3),
+        &Progress::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("row 37"), "{e}");
+    abort_job(&dir, "f").unwrap();
+    assert!(shard_files(&dir).is_empty());
+}
+
+#[test]
+fn task_ranges_and_write_task_range_commit_what_write_dataset_writes() {
+    // A distributed job over a Parquet file, cut as write_dataset cuts it, commits the same
+    // shards (batch mode: pages copied; KV mode: a duplicate key resolved over the input).
+    let tmp = tempfile::tempdir().unwrap();
+    let pq = tmp.path().join("in.parquet");
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(10))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&pq).unwrap(),
+        schema(),
+        Some(props),
+    )
+    .unwrap();
+    for b in uneven(41, &[]) {
+        w.write(&b).unwrap();
+    }
+    w.write(&batch(std::iter::once(5), 9.0)).unwrap();
+    w.close().unwrap();
+    let mut kv = kv_opts();
+    kv.duplicates = Duplicates::LastWin;
+    for (name, o) in [("batch", batch_opts(4)), ("kv", kv)] {
+        for tasks in [1, 3] {
+            let input = Input::open(&[&pq]).unwrap();
+            let ranges = tensorsmith_dataset::task_ranges(&input, &o, tasks).unwrap();
+            assert_eq!(ranges.len(), tasks);
+            let dir = tmp.path().join(format!("job-{name}-{tasks}"));
+            let reports = ranges
+                .into_iter()
+                .enumerate()
+                .map(|(t, r)| {
+                    let input = Input::open(&[&pq]).unwrap();
+                    tensorsmith_dataset::write_task_range(
+                        &input,
+                        &dir,
+                        "d",
+                        t as u64,
+                        r,
+                        &o,
+                        &Progress::default(),
+                    )
+                    .unwrap()
+                })
+                .collect();
+            commit_job(&dir, "d", reports, &o, WriteMode::ErrorIfExists).unwrap();
+            let out = tmp.path().join(format!("ds-{name}-{tasks}"));
+            let job = JobOptions::new().with_threads(tasks);
+            write_dataset(&input, &out, &o, &job, &Progress::default()).unwrap();
+            assert!(
+                shard_contents(&dir) == shard_contents(&out),
+                "{name} {tasks}"
+            );
+            assert_eq!(
+                std::fs::read(dir.join("dataset_manifest.json"))
+                    .map(|b| b.len())
+                    .unwrap(),
+                std::fs::read(out.join("dataset_manifest.json"))
+                    .map(|b| b.len())
+                    .unwrap()
+            );
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! its shards into the job's staging folder and reports them, the driver commits the reports
 //! (manifest and index) or aborts the job (every shard of it removed).
 
+use crate::batch_pipe::pipelined;
 use crate::buffer::Bytes;
 use crate::errors::{raise, IntoPy};
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
@@ -14,8 +15,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tensorsmith_dataset::{
-    abort_job, commit_job, write_dataset as write_rust, write_task, ColumnView, Dataset,
-    DatasetMode, Input, JobOptions, Progress, TaskReport, WriteMode, WriteOptions,
+    abort_job, commit_job, write_dataset as write_rust, write_task, write_task_range, ColumnView,
+    Dataset, DatasetMode, Input, JobOptions, Progress, TaskReport, WriteMode, WriteOptions,
 };
 
 /// Takes the Arrow C stream that `obj.__arrow_c_stream__()` exports.
@@ -99,7 +100,8 @@ pub fn write_dataset(
 }
 
 /// One Spark task: its Arrow batches become shards in the job's staging folder; returns the
-/// task's report (JSON text: the commit message).
+/// task's report (JSON text: the commit message). The batches are pulled on this thread
+/// (GIL released between pulls) while another fills, writes and fsyncs the shards.
 #[pyfunction]
 pub fn write_job_task(
     py: Python<'_>,
@@ -110,11 +112,59 @@ pub fn write_job_task(
     options: BTreeMap<String, String>,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
-    // One pass over the task's batches as Spark hands them over (memory stays bounded).
-    let input = Input::from_reader(Box::new(stream_of(py, data)?));
+    let stream = stream_of(py, data)?;
     let progress = Progress::default();
     let r = py
-        .detach(|| write_task(&input, &path, job_id, task, &opts, &progress))
+        .detach(|| {
+            pipelined(stream, |queued| {
+                // One pass over the task's batches as Spark hands them over (memory stays
+                // bounded).
+                let input = Input::from_reader(Box::new(queued));
+                write_task(&input, &path, job_id, task, &opts, &progress)
+            })
+        })
+        .py_err(py)?;
+    Ok(serde_json::to_string(&r).expect("reports serialize"))
+}
+
+/// The row ranges of the tasks of a direct write of `paths` (at most `tasks` of them): the
+/// cut `write_dataset` makes, so the committed shards are the ones it writes.
+#[pyfunction]
+pub fn task_ranges(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    options: BTreeMap<String, String>,
+    tasks: usize,
+) -> PyResult<Vec<(u64, u64)>> {
+    let opts = self::options(py, &options)?;
+    let ranges = py
+        .detach(|| tensorsmith_dataset::task_ranges(&Input::open(&paths)?, &opts, tasks))
+        .py_err(py)?;
+    Ok(ranges.into_iter().map(|r| (r.start, r.end)).collect())
+}
+
+/// One task of a direct write: rows `start..end` of the input files, read by Rust (Parquet
+/// pages copied or decoded where they can be), as task `task` of job `job_id`; returns the
+/// task's report (JSON text).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn write_job_range(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    path: PathBuf,
+    job_id: &str,
+    task: u64,
+    start: u64,
+    end: u64,
+    options: BTreeMap<String, String>,
+) -> PyResult<String> {
+    let opts = self::options(py, &options)?;
+    let progress = Progress::default();
+    let r = py
+        .detach(|| {
+            let input = Input::open(&paths)?;
+            write_task_range(&input, &path, job_id, task, start..end, &opts, &progress)
+        })
         .py_err(py)?;
     Ok(serde_json::to_string(&r).expect("reports serialize"))
 }

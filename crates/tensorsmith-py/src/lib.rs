@@ -1,6 +1,7 @@
 //! The `tensorsmith._native` extension module: the Rust core as the Python package
 //! `tensorsmith` uses it (python/tensorsmith wraps these in the public API).
 
+mod batch_pipe;
 mod buffer;
 mod dataset;
 mod errors;
@@ -28,6 +29,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::check_options, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_job_task, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::task_ranges, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::write_job_range, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::commit_job_reports, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::abort_job_shards, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

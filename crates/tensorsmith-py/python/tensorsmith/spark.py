@@ -14,7 +14,7 @@ manifest, last; `abort` deletes every shard of the job. Options are the dataset 
 "append" (adds shards to the dataset at the path, or creates it) and "overwrite" (replaces
 it; the old shards go once the new manifest is in place).
 
-Reading: one partition per shard. Rows are samples (batch mode) or keys (KV mode: one row per
+Reading: one partition per run of consecutive shards up to 128 MiB (at least one shard). Rows are samples (batch mode) or keys (KV mode: one row per
 name, the tensor key split at the last `kv_separator`, with a `name_col` column, default
 "key"), columns are arrays nested as the sample shape, so a round trip gives the original
 DataFrame. `.option("rows", "file")` gives the original connector's shape instead: one row
@@ -30,32 +30,20 @@ import sys
 import uuid
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
 )
 from pyspark.sql.types import (
-    ArrayType, BinaryType, ByteType, DecimalType, DoubleType, FloatType, IntegerType, LongType,
-    ShortType, StringType, StructField, StructType,
+    ArrayType, BinaryType, IntegerType, StringType, StructField, StructType,
 )
 
 from . import _native
-from ._dtypes import to_numpy
 from ._options import option_texts
 from .errors import OptionError
+from .spark_read import _SPARK, batch_rows, file_row, kv_rows
 
-# Dataset dtype -> (Spark type, the NumPy type its Arrow values are built from).
-_SPARK = {
-    "F64": (DoubleType(), np.float64), "F32": (FloatType(), np.float32),
-    "F16": (FloatType(), np.float32), "BF16": (FloatType(), np.float32),
-    "I64": (LongType(), np.int64), "I32": (IntegerType(), np.int32),
-    "I16": (ShortType(), np.int16), "I8": (ByteType(), np.int8),
-    "U32": (LongType(), np.int64), "U16": (IntegerType(), np.int32), "U8": (ShortType(), np.int16),
-    "U64": (DecimalType(20, 0), None),
-}
-_READ_OPTIONS = {"path", "rows", "kv_separator", "name_col"}
-_READ_CHUNK_ROWS = 4096
+_READ_OPTIONS = {"path", "rows", "kv_separator", "name_col", "columns"}
 
 
 def _nested_type(dtype: str, rank: int):
@@ -63,25 +51,6 @@ def _nested_type(dtype: str, rank: int):
     for _ in range(rank):
         t = ArrayType(t, containsNull=False)
     return t
-
-
-def _arrow_values(arr: np.ndarray, dtype: str) -> pa.Array:
-    flat = arr.reshape(-1)
-    target = _SPARK[dtype][1]
-    if target is None:  # U64: Spark has no unsigned 64-bit integers
-        return pa.array(flat, type=pa.uint64()).cast(pa.decimal128(20, 0))
-    return pa.array(flat.astype(target, copy=False))
-
-
-def _nested(arr: np.ndarray, dtype: str, sample_shape) -> pa.Array:
-    """Rows of `arr` (shape [n, *sample_shape]) as Arrow lists nested like the sample."""
-    out = _arrow_values(arr, dtype)
-    outer = [arr.shape[0], *sample_shape]
-    for level in range(len(sample_shape), 0, -1):
-        lists = int(np.prod(outer[:level], dtype=np.int64))
-        offsets = pa.array(np.arange(lists + 1, dtype=np.int64) * outer[level], type=pa.int64())
-        out = pa.LargeListArray.from_arrays(offsets, out).cast(pa.list_(out.type))
-    return out
 
 
 class _Manifest:
@@ -113,8 +82,28 @@ def _kv_columns(schema: dict, sep: str):
 
 
 @dataclass
-class _Shard(InputPartition):
-    path: str
+class _Shards(InputPartition):
+    paths: list
+
+
+# Shards per read partition: consecutive shards up to this many bytes (Spark's own
+# spark.sql.files.maxPartitionBytes default), at least one: fewer, larger tasks cost Spark
+# less per byte than a task per small shard.
+_PARTITION_BYTES = 128 << 20
+
+
+def _group(paths, limit=_PARTITION_BYTES):
+    groups, cur, size = [], [], 0
+    for p in paths:
+        n = os.path.getsize(p)
+        if cur and size + n > limit:
+            groups.append(_Shards(cur))
+            cur, size = [], 0
+        cur.append(p)
+        size += n
+    if cur:
+        groups.append(_Shards(cur))
+    return groups
 
 
 @dataclass
@@ -154,13 +143,29 @@ class SafetensorsDataSource(DataSource):
                                  StructField("shape", ArrayType(IntegerType(), False)),
                                  StructField("dtype", StringType())])
             keys = sorted(m.schema()) if mode == "kv" else list(m.schema())
-            return StructType([StructField(k, tensor, True) for k in keys])
+            return StructType(self._columns([StructField(k, tensor, True) for k in keys]))
         if mode == "batch":
-            return StructType([StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
-                               for c, s in m.schema().items()])
+            return StructType(self._columns(
+                [StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
+                 for c, s in m.schema().items()]))
         cols, _ = _kv_columns(m.schema(), sep)
-        return StructType([StructField(name_col, StringType(), False)]
-                          + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()])
+        return StructType(self._columns(
+            [StructField(name_col, StringType(), False)]
+            + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()]))
+
+    def _columns(self, fields):
+        """The `columns` read option: only these tensor columns are read (Spark 4's Python
+        data sources get no column pruning; a schema given with `.schema(...)` prunes too)."""
+        wanted = self.options.get("columns")
+        if wanted is None:
+            return fields
+        wanted = [c.strip() for c in wanted.split(",") if c.strip()]
+        have = {f.name for f in fields}
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise OptionError(f"columns: {missing} not in the dataset (it has {sorted(have)})")
+        keep = set(wanted) | {self._read_opts()[2]}
+        return [f for f in fields if f.name in keep]
 
     def reader(self, schema):
         m, mode = self._dataset()
@@ -178,7 +183,7 @@ class _Reader(DataSourceReader):
         self.spark_schema = schema
 
     def partitions(self):
-        return [_Shard(p) for p in self.shards]
+        return _group(self.shards)
 
     def read(self, partition):
         from . import safe_open
@@ -186,67 +191,20 @@ class _Reader(DataSourceReader):
         schema = self.spark_schema
         arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable)
                                   for f in schema.fields])
-        with safe_open(partition.path, framework="np") as f:
-            if self.rows == "file":
-                yield _file_row(f, arrow_schema)
-            elif self.mode == "batch":
-                yield from _batch_rows(f, arrow_schema)
-            else:
-                yield _kv_rows(f, arrow_schema, self.sep, self.name_col)
+        for path in partition.paths:
+            with safe_open(path, framework="np") as f:
+                if self.rows == "file":
+                    yield file_row(f, arrow_schema)
+                elif self.mode == "batch":
+                    yield from batch_rows(f, arrow_schema)
+                else:
+                    yield from kv_rows(f, arrow_schema, self.sep, self.name_col)
 
 
 def _arrow_type(t):
     from pyspark.sql.pandas.types import to_arrow_type
 
     return to_arrow_type(t)
-
-
-def _file_row(f, arrow_schema):
-    cols = []
-    names = set(f.keys())
-    for field in arrow_schema:
-        if field.name in names:
-            buf = f._f.tensor_bytes(field.name)
-            dtype, shape, _ = f._f.info_of(field.name)
-            cols.append(pa.array([{"data": bytes(buf), "shape": list(shape), "dtype": dtype}],
-                                 type=field.type))
-        else:
-            cols.append(pa.nulls(1, type=field.type))
-    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
-
-
-def _batch_rows(f, arrow_schema):
-    tensors = {name: f.get_tensor(name) for name in arrow_schema.names}
-    n = len(next(iter(tensors.values()))) if tensors else 0
-    for start in range(0, n, _READ_CHUNK_ROWS):
-        cols = []
-        for name in arrow_schema.names:
-            t = tensors[name][start:start + _READ_CHUNK_ROWS]
-            cols.append(_nested(t, f.get_dtype(name), t.shape[1:]))
-        yield pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
-
-
-def _kv_rows(f, arrow_schema, sep, name_col):
-    rows = {}
-    for key in f.keys():
-        name, _, col = key.rpartition(sep)
-        rows.setdefault(name, {})[col] = key
-    names = sorted(rows)
-    cols = [pa.array(names, type=pa.string())]
-    for field in arrow_schema:
-        if field.name == name_col:
-            continue
-        values = []
-        for name in names:
-            key = rows[name].get(field.name)
-            if key is None:
-                values.append(None)
-                continue
-            t = f.get_tensor(key)
-            values.append(_nested(t[None], f.get_dtype(key), t.shape)[0])
-        cols.append(pa.array([v.as_py() if v is not None else None for v in values],
-                             type=field.type))
-    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
 
 
 # Heartbeats of the jobs this driver runs, by job id (kept out of the writer, which is
@@ -291,6 +249,49 @@ class _Writer(DataSourceArrowWriter):
     def abort(self, messages):
         _stop_heartbeat(self.job_id)
         _native.abort_job_shards(self.path, self.job_id)
+
+
+def write_dataset(spark, source, path, mode="error", tasks=None, **options):
+    """Writes Parquet input as a dataset at `path`, Spark only scheduling: `source` is Parquet
+    files or folders (paths or file: URIs), or a DataFrame that is a plain scan of Parquet
+    files, possibly with a column selection (its columns become the `columns` option). The
+    driver cuts the input as `tensorsmith dataset write` does; each of `tasks` Spark tasks
+    (default: the default parallelism) runs the Rust Parquet -> shard writer on its rows; the
+    driver commits (abort: every shard of the job removed). The shards are those `tensorsmith
+    dataset write` writes on the same files and options. Every executor must be able to open
+    the paths (a local or shared POSIX filesystem). Anything else (another scheme, another
+    plan) is written through the "safetensors" data source instead, with a warning saying why.
+    `mode` is "error", "overwrite" or "append". Returns a `DirectWrite` (manifest, per-task
+    timeline), or None after a fallback.
+    """
+    import warnings
+
+    from . import spark_direct
+
+    try:
+        if hasattr(source, "_jdf") or hasattr(source, "inputFiles"):
+            files, columns = spark_direct.scan_of(source)
+            if columns is not None and "columns" not in options:
+                key = options.get("name_col")
+                options = {**options, "columns": [c for c in columns if c != key]}
+        else:
+            files = spark_direct._files(source)
+        return spark_direct.write(spark, files, path, mode, tasks, options)
+    except spark_direct.NotDirect as why:
+        warnings.warn(f"tensorsmith.spark.write_dataset: not the direct path ({why}); writing "
+                      "through the safetensors data source instead", stacklevel=2)
+    df = source if hasattr(source, "write") else spark.read.parquet(
+        *([os.fspath(source)] if isinstance(source, (str, os.PathLike)) else map(os.fspath, source)))
+    register(spark, check=False)
+    w = df.write.format("safetensors").mode("overwrite" if str(mode).lower() == "overwrite"
+                                             else "append")
+    if str(mode).lower() in ("error", "errorifexists") and os.path.exists(
+            os.path.join(os.fspath(path), "dataset_manifest.json")):
+        raise spark_direct._native_exists(os.fspath(path))
+    for k, v in option_texts(options).items():
+        w = w.option(k, v)
+    w.save(os.fspath(path))
+    return None
 
 
 def _worker_python(spark):
@@ -360,4 +361,4 @@ def _register_active():
 
 _register_active()
 
-__all__ = ["SafetensorsDataSource", "register"]
+__all__ = ["SafetensorsDataSource", "register", "write_dataset"]

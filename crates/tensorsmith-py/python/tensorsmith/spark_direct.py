@@ -1,0 +1,149 @@
+"""The direct path of `tensorsmith.spark.write_dataset`: Parquet input written by Spark tasks
+that each run the Rust Parquet -> shard writer on their own range of rows. Spark only
+schedules; nothing goes through Spark's rows, its Arrow conversion or a Python worker's socket.
+
+The driver cuts the input as `tensorsmith dataset write` does (whole batches per task in batch
+mode, whole rows in KV mode), so the committed shards are the ones the CLI writes on the same
+files and options. Tasks write into the job's staging folder; the driver commits, or aborts
+(every shard of the job removed), as the data source does. Every executor must be able to open
+the input and output paths: a local or shared POSIX filesystem.
+"""
+
+import os
+import resource
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from . import _native
+from ._options import option_texts
+from .errors import OptionError
+
+_MODES = {"error": "error", "errorifexists": "error", "overwrite": "overwrite", "append": "append"}
+
+
+class NotDirect(Exception):
+    """The input cannot take the direct path; the message says why."""
+
+
+def _local_path(p) -> str:
+    """A POSIX path from a path or a file: URI; other schemes are not direct."""
+    p = os.fspath(p)
+    if "://" in p or p.startswith("file:"):
+        scheme = p.split(":", 1)[0].lower()
+        if scheme != "file":
+            raise NotDirect(f"{p!r} is not on a POSIX filesystem every executor can open "
+                            f"({scheme}://)")
+        from urllib.parse import unquote, urlparse
+
+        p = unquote(urlparse(p).path)
+    return p
+
+
+def _files(paths) -> list:
+    """Files of the input, in order: a folder gives its Parquet files sorted by name (hidden
+    and `_`-prefixed files skipped, as Spark does)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in map(_local_path, paths):
+        if os.path.isdir(p):
+            out += sorted(os.path.join(p, n) for n in os.listdir(p)
+                          if not n.startswith(("_", ".")) and os.path.isfile(os.path.join(p, n)))
+        else:
+            out.append(p)
+    if not out:
+        raise OptionError(f"no input files in {paths!r}")
+    return out
+
+
+def scan_of(df):
+    """(files, columns) of a DataFrame that is a plain scan of Parquet files, possibly with a
+    column selection (columns: None for all); NotDirect naming what else it is."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise NotDirect("the DataFrame has no JVM plan to inspect (Spark Connect)")
+    plan = jdf.queryExecution().optimizedPlan()
+    columns = None
+    kind = plan.getClass().getSimpleName()
+    if kind == "Project":
+        exprs = plan.projectList()
+        columns = []
+        for i in range(exprs.size()):
+            e = exprs.apply(i)
+            if e.getClass().getSimpleName() != "AttributeReference":
+                raise NotDirect(f"the DataFrame computes a column ({e.sql()}), it is not a plain "
+                                "column selection")
+            columns.append(e.name())
+        plan = plan.child()
+        kind = plan.getClass().getSimpleName()
+    if kind != "LogicalRelation":
+        raise NotDirect(f"the DataFrame's plan is not a file scan with a column selection "
+                        f"(found {kind})")
+    rel = plan.relation()
+    if rel.getClass().getSimpleName() != "HadoopFsRelation":
+        raise NotDirect(f"the DataFrame reads a {rel.getClass().getSimpleName()}, not files")
+    fmt = rel.fileFormat().toString().lower()
+    if "parquet" not in fmt:
+        raise NotDirect(f"the DataFrame reads {fmt} files, not Parquet")
+    if rel.partitionSchema().size() > 0:
+        raise NotDirect("the DataFrame reads a partitioned folder (partition columns are not in "
+                        "the files)")
+    return _files(sorted(df.inputFiles())), columns
+
+
+@dataclass
+class DirectWrite:
+    """What a direct write did: the manifest, and one entry per task (task, rows, where and
+    when it ran: worker pid, wall-clock start and end, seconds, the worker's peak RSS in MiB)."""
+    manifest: dict
+    timeline: list = field(default_factory=list)
+
+
+def _run_range(args):
+    """One task, on an executor: rows start..end of the files as task `task` of the job."""
+    files, out, job_id, task, start, end, opts = args
+    t0 = time.time()
+    report = _native.write_job_range(files, out, job_id, task, start, end, opts)
+    t1 = time.time()
+    # The worker's peak RSS so far (a reused worker: over every task it ran).
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return report, {"task": task, "rows": [start, end], "pid": os.getpid(),
+                    "start": t0, "end": t1, "seconds": t1 - t0, "maxrss_mib": rss}
+
+
+def write(spark, files, out, mode, tasks, options):
+    """The direct write of `files` to `out`; returns a DirectWrite."""
+    import json
+
+    opts = option_texts(options)
+    out = _local_path(out)
+    try:
+        mode = _MODES[str(mode).lower()]
+    except KeyError:
+        raise OptionError(f"mode must be 'error', 'overwrite' or 'append', not {mode!r}") from None
+    if mode == "error" and os.path.exists(os.path.join(out, "dataset_manifest.json")):
+        raise _native_exists(out)
+    tasks = int(tasks or spark.sparkContext.defaultParallelism)
+    ranges = _native.task_ranges(files, opts, tasks)
+    job_id = uuid.uuid4().hex
+    os.makedirs(out, exist_ok=True)
+    beat = _native.JobHeartbeat(out, job_id)
+    try:
+        work = [(files, out, job_id, t, a, b, opts) for t, (a, b) in enumerate(ranges)]
+        done = (spark.sparkContext.parallelize(work, max(len(work), 1)).map(_run_range).collect()
+                if work else [])
+        beat.stop()
+        manifest = _native.commit_job_reports(out, job_id, [r for r, _ in done], opts, mode)
+    except BaseException:
+        beat.stop()
+        _native.abort_job_shards(out, job_id)
+        raise
+    return DirectWrite(json.loads(manifest), [t for _, t in done])
+
+
+def _native_exists(out):
+    from .errors import DatasetExists
+
+    return DatasetExists(f"{out}: a dataset exists already (mode 'error'); use mode "
+                          "'overwrite' or 'append'")
