@@ -360,6 +360,23 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     return [os.fspath(p) for p in files]
 
 
+def quantize(values, qtype) -> np.ndarray:
+    """Quantizes float values to a ggml block type ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+    "TQ1_0", "TQ2_0", "MXFP4"), bit-identical to `gguf.quants.quantize`: a uint8 array of
+    shape `(*values.shape[:-1], bytes per row)`. The last dimension must be whole blocks.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.quantize(np.ones((2, 32), np.float32), "Q8_0").shape
+        (2, 34)
+    """
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    if values.ndim == 0:
+        raise InvalidInput("cannot quantize a scalar")
+    blocks = np.frombuffer(_native.quantize(values.reshape(-1), str(qtype)), dtype=np.uint8)
+    rows = int(np.prod(values.shape[:-1]))
+    return blocks.reshape((*values.shape[:-1], blocks.size // rows if rows else 0))
+
+
 def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
     """Writes Arrow data (a pyarrow Table, RecordBatch, RecordBatchReader, a list of batches,
     or anything with `__arrow_c_stream__`) as a dataset in the safetensors-spark layout.
@@ -536,6 +553,6 @@ class Dataset:
 
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
-    "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
+    "quantize", "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
     "serialize_file", "deserialize",
 ]
