@@ -336,13 +336,16 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
 
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
             digest=None, densify=False, drop_metadata=False, shard_size=None,
-            append=False) -> list:
+            append=False, quantize=None, gguf_set=None) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
     (safetensors: `tensorsmith.digest`). `append=True` adds the tensors to the existing
     zTensor v2 file `dst` (names already in it are refused; a crash leaves the old file or the
-    new one). Returns the paths written.
+    new one). `dst` ending in .gguf writes GGUF v3: `quantize` ("Q4_0", "Q8_0", "MXFP4", ...)
+    makes float tensors of 2+ dims whose rows are whole blocks ggml blocks (bit-identical to
+    gguf-py); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. Returns the paths
+    written.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
@@ -356,7 +359,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     files = _native.convert(os.fspath(src), os.fspath(dst), dtype, rounding,
                             None if zt_version is None else str(zt_version),
                             compress or None, digest, densify, drop_metadata, shard_size,
-                            append)
+                            append, quantize, list(gguf_set or []))
     return [os.fspath(p) for p in files]
 
 
