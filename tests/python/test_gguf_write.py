@@ -242,3 +242,26 @@ def test_gguf_to_gguf_dequantizes_with_dtype(tmp_path, tsm):
             assert t.data.tobytes() == ref.tobytes()
         elif t.name != "i32":
             assert t.tensor_type == Q.F32
+
+
+def test_digest_records_are_not_carried(tmp_path, tsm):
+    st, dg, out = tmp_path / "m.safetensors", tmp_path / "d.safetensors", tmp_path / "o.gguf"
+    safetensors_input(st, np.random.default_rng(6))
+    tsm.convert(st, dg, "--digest", "xxh3")
+    tsm.convert(dg, out)
+    keys = set(gguf.GGUFReader(str(out)).fields)
+    assert "safetensors.metadata.format" in keys
+    assert not any("digest" in k for k in keys)
+
+
+def test_scalars_and_every_plain_dtype_round_trip_through_gguf(tmp_path, tsm):
+    st, out, back = tmp_path / "m.safetensors", tmp_path / "o.gguf", tmp_path / "b.safetensors"
+    tensors = {"s": np.array(1.5, np.float32), "i8": np.arange(4, dtype=np.int8),
+               "i16": np.arange(4, dtype=np.int16), "i64": np.arange(4, dtype=np.int64),
+               "f64": np.linspace(0, 1, 6).reshape(2, 3), "m": np.ones((2, 2, 2, 2), np.float16)}
+    safetensors.numpy.save_file(tensors, str(st))
+    tsm.convert(st, out)
+    tsm.convert(out, back)
+    got = safetensors.numpy.load_file(str(back))
+    for k, v in tensors.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and np.array_equal(got[k], v), k

@@ -6,7 +6,7 @@
 //!
 //! Metadata: a GGUF input's every key, in order, with its type; a safetensors input's
 //! `__metadata__` as strings under `safetensors.metadata.`, a zTensor's under
-//! `ztensor.metadata.` (non-strings as JSON text). `set` assignments replace keys in place or
+//! `ztensor.metadata.` (non-strings as JSON text; a `tensorsmith.digest` record is dropped). `set` assignments replace keys in place or
 //! are added: before the carried metadata for non-GGUF inputs (so `general.architecture` comes
 //! first, where gguf-py's writer puts it), after it for GGUF inputs.
 
@@ -20,6 +20,7 @@ use crate::gguf::{self, GgufValue};
 use crate::index::{Format, Layout, Shape, TensorInfo};
 use crate::model::Model;
 use crate::ops::dequantize;
+use crate::safetensors::digest_record::DIGEST_KEY;
 use crate::safetensors::TensorData;
 use crate::OpenOptions;
 use std::io::Write;
@@ -161,7 +162,13 @@ pub fn convert_gguf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<
                 Format::Ztensor { .. } => "ztensor.metadata.",
                 Format::Gguf { .. } => "gguf.metadata.",
             };
-            for (k, v) in &input.index.metadata {
+            // A digest record describes the input's bytes, not the output's: dropped.
+            let carried = input
+                .index
+                .metadata
+                .iter()
+                .filter(|(k, _)| *k != DIGEST_KEY);
+            for (k, v) in carried {
                 let key = format!("{prefix}{k}");
                 if !opts.gguf_set.iter().any(|(s, _)| *s == key) {
                     w.set(key, GgufValue::String(crate::ops::inspect::meta_text(v)));
