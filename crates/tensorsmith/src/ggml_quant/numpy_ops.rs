@@ -7,10 +7,27 @@
 /// keeps the low byte: 300 → 44, -1 → 255, NaN and ±inf → 0.
 #[inline]
 pub(super) fn cast_u8(x: f32) -> u8 {
-    if x >= 2_147_483_648.0 {
-        0 // i32::MIN's low byte; Rust's saturating `as` would give 0xFF
+    if x > -2_147_483_904.0 && x < 2_147_483_648.0 {
+        // SAFETY: x is not NaN and truncates into i32's range (the next f32 below -2^31 is
+        // -2^31 - 256).
+        unsafe { x.to_int_unchecked::<i32>() as u8 }
     } else {
-        x as i32 as u8 // NaN → 0, below i32::MIN → i32::MIN: low byte 0 either way
+        0 // NaN and out of range: i32::MIN, whose low byte is 0
+    }
+}
+
+/// `floor` of a value that is not negative (or NaN), without a libm call (baseline x86-64
+/// has no `roundss`): below 2^23 truncation is the floor; from 2^23 on every f32 is an
+/// integer already; NaN and infinity come back as they are.
+#[inline]
+fn floor_nonneg(a: f32) -> f32 {
+    debug_assert!(!(a < 0.0), "floor_nonneg of {a}");
+    if a < 8_388_608.0 {
+        // SAFETY: here 0 <= a < 2^23 (callers pass no negative values; NaN fails the
+        // comparison), so truncation to i32 is in range.
+        unsafe { a.to_int_unchecked::<i32>() as f32 }
+    } else {
+        a
     }
 }
 
@@ -18,17 +35,11 @@ pub(super) fn cast_u8(x: f32) -> u8 {
 #[inline]
 pub(super) fn roundf(n: f32) -> f32 {
     let a = n.abs();
-    let fl = a.floor();
-    let b = fl + (2.0 * (a - fl)).floor();
-    if n > 0.0 {
-        b
-    } else if n < 0.0 {
-        -b
-    } else if n.is_nan() {
-        f32::NAN
-    } else {
-        0.0 * b
-    }
+    let fl = floor_nonneg(a);
+    let b = fl + floor_nonneg(2.0 * (a - fl));
+    // sign(n) * b: the same value for n != 0; for n = ±0 a zero and for NaN a NaN, which
+    // every caller casts to the integer 0 either way.
+    b.copysign(n)
 }
 
 /// NumPy's `astype(np.float16)` bits (its software conversion): round to nearest even; a NaN
@@ -161,6 +172,13 @@ mod tests {
         }
         assert!(roundf(f32::NAN).is_nan());
         assert_eq!(cast_u8(roundf(f32::INFINITY)), 0);
+        for x in [
+            0.0f32, 0.49999997, 1e-45, 8388607.5, 8388608.0, 3e38, 1.5e7, 0.75,
+        ] {
+            assert_eq!(floor_nonneg(x), x.floor(), "{x}");
+        }
+        assert!(floor_nonneg(f32::NAN).is_nan());
+        assert_eq!(floor_nonneg(f32::INFINITY), f32::INFINITY);
     }
 
     #[test]

@@ -40,7 +40,8 @@ fn symmetric(x: &[f32; 32], half: f32, top: u8) -> (f32, [u8; 32]) {
     let id = inverse(d);
     let mut q = [0u8; 32];
     for (q, &v) in q.iter_mut().zip(x) {
-        *q = cast_u8((v * id + (half + 0.5)).trunc()).min(top);
+        // np.trunc then astype(uint8): the cast truncates already, so trunc changes nothing.
+        *q = cast_u8(v * id + (half + 0.5)).min(top);
     }
     (d, q)
 }
@@ -52,7 +53,7 @@ fn affine(x: &[f32; 32], top: u8) -> (f32, f32, [u8; 32]) {
     let id = inverse(d);
     let mut q = [0u8; 32];
     for (q, &v) in q.iter_mut().zip(x) {
-        *q = cast_u8(((v - min) * id + 0.5).trunc()).min(top);
+        *q = cast_u8((v - min) * id + 0.5).min(top);
     }
     (d, min, q)
 }
