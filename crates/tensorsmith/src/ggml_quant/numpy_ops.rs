@@ -21,7 +21,7 @@ pub(super) fn cast_u8(x: f32) -> u8 {
 /// integer already; NaN and infinity come back as they are.
 #[inline]
 fn floor_nonneg(a: f32) -> f32 {
-    debug_assert!(!(a < 0.0), "floor_nonneg of {a}");
+    debug_assert!(a >= 0.0 || a.is_nan(), "floor_nonneg of {a}");
     if a < 8_388_608.0 {
         // SAFETY: here 0 <= a < 2^23 (callers pass no negative values; NaN fails the
         // comparison), so truncation to i32 is in range.
