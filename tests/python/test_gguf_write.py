@@ -265,3 +265,17 @@ def test_scalars_and_every_plain_dtype_round_trip_through_gguf(tmp_path, tsm):
     got = safetensors.numpy.load_file(str(back))
     for k, v in tensors.items():
         assert got[k].dtype == v.dtype and got[k].shape == v.shape and np.array_equal(got[k], v), k
+
+
+@pytest.mark.parametrize("zt_version", ["0.1", "1.1", "2"])
+def test_ztensor_to_gguf_has_the_same_tensors_as_from_safetensors(tmp_path, tsm, zt_version):
+    st, zt = tmp_path / "m.safetensors", tmp_path / "m.zt"
+    safetensors_input(st, np.random.default_rng(8))
+    args = ["--zt-version", zt_version] + (["--drop-metadata"] if zt_version == "0.1" else [])
+    tsm.convert(st, zt, *args)
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    tsm.convert(st, a, "--quantize", "Q5_1")
+    tsm.convert(zt, b, "--quantize", "Q5_1")
+    _, ta = read_all(a)
+    _, tb = read_all(b)
+    assert ta == tb
