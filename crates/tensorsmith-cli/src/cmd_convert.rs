@@ -1,13 +1,16 @@
 //! `tensorsmith convert IN OUT`: any model (safetensors, GGUF, zTensor, shards) to safetensors
 //! (one file or `--shard-size` shards) or to zTensor (OUT ending in `.zt`, or `--zt-version`),
 //! optionally casting float tensors with `--dtype` and `--rounding`; `--append` adds to an
-//! existing zTensor v2 file.
+//! existing zTensor v2 file. OUT ending in `.gguf` writes GGUF v3: `--quantize TYPE` makes
+//! float tensors ggml blocks, `--set KEY=TYPE:VALUE` (repeatable) sets metadata keys.
 
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
+use tensorsmith::ggml_quant::can_quantize;
+use tensorsmith::gguf::{parse_assignment, GgmlType, GgufValue};
 use tensorsmith::index::ZtVersion;
 use tensorsmith::open;
 use tensorsmith::ops::convert::{convert, parse_size, ConvertOptions};
@@ -72,8 +75,24 @@ pub struct ConvertArgs {
     /// refused; a crash leaves the old file or the new one).
     #[arg(long)]
     append: bool,
+    /// GGUF output: quantize float tensors (2+ dims, rows of whole blocks) to Q4_0, Q4_1,
+    /// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0 or MXFP4; other tensors keep their float type.
+    #[arg(long, value_parser = parse_quantize, value_name = "TYPE")]
+    quantize: Option<GgmlType>,
+    /// GGUF output: set a metadata key (repeatable), e.g. `general.name=str:my model`,
+    /// `llama.context_length=u32:4096`. Types: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str.
+    #[arg(long = "set", value_parser = parse_assignment, value_name = "KEY=TYPE:VALUE")]
+    set: Vec<(String, GgufValue)>,
     #[command(flatten)]
     open: OpenArgs,
+}
+
+fn parse_quantize(s: &str) -> Result<GgmlType, String> {
+    GgmlType::from_name(&s.to_ascii_lowercase())
+        .filter(|&t| can_quantize(t))
+        .ok_or_else(|| {
+            format!("'{s}': expected one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4")
+        })
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -86,7 +105,8 @@ pub fn run(a: &ConvertArgs) -> u8 {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
-    let opts = ConvertOptions::new()
+    let mut opts = ConvertOptions::new()
+        .with_quantize(a.quantize)
         .with_dtype(a.dtype)
         .with_rounding(match a.rounding {
             RoundingArg::Nearest => Rounding::Nearest,
@@ -107,6 +127,9 @@ pub fn run(a: &ConvertArgs) -> u8 {
             DigestArg::Sha256 => DigestKind::Sha256,
             DigestArg::Xxh3 => DigestKind::Xxh3,
         }));
+    for (k, v) in &a.set {
+        opts = opts.with_gguf_key(k.clone(), v.clone());
+    }
     match convert(&input, &a.output, &opts) {
         Ok(_) => EXIT_OK,
         Err(e) => fail(&e),

@@ -3,9 +3,10 @@
 //! - `convert` killed (SIGKILL) at random points leaves the destination holding either the
 //!   previous complete file or the new complete file, never anything else; leftovers are
 //!   temporary files, and the next write to that destination removes them.
+//!   (safetensors, zTensor every version, GGUF plain and quantized)
 //! - `convert --append` killed at random points leaves the zTensor v2 file old or new.
 //! - `convert` onto a filesystem that fills up (in the middle of a streamed part, raw or
-//!   zstd, or of an append) fails with exit 2 and "No space left", and leaves neither a
+//!   zstd, or of an append, or of a GGUF tensor) fails with exit 2 and "No space left", and leaves neither a
 //!   partial file nor a temporary file behind.
 //! - headers that claim terabytes, huge shapes or deep nesting are refused within a small
 //!   address-space limit: memory follows the real file size, not what the file claims (the
@@ -72,6 +73,12 @@ fn write_f32_file(path: &Path, tensors: usize, floats: usize, fill: u32) {
 
 /// [`write_f32_file`] with tensors named `{prefix}.{i}.weight`.
 fn write_f32_file_named(path: &Path, prefix: &str, tensors: usize, floats: usize, fill: u32) {
+    write_f32_file_shaped(path, prefix, tensors, &[floats as u64], fill)
+}
+
+/// [`write_f32_file_named`] with tensors of `shape` (matrices: quantizable rows for GGUF).
+fn write_f32_file_shaped(path: &Path, prefix: &str, tensors: usize, shape: &[u64], fill: u32) {
+    let floats = shape.iter().product::<u64>() as usize;
     let mut w = Writer::new();
     for i in 0..tensors {
         let data: Vec<u8> = (0..floats)
@@ -79,13 +86,8 @@ fn write_f32_file_named(path: &Path, prefix: &str, tensors: usize, floats: usize
                 (((i * floats + j) as u32).wrapping_mul(2_654_435_761) ^ fill).to_le_bytes()
             })
             .collect();
-        w.add(
-            &format!("{prefix}.{i}.weight"),
-            DType::F32,
-            &[floats as u64],
-            data,
-        )
-        .unwrap();
+        w.add(&format!("{prefix}.{i}.weight"), DType::F32, shape, data)
+            .unwrap();
     }
     w.write_file(path).unwrap();
 }
@@ -114,9 +116,14 @@ fn kill_count() -> usize {
 /// previous file or the new one, leftovers are prefixes of the new file under temp names, and
 /// the next complete write removes them.
 fn kill_rounds(out_name: &str, args: &[&str], kills: usize) {
+    kill_rounds_shaped(out_name, args, kills, &[1 << 19])
+}
+
+/// [`kill_rounds`] over 16 F32 tensors of `shape` (32 MiB for 2^19 elements each).
+fn kill_rounds_shaped(out_name: &str, args: &[&str], kills: usize, shape: &[u64]) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.safetensors");
-    write_f32_file(&input, 16, 1 << 19, 0x5eed); // 32 MiB of F32
+    write_f32_file_shaped(&input, "layer", 16, shape, 0x5eed);
     let dest = dir.path().join(out_name);
     let old = dir.path().join("old.safetensors");
     write_f32_file(&old, 3, 1000, 0x01d);
@@ -217,6 +224,14 @@ fn convert_to_ztensor_killed_at_random_points_leaves_old_or_new_file() {
         ],
         kills,
     );
+}
+
+#[test]
+fn convert_to_gguf_killed_at_random_points_leaves_old_or_new_file() {
+    let kills = kill_count().div_ceil(2);
+    let matrix = [1 << 10, 1 << 9];
+    kill_rounds_shaped("out.gguf", &["--dtype", "F16"], kills, &matrix);
+    kill_rounds_shaped("out.gguf", &["--quantize", "Q8_0"], kills, &matrix);
 }
 
 #[test]
@@ -436,6 +451,22 @@ fn convert_onto_a_full_disk_fails_cleanly_and_keeps_the_old_file() {
             "v{v}: a partial file appeared under the final name"
         );
         assert_eq!(temps_of(fs.path(), "out.zt"), Vec::<PathBuf>::new(), "v{v}");
+    }
+
+    // GGUF, plain and quantized (rows of 256: the disk fills in the middle of a tensor).
+    let matrix = src.path().join("matrix.safetensors");
+    write_f32_file_shaped(&matrix, "m", 4, &[1 << 10, 256], 7);
+    for more in [&[][..], &["--quantize", "Q8_0"][..]] {
+        let out = fs.path().join("out.gguf");
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["convert".as_ref(), matrix.as_os_str(), out.as_os_str()];
+        args.extend(more.iter().map(std::ffi::OsStr::new));
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "gguf {more:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("out.gguf"), "{}", stderr(&o));
+        assert!(!out.exists(), "gguf {more:?}: a partial file appeared");
+        assert_eq!(temps_of(fs.path(), "out.gguf"), Vec::<PathBuf>::new());
     }
 
     // Appending to a v2 file that fits, more than fits: the old file stays as it was.

@@ -7,6 +7,7 @@ mod dataset;
 mod errors;
 mod file;
 mod ops;
+mod quant;
 mod reader;
 mod save;
 
@@ -26,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::diff_json, m)?)?;
     m.add_function(wrap_pyfunction!(ops::convert, m)?)?;
     m.add_function(wrap_pyfunction!(ops::parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(quant::quantize, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::check_options, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_job_task, m)?)?;

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use std::path::{Path, PathBuf};
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
+use tensorsmith::gguf::GgmlType;
 use tensorsmith::index::ZtVersion;
 use tensorsmith::ops::convert::{self as convert_op, writes_ztensor, ConvertOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
@@ -88,11 +89,12 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
 
 /// Converts `src` (any readable model) to `dst`: safetensors (one file, or shards of at most
 /// `shard_size` bytes plus their index), or zTensor when `zt_version` is given or `dst` ends in
-/// `.zt`. Returns the files written.
+/// `.zt`, or GGUF v3 when `dst` ends in `.gguf` (`quantize`, `gguf_set`). Returns the files
+/// written.
 #[pyfunction]
 #[pyo3(signature = (src, dst, dtype = None, rounding = "nearest", zt_version = None,
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
-    append = false))]
+    append = false, quantize = None, gguf_set = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -107,6 +109,8 @@ pub fn convert(
     drop_metadata: bool,
     shard_size: Option<u64>,
     append: bool,
+    quantize: Option<&str>,
+    gguf_set: Vec<String>,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -147,7 +151,20 @@ pub fn convert(
             )))
         }
     };
-    let o = ConvertOptions::new()
+    let quantize = match quantize {
+        None => None,
+        Some(q) => Some(
+            GgmlType::from_name(&q.to_ascii_lowercase())
+                .filter(|&t| tensorsmith::ggml_quant::can_quantize(t))
+                .ok_or_else(|| {
+                    opt(format!(
+                        "quantize must be one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4, not {q:?}"
+                    ))
+                })?,
+        ),
+    };
+    let mut o = ConvertOptions::new()
+        .with_quantize(quantize)
         .with_dtype(dtype)
         .with_rounding(rounding)
         .with_shard_size(shard_size)
@@ -157,6 +174,10 @@ pub fn convert(
         .with_compression(compression)
         .with_digest(digest)
         .with_append(append);
+    for a in &gguf_set {
+        let (k, v) = tensorsmith::gguf::parse_assignment(a).map_err(opt)?;
+        o = o.with_gguf_key(k, v);
+    }
     // The library refuses these too; as OptionError here, before the input is read.
     if writes_ztensor(&dst, &o) {
         if shard_size.is_some() {

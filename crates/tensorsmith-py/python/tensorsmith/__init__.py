@@ -336,13 +336,16 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
 
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
             digest=None, densify=False, drop_metadata=False, shard_size=None,
-            append=False) -> list:
+            append=False, quantize=None, gguf_set=None) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
     (safetensors: `tensorsmith.digest`). `append=True` adds the tensors to the existing
     zTensor v2 file `dst` (names already in it are refused; a crash leaves the old file or the
-    new one). Returns the paths written.
+    new one). `dst` ending in .gguf writes GGUF v3: `quantize` ("Q4_0", "Q8_0", "MXFP4", ...)
+    makes float tensors of 2+ dims whose rows are whole blocks ggml blocks (bit-identical to
+    gguf-py); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. Returns the paths
+    written.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
@@ -356,8 +359,25 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     files = _native.convert(os.fspath(src), os.fspath(dst), dtype, rounding,
                             None if zt_version is None else str(zt_version),
                             compress or None, digest, densify, drop_metadata, shard_size,
-                            append)
+                            append, quantize, list(gguf_set or []))
     return [os.fspath(p) for p in files]
+
+
+def quantize(values, qtype) -> np.ndarray:
+    """Quantizes float values to a ggml block type ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+    "TQ1_0", "TQ2_0", "MXFP4"), bit-identical to `gguf.quants.quantize`: a uint8 array of
+    shape `(*values.shape[:-1], bytes per row)`. The last dimension must be whole blocks.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.quantize(np.ones((2, 32), np.float32), "Q8_0").shape
+        (2, 34)
+    """
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    if values.ndim == 0:
+        raise InvalidInput("cannot quantize a scalar")
+    blocks = np.frombuffer(_native.quantize(values.reshape(-1), str(qtype)), dtype=np.uint8)
+    rows = int(np.prod(values.shape[:-1]))
+    return blocks.reshape((*values.shape[:-1], blocks.size // rows if rows else 0))
 
 
 def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
@@ -536,6 +556,6 @@ class Dataset:
 
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
-    "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
+    "quantize", "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
     "serialize_file", "deserialize",
 ]

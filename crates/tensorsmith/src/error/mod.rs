@@ -171,6 +171,11 @@ pub enum ErrorKind {
         ggml_type: &'static str,
         reason: &'static str,
     },
+    #[error("cannot quantize to {ggml_type}: {reason}")]
+    CannotQuantize {
+        ggml_type: &'static str,
+        reason: &'static str,
+    },
     #[error(
         "{ggml_type}: {bytes} bytes are not whole {block_bytes}-byte blocks for {elements} values"
     )]

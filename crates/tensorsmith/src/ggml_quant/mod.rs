@@ -7,15 +7,25 @@
 //! them. Files per family: `legacy.rs` (Q4_0 … Q8_0), `k_quants.rs` (Q2_K … Q6_K), `iq.rs`
 //! with `iq_grids.rs` (the IQ types), `ternary.rs` (TQ1_0, TQ2_0), `fp4.rs` (MXFP4, NVFP4).
 //! Q8_1, Q8_K and Q1_0 are refused by name, as the reference cannot dequantize them either.
+//!
+//! The other way, [`quantize`] (`quantize.rs`) makes blocks from F32 values bit-identical to
+//! `gguf.quants.quantize` for the eight types it supports, over NumPy's steps (`numpy_ops.rs`).
 
 mod fp4;
 mod iq;
 mod iq_grids;
 mod k_quants;
 mod legacy;
+mod numpy_ops;
+mod quantize;
+mod quantize_fp4;
+mod quantize_legacy;
+mod quantize_ternary;
 #[doc(hidden)]
 pub mod reference;
 mod ternary;
+
+pub use quantize::{can_quantize, quantize, quantize_into, quantizer, Quantizer};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_type::{Block, GgmlType};
@@ -168,3 +178,6 @@ pub(crate) fn u32_at(b: &[u8], i: usize) -> u32 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod quantize_tests;

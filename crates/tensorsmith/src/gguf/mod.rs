@@ -1,18 +1,22 @@
-//! GGUF (llama.cpp's format), read-only: little-endian versions 1 to 3, every metadata value
+//! GGUF (llama.cpp's format): little-endian versions 1 to 3, every metadata value
 //! type including nested arrays, tensor infos with ggml block types, alignment, and bounds
 //! checks as strict as the other readers. [`GgufFile::open`] validates a file; [`parse_bytes`]
 //! does the same for bytes in memory; [`parse_prefix`] works from the first bytes only (for
-//! pread and HTTP range reads).
+//! pread and HTTP range reads). [`Writer`] writes v3 files as gguf-py's `GGUFWriter` does.
 
 mod format;
 mod parse;
 mod value;
+mod write;
+mod write_meta;
 
 pub use crate::error::GgufRule;
 pub use crate::ggml_type::GgmlType;
 pub use format::Gguf;
 pub use parse::{DEFAULT_ALIGNMENT, MAX_DIMS};
 pub use value::{Array, GgufValue, ValueType};
+pub use write::Writer;
+pub use write_meta::{parse_assignment, value_type_by_name};
 
 use crate::bytes::{LocalFile, ReadAt};
 use crate::dtype::DType;

@@ -1,7 +1,8 @@
 //! `convert`: any model to any format we write, the output format chosen by the options or
-//! the output's name (`.zt`: zTensor, else safetensors), and options that do not apply to that
+//! the output's name (`.gguf`: GGUF, `.zt`: zTensor, else safetensors), and options that do not apply to that
 //! format refused before anything is written.
 
+pub use super::convert_gguf::{convert_gguf, writes_gguf};
 pub use super::convert_options::{parse_size, ConvertOptions};
 pub use super::convert_safetensors::{convert_safetensors, Written};
 pub use super::convert_ztensor::{append_ztensor, convert_ztensor};
@@ -19,6 +20,22 @@ pub fn writes_ztensor(out: &Path, opts: &ConvertOptions) -> bool {
 /// Writes `input` as the format [`writes_ztensor`] picks; returns the files written.
 pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<PathBuf>> {
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
+    let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
+    if writes_gguf(out) && opts.zt_version.is_none() {
+        if opts.shard_size.is_some() {
+            return refuse("a shard size applies to safetensors output");
+        }
+        if opts.append || opts.compression.is_some() || opts.digest.is_some() {
+            return refuse("append, compression and digests apply to zTensor output");
+        }
+        convert_gguf(input, out, opts)?;
+        return Ok(vec![out.to_path_buf()]);
+    }
+    if gguf_only {
+        return refuse(
+            "quantize and metadata keys (--set) apply to GGUF output (a name ending in .gguf)",
+        );
+    }
     if writes_ztensor(out, opts) {
         if opts.shard_size.is_some() {
             return refuse("a shard size applies to safetensors output");

@@ -1,10 +1,12 @@
 //! What a conversion may change: the output format's options (zTensor version, compression,
-//! digests; safetensors shard size), float casts, densifying, dropping metadata. One options
+//! digests; safetensors shard size; GGUF quantization and metadata keys), float casts, densifying, dropping metadata. One options
 //! type for every output format, built with [`ConvertOptions::new`] and `with_*` methods.
 
 use crate::cast::Rounding;
 use crate::digest::DigestKind;
 use crate::dtype::DType;
+use crate::ggml_type::GgmlType;
+use crate::gguf::GgufValue;
 use crate::index::ZtVersion;
 use crate::ztensor::Compression;
 
@@ -34,6 +36,10 @@ pub struct ConvertOptions {
     /// zTensor v0.1 has no file metadata: drop it instead of refusing.
     pub(crate) drop_metadata: bool,
     pub(crate) append: bool,
+    /// GGUF: quantize float tensors to this block type (where their rows are whole blocks).
+    pub(crate) quantize: Option<GgmlType>,
+    /// GGUF: metadata keys set (replaced or added).
+    pub(crate) gguf_set: Vec<(String, GgufValue)>,
 }
 
 impl ConvertOptions {
@@ -86,6 +92,19 @@ impl ConvertOptions {
     /// (names already there are refused; see `ztensor::append`).
     pub fn with_append(mut self, yes: bool) -> Self {
         self.append = yes;
+        self
+    }
+
+    /// GGUF output: quantize float tensors of two or more dimensions whose rows are whole
+    /// blocks to `ty` (one of `ggml_quant::can_quantize`); others keep their float type.
+    pub fn with_quantize(mut self, ty: impl Into<Option<GgmlType>>) -> Self {
+        self.quantize = ty.into();
+        self
+    }
+
+    /// GGUF output: set metadata `key` to `value` (replaced in place, or added).
+    pub fn with_gguf_key(mut self, key: impl Into<String>, value: GgufValue) -> Self {
+        self.gguf_set.push((key.into(), value));
         self
     }
 }

@@ -2,6 +2,7 @@
 //! (summaries and a stable JSON form), hash, diff, convert, densify and verify.
 
 pub mod convert;
+mod convert_gguf;
 mod convert_options;
 mod convert_safetensors;
 mod convert_ztensor;

@@ -1,0 +1,241 @@
+//! Any model to GGUF v3 through [`gguf::Writer`]: tensors keep their type, or take `dtype`
+//! (float tensors), or with `quantize` become ggml blocks (float tensors of two or more
+//! dimensions whose rows, `ne[0]`, are whole blocks; the others keep their float type, as
+//! llama.cpp's converter leaves them). Each tensor is streamed from the source a chunk at a
+//! time: read, cast to F32 and quantized (or cast, or dequantized and cast) per chunk.
+//!
+//! Metadata: a GGUF input's every key, in order, with its type; a safetensors input's
+//! `__metadata__` as strings under `safetensors.metadata.`, a zTensor's under
+//! `ztensor.metadata.` (non-strings as JSON text; a `tensorsmith.digest` record is dropped). `set` assignments replace keys in place or
+//! are added: before the carried metadata for non-GGUF inputs (so `general.architecture` comes
+//! first, where gguf-py's writer puts it), after it for GGUF inputs.
+
+use super::convert_options::ConvertOptions;
+use crate::cast::{cast, Rounding};
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ggml_quant;
+use crate::ggml_type::GgmlType;
+use crate::gguf::{self, GgufValue};
+use crate::index::{Format, Layout, Shape, TensorInfo};
+use crate::model::Model;
+use crate::ops::dequantize;
+use crate::safetensors::digest_record::DIGEST_KEY;
+use crate::safetensors::TensorData;
+use crate::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+
+/// Elements per chunk: 1 Mi (a multiple of every block size).
+const CHUNK_ELEMENTS: u64 = 1 << 20;
+
+/// What happens to one tensor's bytes on the way.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Stored bytes as they are.
+    Copy,
+    /// Float values cast to another float dtype.
+    Cast(DType, DType, Rounding),
+    /// Float values (of this dtype) to F32, then quantized.
+    Quantize(DType, GgmlType),
+    /// Block-quantized values dequantized, then cast to this float dtype.
+    Dequantize(DType, Rounding),
+}
+
+struct Source<'a> {
+    model: &'a Model,
+    tensor: &'a TensorInfo,
+    step: Step,
+    len: u64,
+}
+
+impl TensorData for Source<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        let (model, t) = (self.model, self.tensor);
+        match self.step {
+            Step::Dequantize(to, rounding) => dequantize::for_each_chunk(model, t, |values| {
+                let bytes = dequantize::f32_bytes(values);
+                if to == DType::F32 {
+                    out.write_all(&bytes)?;
+                } else {
+                    out.write_all(&cast(&bytes, DType::F32, to, rounding)?)?;
+                }
+                Ok(())
+            }),
+            step => {
+                let elem = t.dtype.byte_size().unwrap_or(1) as u64;
+                let step_bytes = match step {
+                    Step::Copy => 8 << 20,
+                    _ => CHUNK_ELEMENTS * elem,
+                };
+                let mut each = |bytes: &[u8]| -> Result<()> {
+                    match step {
+                        Step::Copy => out.write_all(bytes)?,
+                        Step::Cast(from, to, r) => out.write_all(&cast(bytes, from, to, r)?)?,
+                        Step::Quantize(from, ty) => {
+                            let f32s = if from == DType::F32 {
+                                bytes.to_vec()
+                            } else {
+                                cast(bytes, from, DType::F32, Rounding::Nearest)?
+                            };
+                            let values: Vec<f32> = f32s
+                                .chunks_exact(4)
+                                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                                .collect();
+                            let n = values.len() / ty.block_elements() as usize;
+                            let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
+                            ggml_quant::quantize_into(ty, &values, &mut blocks)?;
+                            out.write_all(&blocks)?;
+                        }
+                        Step::Dequantize(..) => unreachable!("handled above"),
+                    }
+                    Ok(())
+                };
+                if !model.is_plain(t) {
+                    let bytes = model.tensor_bytes(t)?;
+                    for piece in bytes.chunks(step_bytes as usize) {
+                        each(piece)?;
+                    }
+                    return Ok(());
+                }
+                let r = t.data_range();
+                let mut off = r.start;
+                while off < r.end {
+                    let end = (off + step_bytes).min(r.end);
+                    each(&model.read(t, off..end)?)?;
+                    off = end;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether `out` is written as GGUF: its name ends in `.gguf`.
+pub fn writes_gguf(out: &Path) -> bool {
+    out.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+}
+
+/// Writes `input` as one GGUF v3 file at `out` (atomically); returns its length.
+pub fn convert_gguf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
+    let place = |e: Error, t: &TensorInfo| e.at_tensor(&t.name).in_file(Path::new(&input.location));
+    if let Some(to) = opts.dtype {
+        if !matches!(to, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(Error::new(ErrorKind::UnsupportedCast {
+                from: "float tensors".into(),
+                to: format!("{to} (GGUF output takes F32, F16 or BF16)"),
+            }));
+        }
+    }
+    if let Some(q) = opts.quantize {
+        ggml_quant::quantizer(q)?;
+    }
+    let mut w = gguf::Writer::new();
+    // A GGUF input's own header: its typed metadata and ggml dims, exactly.
+    let header = match input.index.format {
+        Format::Gguf { .. } if !input.is_sharded() => Some(
+            gguf::read_header(input.files[0].bytes(), &OpenOptions::default())
+                .map_err(|e| e.in_file(Path::new(&input.location)))?,
+        ),
+        _ => None,
+    };
+    match &header {
+        Some(h) => {
+            for (k, v) in &h.metadata {
+                w.set(k.clone(), v.clone());
+            }
+            for (k, v) in &opts.gguf_set {
+                w.set(k.clone(), v.clone());
+            }
+        }
+        None => {
+            for (k, v) in &opts.gguf_set {
+                w.set(k.clone(), v.clone());
+            }
+            let prefix = match input.index.format {
+                Format::Safetensors => "safetensors.metadata.",
+                Format::Ztensor { .. } => "ztensor.metadata.",
+                Format::Gguf { .. } => "gguf.metadata.",
+            };
+            // A digest record describes the input's bytes, not the output's: dropped.
+            let carried = input
+                .index
+                .metadata
+                .iter()
+                .filter(|(k, _)| *k != DIGEST_KEY);
+            for (k, v) in carried {
+                let key = format!("{prefix}{k}");
+                if !opts.gguf_set.iter().any(|(s, _)| *s == key) {
+                    w.set(key, GgufValue::String(crate::ops::inspect::meta_text(v)));
+                }
+            }
+        }
+    }
+    w.alignment().map_err(|e| e.in_file(out))?;
+    for (i, t) in input.index.tensors.iter().enumerate() {
+        let ne: Shape = match &header {
+            Some(h) => h.tensors[i].ne.clone(),
+            None => t.shape.iter().rev().copied().collect(),
+        };
+        let (ty, step) = plan(t, &ne, opts).map_err(|e| place(e, t))?;
+        let elements = ne.iter().product::<u64>();
+        let len = ty
+            .byte_len(elements)
+            .ok_or_else(|| place(Error::new(ErrorKind::ShapeOverflow), t))?;
+        let src = Source {
+            model: input,
+            tensor: t,
+            step,
+            len,
+        };
+        w.add(t.name.clone(), ne, ty, src)
+            .map_err(|e| e.in_file(Path::new(&input.location)))?;
+    }
+    w.write_file(out)
+}
+
+/// The output type of `t` and how its bytes get there.
+fn plan(t: &TensorInfo, ne: &Shape, opts: &ConvertOptions) -> Result<(GgmlType, Step)> {
+    if let Some(g) = dequantize::block_type(t) {
+        return Ok(match opts.dtype {
+            // Already blocks: kept (--quantize does not requantize).
+            None => (g, Step::Copy),
+            Some(to) => {
+                ggml_quant::kernel(g)?;
+                (ggml_of(to)?, Step::Dequantize(to, opts.rounding))
+            }
+        });
+    }
+    if t.layout != Layout::Dense {
+        return Err(Error::new(ErrorKind::Unsupported(format!(
+            "a {:?} tensor, which GGUF cannot hold",
+            t.layout
+        ))));
+    }
+    let float = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
+    if let (Some(q), true) = (opts.quantize, float) {
+        let ne0 = ne.first().copied().unwrap_or(1);
+        if ne.len() >= 2 && ne0 % u64::from(q.block_elements()) == 0 {
+            return Ok((q, Step::Quantize(t.dtype, q)));
+        }
+    }
+    match opts.dtype {
+        Some(to) if float && to != t.dtype => {
+            Ok((ggml_of(to)?, Step::Cast(t.dtype, to, opts.rounding)))
+        }
+        _ => Ok((ggml_of(t.dtype)?, Step::Copy)),
+    }
+}
+
+fn ggml_of(d: DType) -> Result<GgmlType> {
+    GgmlType::from_dtype(d).ok_or_else(|| {
+        Error::new(ErrorKind::UnsupportedDtype(format!(
+            "{d} (GGUF holds F32, F16, BF16, F64, I8, I16, I32, I64 and ggml blocks)"
+        )))
+    })
+}
