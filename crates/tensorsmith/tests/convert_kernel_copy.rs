@@ -85,3 +85,34 @@ fn tensors_out_of_order_and_apart_are_copied_to_their_places() {
         );
     }
 }
+
+/// A file whose bytes are not the writer's, though of the same length (its header lists the
+/// tensors in another order), is not copied whole: the output is the writer's header, the
+/// tensors the same. A file in the writer's own layout is copied whole (first test): both
+/// paths give the bytes the writer would write.
+#[test]
+fn a_file_in_another_layout_is_rewritten_not_copied_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    let mut w = Writer::new();
+    w.add("a", DType::U8, &[16], (0..16u8).collect::<Vec<_>>())
+        .unwrap();
+    w.add("b", DType::U8, &[8], vec![9u8; 8]).unwrap();
+    let canonical = w.to_bytes().unwrap();
+    let a = r#""a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}"#;
+    let b = r#""b":{"dtype":"U8","shape":[8],"data_offsets":[16,24]}"#;
+    let n = u64::from_le_bytes(canonical[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&canonical[8..8 + n]).unwrap();
+    assert!(header.starts_with(&format!("{{{a},{b}}}")), "{header}");
+    let swapped = header.replacen(&format!("{a},{b}"), &format!("{b},{a}"), 1);
+    let mut other = canonical[..8].to_vec();
+    other.extend_from_slice(swapped.as_bytes());
+    other.extend_from_slice(&canonical[8 + n..]);
+    assert_eq!(other.len(), canonical.len());
+    assert_ne!(other, canonical);
+    std::fs::write(&input, &other).unwrap();
+    let model = tensorsmith::open(input.to_str().unwrap(), &OpenOptions::new()).unwrap();
+    let out = dir.path().join("out.safetensors");
+    convert(&model, &out, &ConvertOptions::new()).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), canonical);
+}

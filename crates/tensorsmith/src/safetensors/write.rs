@@ -333,6 +333,16 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// The header `write_to` will write (length prefix and padded JSON), when it is known
+    /// before any source is read: without a digest record.
+    pub fn planned_header(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.digests.is_some() {
+            return Ok(None);
+        }
+        self.prepare()?;
+        Ok(Some(self.header()))
+    }
+
     /// Total size of the file that will be written (without a digest record: its length is
     /// known only once the sources are read).
     pub fn file_len(&mut self) -> u64 {
