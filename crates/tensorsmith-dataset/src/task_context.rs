@@ -55,7 +55,7 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// Rows per record batch a task reads (batch mode: at most one shard's).
-pub(crate) const READ_BATCH_ROWS: usize = 4096;
+pub(crate) const READ_BATCH_ROWS: usize = 1024;
 
 /// An error once a task before `task` has failed: later tasks stop early.
 pub(crate) fn stopped(ctx: &Ctx, task: u64) -> Result<()> {
