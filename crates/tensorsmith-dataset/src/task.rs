@@ -16,12 +16,18 @@ use std::sync::atomic::Ordering;
 
 /// Runs task `task` over the input rows `rows`.
 pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskReport> {
+    // Whether the strategy's shards are already on disk: a pipelined task's writer thread
+    // fsyncs each shard before it is reported (shard_pipe).
+    let mut synced = false;
     let r = match ctx.opts.naming {
         Naming::Batch(bs) => match parquet_direct::plan(ctx, rows.clone()) {
             Ok(Some(p)) => parquet_direct::batch_task(ctx, task, rows, bs, &p),
             // The reader path checks the page CRCs the reader leaves unchecked first.
-            Ok(None) => parquet_direct::check_range(ctx, rows.clone())
-                .and_then(|()| batch_task(ctx, task, rows, bs)),
+            Ok(None) => {
+                synced = ctx.pipelined;
+                parquet_direct::check_range(ctx, rows.clone())
+                    .and_then(|()| batch_task(ctx, task, rows, bs))
+            }
             Err(e) => Err(e),
         },
         Naming::Kv { ref name_col } => parquet_direct::check_range(ctx, rows.clone())
@@ -31,7 +37,9 @@ pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskRep
         // Shards are written without waiting for the disk; the task's are flushed together
         // at its end, on the machine that wrote them (in a cluster a driver's commit could
         // not flush another node's page cache), before anyone may commit them.
-        sync_files(ctx.staging, &report.shards)?;
+        if !synced {
+            sync_files(ctx.staging, &report.shards)?;
+        }
         Ok(report)
     });
     if r.is_err() {

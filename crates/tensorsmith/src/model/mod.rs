@@ -105,4 +105,28 @@ impl Model {
         }
         self.part_bytes(t, 0)
     }
+
+    /// Calls `each` on `t`'s bytes (as `tensor_bytes` gives them) `chunk` bytes at a time:
+    /// read from the file piece by piece when stored plain, so memory stays bounded whatever
+    /// the tensor size; decoded whole, then cut, otherwise. The last piece may be shorter.
+    pub fn for_each_chunk(
+        &self,
+        t: &TensorInfo,
+        chunk: u64,
+        mut each: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let chunk = chunk.max(1);
+        if !self.is_plain(t) {
+            let bytes = self.tensor_bytes(t)?;
+            return bytes.chunks(chunk as usize).try_for_each(each);
+        }
+        let r = t.data_range();
+        let mut off = r.start;
+        while off < r.end {
+            let end = (off + chunk).min(r.end);
+            each(&self.read(t, off..end)?)?;
+            off = end;
+        }
+        Ok(())
+    }
 }

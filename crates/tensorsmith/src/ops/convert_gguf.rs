@@ -56,61 +56,32 @@ impl TensorData for Source<'_> {
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
         let (model, t) = (self.model, self.tensor);
+        let elem = t.dtype.byte_size().unwrap_or(1) as u64;
         match self.step {
-            Step::Dequantize(to, rounding) => dequantize::for_each_chunk(model, t, |values| {
-                let bytes = dequantize::f32_bytes(values);
-                if to == DType::F32 {
-                    out.write_all(&bytes)?;
-                } else {
-                    out.write_all(&cast(&bytes, DType::F32, to, rounding)?)?;
-                }
-                Ok(())
-            }),
-            step => {
-                let elem = t.dtype.byte_size().unwrap_or(1) as u64;
-                let step_bytes = match step {
-                    Step::Copy => 8 << 20,
-                    _ => CHUNK_ELEMENTS * elem,
-                };
-                let mut each = |bytes: &[u8]| -> Result<()> {
-                    match step {
-                        Step::Copy => out.write_all(bytes)?,
-                        Step::Cast(from, to, r) => out.write_all(&cast(bytes, from, to, r)?)?,
-                        Step::Quantize(from, ty) => {
-                            let f32s = if from == DType::F32 {
-                                bytes.to_vec()
-                            } else {
-                                cast(bytes, from, DType::F32, Rounding::Nearest)?
-                            };
-                            let values: Vec<f32> = f32s
-                                .chunks_exact(4)
-                                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-                                .collect();
-                            let n = values.len() / ty.block_elements() as usize;
-                            let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
-                            ggml_quant::quantize_into(ty, &values, &mut blocks)?;
-                            out.write_all(&blocks)?;
-                        }
-                        Step::Dequantize(..) => unreachable!("handled above"),
-                    }
-                    Ok(())
-                };
-                if !model.is_plain(t) {
-                    let bytes = model.tensor_bytes(t)?;
-                    for piece in bytes.chunks(step_bytes as usize) {
-                        each(piece)?;
-                    }
-                    return Ok(());
-                }
-                let r = t.data_range();
-                let mut off = r.start;
-                while off < r.end {
-                    let end = (off + step_bytes).min(r.end);
-                    each(&model.read(t, off..end)?)?;
-                    off = end;
-                }
-                Ok(())
+            Step::Dequantize(to, rounding) => {
+                dequantize::for_each_chunk_as(model, t, to, rounding, |b| Ok(out.write_all(b)?))
             }
+            Step::Copy => model.for_each_chunk(t, 8 << 20, |b| Ok(out.write_all(b)?)),
+            Step::Cast(from, to, r) => model.for_each_chunk(t, CHUNK_ELEMENTS * elem, |b| {
+                Ok(out.write_all(&cast(b, from, to, r)?)?)
+            }),
+            Step::Quantize(from, ty) => model.for_each_chunk(t, CHUNK_ELEMENTS * elem, |b| {
+                let cast_bytes;
+                let f32s = if from == DType::F32 {
+                    b
+                } else {
+                    cast_bytes = cast(b, from, DType::F32, Rounding::Nearest)?;
+                    &cast_bytes[..]
+                };
+                let values: Vec<f32> = f32s
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect();
+                let n = values.len() / ty.block_elements() as usize;
+                let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
+                ggml_quant::quantize_into(ty, &values, &mut blocks)?;
+                Ok(out.write_all(&blocks)?)
+            }),
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::ops::dequantize;
 use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
 use crate::sink::write_atomically;
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Elements cast per chunk: 1 Mi elements keeps the buffers at a few MiB.
@@ -43,31 +43,15 @@ impl TensorData for ModelRange<'_> {
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
-        if !self.model.is_plain(self.tensor) {
-            // Compressed or big-endian: decoded whole (one tensor in memory), then cast.
-            let bytes = self.model.tensor_bytes(self.tensor)?;
-            match self.cast {
-                None => out.write_all(&bytes)?,
-                Some((from, to, rounding)) => out.write_all(&cast(&bytes, from, to, rounding)?)?,
-            }
-            return Ok(());
-        }
-        let r = self.tensor.data_range();
         let step = match self.cast {
             None => COPY_CHUNK,
             Some((from, _, _)) => CAST_CHUNK_ELEMENTS * from.byte_size().expect("float") as u64,
         };
-        let mut off = r.start;
-        while off < r.end {
-            let end = (off + step).min(r.end);
-            let bytes = self.model.read(self.tensor, off..end)?;
-            match self.cast {
-                None => out.write_all(&bytes)?,
-                Some((from, to, rounding)) => out.write_all(&cast(&bytes, from, to, rounding)?)?,
-            }
-            off = end;
-        }
-        Ok(())
+        self.model
+            .for_each_chunk(self.tensor, step, |bytes| match self.cast {
+                None => Ok(out.write_all(bytes)?),
+                Some((from, to, rounding)) => Ok(out.write_all(&cast(bytes, from, to, rounding)?)?),
+            })
     }
 }
 
@@ -85,14 +69,8 @@ impl TensorData for Dequantized<'_> {
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
-        dequantize::for_each_chunk(self.model, self.tensor, |values| {
-            let bytes = dequantize::f32_bytes(values);
-            if self.to == DType::F32 {
-                out.write_all(&bytes)?;
-            } else {
-                out.write_all(&cast(&bytes, DType::F32, self.to, self.rounding)?)?;
-            }
-            Ok(())
+        dequantize::for_each_chunk_as(self.model, self.tensor, self.to, self.rounding, |b| {
+            Ok(out.write_all(b)?)
         })
     }
 }
@@ -235,12 +213,14 @@ fn write_group(
         w.add(&t.name, t.dtype, &t.shape, data)
             .map_err(|e| e.in_file(path))?;
     }
-    if let Some(whole) = same_file(&mut w, &files)? {
+    if let Some(file) = same_file(input, &mut w, &files)? {
+        let mut whole = FilePieces {
+            pieces: vec![Piece::Range(file, 0..w.file_len())],
+        };
         return write_atomically(path, |out| {
-            let mut src: &std::fs::File = whole;
-            src.seek(SeekFrom::Start(0))?;
-            let len = src.metadata()?.len();
-            Ok(std::io::copy(&mut src.take(len), out.file()?)?)
+            whole
+                .copy_into_file(out.file()?)
+                .expect("FilePieces always copies file to file")
         });
     }
     write_atomically(path, |out| w.write_to_file(out.file()?))
@@ -253,25 +233,30 @@ fn write_group(
 /// share extents (ranges at a header's unaligned offsets cannot be) and measurably cheaper
 /// in the kernel than a copy per tensor.
 fn same_file<'f>(
+    input: &Model,
     w: &mut Writer<'_>,
     files: &[&'f std::fs::File],
 ) -> Result<Option<&'f std::fs::File>> {
-    use std::os::unix::fs::FileExt;
     let Some(&first) = files.first() else {
         return Ok(None);
     };
     if !files.iter().all(|f| std::ptr::eq(*f, first)) {
         return Ok(None);
     }
+    let Some(i) = input.files.iter().position(|f| {
+        f.bytes()
+            .local_file()
+            .is_some_and(|g| std::ptr::eq(g, first))
+    }) else {
+        return Ok(None);
+    };
     let Some(header) = w.planned_header()? else {
         return Ok(None);
     };
-    if first.metadata()?.len() != w.file_len() {
+    if input.files[i].bytes().len() != w.file_len() {
         return Ok(None);
     }
-    let mut theirs = vec![0u8; header.len()];
-    first.read_exact_at(&mut theirs, 0)?;
-    Ok((theirs == header).then_some(first))
+    Ok((*input.header_bytes(i)? == header[..]).then_some(first))
 }
 
 /// A writer with the file's metadata and the options every output shares.

@@ -3,6 +3,8 @@
 //! blocks at a time (bounded memory for convert and diff). [`Model::tensor_bytes`] keeps
 //! giving the stored blocks.
 
+use crate::cast::{cast, Rounding};
+use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_quant;
 use crate::ggml_type::GgmlType;
@@ -59,26 +61,30 @@ pub fn for_each_chunk(
     let (bb, be) = (g.block_bytes() as u64, g.block_elements() as u64);
     let blocks_per_chunk = (CHUNK_VALUES / be).max(1);
     let mut out = Vec::new();
-    if !model.is_plain(t) {
-        let bytes = model.tensor_bytes(t)?;
-        for piece in bytes.chunks((blocks_per_chunk * bb) as usize) {
-            out.resize((piece.len() as u64 / bb * be) as usize, 0.0);
-            ggml_quant::dequantize_into(g, piece, &mut out).map_err(|e| e.at_tensor(&t.name))?;
-            each(&out)?;
+    model.for_each_chunk(t, blocks_per_chunk * bb, |bytes| {
+        out.resize((bytes.len() as u64 / bb * be) as usize, 0.0);
+        ggml_quant::dequantize_into(g, bytes, &mut out).map_err(|e| e.at_tensor(&t.name))?;
+        each(&out)
+    })
+}
+
+/// [`for_each_chunk`] with the values as little-endian bytes of `to` (F32, or a float type
+/// cast from it with `rounding`).
+pub fn for_each_chunk_as(
+    model: &Model,
+    t: &TensorInfo,
+    to: DType,
+    rounding: Rounding,
+    mut each: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    for_each_chunk(model, t, |values| {
+        let bytes = f32_bytes(values);
+        if to == DType::F32 {
+            each(&bytes)
+        } else {
+            each(&cast(&bytes, DType::F32, to, rounding)?)
         }
-        return Ok(());
-    }
-    let r = t.data_range();
-    let mut off = r.start;
-    while off < r.end {
-        let end = (off + blocks_per_chunk * bb).min(r.end);
-        let bytes = model.read(t, off..end)?;
-        out.resize(((end - off) / bb * be) as usize, 0.0);
-        ggml_quant::dequantize_into(g, &bytes, &mut out).map_err(|e| e.at_tensor(&t.name))?;
-        each(&out)?;
-        off = end;
-    }
-    Ok(())
+    })
 }
 
 /// F32 values as little-endian bytes.
