@@ -30,6 +30,10 @@ pub enum DatasetCommand {
 pub struct ExportArgs {
     dir: PathBuf,
     out: PathBuf,
+    /// KV datasets: export only this tensor key (repeat for more), in the order given; only
+    /// the shards holding them are opened (found through the tensor index).
+    #[arg(long = "key", value_name = "KEY")]
+    keys: Vec<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -139,7 +143,11 @@ pub fn run(c: &DatasetCommand) -> u8 {
             }
             Err(e) => fail(&e),
         },
-        DatasetCommand::Export(a) => match tensorsmith_dataset::export(&a.dir, &a.out) {
+        DatasetCommand::Export(a) => match tensorsmith_dataset::export_keys(
+            &a.dir,
+            &a.out,
+            (!a.keys.is_empty()).then_some(&a.keys[..]),
+        ) {
             Ok(rows) => {
                 eprintln!("{}: {rows} rows", shown(&a.out));
                 EXIT_OK

@@ -54,11 +54,7 @@ fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
                 )));
             }
         }
-        if let Some(e) = r
-            .index
-            .iter()
-            .find(|e| !names.contains(e.file_name.as_str()))
-        {
+        if let Some(e) = r.index.iter().find(|e| !names.contains(&*e.file_name)) {
             return Err(DatasetError::input(format!(
                 "task {}: tensor '{}' is in {}, which the task does not report",
                 r.task, e.tensor_key, e.file_name
@@ -114,6 +110,17 @@ pub(crate) fn commit(
                 }
             }
             samples.insert(k, v);
+        }
+    }
+    if let Naming::Kv { .. } = opts.naming {
+        // A KV key's schema is its tensor's: read from its index entry (the reports carry
+        // none, so that a write holds each key's dtype and shape once).
+        for e in &entries {
+            let t = TensorSchema {
+                dtype: e.dtype.to_string(),
+                shape: e.shape.clone(),
+            };
+            samples.insert(e.tensor_key.clone(), t);
         }
     }
     let mut schema: BTreeMap<String, TensorSchema> = samples

@@ -39,24 +39,17 @@ pub(crate) fn across_tasks(
             }
             let lost = &reports[pr].index[pe];
             losers
-                .entry((pr, lost.file_name.clone()))
+                .entry((pr, lost.file_name.to_string()))
                 .or_default()
                 .insert(lost.tensor_key.clone());
         }
     }
     for ((ri, shard), gone) in losers {
         let r = &mut reports[ri];
-        let before = r.index.iter().filter(|e| e.file_name == shard).count() as u64;
+        let before = r.index.iter().filter(|e| *e.file_name == *shard).count() as u64;
         let left = rewrite_without(&staging.join(&shard), &gone)?;
         r.index
-            .retain(|e| !(e.file_name == shard && gone.contains(&e.tensor_key)));
-        for k in &gone {
-            // A key left in this report (an earlier shard of the same task lost it to a
-            // later one) keeps its sample entry.
-            if !r.index.iter().any(|e| &e.tensor_key == k) {
-                r.samples.remove(k);
-            }
-        }
+            .retain(|e| !(*e.file_name == *shard && gone.contains(&e.tensor_key)));
         let pos = r
             .shards
             .iter()

@@ -75,7 +75,21 @@ fn arrow_msg(e: arrow_schema::ArrowError) -> DatasetError {
 
 /// Writes the dataset in `dir` to `out` (Parquet, atomically); returns the rows written.
 pub fn export(dir: &Path, out: &Path) -> Result<u64> {
+    export_keys(dir, out, None)
+}
+
+/// As [`export`]; a KV dataset's `keys` (tensor keys, in this order), when given, are the
+/// only rows written, read from the shards that hold them: with the dataset's tensor index,
+/// no other shard is opened. A key the dataset lacks is an error; batch datasets have no
+/// keys to choose.
+pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>) -> Result<u64> {
     let ds = Dataset::open(dir)?;
+    if keys.is_some() && ds.mode() == DatasetMode::Batch {
+        return Err(DatasetError::input(format!(
+            "{}: a batch-mode dataset has no tensor keys to export by (keys name KV tensors)",
+            dir.display()
+        )));
+    }
     let pq = |source| DatasetError::Parquet {
         path: out.to_path_buf(),
         source,
@@ -128,7 +142,18 @@ pub fn export(dir: &Path, out: &Path) -> Result<u64> {
                 Field::new("tensor", DataType::Struct(sfields.clone()), false),
             ]));
             let mut w = ArrowWriter::try_new(file, schema.clone(), None).map_err(pq)?;
-            let keys = ds.tensor_keys()?;
+            let keys = match keys {
+                Some(k) => {
+                    if let Some(k) = k.iter().find(|k| !ds.manifest().schema.contains_key(*k)) {
+                        return Err(DatasetError::input(format!(
+                            "{}: no tensor '{k}' in the dataset",
+                            dir.display()
+                        )));
+                    }
+                    k.to_vec()
+                }
+                None => ds.tensor_keys()?,
+            };
             for chunk in keys.chunks(1024) {
                 let (mut k, mut data, mut shape, mut dtype) = (
                     StringBuilder::new(),

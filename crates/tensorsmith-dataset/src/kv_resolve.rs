@@ -11,7 +11,6 @@
 
 use crate::error::{DatasetError, Result};
 use crate::kv_strategy::TENSOR_OVERHEAD;
-use crate::manifest::TensorSchema;
 use crate::options::Duplicates;
 use crate::shard_record::{record_shard, sync_files, ShardNamer};
 use crate::task_context::Ctx;
@@ -25,24 +24,14 @@ use tensorsmith::safetensors::{FilePieces, Piece, SafetensorsFile};
 use tensorsmith::OpenOptions;
 
 /// Resolves duplicate keys across `reports` (KV tasks of one write, in task order, rows in
-/// input order) and fills in each report's sample schemas.
+/// input order). A KV report's sample schemas stay empty: the commit reads each key's dtype
+/// and shape from its index entry, so a write holds them once.
 pub(crate) fn resolve(ctx: &Ctx, reports: &mut [TaskReport]) -> Result<()> {
     let superseded = find(reports, ctx.opts.duplicates)?;
     for (r, gone) in reports.iter_mut().zip(superseded) {
         if !gone.is_empty() {
             repack(ctx, r, &gone)?;
         }
-        r.samples = r
-            .index
-            .iter()
-            .map(|e| {
-                let schema = TensorSchema {
-                    dtype: e.dtype.clone(),
-                    shape: e.shape.clone(),
-                };
-                (e.tensor_key.clone(), schema)
-            })
-            .collect();
     }
     Ok(())
 }
@@ -95,12 +84,12 @@ fn repack(ctx: &Ctx, r: &mut TaskReport, gone: &BTreeSet<usize>) -> Result<()> {
     let first_shard = r
         .shards
         .iter()
-        .position(|s| s.shard_path == r.index[first_gone].file_name)
+        .position(|s| *s.shard_path == *r.index[first_gone].file_name)
         .expect("every entry's shard is reported");
     let e0 = r
         .index
         .iter()
-        .position(|e| e.file_name == r.shards[first_shard].shard_path)
+        .position(|e| *e.file_name == *r.shards[first_shard].shard_path)
         .expect("found above");
     let mut namer =
         ShardNamer::resume(r.task, &r.shards[first_shard].shard_path).expect("the task named it");
@@ -164,7 +153,7 @@ fn repack(ctx: &Ctx, r: &mut TaskReport, gone: &BTreeSet<usize>) -> Result<()> {
         }
         let si = old
             .iter()
-            .position(|o| o.0 == e.file_name)
+            .position(|o| *o.0 == *e.file_name)
             .expect("every entry's shard is reported");
         let info = old[si].2.info(&e.tensor_key)?;
         let range = info.data_range();

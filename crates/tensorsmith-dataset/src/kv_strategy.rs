@@ -11,13 +11,14 @@ use crate::column::Samples;
 use crate::error::{DatasetError, Result};
 use crate::kv_keys::{key_of, null_key};
 use crate::options::Duplicates;
-use crate::shard_record::{write_shard, ShardNamer};
+use crate::shard_record::{note_shard, write_tensors, ShardNamer};
 use crate::task_context::{stopped, Ctx};
 use crate::task_report::{new_report, TaskReport};
 use arrow_array::RecordBatch;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
+use tensorsmith::dtype::DType;
 
 /// What a tensor counts toward the target shard size beyond its bytes (its header entry).
 pub(crate) const TENSOR_OVERHEAD: u64 = 200;
@@ -26,10 +27,15 @@ pub(crate) const TENSOR_OVERHEAD: u64 = 200;
 /// ahead stays small beside the shard being filled.
 const KV_READ_ROWS: usize = 256;
 
-/// The shard being filled: its tensors, each one's (row, column), its keys.
+/// The shard being filled: its tensors (key, dtype, shape, bytes in `data`), each one's
+/// (row, column), its keys. The tensors' bytes lie end to end in one buffer, kept from shard
+/// to shard: no allocation per tensor, and the task's memory is that buffer.
 #[derive(Default)]
 struct Pending {
-    tensors: Vec<(String, Samples, Vec<u64>)>,
+    tensors: Vec<(String, DType, Vec<u64>, Range<usize>)>,
+    data: Vec<u8>,
+    /// Bytes of `data` no tensor points at (tensors a later row replaced).
+    dead: usize,
     cells: Vec<(u64, u32)>,
     keys: HashSet<String>,
     bytes: u64,
@@ -49,19 +55,43 @@ impl Pending {
         n
     }
 
+    /// Drops tensor `at` (a later row replaced it): its bytes stay in `data` until dead
+    /// bytes outweigh the living, when the living are moved together.
+    fn remove(&mut self, at: usize) {
+        let (_, _, _, gone) = self.tensors.remove(at);
+        self.cells.remove(at);
+        self.bytes -= gone.len() as u64 + TENSOR_OVERHEAD;
+        self.dead += gone.len();
+        if self.dead > self.data.len() / 2 {
+            let mut end = 0;
+            for t in &mut self.tensors {
+                let r = t.3.clone();
+                self.data.copy_within(r.clone(), end);
+                t.3 = end..end + r.len();
+                end += r.len();
+            }
+            self.data.truncate(end);
+            self.dead = 0;
+        }
+    }
+
     fn seal(&mut self, ctx: &Ctx, namer: &mut ShardNamer, out: &mut TaskReport) -> Result<()> {
         if self.tensors.is_empty() {
             return Ok(());
         }
         let rows = self.rows();
-        write_shard(
-            ctx,
-            &namer.next(),
-            std::mem::take(&mut self.tensors),
-            rows,
-            out,
-        )?;
+        let name = namer.next();
+        let data = &self.data;
+        let tensors = self
+            .tensors
+            .iter()
+            .map(|(k, d, s, r)| (k.as_str(), *d, &s[..], &data[r.clone()]));
+        let (bytes, digest) = write_tensors(ctx, &name, tensors, false)?;
+        let described = self.tensors.drain(..).map(|(k, d, s, _)| (k, d, s));
+        note_shard(ctx, &name, described, bytes, rows, digest, out);
         out.cells.append(&mut self.cells);
+        self.data.clear();
+        self.dead = 0;
         self.keys.clear();
         self.bytes = 0;
         Ok(())
@@ -90,28 +120,38 @@ pub(crate) fn kv_task(
                 let row = row0 + r as u64;
                 let name = key_of(keys.as_ref(), r).ok_or_else(|| null_key(name_col, row))?;
                 for (ci, plan) in ctx.plan.plans.iter().enumerate() {
-                    let mut s = Samples::default();
-                    plan.append_rows(b, r..r + 1, row0, &mut s)?;
-                    let key = format!("{name}{sep}{}", plan.name);
-                    if !p.keys.insert(key.clone()) {
-                        let at = p.tensors.iter().position(|t| t.0 == key).expect("pending");
-                        match ctx.opts.duplicates {
-                            Duplicates::LastWin => {
-                                let (_, gone, _) = p.tensors.remove(at);
-                                p.cells.remove(at);
-                                p.bytes -= gone.bytes.len() as u64 + TENSOR_OVERHEAD;
-                            }
-                            Duplicates::Fail => {
-                                out.repeat = Some((key, p.cells[at].0, row, ci as u32));
-                                p.seal(ctx, &mut namer, &mut out)?;
-                                return Err(DatasetError::Stopped);
-                            }
-                        }
+                    // The tensor's bytes go straight onto the end of the shard's buffer.
+                    if p.data.capacity() == 0 {
+                        p.data.reserve(target.min(1 << 28) as usize);
                     }
-                    p.bytes += s.bytes.len() as u64 + TENSOR_OVERHEAD;
-                    let shape = s.sample_shape.clone().expect("sampled");
-                    p.tensors.push((key, s, shape));
+                    let start = p.data.len();
+                    let mut s = Samples {
+                        bytes: std::mem::take(&mut p.data),
+                        ..Default::default()
+                    };
+                    plan.append_rows(b, r..r + 1, row0, &mut s)?;
+                    p.data = s.bytes;
+                    let key = format!("{name}{sep}{}", plan.name);
+                    let range = start..p.data.len();
+                    let repeat = match p.keys.insert(key.clone()) {
+                        true => None,
+                        false => Some(p.tensors.iter().position(|t| t.0 == key).expect("pending")),
+                    };
+                    if let (Some(at), Duplicates::Fail) = (repeat, ctx.opts.duplicates) {
+                        out.repeat = Some((key, p.cells[at].0, row, ci as u32));
+                        p.data.truncate(start);
+                        p.seal(ctx, &mut namer, &mut out)?;
+                        return Err(DatasetError::Stopped);
+                    }
+                    p.bytes += range.len() as u64 + TENSOR_OVERHEAD;
+                    let dtype = s.dtype.expect("sampled");
+                    let shape = s.sample_shape.expect("sampled");
+                    p.tensors.push((key, dtype, shape, range));
                     p.cells.push((row, ci as u32));
+                    if let Some(at) = repeat {
+                        // lastWin: the earlier tensor leaves the shard.
+                        p.remove(at);
+                    }
                 }
                 out.rows += 1;
                 ctx.progress.rows.fetch_add(1, Ordering::Relaxed);

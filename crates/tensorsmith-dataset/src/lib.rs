@@ -48,7 +48,7 @@ mod read;
 mod verify;
 
 pub use error::{DatasetError, Result};
-pub use export::export;
+pub use export::{export, export_keys};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
 pub use job::{abort_job, commit_job, start_job, write_task, write_task_range};

@@ -93,7 +93,7 @@ impl Dataset {
         let tensors: Vec<(&str, Option<u64>)> = match &self.index {
             Some(entries) => entries
                 .iter()
-                .filter(|e| &e.file_name == first_shard)
+                .filter(|e| *e.file_name == **first_shard)
                 .map(|e| (e.tensor_key.as_str(), e.shape.first().copied()))
                 .collect(),
             None => self
@@ -320,7 +320,7 @@ impl Dataset {
         match &self.index {
             Some(entries) => {
                 for e in entries {
-                    keys.insert(e.tensor_key.clone(), pos[e.file_name.as_str()]);
+                    keys.insert(e.tensor_key.clone(), pos[&*e.file_name]);
                 }
             }
             None => {
@@ -367,5 +367,5 @@ fn read_index(dir: &Path, manifest: &Manifest) -> Option<Vec<tensor_index_file::
         .collect();
     tensor_index_file::read(&dir.join(INDEX_NAME))
         .ok()
-        .filter(|e| !e.is_empty() && e.iter().all(|x| shards.contains(x.file_name.as_str())))
+        .filter(|e| !e.is_empty() && e.iter().all(|x| shards.contains(&*x.file_name)))
 }

@@ -8,9 +8,10 @@ use crate::error::{DatasetError, Result};
 use crate::manifest::{shard_content_digest, ShardInfo, TensorSchema};
 use crate::task_context::Ctx;
 use crate::task_report::TaskReport;
-use crate::tensor_index_file::IndexEntry;
+use crate::tensor_index_file::{IndexEntry, SharedNames};
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use tensorsmith::dtype::DType;
 
 /// `part-{task:05}-{n:04}-{uuid}.safetensors`, one uuid per task (as safetensors-spark names
@@ -104,30 +105,21 @@ pub(crate) fn write_shard_file(
     samples_count: u64,
     sync: bool,
 ) -> Result<WrittenShard> {
-    let mut w = tensorsmith::safetensors::Writer::new();
-    w.record_digests(ctx.opts.digest);
-    let mut described = Vec::new();
-    for (key, s, shape) in &tensors {
+    let parts = tensors.iter().map(|(key, s, shape)| {
         let dtype = s.dtype.expect("at least one sample");
-        w.add(key, dtype, shape, &s.bytes[..])?;
-        described.push((key.clone(), dtype, shape.clone()));
-    }
-    let path = ctx.staging.join(&name);
-    let bytes = write_staged(w, &path, sync)?;
-    let content_digest = match ctx.opts.digest {
-        Some(_) => shard_content_digest(&path)?,
-        None => None,
-    };
+        (key.as_str(), dtype, &shape[..], &s.bytes[..])
+    });
+    let (bytes, content_digest) = write_tensors(ctx, &name, parts, sync)?;
+    let mut described = Vec::with_capacity(tensors.len());
     // The buffers go back to the caller, emptied, for the next shard: no fresh pages to
     // fault in and zero for every shard.
-    let buffers = tensors
-        .into_iter()
-        .map(|(_, s, _)| {
-            let mut b = s.bytes;
-            b.clear();
-            b
-        })
-        .collect();
+    let mut buffers = Vec::with_capacity(tensors.len());
+    for (key, s, shape) in tensors {
+        described.push((key, s.dtype.expect("at least one sample"), shape));
+        let mut b = s.bytes;
+        b.clear();
+        buffers.push(b);
+    }
     Ok(WrittenShard {
         name,
         tensors: described,
@@ -138,17 +130,27 @@ pub(crate) fn write_shard_file(
     })
 }
 
-/// Writes one shard file into the staging folder and records it in the task's report;
-/// returns its buffers, emptied.
-pub(crate) fn write_shard(
+/// Writes shard file `name` of `tensors` (key, dtype, shape, bytes) into the staging folder
+/// (fsynced with `sync`); returns its size and, when the options ask for digests, its
+/// content digest.
+pub(crate) fn write_tensors<'a>(
     ctx: &Ctx,
     name: &str,
-    tensors: ShardTensors,
-    samples_count: u64,
-    out: &mut TaskReport,
-) -> Result<Vec<Vec<u8>>> {
-    let w = write_shard_file(ctx, name.to_string(), tensors, samples_count, false)?;
-    Ok(record_written(ctx, w, out))
+    tensors: impl Iterator<Item = (&'a str, DType, &'a [u64], &'a [u8])>,
+    sync: bool,
+) -> Result<(u64, Option<String>)> {
+    let mut w = tensorsmith::safetensors::Writer::new();
+    w.record_digests(ctx.opts.digest);
+    for (key, dtype, shape, bytes) in tensors {
+        w.add(key, dtype, shape, bytes)?;
+    }
+    let path = ctx.staging.join(name);
+    let bytes = write_staged(w, &path, sync)?;
+    let content_digest = match ctx.opts.digest {
+        Some(_) => shard_content_digest(&path)?,
+        None => None,
+    };
+    Ok((bytes, content_digest))
 }
 
 /// Records a written shard in the task's report; returns its buffers.
@@ -191,21 +193,25 @@ pub(crate) fn record_shard(
     Ok(())
 }
 
-fn note_shard(
+/// Notes a shard in the task's report: an index entry per tensor (key, dtype, shape), the
+/// shard, the progress counters.
+pub(crate) fn note_shard(
     ctx: &Ctx,
     name: &str,
-    tensors: Vec<(String, DType, Vec<u64>)>,
+    tensors: impl IntoIterator<Item = (String, DType, Vec<u64>)>,
     bytes: u64,
     samples_count: u64,
     content_digest: Option<String>,
     out: &mut TaskReport,
 ) {
+    let file: Arc<str> = name.into();
+    let mut names = SharedNames::default();
     for (key, dtype, shape) in tensors {
         out.index.push(IndexEntry {
             tensor_key: key,
-            file_name: name.to_string(),
+            file_name: file.clone(),
             shape,
-            dtype: dtype.safetensors_name().to_string(),
+            dtype: names.get(dtype.safetensors_name()),
         });
     }
     ctx.progress.bytes.fetch_add(bytes, Ordering::Relaxed);

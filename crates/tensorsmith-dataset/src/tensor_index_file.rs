@@ -15,13 +15,33 @@ use std::path::Path;
 use std::sync::Arc;
 use tensorsmith::sink::AtomicFile;
 
+/// Strings many index entries share (a shard's file name, a dtype), each held once.
+#[derive(Default)]
+pub(crate) struct SharedNames(Vec<Arc<str>>);
+
+impl SharedNames {
+    pub(crate) fn get(&mut self, s: &str) -> Arc<str> {
+        // Few distinct names, most recent last: a short scan from the end.
+        if let Some(n) = self.0.iter().rev().find(|n| ***n == *s) {
+            return n.clone();
+        }
+        if self.0.len() == 64 {
+            self.0.remove(0);
+        }
+        self.0.push(s.into());
+        self.0.last().expect("pushed").clone()
+    }
+}
+
 /// One tensor entry of the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
     pub tensor_key: String,
-    pub file_name: String,
+    /// Shared by the entries of one shard (a KV write holds an entry per key).
+    pub file_name: Arc<str>,
     pub shape: Vec<u64>,
-    pub dtype: String,
+    /// Shared by the entries of one dtype.
+    pub dtype: Arc<str>,
 }
 
 pub fn schema() -> Arc<Schema> {
@@ -126,6 +146,7 @@ fn read_bytes_unguarded(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEnt
         msg: m.to_string(),
     };
     let mut out = Vec::new();
+    let mut names = SharedNames::default();
     for b in r {
         let b = b.map_err(|source| DatasetError::Arrow {
             path: path.to_path_buf(),
@@ -163,14 +184,14 @@ fn read_bytes_unguarded(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEnt
             }
             out.push(IndexEntry {
                 tensor_key: k.value(i).to_string(),
-                file_name: f.value(i).to_string(),
+                file_name: names.get(f.value(i)),
                 shape: dims
                     .as_primitive::<Int32Type>()
                     .values()
                     .iter()
                     .map(|&x| x as u64)
                     .collect(),
-                dtype: d.value(i).to_string(),
+                dtype: names.get(d.value(i)),
             });
         }
     }
@@ -180,14 +201,15 @@ fn read_bytes_unguarded(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEnt
 /// Index entries of existing shards, from their headers.
 pub fn entries_from_headers(dir: &Path, shards: &[ShardInfo]) -> Result<Vec<IndexEntry>> {
     let mut out = Vec::new();
+    let mut names = SharedNames::default();
     for s in shards {
         let f = tensorsmith::safetensors::SafetensorsFile::open(dir.join(&s.shard_path))?;
         for t in &f.index().tensors {
             out.push(IndexEntry {
                 tensor_key: t.name.clone(),
-                file_name: s.shard_path.clone(),
+                file_name: names.get(&s.shard_path),
                 shape: t.shape.to_vec(),
-                dtype: t.dtype.safetensors_name().to_string(),
+                dtype: names.get(t.dtype.safetensors_name()),
             });
         }
     }

@@ -140,7 +140,7 @@ pub fn verify_with(dir: &Path, stale_after: Duration) -> Result<DatasetReport> {
         match tensor_index_file::read(&ipath) {
             Ok(entries) => {
                 for e in entries {
-                    match tensors_of.get(e.file_name.as_str()) {
+                    match tensors_of.get(&*e.file_name) {
                         None => r.problems.push(format!(
                             "{INDEX_NAME}: '{}' points at {}, which the manifest does not list",
                             e.tensor_key, e.file_name

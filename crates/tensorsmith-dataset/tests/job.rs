@@ -2,6 +2,7 @@
 //! in-memory input (Input::from_batches, Input::from_reader) through write_dataset.
 
 use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use std::path::Path;
@@ -12,8 +13,9 @@ use shards::{shard_contents, shard_files};
 use std::sync::Arc;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{
-    abort_job, commit_job, verify, write_dataset, write_task, Dataset, DatasetError, Duplicates,
-    Input, JobOptions, Manifest, Progress, TailStrategy, TaskReport, WriteMode, WriteOptions,
+    abort_job, commit_job, export, export_keys, verify, write_dataset, write_task, Dataset,
+    DatasetError, Duplicates, Input, JobOptions, Manifest, Progress, TailStrategy, TaskReport,
+    WriteMode, WriteOptions,
 };
 
 fn schema() -> SchemaRef {
@@ -731,6 +733,28 @@ fn kv_reads_by_key_through_the_index_open_only_their_shard() {
     let ds = Dataset::open(dir).unwrap();
     assert_eq!(ds.tensor("r6__v").unwrap().data, f32_bytes(values(6, 0.0)));
     assert_eq!(ds.shards_opened(), 1);
+    // Export by key reads the same way: the keys' shard only, rows in the order asked.
+    let out = tmp.path().join("some.parquet");
+    let keys = ["r6__v".to_string(), "r4__v".to_string()];
+    assert_eq!(export_keys(dir, &out, Some(&keys)).unwrap(), 2);
+    let rows = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(&out).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap()
+    .next()
+    .unwrap()
+    .unwrap();
+    let k = rows.column(0).as_string::<i32>();
+    assert_eq!((k.value(0), k.value(1)), ("r6__v", "r4__v"));
+    let data = rows.column(1).as_struct().column(0).as_binary::<i32>();
+    assert_eq!(data.value(1), &f32_bytes(values(4, 0.0))[..]);
+    // Every key needs every shard: two are gone.
+    let e = export(dir, &out).unwrap_err();
+    assert!(e.to_string().contains(&m.shards[0].shard_path), "{e}");
+    let e = export_keys(dir, &out, Some(&["r99__v".to_string()])).unwrap_err();
+    assert!(e.to_string().contains("no tensor 'r99__v'"), "{e}");
     // Without the index, the headers are read: every shard is needed.
     std::fs::remove_file(dir.join("_tensor_index.parquet")).unwrap();
     let e = Dataset::open(dir)

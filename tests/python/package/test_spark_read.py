@@ -105,3 +105,65 @@ def test_the_columns_read_option_reads_only_those_columns(tmp_path):
     assert s.count() == 9 and s.columns == ["x"]
     with pytest.raises(Exception, match="nope"):
         spark.read.format("safetensors").option("columns", "nope").load(str(tmp_path / "b")).columns
+
+
+@pytest.mark.parametrize("index", [True, False])
+def test_kv_reads_of_some_keys_read_only_their_shards(tmp_path, index):
+    """The `keys` option and a pushed-down filter on the name column: the rows of those names,
+    and only the shards holding them are opened (the others are removed to prove it)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.functions import col
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (SparkSession.builder.master("local[2]").appName("tensorsmith-read-tests")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    tensorsmith.spark.register(spark)
+    n = 3
+    t = pa.table({"id": [f"r{i}" for i in range(6)],
+                  "x": pa.array([np.full(n, i, np.float32) for i in range(6)], pa.list_(pa.float32()))})
+    d = tmp_path / "k"
+    # Three writes, three shards (two names each).
+    for i in range(0, 6, 2):
+        tensorsmith.write_dataset(t.slice(i, 2), d, mode="append", threads=1, name_col="id",
+                                  dtype="F32", generate_index=index)
+    m = tensorsmith.spark._Manifest(str(d))
+    assert len(m.m["shards"]) == 3
+    holding = {}
+    for s in m.shards():
+        with tensorsmith.safe_open(s, framework="np") as f:
+            for k in f.keys():
+                holding[k.split("__")[0]] = s
+    for s in m.shards():
+        if s not in (holding["r1"], holding["r4"]):
+            os.remove(s)
+
+    def rows(df):
+        return sorted((r.key, r.x[0], len(r.x)) for r in df.collect())
+
+    want = [("r1", 1.0, n), ("r4", 4.0, n)]
+
+    def load():  # a fresh reader each time: option() changes the reader it is called on
+        return spark.read.format("safetensors")
+
+    if index:
+        assert rows(load().option("keys", "r1, r4").load(str(d))) == want
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        try:
+            def pushed():
+                return load().option("filter_pushdown", "true")
+
+            assert rows(pushed().load(str(d)).filter(col("key").isin("r1", "r4"))) == want
+            assert rows(pushed().load(str(d)).filter(col("key") == "r4")) == want[1:]
+            assert rows(pushed().load(str(d)).filter(col("key") == "nope")) == []
+            # Not pushed down: every shard is read, and two are gone.
+            with pytest.raises(Exception):
+                load().load(str(d)).filter(col("key") == "r4").collect()
+        finally:
+            spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    else:
+        # Without the index the headers say where the keys are: every shard is needed.
+        with pytest.raises(Exception):
+            load().option("keys", "r1,r4").load(str(d)).collect()
+    tensorsmith.write_dataset(t, tmp_path / "b", batch_size=2, dtype="F32", columns="x")
+    with pytest.raises(Exception, match="only a KV dataset"):
+        spark.read.format("safetensors").option("keys", "r1").load(str(tmp_path / "b")).collect()

@@ -19,6 +19,13 @@ name, the tensor key split at the last `kv_separator`, with a `name_col` column,
 "key"), columns are arrays nested as the sample shape, so a round trip gives the original
 DataFrame. `.option("rows", "file")` gives the original connector's shape instead: one row
 per shard file, one struct column (data, shape, dtype) per tensor key.
+
+KV reads of some names only: `.option("keys", "a,b")`, or a filter `name_col = 'a'` /
+`name_col IN (...)` with `.option("filter_pushdown", "true")` and Spark's
+`spark.sql.python.filterPushdown.enabled` set (Spark then hands the filter to the source; a
+source that takes filters fails every read while that setting is off, hence the option).
+Only the shards holding those names are read: found through the dataset's tensor index when
+it has one, else from the shards' headers.
 """
 
 import itertools
@@ -32,7 +39,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
+    DataSource, DataSourceArrowWriter, DataSourceReader, EqualTo, In, InputPartition,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import (
     ArrayType, BinaryType, IntegerType, StringType, StructField, StructType,
@@ -169,7 +177,14 @@ class SafetensorsDataSource(DataSource):
 
     def reader(self, schema):
         m, mode = self._dataset()
-        return _Reader(m.shards(), mode, *self._read_opts(), schema)
+        pushdown = self.options.get("filter_pushdown", "false").lower() == "true"
+        r = (_FilteringReader if pushdown else _Reader)(m.shards(), mode, *self._read_opts(), schema)
+        keys = self.options.get("keys")
+        if keys is not None:
+            if mode != "kv" or r.rows != "sample":
+                raise OptionError("keys: only a KV dataset read a row per name has keys to choose")
+            r.names = {k.strip() for k in keys.split(",") if k.strip()}
+        return r
 
     def writer(self, schema, overwrite):
         opts = {k: v for k, v in self.options.items() if k.lower() != "path"}
@@ -181,9 +196,12 @@ class _Reader(DataSourceReader):
         self.shards, self.mode = shards, mode
         self.rows, self.sep, self.name_col = rows, sep, name_col
         self.spark_schema = schema
+        self.names = None  # KV: the names to read (None: all)
 
     def partitions(self):
-        return _group(self.shards)
+        if self.names is None:
+            return _group(self.shards)
+        return _group(_shards_holding(self.shards, self.names, self.sep)) or [_Shards([])]
 
     def read(self, partition):
         from . import safe_open
@@ -198,7 +216,47 @@ class _Reader(DataSourceReader):
                 elif self.mode == "batch":
                     yield from batch_rows(f, arrow_schema)
                 else:
-                    yield from kv_rows(f, arrow_schema, self.sep, self.name_col)
+                    yield from kv_rows(f, arrow_schema, self.sep, self.name_col, self.names)
+
+
+class _FilteringReader(_Reader):
+    """The reader with filter pushdown (`filter_pushdown` option)."""
+
+    def pushFilters(self, filters):
+        """KV rows: `name_col = 'a'` and `name_col IN (...)` are taken (exactly: Spark need
+        not check them again); every other filter is Spark's."""
+        for f in filters:
+            vals = [f.value] if isinstance(f, EqualTo) else f.value if isinstance(f, In) else None
+            if (self.mode == "kv" and self.rows == "sample" and vals is not None
+                    and f.attribute == (self.name_col,) and all(isinstance(v, str) for v in vals)):
+                self.names = set(vals) if self.names is None else self.names & set(vals)
+            else:
+                yield f
+
+
+def _shards_holding(shards, names, sep):
+    """The shards (in manifest order) holding a tensor of one of `names`: from the tensor
+    index beside them when every entry of it names one of them (else it is another write's),
+    otherwise from each shard's header."""
+    import pyarrow.parquet as pq
+
+    from . import safe_open
+
+    by_name = {os.path.basename(s): s for s in shards}
+    index = os.path.join(os.path.dirname(shards[0]), "_tensor_index.parquet") if shards else ""
+    holding = None
+    if os.path.exists(index):
+        t = pq.read_table(index, columns=["tensor_key", "file_name"])
+        keys, files = t.column(0).to_pylist(), t.column(1).to_pylist()
+        if files and all(f in by_name for f in files):
+            holding = {f for k, f in zip(keys, files) if k.rpartition(sep)[0] in names}
+    if holding is None:
+        holding = set()
+        for s in shards:
+            with safe_open(s, framework="np") as f:
+                if any(k.rpartition(sep)[0] in names for k in f.keys()):
+                    holding.add(os.path.basename(s))
+    return [s for s in shards if os.path.basename(s) in holding]
 
 
 def _arrow_type(t):

@@ -74,12 +74,14 @@ def batch_rows(f, arrow_schema):
         yield pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
 
 
-def kv_rows(f, arrow_schema, sep, name_col):
-    """A row per name (sorted), in batches bounded by CHUNK_BYTES of the requested tensors."""
+def kv_rows(f, arrow_schema, sep, name_col, names=None):
+    """A row per name (sorted; only those of `names` when given), in batches bounded by
+    CHUNK_BYTES of the requested tensors."""
     rows = {}
     for key in f.keys():
         name, _, col = key.rpartition(sep)
-        rows.setdefault(name, {})[col] = key
+        if names is None or name in names:
+            rows.setdefault(name, {})[col] = key
     wanted = [c for c in arrow_schema.names if c != name_col]
     chunk, size = [], 0
     for name in sorted(rows):
