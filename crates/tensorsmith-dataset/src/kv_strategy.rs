@@ -169,3 +169,66 @@ pub(crate) fn kv_task(
     p.seal(ctx, &mut namer, &mut out)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pending shard of tensors `t0..tN`, tensor i `len` bytes of value i.
+    fn pending(n: u8, len: usize) -> Pending {
+        let mut p = Pending::default();
+        for i in 0..n {
+            let start = p.data.len();
+            p.data.extend(std::iter::repeat_n(i, len));
+            p.tensors.push((
+                format!("t{i}"),
+                DType::U8,
+                vec![len as u64],
+                start..p.data.len(),
+            ));
+            p.cells.push((i as u64, 0));
+            p.bytes += len as u64 + TENSOR_OVERHEAD;
+        }
+        p
+    }
+
+    fn contents(p: &Pending) -> Vec<(String, Vec<u8>)> {
+        let t = p.tensors.iter();
+        t.map(|(k, _, _, r)| (k.clone(), p.data[r.clone()].to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn removed_tensors_are_compacted_away_once_dead_bytes_outweigh_the_living() {
+        let mut p = pending(4, 10);
+        p.remove(1);
+        // 10 dead of 40: left in place.
+        assert_eq!((p.dead, p.data.len()), (10, 40));
+        assert_eq!(p.bytes, 3 * (10 + TENSOR_OVERHEAD));
+        p.remove(0);
+        // 20 dead of 40: still not more than half.
+        assert_eq!((p.dead, p.data.len()), (20, 40));
+        p.remove(0);
+        // 30 dead of 40: the living tensor moves to the front.
+        assert_eq!((p.dead, p.data.len()), (0, 10));
+        assert_eq!(contents(&p), vec![("t3".to_string(), vec![3; 10])]);
+        assert_eq!(p.cells, vec![(3, 0)]);
+    }
+
+    #[test]
+    fn compaction_keeps_every_living_tensor_in_order() {
+        let mut p = pending(6, 7);
+        // t4, t1, t0, then t5 (at 2 of t2 t3 t5) leave.
+        for at in [4, 1, 0, 2] {
+            p.remove(at);
+        }
+        assert_eq!(
+            contents(&p),
+            vec![
+                ("t2".to_string(), vec![2; 7]),
+                ("t3".to_string(), vec![3; 7])
+            ]
+        );
+        assert_eq!((p.dead, p.data.len()), (0, 14));
+    }
+}
