@@ -78,6 +78,10 @@ pub(super) fn body(file: &File, page: &PageHeader) -> Result<Bytes, String> {
 /// Decompressed bytes of a compressed v1 page first read for its levels.
 const LEVELS_FIRST_READ: usize = 4096;
 
+/// Compressed bytes of a v1 page without a CRC read for its levels: a zstd block (at most
+/// 128 KiB) and then some, a small part of a usual 1 MiB page.
+const COMPRESSED_FIRST_READ: usize = 160 << 10;
+
 /// Where a v1 page's levels end in its decompressed body, as far as `b` (its first bytes)
 /// tells: the end of what the length prefixes seen so far cover (`None`: not even the first).
 fn levels_end(b: &[u8]) -> Option<usize> {
@@ -238,14 +242,28 @@ pub(super) fn scan(
         // much is decompressed as they take (the values are decompressed when written).
         let v1_compressed = page.kind == Some(PageKind::Data) && codec != Codec::None;
         let decompressed = if v1_compressed {
-            let b = match &whole {
+            // Without a CRC to check, only the start of the compressed body is read: the
+            // levels lie in its first few KiB decompressed (the whole page is read when that
+            // start does not hold them).
+            let mut b = match &whole {
                 Some(b) => b.clone(),
-                None => body(file, &page)?,
+                // LZ4 pages decompress whole or not at all.
+                None if matches!(codec, Codec::Lz4Raw | Codec::Lz4Hadoop) => body(file, &page)?,
+                None => {
+                    let n = (page.compressed as usize).min(COMPRESSED_FIRST_READ);
+                    file.get_bytes(page.body(), n)
+                        .map_err(|e| at(&e.to_string()))?
+                }
             };
             let size = uncompressed as usize;
             let mut want = LEVELS_FIRST_READ;
             loop {
-                decompress_prefix(codec, &b, size, want, &mut buf).map_err(|e| at(&e))?;
+                let got = decompress_prefix(codec, &b, size, want, &mut buf);
+                if got.is_err() && b.len() < page.compressed as usize {
+                    b = body(file, &page)?;
+                    continue;
+                }
+                got.map_err(|e| at(&e))?;
                 match levels_end(&buf) {
                     Some(end) if end > buf.len() && end <= size && end > want => want = end,
                     _ => break,
