@@ -18,6 +18,9 @@ worker gets is one shard's rows. Page cache warm; outputs removed between runs.
 Writing:
     noop     a do-nothing DataSourceArrowWriter (pulls every batch, writes nothing): Spark's
              share of any data source writer
+    raw      the least a durable writer does: a DataSourceArrowWriter writing each batch's
+             values buffer (a zero-copy view) to a file of its own and fsyncing it, no header,
+             no commit: Spark's share plus the disk's
     script   df.mapInArrow: each batch's list values as a NumPy view reshaped [rows, 1024],
              safetensors.numpy.save_file, fsync
     ours     df.write.format("safetensors") batch_size=B dtype=F32 (shards fsynced, commit)
@@ -73,6 +76,41 @@ class NoopWriter(DataSourceArrowWriter):
 
     def abort(self, messages):
         pass
+
+
+class RawWriter(DataSourceArrowWriter):
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, iterator):
+        import uuid as _uuid
+
+        for b in iterator:
+            vals = b.column(0).values
+            path = f"{self.out}/raw-{_uuid.uuid4().hex}"
+            with open(path, "wb") as f:
+                f.write(memoryview(vals.buffers()[1])[vals.offset * 4:(vals.offset + len(vals)) * 4])
+                f.flush()
+                os.fsync(f.fileno())
+        return WriterCommitMessage()
+
+    def commit(self, messages):
+        pass
+
+    def abort(self, messages):
+        pass
+
+
+class RawSource(DataSource):
+    @classmethod
+    def name(cls):
+        return "bench_raw"
+
+    def schema(self):
+        return "v array<float>"
+
+    def writer(self, schema, overwrite):
+        return RawWriter(self.options["path"])
 
 
 class NoopSource(DataSource):
@@ -169,13 +207,19 @@ def main():
     spark.sparkContext.setLogLevel("ERROR")
     tensorsmith.spark.register(spark)
     spark.dataSource.register(NoopSource)
+    spark.dataSource.register(RawSource)
     df = spark.read.parquet(str(src))
     parts = df.rdd.getNumPartitions()
     opts = {"batch_size": str(BATCH), "dtype": "F32"}
-    out = {k: DIR / f"out-{k}" for k in ("ours", "script", "direct")}
+    out = {k: DIR / f"out-{k}" for k in ("ours", "script", "direct", "raw")}
 
     def noop():
         df.write.format("bench_noop").mode("append").save()
+
+    def raw():
+        clean(out["raw"])
+        out["raw"].mkdir()
+        df.write.format("bench_raw").mode("append").save(str(out["raw"]))
 
     def ours():
         clean(out["ours"])
@@ -208,7 +252,7 @@ def main():
     def read_memory():
         agg(spark.read.format("bench_noop").option("rows", ROWS).option("parts", parts).load())
 
-    writes = [("noop", noop), ("script", script), ("ours", ours), ("direct", direct)]
+    writes = [("noop", noop), ("raw", raw), ("script", script), ("ours", ours), ("direct", direct)]
     reads = [("parquet", read_parquet), ("ours", read_ours), ("memory", read_memory)]
     # A warm-up round, not counted: Python workers started, modules imported, JIT warm.
     for name, f in writes + reads:
@@ -239,6 +283,8 @@ def main():
     for n, t in r.items():
         print(f"  read  {n:7s} {t:6.2f} s")
     print(f"  ours / noop data source       {w['ours'] / w['noop']:.2f}x the time (target <= 1.10)")
+    print(f"  raw / noop                     {w['raw'] / w['noop']:.2f}x (the least a durable writer adds)")
+    print(f"  ours / raw                     {w['ours'] / w['raw']:.2f}x")
     print(f"  script / ours                  {w['script'] / w['ours']:.2f}x (ours faster if > 1)")
     print(f"  script / direct                {w['script'] / w['direct']:.2f}x (target >= 3)")
     print(f"  noop / direct                  {w['noop'] / w['direct']:.2f}x (target > 1)")
