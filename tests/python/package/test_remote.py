@@ -53,10 +53,12 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
         else:
             part = body
             self.send_response(200)
+        # Counted before the bytes go out: the client may act on them before this thread
+        # runs again.
+        self.sent[self.path] = self.sent.get(self.path, 0) + len(part)
         self.send_header("Content-Length", str(len(part)))
         self.end_headers()
         self.wfile.write(part)
-        self.sent[self.path] = self.sent.get(self.path, 0) + len(part)
 
 
 @pytest.fixture(scope="module")
