@@ -12,7 +12,6 @@ use tensorsmith::dtype::DType;
 use tensorsmith::ggml_quant::can_quantize;
 use tensorsmith::gguf::{parse_assignment, GgmlType, GgufValue};
 use tensorsmith::index::ZtVersion;
-use tensorsmith::open;
 use tensorsmith::ops::convert::{convert, parse_size, ConvertOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
 
@@ -68,9 +67,18 @@ pub struct ConvertArgs {
     #[arg(long)]
     drop_metadata: bool,
     /// Write shards of at most this size (`5GB`, `500MB`, `2GiB`, bytes) named after OUT,
-    /// plus OUT's `.index.json` (Hugging Face convention).
+    /// plus OUT's `.index.json` (Hugging Face convention). GGUF output: parts of at most this
+    /// many tensor bytes (headers not counted, as gguf-py's `split_max_size`), named
+    /// `STEM-00001-of-0000N.gguf`.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     shard_size: Option<u64>,
+    /// GGUF output: parts of at most N tensors (gguf-py's `split_max_tensors`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    split_max_tensors: Option<u64>,
+    /// GGUF output: a first part with the metadata and no tensor (gguf-py's
+    /// `small_first_shard`).
+    #[arg(long)]
+    split_small_first: bool,
     /// Add IN's tensors to the existing zTensor v2 file OUT (names already in it are
     /// refused; a crash leaves the old file or the new one).
     #[arg(long)]
@@ -101,7 +109,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 pub fn run(a: &ConvertArgs) -> u8 {
-    let input = match open(&a.input.to_string_lossy(), &a.open.open_options()) {
+    let input = match crate::open_model(&a.input.to_string_lossy(), &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
@@ -113,6 +121,8 @@ pub fn run(a: &ConvertArgs) -> u8 {
             RoundingArg::Truncate => Rounding::Truncate,
         })
         .with_shard_size(a.shard_size)
+        .with_split_max_tensors(a.split_max_tensors)
+        .with_split_small_first(a.split_small_first)
         .with_densify(a.densify)
         .with_drop_metadata(a.drop_metadata)
         .with_append(a.append)

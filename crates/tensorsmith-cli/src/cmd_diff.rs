@@ -6,7 +6,6 @@ use crate::{fail, OpenArgs, EXIT_NO, EXIT_OK};
 use clap::{Args, ValueEnum};
 use std::fmt::Write as _;
 use tensorsmith::index::MetaValue;
-use tensorsmith::open;
 use tensorsmith::ops::diff::{compare_values, diff_structure, Diff, TensorDesc};
 use tensorsmith::ops::diff_json::to_json;
 use tensorsmith::ops::inspect::meta_json;
@@ -41,7 +40,10 @@ pub struct DiffArgs {
 
 pub fn run(a: &DiffArgs) -> u8 {
     let opts = a.open.open_options();
-    let (ma, mb) = match (open(&a.a, &opts), open(&a.b, &opts)) {
+    let (ma, mb) = match (
+        crate::open_model(&a.a, &opts),
+        crate::open_model(&a.b, &opts),
+    ) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => return fail(&e),
     };

@@ -6,7 +6,7 @@ use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorsmith::ops::hash::{content_id, structural_id};
-use tensorsmith::{open, Model};
+use tensorsmith::Model;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Compat {
@@ -22,7 +22,8 @@ pub struct HashArgs {
     /// Also digest every tensor's bytes (reads all data; parallel).
     #[arg(long)]
     content: bool,
-    /// Print another tool's hash instead of ours.
+    /// Print another tool's hash instead of ours. weight-inspect hashes the one file it is
+    /// given: a part of a split GGUF model is hashed alone (ours hashes the whole model).
     #[arg(long, value_enum)]
     compat: Option<Compat>,
     /// One JSON object per line.
@@ -33,10 +34,14 @@ pub struct HashArgs {
 }
 
 pub fn run(a: &HashArgs) -> u8 {
-    let opts = a.open.open_options();
+    // weight-inspect reads the one file it is given, a split GGUF part included.
+    let opts = a
+        .open
+        .open_options()
+        .with_part_only(a.compat.is_some() || a.open.part_only);
     let mut code = EXIT_OK;
     for f in &a.files {
-        let model = match open(f, &opts) {
+        let model = match crate::open_model(f, &opts) {
             Ok(m) => m,
             Err(e) => {
                 fail(&e);

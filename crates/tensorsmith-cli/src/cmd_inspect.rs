@@ -10,7 +10,7 @@ use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_json};
 
 /// Array metadata longer than this shows its first items and its length (vocabularies).
 const ARRAY_PREVIEW: usize = 8;
-use tensorsmith::{open, Model};
+use tensorsmith::Model;
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -33,7 +33,7 @@ pub fn run(a: &InspectArgs) -> u8 {
     // A URL is read with HTTP range requests (the header only); a path is opened; the format
     // is told by the first bytes.
     let target = a.file.to_string_lossy();
-    let model = match open(&target, &a.open.open_options()) {
+    let model = match crate::open_model(&target, &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
@@ -66,7 +66,28 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
         grouped(ix.file_len)
     );
     let _ = writeln!(s, "header:      {} bytes", grouped(ix.header_len));
-    if model.is_sharded() {
+    if let Some(split) = model.split() {
+        let _ = writeln!(
+            s,
+            "split:       {} parts, {} tensors (split.count, split.tensors.count)",
+            split.count, split.tensors
+        );
+        for (i, f) in model.files.iter().enumerate() {
+            let n = ix
+                .tensors
+                .iter()
+                .filter(|t| std::ptr::eq(model.file_of(t), f))
+                .count();
+            let _ = writeln!(
+                s,
+                "  part {}:    {} ({} tensors, {})",
+                i + 1,
+                printable(&f.name),
+                grouped(n as u64),
+                human_bytes(f.file_len)
+            );
+        }
+    } else if model.is_sharded() {
         let _ = writeln!(s, "shards:      {}", model.files.len());
     }
     let _ = writeln!(s, "tensors:     {}", grouped(ix.tensors.len() as u64));
@@ -138,16 +159,35 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
             .max()
             .unwrap_or(4)
             .clamp(4, 80);
+        // A split model's tensors name their part (1-based, as the file names count).
+        let part_of = |t: &tensorsmith::index::TensorInfo| {
+            let f = model.file_of(t);
+            model
+                .files
+                .iter()
+                .position(|g| std::ptr::eq(g, f))
+                .map_or(0, |i| i + 1)
+        };
+        let split = model.split().is_some();
         let _ = writeln!(
             s,
-            "\n  {:<w$}  {:<11} {:<20} {:>12}",
-            "name", "dtype", "shape", "bytes"
+            "\n  {:<w$}  {:<11} {:<20} {:>12}{}",
+            "name",
+            "dtype",
+            "shape",
+            "bytes",
+            if split { "  part" } else { "" }
         );
         for (t, n) in ix.tensors.iter().zip(&names) {
             let shape = format!("{:?}", t.shape);
+            let part = if split {
+                format!("  {:>4}", part_of(t))
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 s,
-                "  {:<w$}  {:<11} {:<20} {:>12}",
+                "  {:<w$}  {:<11} {:<20} {:>12}{part}",
                 n,
                 t.type_name(),
                 shape,

@@ -7,7 +7,7 @@ use crate::render::printable;
 use crate::{schema, shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
-use tensorsmith::{open, Model};
+use tensorsmith::Model;
 
 #[derive(Args)]
 pub struct ValidateArgs {
@@ -30,7 +30,7 @@ pub fn run(a: &ValidateArgs) -> u8 {
     let opts = a.open.open_options().with_packed_ints(a.packed_ints);
     let mut code = EXIT_OK;
     for path in &a.files {
-        match open(&path.to_string_lossy(), &opts) {
+        match crate::open_model(&path.to_string_lossy(), &opts) {
             Ok(m) => {
                 let problems = if a.schema {
                     schema_problems(&m)

@@ -25,7 +25,7 @@ pub fn run(a: &VerifyArgs) -> u8 {
             code = code.max(verify_dataset(path, &opts));
             continue;
         }
-        match tensorsmith::open(&path.to_string_lossy(), &opts).map(|m| verify(&m)) {
+        match crate::open_model(&path.to_string_lossy(), &opts).map(|m| verify(&m)) {
             Ok(r) if r.is_ok() && r.checked == 0 => {
                 println!(
                     "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({} parts)",
@@ -90,7 +90,7 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     let (mut checked, mut undigested) = (0, 0);
     for shard in &manifest.shards {
         let path = dir.join(&shard.shard_path);
-        match tensorsmith::open(&path.to_string_lossy(), opts).map(|m| verify(&m)) {
+        match crate::open_model(&path.to_string_lossy(), opts).map(|m| verify(&m)) {
             Ok(r) => {
                 checked += r.checked;
                 undigested += r.undigested;

@@ -41,8 +41,8 @@ enum Command {
     Inspect(cmd_inspect::InspectArgs),
     /// Check files against every rule of their format; one line per invalid file.
     Validate(cmd_validate::ValidateArgs),
-    /// Rewrite a model as safetensors (one file or shards) or zTensor (0.1, 1.1, 2),
-    /// optionally casting float tensors to another dtype.
+    /// Rewrite a model as safetensors (one file or shards), zTensor (0.1, 1.1, 2) or GGUF
+    /// (one file or split parts), optionally casting float tensors to another dtype.
     Convert(cmd_convert::ConvertArgs),
     /// Check every digest a file records (zTensor) and the data rules a full read enforces.
     Verify(cmd_verify::VerifyArgs),
@@ -66,6 +66,10 @@ pub struct OpenArgs {
     /// Read with positioned reads instead of a memory map (network filesystems).
     #[arg(long)]
     pread: bool,
+    /// Read one part of a split GGUF model alone (by default a part opens every part of the
+    /// model, and a part that cannot is refused).
+    #[arg(long)]
+    part_only: bool,
 }
 
 impl OpenArgs {
@@ -78,7 +82,18 @@ impl OpenArgs {
             } else {
                 Backend::Mmap
             })
+            .with_part_only(self.part_only)
     }
+}
+
+/// Opens a model as `tensorsmith::open` does; a file that is one shard of a sharded
+/// safetensors checkpoint is read alone (the user named it), with a line on stderr saying so,
+/// whatever `--quiet` says.
+pub fn open_model(target: &str, opts: &OpenOptions) -> tensorsmith::Result<tensorsmith::Model> {
+    if let Some(note) = tensorsmith::model::shard_notice(target) {
+        eprintln!("tensorsmith: note: {}", render::printable(&note));
+    }
+    tensorsmith::open(target, opts)
 }
 
 /// Path as given, for messages.

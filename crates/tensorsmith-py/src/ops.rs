@@ -14,7 +14,14 @@ use tensorsmith::ztensor::{Compression, DigestKind};
 use tensorsmith::{open, Model, OpenOptions};
 
 fn open_model(py: Python<'_>, target: &str, backend: &str) -> PyResult<Model> {
-    let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
+    open_part(py, target, backend, false)
+}
+
+/// As `open_model`; with `part_only`, a split GGUF part is read alone.
+fn open_part(py: Python<'_>, target: &str, backend: &str, part_only: bool) -> PyResult<Model> {
+    let opts = OpenOptions::default()
+        .with_backend(parse_backend(py, backend)?)
+        .with_part_only(part_only);
     py.detach(|| open(target, &opts)).py_err(py)
 }
 
@@ -40,7 +47,8 @@ pub fn hash(
     compat: Option<&str>,
     backend: &str,
 ) -> PyResult<(String, Option<String>)> {
-    let m = open_model(py, target, backend)?;
+    // weight-inspect hashes the one file it is given, a split GGUF part included.
+    let m = open_part(py, target, backend, compat.is_some())?;
     match compat {
         Some("weight-inspect") => {
             let wi = tensorsmith::ops::wi_hash::weight_inspect(&m.index).py_err(py)?;
@@ -94,7 +102,8 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
 #[pyfunction]
 #[pyo3(signature = (src, dst, dtype = None, rounding = "nearest", zt_version = None,
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
-    append = false, quantize = None, gguf_set = Vec::new()))]
+    append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
+    split_small_first = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -111,6 +120,8 @@ pub fn convert(
     append: bool,
     quantize: Option<&str>,
     gguf_set: Vec<String>,
+    split_max_tensors: Option<u64>,
+    split_small_first: bool,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -168,6 +179,8 @@ pub fn convert(
         .with_dtype(dtype)
         .with_rounding(rounding)
         .with_shard_size(shard_size)
+        .with_split_max_tensors(split_max_tensors.filter(|&n| n > 0))
+        .with_split_small_first(split_small_first)
         .with_densify(densify)
         .with_drop_metadata(drop_metadata)
         .with_zt_version(version)

@@ -126,6 +126,7 @@ pub struct OpenOptions {
     max_manifest_len: Option<u64>,
     max_array_depth: Option<usize>,
     packed_ints: bool,
+    part_only: bool,
 }
 
 impl Default for OpenOptions {
@@ -136,6 +137,7 @@ impl Default for OpenOptions {
             max_manifest_len: None,
             max_array_depth: None,
             packed_ints: true,
+            part_only: false,
         }
     }
 }
@@ -175,6 +177,17 @@ impl OpenOptions {
     pub fn with_packed_ints(mut self, yes: bool) -> Self {
         self.packed_ints = yes;
         self
+    }
+
+    /// Whether one part of a split GGUF model is read alone. By default a part opens the
+    /// whole model (every part it names), and a part that cannot is refused.
+    pub fn with_part_only(mut self, yes: bool) -> Self {
+        self.part_only = yes;
+        self
+    }
+
+    pub fn part_only(&self) -> bool {
+        self.part_only
     }
 
     pub fn backend(&self) -> Backend {

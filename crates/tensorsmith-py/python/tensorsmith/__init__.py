@@ -336,7 +336,8 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
 
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
             digest=None, densify=False, drop_metadata=False, shard_size=None,
-            append=False, quantize=None, gguf_set=None) -> list:
+            append=False, quantize=None, gguf_set=None, split_max_tensors=None,
+            split_small_first=False) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
@@ -344,8 +345,11 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     zTensor v2 file `dst` (names already in it are refused; a crash leaves the old file or the
     new one). `dst` ending in .gguf writes GGUF v3: `quantize` ("Q4_0", "Q8_0", "MXFP4", ...)
     makes float tensors of 2+ dims whose rows are whole blocks ggml blocks (bit-identical to
-    gguf-py); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. Returns the paths
-    written.
+    gguf-py); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. GGUF output is
+    split into parts as gguf-py's GGUFWriter splits it with `shard_size` (tensor bytes per part,
+    its `split_max_size`), `split_max_tensors` and `split_small_first` (its
+    `small_first_shard`). A part of a split GGUF as `src` converts the whole model. Returns the
+    paths written.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
@@ -359,7 +363,8 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     files = _native.convert(os.fspath(src), os.fspath(dst), dtype, rounding,
                             None if zt_version is None else str(zt_version),
                             compress or None, digest, densify, drop_metadata, shard_size,
-                            append, quantize, list(gguf_set or []))
+                            append, quantize, list(gguf_set or []), split_max_tensors,
+                            split_small_first)
     return [os.fspath(p) for p in files]
 
 

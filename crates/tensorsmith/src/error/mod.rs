@@ -71,6 +71,10 @@ pub enum ErrorKind {
     // --- sharded checkpoints
     #[error("bad shard index: {0}")]
     BadShardIndex(String),
+    /// A split GGUF model whose parts do not make one whole (a part missing, numbered twice,
+    /// counts that disagree, a tensor in two parts), or a part read alone by default.
+    #[error("split GGUF: {0}")]
+    BadSplit(String),
 
     // --- remote files
     #[error("HTTP: {0}")]

@@ -6,17 +6,21 @@
 
 mod format;
 mod parse;
+pub mod split;
 mod value;
 mod write;
 mod write_meta;
+mod write_split;
 
 pub use crate::error::GgufRule;
 pub use crate::ggml_type::GgmlType;
 pub use format::Gguf;
 pub use parse::{DEFAULT_ALIGNMENT, MAX_DIMS};
+pub use split::SplitLimits;
 pub use value::{Array, GgufValue, ValueType};
 pub use write::Writer;
 pub use write_meta::{parse_assignment, value_type_by_name};
+pub use write_split::write_split;
 
 use crate::bytes::{LocalFile, ReadAt};
 use crate::dtype::DType;

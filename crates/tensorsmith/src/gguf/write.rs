@@ -17,20 +17,23 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
-struct Entry<'a> {
+pub(super) struct Entry<'a> {
     name: String,
     ne: Shape,
     ggml_type: GgmlType,
-    byte_len: u64,
+    pub(super) byte_len: u64,
     data: Box<dyn TensorData + 'a>,
 }
 
 /// A GGUF file to write: metadata, then tensors added in file order.
 #[derive(Default)]
 pub struct Writer<'a> {
-    metadata: Vec<(String, GgufValue)>,
-    tensors: Vec<Entry<'a>>,
+    pub(super) metadata: Vec<(String, GgufValue)>,
+    pub(super) tensors: Vec<Entry<'a>>,
     names: HashSet<String>,
+    /// The alignment of a split model's later parts: the first part's, though only the first
+    /// part holds `general.alignment` (as gguf-py writes them).
+    pub(super) forced_alignment: Option<u64>,
 }
 
 impl<'a> Writer<'a> {
@@ -109,6 +112,9 @@ impl<'a> Writer<'a> {
 
     /// The data alignment: `general.alignment`, else 32.
     pub fn alignment(&self) -> Result<u64> {
+        if let Some(a) = self.forced_alignment {
+            return Ok(a);
+        }
         match self.metadata.iter().find(|(k, _)| k == "general.alignment") {
             None => Ok(DEFAULT_ALIGNMENT),
             Some((_, GgufValue::U32(a))) if a.is_power_of_two() => Ok(u64::from(*a)),

@@ -62,6 +62,42 @@ pub fn parse_index(location: &str, json: &[u8]) -> Result<(BTreeMap<String, Stri
     Ok((weight_map, shards))
 }
 
+/// For a local `.safetensors` file named as one shard of a checkpoint
+/// (`NAME-0000N-of-0000M.safetensors`) with a shard index beside it: a line saying so and how
+/// to take the whole checkpoint. The file is still read alone: the user named it.
+pub fn shard_notice(target: &str) -> Option<String> {
+    if crate::bytes::is_url(target) {
+        return None;
+    }
+    let path = Path::new(target);
+    let name = path.file_name()?.to_str()?;
+    let (left, count) = name.strip_suffix(".safetensors")?.rsplit_once("-of-")?;
+    let (_, no) = left.rsplit_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(no) && digits(count)) {
+        return None;
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut indexes: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(INDEX_SUFFIX))
+        .collect();
+    indexes.sort();
+    let index = indexes.first()?;
+    let (no, count) = (no.trim_start_matches('0'), count.trim_start_matches('0'));
+    Some(format!(
+        "{target} is shard {no} of {count} of a sharded checkpoint; only its own tensors are read. \
+         For the whole checkpoint, pass its folder ({}) or its index ({})",
+        dir.display(),
+        dir.join(index).display()
+    ))
+}
+
 /// Whether `target` names a shard index (by its name).
 pub fn is_index(target: &str) -> bool {
     target.ends_with(".index.json")
@@ -102,6 +138,19 @@ fn open_shard(location: &str, name: &str, opts: &OpenOptions) -> Result<(TensorI
     Ok((index, file))
 }
 
+/// Whether a folder holds a shard index or a `.safetensors` file.
+pub(super) fn has_safetensors(dir: &Path) -> Result<bool> {
+    let at = |e: std::io::Error| Error::from(e).in_file(dir);
+    for entry in std::fs::read_dir(dir).map_err(at)? {
+        let name = entry.map_err(at)?.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(INDEX_SUFFIX) || name.ends_with(".safetensors") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Opens a folder: its shard index if it has one (`model.safetensors.index.json` preferred),
 /// else its `.safetensors` files, as one model.
 pub(super) fn open_dir(dir: &Path, opts: &OpenOptions) -> Result<Model> {
@@ -133,7 +182,7 @@ pub(super) fn open_dir(dir: &Path, opts: &OpenOptions) -> Result<Model> {
     match shards.len() {
         0 => Err(bad(
             &shown,
-            "no .safetensors files and no shard index".into(),
+            "no .safetensors or .gguf files and no shard index".into(),
         )),
         _ => {
             let mut files = Vec::new();
@@ -218,5 +267,6 @@ fn merge(
         index,
         files,
         shard_of: Some(shard_of),
+        split: None,
     })
 }

@@ -5,9 +5,10 @@
 
 mod checkpoint;
 mod file;
+mod gguf_split;
 mod open;
 
-pub use checkpoint::{is_index, parse_index, INDEX_SUFFIX, MAX_INDEX_LEN};
+pub use checkpoint::{is_index, parse_index, shard_notice, INDEX_SUFFIX, MAX_INDEX_LEN};
 pub use file::ModelFile;
 pub use open::{open, open_reader};
 
@@ -27,6 +28,16 @@ pub struct Model {
     pub files: Vec<ModelFile>,
     /// For a sharded model: which of `files` holds each tensor, by name.
     shard_of: Option<HashMap<String, usize>>,
+    /// For a split GGUF model opened whole: the split, whose keys are not in the metadata.
+    split: Option<Split>,
+}
+
+/// A split GGUF model's split: `split.count` parts (the model's `files`, in order) holding
+/// `split.tensors.count` tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Split {
+    pub count: u64,
+    pub tensors: u64,
 }
 
 impl Model {
@@ -37,7 +48,14 @@ impl Model {
             index,
             files: vec![file],
             shard_of: None,
+            split: None,
         }
+    }
+
+    /// The split of a split GGUF model opened whole; `None` otherwise (a part read alone
+    /// with `part_only` keeps its `split.*` keys in its metadata).
+    pub fn split(&self) -> Option<Split> {
+        self.split
     }
 
     pub fn is_sharded(&self) -> bool {

@@ -3,7 +3,7 @@
 //! or a shard index).
 
 use super::file::{open_file, read_file};
-use super::{checkpoint, Model};
+use super::{checkpoint, gguf_split, Model};
 use crate::bytes::{is_url, ReadAt};
 use crate::error::Result;
 use crate::format::OpenOptions;
@@ -24,10 +24,19 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
         return checkpoint::open_index(target, opts);
     }
     if !is_url(target) && Path::new(target).is_dir() {
-        return checkpoint::open_dir(Path::new(target), opts);
+        let dir = Path::new(target);
+        if !checkpoint::has_safetensors(dir)? {
+            if let Some(model) = gguf_split::gguf_in_dir(dir)? {
+                return open(&model, opts);
+            }
+        }
+        return checkpoint::open_dir(dir, opts);
     }
     let (index, file) = open_file(target, opts)?;
-    Ok(Model::single(target, index, file))
+    match gguf_split::keys_of(&index, target)? {
+        Some(keys) if !opts.part_only() => gguf_split::open_parts(target, index, file, keys, opts),
+        _ => Ok(Model::single(target, index, file)),
+    }
 }
 
 /// Opens and validates one file from bytes the caller already has access to (an open
@@ -35,5 +44,16 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
 /// it in errors and in [`Model::location`].
 pub fn open_reader(location: &str, bytes: Box<dyn ReadAt>, opts: &OpenOptions) -> Result<Model> {
     let (index, file) = read_file(location, bytes, opts)?;
+    if let Some(keys) = gguf_split::keys_of(&index, location)? {
+        if !opts.part_only() && keys.count > 1 {
+            return Err(crate::gguf::split::bad(format!(
+                "this file is part {} of {} of a split model; open it by its path (or its \
+                 folder) to read every part, or read this part alone with part_only",
+                keys.no + 1,
+                keys.count
+            ))
+            .in_file(Path::new(location)));
+        }
+    }
     Ok(Model::single(location, index, file))
 }

@@ -22,14 +22,16 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
     let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
     if writes_gguf(out) && opts.zt_version.is_none() {
-        if opts.shard_size.is_some() {
-            return refuse("a shard size applies to safetensors output");
-        }
         if opts.append || opts.compression.is_some() || opts.digest.is_some() {
             return refuse("append, compression and digests apply to zTensor output");
         }
-        convert_gguf(input, out, opts)?;
-        return Ok(vec![out.to_path_buf()]);
+        return Ok(convert_gguf(input, out, opts)?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect());
+    }
+    if opts.split_max_tensors.is_some() || opts.split_small_first {
+        return refuse("--split-max-tensors and --split-small-first apply to GGUF output (a name ending in .gguf)");
     }
     if gguf_only {
         return refuse(

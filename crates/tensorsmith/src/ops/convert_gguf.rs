@@ -23,8 +23,9 @@ use crate::ops::dequantize;
 use crate::safetensors::digest_record::DIGEST_KEY;
 use crate::safetensors::TensorData;
 use crate::OpenOptions;
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Elements per chunk: 1 Mi (a multiple of every block size).
 const CHUNK_ELEMENTS: u64 = 1 << 20;
@@ -92,8 +93,14 @@ pub fn writes_gguf(out: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
-/// Writes `input` as one GGUF v3 file at `out` (atomically); returns its length.
-pub fn convert_gguf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
+/// Writes `input` as GGUF v3 at `out` (atomically): one file, or parts split as gguf-py splits
+/// them when a limit is set (`shard_size` in tensor bytes, `split_max_tensors`,
+/// `split_small_first`; see `gguf::write_split`). Returns each file written and its length.
+pub fn convert_gguf(
+    input: &Model,
+    out: &Path,
+    opts: &ConvertOptions,
+) -> Result<Vec<(PathBuf, u64)>> {
     let place = |e: Error, t: &TensorInfo| e.at_tensor(&t.name).in_file(Path::new(&input.location));
     if let Some(to) = opts.dtype {
         if !matches!(to, DType::F32 | DType::F16 | DType::BF16) {
@@ -107,17 +114,31 @@ pub fn convert_gguf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<
         ggml_quant::quantizer(q)?;
     }
     let mut w = gguf::Writer::new();
-    // A GGUF input's own header: its typed metadata and ggml dims, exactly.
-    let header = match input.index.format {
-        Format::Gguf { .. } if !input.is_sharded() => Some(
-            gguf::read_header(input.files[0].bytes(), &OpenOptions::default())
-                .map_err(|e| e.in_file(Path::new(&input.location)))?,
-        ),
-        _ => None,
+    // A GGUF input's own headers (one per part of a split model): the first one's typed
+    // metadata, without the split keys (the output is split anew, or not), and every tensor's
+    // ggml dims, exactly.
+    let headers = match input.index.format {
+        Format::Gguf { .. } => input
+            .files
+            .iter()
+            .map(|f| {
+                gguf::read_header(f.bytes(), &OpenOptions::default())
+                    .map_err(|e| e.in_file(Path::new(&f.location)))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        _ => Vec::new(),
     };
-    match &header {
+    let dims: HashMap<&str, &Shape> = headers
+        .iter()
+        .flat_map(|h| h.tensors.iter().map(|t| (t.name.as_str(), &t.ne)))
+        .collect();
+    match headers.first() {
         Some(h) => {
-            for (k, v) in &h.metadata {
+            for (k, v) in h
+                .metadata
+                .iter()
+                .filter(|(k, _)| !gguf::split::is_split_key(k))
+            {
                 w.set(k.clone(), v.clone());
             }
             for (k, v) in &opts.gguf_set {
@@ -148,9 +169,9 @@ pub fn convert_gguf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<
         }
     }
     w.alignment().map_err(|e| e.in_file(out))?;
-    for (i, t) in input.index.tensors.iter().enumerate() {
-        let ne: Shape = match &header {
-            Some(h) => h.tensors[i].ne.clone(),
+    for t in &input.index.tensors {
+        let ne: Shape = match dims.get(t.name.as_str()) {
+            Some(ne) => (*ne).clone(),
             None => t.shape.iter().rev().copied().collect(),
         };
         let (ty, step) = plan(t, &ne, opts).map_err(|e| place(e, t))?;
@@ -167,7 +188,12 @@ pub fn convert_gguf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<
         w.add(t.name.clone(), ne, ty, src)
             .map_err(|e| e.in_file(Path::new(&input.location)))?;
     }
-    w.write_file(out)
+    let limits = gguf::SplitLimits {
+        max_tensors: opts.split_max_tensors.unwrap_or(0),
+        max_size: opts.shard_size.unwrap_or(0),
+        small_first: opts.split_small_first,
+    };
+    gguf::write_split(w, out, &limits)
 }
 
 /// The output type of `t` and how its bytes get there.

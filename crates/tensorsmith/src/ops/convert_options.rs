@@ -23,8 +23,13 @@ pub struct ConvertOptions {
     /// Cast float tensors (F64, F32, F16, BF16) to this dtype; others are copied as they are.
     pub(crate) dtype: Option<DType>,
     pub(crate) rounding: Rounding,
-    /// Safetensors: shards of at most this many tensor bytes each, plus their index.
+    /// Safetensors: shards of at most this many tensor bytes each, plus their index. GGUF:
+    /// parts of at most this many tensor bytes (gguf-py's `split_max_size`).
     pub(crate) shard_size: Option<u64>,
+    /// GGUF: parts of at most this many tensors (gguf-py's `split_max_tensors`).
+    pub(crate) split_max_tensors: Option<u64>,
+    /// GGUF: a first part with the metadata and no tensor (gguf-py's `small_first_shard`).
+    pub(crate) split_small_first: bool,
     /// Write sparse tensors as dense ones instead of refusing them.
     pub(crate) densify: bool,
     /// zTensor output in this version (also chosen by an output name ending in `.zt`: v2).
@@ -60,6 +65,18 @@ impl ConvertOptions {
 
     pub fn with_shard_size(mut self, bytes: impl Into<Option<u64>>) -> Self {
         self.shard_size = bytes.into();
+        self
+    }
+
+    /// GGUF output: parts of at most `n` tensors each.
+    pub fn with_split_max_tensors(mut self, n: impl Into<Option<u64>>) -> Self {
+        self.split_max_tensors = n.into();
+        self
+    }
+
+    /// GGUF output: a first part holding the metadata and no tensor.
+    pub fn with_split_small_first(mut self, yes: bool) -> Self {
+        self.split_small_first = yes;
         self
     }
 

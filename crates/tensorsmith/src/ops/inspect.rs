@@ -80,6 +80,9 @@ pub fn inspect_json_text(path: &Path, model: &Model) -> String {
     if model.is_sharded() {
         head["shards"] = model.files.iter().map(|f| json!(f.name)).collect();
     }
+    if let Some(split) = model.split() {
+        head["split"] = json!({"count": split.count, "tensors": split.tensors});
+    }
     let mut out = serde_json::to_string_pretty(&head).expect("JSON values serialize");
     out.truncate(out.len() - 2); // "\n}"
     out.reserve(index.tensors.len() * 160);
