@@ -18,6 +18,9 @@ use tensorsmith::{open, Model, OpenOptions};
 #[pyclass(frozen, module = "tensorsmith._native")]
 pub struct File {
     model: Arc<Model>,
+    /// Opened by its path (not through a descriptor or a file object): its local files can
+    /// be mapped again by name (PyTorch's `UntypedStorage.from_file`).
+    by_path: bool,
     by_name: std::collections::HashMap<String, usize>,
     /// Whether a safetensors header declares an empty `__metadata__` (looked up once, on
     /// the first `metadata()` call that needs it).
@@ -29,6 +32,7 @@ impl File {
         let by_name = model.index.by_name();
         File {
             model: Arc::new(model),
+            by_path: false,
             by_name,
             empty_metadata_object: std::sync::OnceLock::new(),
         }
@@ -79,7 +83,10 @@ impl File {
         let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
         let target = path.to_owned();
         let model = py.detach(|| open(&target, &opts)).py_err(py)?;
-        Ok(File::of(model))
+        Ok(File {
+            by_path: true,
+            ..File::of(model)
+        })
     }
 
     /// A model read from an open descriptor (a Python file's `fileno()`): duplicated, then
@@ -217,6 +224,68 @@ impl File {
         .py_err(py)?;
         drop(buf);
         Ok(())
+    }
+
+    /// `(file index, start, end)`: where a tensor's values lie as one raw little-endian run
+    /// of stored bytes (absolute offsets in its file); None when they must be decoded (zstd,
+    /// big-endian, sparse, several parts).
+    fn raw_range(&self, py: Python<'_>, name: &str) -> PyResult<Option<(usize, u64, u64)>> {
+        let t = self.info(py, name)?;
+        let m = &self.model;
+        if !m.is_plain(t) {
+            return Ok(None);
+        }
+        let file = m.file_of(t);
+        let i = m
+            .files
+            .iter()
+            .position(|f| std::ptr::eq(f, file))
+            .expect("a tensor's file is one of the model's");
+        let r = t.data_range();
+        Ok(Some((i, r.start, r.end)))
+    }
+
+    /// `(path, length)` of file `i` when it is a local file opened by its path (so it can be
+    /// mapped again by name); None for URLs, descriptors and file objects.
+    fn local_file(&self, i: usize) -> Option<(String, u64)> {
+        let f = self.model.files.get(i)?;
+        (self.by_path && !tensorsmith::bytes::is_url(&f.location))
+            .then(|| (f.location.clone(), f.file_len))
+    }
+
+    /// The number of files (shards, parts) behind the model.
+    fn file_count(&self) -> usize {
+        self.model.files.len()
+    }
+
+    /// Reads `len` bytes at `offset` of file `i` into memory at address `addr`, without the
+    /// GIL (positioned reads for local files, ranges for URLs). For the PyTorch paths only:
+    /// `addr` is the data pointer of a CPU buffer of at least `len` bytes (a tensor's storage,
+    /// a pinned staging buffer) that the caller owns and keeps alive until this returns.
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        i: usize,
+        offset: u64,
+        len: usize,
+        addr: usize,
+    ) -> PyResult<()> {
+        let Some(f) = self.model.files.get(i) else {
+            return Err(raise(py, "OptionError", format!("no file {i}")));
+        };
+        if addr == 0 && len > 0 {
+            return Err(raise(py, "OptionError", "read_into: null address".into()));
+        }
+        py.detach(|| {
+            // SAFETY: the caller (tensorsmith's PyTorch code, never user code) passes the
+            // data pointer of a live CPU buffer of at least `len` bytes that nothing else
+            // touches until this call returns.
+            let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
+            f.bytes()
+                .read_exact_at(offset, buf)
+                .map_err(|e| e.in_file(std::path::Path::new(&f.location)))
+        })
+        .py_err(py)
     }
 
     /// Where the file or shards live (as given).

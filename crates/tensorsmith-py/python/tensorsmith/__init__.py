@@ -116,9 +116,17 @@ class safe_open:
 
     def __init__(self, filename, framework="np", device="cpu", backend="mmap"):
         self._framework = _framework(framework)
-        if device not in ("cpu", None):
-            raise OptionError(f"device must be 'cpu', not {device!r}")
+        self._torch = self._device = None
+        if self._framework == "pt":
+            from . import _torch
+
+            self._device = _torch.parse_device(device)
+        elif device not in ("cpu", None):
+            raise OptionError(f"device applies to framework='pt'; NumPy arrays are on the "
+                              f"CPU, not {device!r}")
         self._native = _open_native(filename, backend)
+        if self._framework == "pt":
+            self._torch = _torch.Reader(self._native, backend)
 
     @property
     def _f(self):
@@ -130,8 +138,23 @@ class safe_open:
         return self
 
     def __exit__(self, *exc):
-        self._native = None
+        self._native = self._torch = None
         return False
+
+    def _pt(self, names, dequantize=False):
+        """PyTorch tensors of `names` on this file's device: CPU views of the map (or owned
+        reads), through the pinned pipeline onto CUDA, else moved by torch."""
+        self._f  # noqa: B018 - raises once closed
+        reader, dev = self._torch, self._device
+        if dev.type == "cuda":
+            from . import _torch_cuda
+
+            return _torch_cuda.load(self._native, names, dev,
+                                    lambda n: reader.tensor(n, dequantize))
+        out = {n: reader.tensor(n, dequantize) for n in names}
+        if dev.type != "cpu":
+            out = {n: t.to(dev) for n, t in out.items()}
+        return out
 
     @property
     def format(self):
@@ -165,6 +188,8 @@ class safe_open:
         (a flat uint8 array) unless `dequantize=True`, which gives its values as float32 in the
         tensor's shape, bit-identical to `gguf.quants.dequantize` (types it cannot dequantize,
         such as q8_k, raise). For every other tensor `dequantize` changes nothing."""
+        if self._framework == "pt":
+            return self._pt([name], dequantize)[name]
         dtype, shape, layout = self._f.info_of(name)
         if dequantize and layout.startswith("ggml:"):
             arr = np.empty(shape, dtype=np.float32)
@@ -174,9 +199,13 @@ class safe_open:
         return _out(arr, self._framework, dtype)
 
     def get_tensors(self, dequantize=False):
-        """Every tensor as a dict, name -> array: `f.get_tensors()` (`dequantize` as in
+        """Every tensor as a dict, name -> array, in file order: `f.get_tensors()` (`dequantize` as in
         `get_tensor`)."""
-        return {k: self.get_tensor(k, dequantize=dequantize) for k in self.keys()}
+        # In the order of the data in the file, as the reference gives them.
+        names = self.offset_keys()
+        if self._framework == "pt":
+            return self._pt(names, dequantize)
+        return {k: self.get_tensor(k, dequantize=dequantize) for k in names}
 
     def get_slice(self, name):
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
@@ -192,6 +221,7 @@ class _Slice:
     def __init__(self, f: safe_open, name: str):
         # The native file, not `f`: a slice stays usable after `f` is closed.
         self._file, self._framework, self._name = f._f, f._framework, name
+        self._torch, self._device = f._torch, f._device
         self._dtype, shape, self._layout = self._file.info_of(name)
         self._shape = list(shape)
 
@@ -205,6 +235,12 @@ class _Slice:
 
     def __getitem__(self, index):
         np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
+        if self._framework == "pt":
+            # A view of the map when the selection is contiguous, else a copy.
+            part = self._torch.tensor(self._name)[np_index]
+            if not part.is_contiguous():
+                part = part.contiguous()
+            return part if self._device.type == "cpu" else part.to(self._device)
         full = _array(self._file.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
         part = np.array(full[np_index], copy=True)  # owned, C order, 0-d kept
         return _out(part, self._framework, self._dtype)
@@ -220,15 +256,17 @@ class _safe_open_handle(safe_open):
         super().__init__(f, framework, device, backend)
 
 
-def load_file(filename, framework="np", backend="mmap"):
-    """Every tensor of a file as a dict (name -> array).
+def load_file(filename, framework="np", backend="mmap", device="cpu"):
+    """Every tensor of a file as a dict (name -> array; with framework="pt", tensors on
+    `device`: CPU tensors are views of a private mapping of the file, CUDA ones are read
+    through a pinned pipeline straight into their device memory).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
         >>> tensorsmith.load_file("a.safetensors")["a"].tolist()
         [0, 1, 2]
     """
-    with safe_open(filename, framework=framework, backend=backend) as f:
+    with safe_open(filename, framework=framework, backend=backend, device=device) as f:
         return f.get_tensors()
 
 
@@ -287,6 +325,11 @@ def load(data: bytes, framework="np"):
     fw = _framework(framework)
     view = memoryview(data)
     out = {}
+    if fw == "pt":
+        from ._torch import from_bytes
+
+        return {name: from_bytes(view[begin:end], dtype, shape)
+                for name, dtype, shape, begin, end in _native.parse_bytes(data)}
     for name, dtype, shape, begin, end in _native.parse_bytes(data):
         out[name] = _out(_array(view[begin:end], dtype, shape), fw, dtype)
     return out

@@ -1,0 +1,278 @@
+"""tensorsmith.torch against the reference safetensors.torch (0.8.0) with real PyTorch:
+zero-copy writable CPU tensors, dtypes without NumPy's extras, devices, owned reads for pread
+and file objects, the save refusals and texts, save_model/load_model with tied weights, and
+loads onto CUDA (skipped without a GPU)."""
+
+import gc
+import io
+import os
+import threading
+
+import numpy as np
+import pytest
+import safetensors.torch as ref
+import torch
+
+import tensorsmith
+import tensorsmith.torch as ours
+
+# Run in .venv-torch (tests/python/requirements-torch.txt): real torch, the reference
+# `safetensors`, transformers; no ml_dtypes. CUDA cases run where a GPU is.
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+OPTIONAL = ["uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+            "float8_e5m2fnuz", "float8_e8m0fnu"]
+
+
+def every_dtype():
+    g = torch.Generator().manual_seed(0)
+    d = {
+        "f64": torch.randn(3, 2, generator=g, dtype=torch.float64),
+        "f32": torch.randn(4, 5, generator=g),
+        "f16": torch.randn(7, generator=g).half(),
+        "bf16": torch.randn(2, 3, 4, generator=g).bfloat16(),
+        "i64": torch.arange(-3, 3, dtype=torch.int64),
+        "i32": torch.arange(6, dtype=torch.int32).reshape(2, 3),
+        "i16": torch.tensor([-5, 7], dtype=torch.int16),
+        "i8": torch.tensor([-128, 127], dtype=torch.int8),
+        "u8": torch.tensor([0, 255], dtype=torch.uint8),
+        "bool": torch.tensor([True, False, True]),
+        "c64": torch.randn(3, generator=g, dtype=torch.complex64),
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 4),
+    }
+    for name in OPTIONAL:
+        if hasattr(torch, name):
+            d[name] = torch.tensor([1, 2, 3], dtype=torch.int32).to(getattr(torch, name))
+    return d
+
+
+def same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape, (a, b)
+    if a.numel():
+        assert torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+@pytest.fixture
+def ref_file(tmp_path):
+    p = tmp_path / "ref.safetensors"
+    ref.save_file(every_dtype(), p, metadata={"format": "pt"})
+    return p
+
+
+def test_no_ml_dtypes_here():
+    with pytest.raises(ImportError):
+        import ml_dtypes  # noqa: F401
+
+
+def test_every_dtype_loads_as_the_reference_and_saves_byte_identical(tmp_path, ref_file):
+    want = ref.load_file(ref_file)
+    got = ours.load_file(ref_file)
+    assert list(got) == list(want)
+    for k in want:
+        same(got[k], want[k])
+    out = tmp_path / "ours.safetensors"
+    ours.save_file(every_dtype(), out, metadata={"format": "pt"})
+    assert out.read_bytes() == ref_file.read_bytes()
+    assert ours.save(every_dtype()) == ref.save(every_dtype())
+    for k, v in ours.load(ref_file.read_bytes()).items():
+        same(v, want[k])
+
+
+def test_cpu_tensors_are_writable_views_of_a_private_map(tmp_path, ref_file):
+    before = ref_file.read_bytes()
+    with tensorsmith.safe_open(ref_file, framework="pt") as f:
+        a, b = f.get_tensor("f32"), f.get_tensor("i32")
+    # One mapping of the file, shared by both, kept alive after the file is closed.
+    base = a.untyped_storage().data_ptr() - ref_file.read_bytes().find(a.numpy().tobytes())
+    assert b.untyped_storage().data_ptr() - base == before.find(b.numpy().tobytes())
+    a[0, 0] = 1234.5
+    del b
+    gc.collect()
+    assert a[0, 0].item() == 1234.5
+    assert ref_file.read_bytes() == before  # copy-on-write: the file is untouched
+    # A file replaced by a rename while mapped: loaded tensors keep the old bytes.
+    c = ours.load_file(ref_file)["f64"]
+    old = c.clone()
+    tmp = tmp_path / "new.safetensors"
+    ours.save_file({"f64": torch.zeros(3, 2, dtype=torch.float64)}, tmp)
+    os.replace(tmp, ref_file)
+    assert torch.equal(c, old)
+
+
+def test_slices_are_views_when_contiguous(ref_file):
+    with tensorsmith.safe_open(ref_file, framework="pt") as f:
+        full = f.get_tensor("f32")
+        rows = f.get_slice("f32")[1:3]
+        cols = f.get_slice("f32")[:, 1:3]
+    assert torch.equal(rows, full[1:3]) and torch.equal(cols, full[:, 1:3])
+    assert rows.untyped_storage().data_ptr() == full.untyped_storage().data_ptr()
+    assert cols.is_contiguous()
+
+
+@pytest.mark.parametrize("how", ["pread", "fileobj", "bytesio"])
+def test_pread_and_file_objects_give_owned_tensors(ref_file, how):
+    want = ref.load_file(ref_file)
+    if how == "pread":
+        got = ours.load_file(ref_file, backend="pread")
+    else:
+        fobj = open(ref_file, "rb") if how == "fileobj" else io.BytesIO(ref_file.read_bytes())
+        with fobj, tensorsmith.safe_open(fobj, framework="pt") as f:
+            got = f.get_tensors()
+    for k in want:
+        same(got[k], want[k])
+    got["f32"][0, 0] = 7.0  # owned and writable
+
+
+def test_devices_as_the_reference_takes_them(ref_file):
+    for dev in ("cpu", torch.device("cpu"), None):
+        assert ours.load_file(ref_file, device=dev)["f32"].device.type == "cpu"
+    meta = ours.load_file(ref_file, device="meta")["bf16"]
+    assert meta.device.type == "meta" and meta.shape == (2, 3, 4)
+    for bad in ("foo", -1):
+        with pytest.raises(tensorsmith.SafetensorError, match=f"device {bad} is invalid"):
+            ours.load_file(ref_file, device=bad)
+    if not torch.cuda.is_available():
+        for missing in ("cuda", "cuda:0", 0):
+            with pytest.raises(RuntimeError):
+                ref.load_file(ref_file, device=missing)
+            with pytest.raises(RuntimeError):
+                ours.load_file(ref_file, device=missing)
+
+
+def test_other_formats_through_torch(tmp_path):
+    src = tmp_path / "a.safetensors"
+    ours.save_file({"w": torch.randn(64, 32).bfloat16(), "b": torch.arange(9.0)}, src)
+    zt = tmp_path / "a.zt"
+    tensorsmith.convert(src, zt, compress=3)
+    gg = tmp_path / "a.gguf"
+    tensorsmith.convert(src, gg, dtype="F32")
+    want = ours.load_file(src)
+    for k, v in ours.load_file(zt).items():
+        same(v, want[k])
+    got = ours.load_file(gg)
+    assert torch.equal(got["w"], want["w"].float()) and torch.equal(got["b"], want["b"])
+
+
+def test_a_truncated_file_under_pread_is_a_clear_error(tmp_path):
+    p = tmp_path / "t.safetensors"
+    ours.save_file({"a": torch.zeros(1024), "b": torch.zeros(1024)}, p)
+    with tensorsmith.safe_open(p, framework="pt", backend="pread") as f:
+        os.truncate(p, os.path.getsize(p) - 100)
+        f.get_tensor("a")
+        with pytest.raises(tensorsmith.SafetensorError, match="t.safetensors"):
+            f.get_tensor("b")
+
+
+def test_save_refusals_match_the_reference():
+    base = torch.zeros(4, 4)
+    cases = {
+        "shared": {"a": base, "b": base[:2]},
+        "sparse": {"s": torch.zeros(3, 3).to_sparse()},
+        "noncontig": {"t": torch.zeros(3, 4).t()},
+        "notdict": [("a", base)],
+        "nottensor": {"a": 3},
+    }
+    for name, tensors in cases.items():
+        with pytest.raises(Exception) as want:
+            ref.save(tensors)
+        with pytest.raises(Exception) as got:
+            ours.save(tensors)
+        assert isinstance(got.value, type(want.value)), name
+        assert str(got.value) == str(want.value), name
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.emb.weight
+        self.norm = torch.nn.LayerNorm(4)
+
+
+def test_save_model_and_load_model_with_tied_weights(tmp_path):
+    torch.manual_seed(0)
+    m = Tied()
+    a, b = tmp_path / "ref.safetensors", tmp_path / "ours.safetensors"
+    ref.save_model(m, a)
+    ours.save_model(m, b)
+    assert a.read_bytes() == b.read_bytes()
+    for loader in (ref.load_model, ours.load_model):
+        m2 = Tied()
+        assert loader(m2, b) == ref.load_model(Tied(), a)
+        assert torch.equal(m2.head.weight, m.emb.weight)
+        assert m2.head.weight.data_ptr() == m2.emb.weight.data_ptr()
+    sd = {"emb.weight": torch.zeros(10, 4)}
+    ours.save_file(sd, tmp_path / "partial.safetensors")
+    with pytest.raises(RuntimeError) as want:
+        ref.load_model(Tied(), tmp_path / "partial.safetensors")
+    with pytest.raises(RuntimeError) as got:
+        ours.load_model(Tied(), tmp_path / "partial.safetensors")
+    assert str(got.value) == str(want.value)
+    assert ours._find_shared_tensors(m.state_dict()) == ref._find_shared_tensors(m.state_dict())
+    assert (ours._remove_duplicate_names(m.state_dict())
+            == ref._remove_duplicate_names(m.state_dict()))
+
+
+def test_numpy_framework_still_refuses_devices(ref_file):
+    with pytest.raises(tensorsmith.OptionError):
+        tensorsmith.safe_open(ref_file, framework="np", device="cuda")
+    with tensorsmith.safe_open(ref_file, framework="np") as f:
+        assert isinstance(f.get_tensor("f32"), np.ndarray)
+
+
+@cuda
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0])
+def test_cuda_load_equals_the_cpu_load(tmp_path, ref_file, device):
+    want = ref.load_file(ref_file)
+    got = ours.load_file(ref_file, device=device)
+    for k in want:
+        assert got[k].device.type == "cuda"
+        same(got[k].cpu(), want[k])
+
+
+@cuda
+def test_cuda_load_of_a_sharded_checkpoint_and_one_tensor_at_a_time(tmp_path):
+    g = torch.Generator().manual_seed(1)
+    big = {f"t{i}": torch.randn(257, 1031, generator=g) for i in range(12)}
+    src = tmp_path / "big.safetensors"
+    ours.save_file(big, src)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    tensorsmith.convert(src, ck / "model.safetensors", shard_size="3MB")
+    os.environ["TENSORSMITH_PINNED_MIB"] = "64"  # a ring smaller than the file
+    try:
+        got = ours.load_file(ck, device="cuda")
+    finally:
+        del os.environ["TENSORSMITH_PINNED_MIB"]
+    for k, v in big.items():
+        assert torch.equal(got[k].cpu(), v)
+    with tensorsmith.safe_open(src, framework="pt", device="cuda:0") as f:
+        assert torch.equal(f.get_tensor("t3").cpu(), big["t3"])
+        assert torch.equal(f.get_slice("t4")[2:5].cpu(), big["t4"][2:5])
+    errors = []
+
+    def worker():
+        try:
+            r = ours.load_file(src, device="cuda")
+            assert all(torch.equal(r[k].cpu(), v) for k, v in big.items())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+@cuda
+def test_cuda_load_of_a_truncated_file_is_a_clear_error(tmp_path):
+    p = tmp_path / "t.safetensors"
+    ours.save_file({"a": torch.zeros(1 << 20), "b": torch.zeros(1 << 20)}, p)
+    with tensorsmith.safe_open(p, framework="pt", device="cuda", backend="pread") as f:
+        os.truncate(p, os.path.getsize(p) - 100)
+        with pytest.raises(tensorsmith.SafetensorError, match="t.safetensors"):
+            f.get_tensors()
