@@ -1,6 +1,8 @@
 //! `serialize` / `serialize_file`: tensors handed over as Python buffers (NumPy arrays made
 //! contiguous and little-endian by the Python side) written by the safetensors writer, byte
-//! for byte as the reference writes them. Files are written atomically.
+//! for byte as the reference writes them. Files are written atomically. A tensor may instead
+//! come as a callable that returns its bytes when the writer reaches it (PyTorch tensors on a
+//! GPU: each copied to the host in turn, so only one host copy exists at a time).
 
 use crate::errors::{raise, IntoPy};
 use pyo3::buffer::PyBuffer;
@@ -14,11 +16,59 @@ use tensorsmith::safetensors::Writer;
 /// One tensor as Python gives it: name, safetensors dtype name, shape, bytes.
 type PyTensor<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>);
 
+enum Source {
+    /// A contiguous buffer, held for the writer's life.
+    Buffer(PyBuffer<u8>),
+    /// A callable returning the tensor's bytes (a buffer) when they are written.
+    Lazy(Py<PyAny>),
+}
+
 struct Held {
     name: String,
     dtype: DType,
     shape: Vec<u64>,
-    buf: PyBuffer<u8>,
+    source: Source,
+}
+
+/// A tensor's bytes fetched from Python when the writer reaches it, then dropped.
+struct Fetched<'a> {
+    name: &'a str,
+    len: u64,
+    fetch: &'a Py<PyAny>,
+}
+
+impl tensorsmith::safetensors::TensorData for Fetched<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn write_to(&mut self, out: &mut dyn std::io::Write) -> tensorsmith::Result<()> {
+        let fail = |msg: String| {
+            tensorsmith::Error::new(tensorsmith::error::ErrorKind::Unsupported(msg))
+                .at_tensor(self.name)
+        };
+        Python::attach(|py| {
+            let obj = self
+                .fetch
+                .call0(py)
+                .map_err(|e| fail(format!("fetching the tensor's bytes failed: {e}")))?;
+            let buf = PyBuffer::<u8>::get(obj.bind(py))
+                .map_err(|e| fail(format!("the fetched bytes are not a buffer: {e}")))?;
+            if !buf.is_c_contiguous() || buf.len_bytes() as u64 != self.len {
+                return Err(fail(format!(
+                    "the fetched bytes are {} contiguous bytes, not {}",
+                    buf.len_bytes(),
+                    self.len
+                )));
+            }
+            // SAFETY: `buf` holds the exporter's buffer (valid, unmoved) until it is dropped
+            // at the end of this closure.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
+            out.write_all(bytes)?;
+            Ok(())
+        })
+    }
 }
 
 fn hold(py: Python<'_>, tensors: Vec<PyTensor<'_>>) -> PyResult<Vec<Held>> {
@@ -32,19 +82,24 @@ fn hold(py: Python<'_>, tensors: Vec<PyTensor<'_>>) -> PyResult<Vec<Held>> {
                     format!("tensor '{name}': unknown dtype {dtype:?}"),
                 )
             })?;
-            let buf = PyBuffer::<u8>::get(&obj)?;
-            if !buf.is_c_contiguous() {
-                return Err(raise(
-                    py,
-                    "InvalidInput",
-                    format!("tensor '{name}': the buffer is not contiguous"),
-                ));
-            }
+            let source = if obj.is_callable() {
+                Source::Lazy(obj.unbind())
+            } else {
+                let buf = PyBuffer::<u8>::get(&obj)?;
+                if !buf.is_c_contiguous() {
+                    return Err(raise(
+                        py,
+                        "InvalidInput",
+                        format!("tensor '{name}': the buffer is not contiguous"),
+                    ));
+                }
+                Source::Buffer(buf)
+            };
             Ok(Held {
                 name,
                 dtype: dt,
                 shape,
-                buf,
+                source,
             })
         })
         .collect()
@@ -78,10 +133,31 @@ fn writer<'a>(
         w.metadata(m);
     }
     for h in held {
-        // SAFETY: the buffer is held (and so valid and unmoved) for the writer's life.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(h.buf.buf_ptr() as *const u8, h.buf.len_bytes()) };
-        w.add(&h.name, h.dtype, &h.shape, bytes)?;
+        match &h.source {
+            Source::Buffer(buf) => {
+                // SAFETY: the buffer is held (and so valid and unmoved) for the writer's life.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes())
+                };
+                w.add(&h.name, h.dtype, &h.shape, bytes)?;
+            }
+            Source::Lazy(fetch) => {
+                // The writer checks the shape against the dtype; a shape it refuses gets
+                // its error there, so an overflow here only needs a length that cannot fit.
+                let len = h
+                    .shape
+                    .iter()
+                    .try_fold(1u64, |a, &d| a.checked_mul(d))
+                    .and_then(|n| h.dtype.packed_bytes(n))
+                    .unwrap_or(u64::MAX);
+                let data = Fetched {
+                    name: &h.name,
+                    len,
+                    fetch,
+                };
+                w.add(&h.name, h.dtype, &h.shape, data)?;
+            }
+        }
     }
     Ok(w)
 }

@@ -281,3 +281,35 @@ def test_cuda_load_of_a_truncated_file_is_a_clear_error(tmp_path):
         os.truncate(p, os.path.getsize(p) - 100)
         with pytest.raises(tensorsmith.SafetensorError, match="t.safetensors"):
             f.get_tensors()
+
+
+def test_lazily_fetched_tensors_are_written_in_turn(tmp_path):
+    from tensorsmith import _native
+
+    fetched = []
+
+    def fetch(name, n):
+        def f():
+            fetched.append(name)
+            return np.arange(n, dtype=np.float32).view(np.uint8)
+        return f
+
+    p = tmp_path / "lazy.safetensors"
+    _native.serialize_file([("a", "F32", [3], fetch("a", 3)), ("b", "F32", [2], fetch("b", 2))],
+                           str(p), None)
+    assert fetched == ["a", "b"]
+    got = ours.load_file(p)
+    assert got["a"].tolist() == [0, 1, 2] and got["b"].tolist() == [0, 1]
+    with pytest.raises(tensorsmith.SafetensorError, match="not 12"):
+        _native.serialize_file([("a", "F32", [3], fetch("a", 2))], str(tmp_path / "x"), None)
+    assert not (tmp_path / "x").exists()
+
+
+@cuda
+def test_cuda_tensors_save_as_the_reference(tmp_path):
+    d = {k: v.to("cuda") for k, v in every_dtype().items()}
+    a, b = tmp_path / "ref.safetensors", tmp_path / "ours.safetensors"
+    ref.save_file(d, a)
+    ours.save_file(d, b)
+    assert a.read_bytes() == b.read_bytes()
+    assert ours.save(d) == ref.save(d)

@@ -154,24 +154,30 @@ def dequantized(native, name, shape):
     return torch.from_numpy(arr)
 
 
-def as_bytes(name, t):
-    """A CPU tensor's safetensors dtype, shape and contiguous bytes (a uint8 tensor sharing
-    its memory when it is already contiguous and on the CPU), for the writers."""
+def spec(name, t):
+    """A tensor's safetensors dtype and shape (F4: pairs counted as two values)."""
     if not isinstance(t, torch.Tensor):
         raise InvalidInput(f"Key `{name}` is invalid, expected torch.Tensor but received "
                            f"{type(t)}")
     if t.dtype not in FROM_TORCH:
         raise Unsupported(f"tensor {name!r}: PyTorch dtype {t.dtype} has no safetensors "
                           "equivalent")
+    shape = list(t.shape)
+    if t.dtype == _F4 and shape:
+        shape[-1] *= 2  # two F4 values per element
+    return FROM_TORCH[t.dtype], shape
+
+
+def as_bytes(name, t):
+    """A CPU tensor's safetensors dtype, shape and contiguous bytes (a uint8 tensor sharing
+    its memory when it is already contiguous and on the CPU), for the writers."""
+    dtype, shape = spec(name, t)
     t = t.detach()
     if t.device.type != "cpu":
         t = t.to("cpu")
     t = t.contiguous()
     flat = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
-    shape = list(t.shape)
-    if t.dtype == _F4 and shape:
-        shape[-1] *= 2  # two F4 values per element
-    return FROM_TORCH[t.dtype], shape, flat
+    return dtype, shape, flat
 
 
 def from_bytes(buf, dtype_name: str, shape):

@@ -17,6 +17,7 @@ from . import _native
 from . import load as _load
 from . import load_file as _load_file
 from ._torch import as_bytes as _as_bytes
+from ._torch import spec as _spec
 from .errors import InvalidInput
 
 __all__ = [
@@ -156,8 +157,13 @@ def _flatten(tensors):
     for name, t in tensors.items():
         if not isinstance(name, str):
             raise InvalidInput(f"tensor names must be strings, not {type(name).__name__}")
-        dtype, shape, flat = _as_bytes(name, t)
-        out.append((name, dtype, shape, flat.numpy()))
+        if t.device.type == "cpu":
+            dtype, shape, flat = _as_bytes(name, t)
+            out.append((name, dtype, shape, flat.numpy()))
+        else:
+            # Copied to the host when the writer reaches it, and dropped after.
+            dtype, shape = _spec(name, t)
+            out.append((name, dtype, shape, lambda t=t, name=name: _as_bytes(name, t)[2].numpy()))
     return out
 
 
