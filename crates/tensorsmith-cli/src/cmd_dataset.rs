@@ -132,9 +132,9 @@ pub fn run(c: &DatasetCommand) -> u8 {
         DatasetCommand::Clean(a) => match tensorsmith_dataset::clean(&a.dir, a.older_than) {
             Ok(removed) => {
                 for p in &removed {
-                    println!("removed {}", shown(p));
+                    outln!("removed {}", shown(p));
                 }
-                println!(
+                outln!(
                     "{}: {} stale staging folders removed",
                     shown(&a.dir),
                     removed.len()
@@ -160,7 +160,7 @@ pub fn run(c: &DatasetCommand) -> u8 {
 fn verify(a: &VerifyArgs) -> u8 {
     match tensorsmith_dataset::verify_with(&a.dir, a.stale_after) {
         Ok(r) if r.is_ok() => {
-            println!(
+            outln!(
                 "ok: {} ({} shards, {} tensors)",
                 shown(&a.dir),
                 r.shards,
@@ -170,7 +170,7 @@ fn verify(a: &VerifyArgs) -> u8 {
         }
         Ok(r) => {
             for p in &r.problems {
-                println!("{}: {}", shown(&a.dir), crate::render::printable(p));
+                outln!("{}: {}", shown(&a.dir), crate::render::printable(p));
             }
             crate::EXIT_NO
         }
@@ -260,14 +260,14 @@ fn info(a: &InfoArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     if a.json {
-        print!("{}", m.to_json());
+        out!("{}", m.to_json());
         return EXIT_OK;
     }
-    println!("dataset: {}", shown(&a.dir));
-    println!("samples: {}", m.total_samples);
-    println!("shards:  {} ({} bytes)", m.shards.len(), m.total_bytes);
+    outln!("dataset: {}", shown(&a.dir));
+    outln!("samples: {}", m.total_samples);
+    outln!("shards:  {} ({} bytes)", m.shards.len(), m.total_bytes);
     for (k, s) in &m.schema {
-        println!(
+        outln!(
             "  {}  {} {:?}",
             crate::render::printable(k),
             s.dtype,

@@ -63,7 +63,7 @@ pub fn run(a: &DiffArgs) -> u8 {
         Style::Text => text(&a.a, &a.b, &d),
         Style::Md => markdown(&a.a, &a.b, &d),
     };
-    print!("{out}");
+    out!("{out}");
     if d.is_same() {
         EXIT_OK
     } else {

@@ -50,7 +50,7 @@ pub fn run(a: &HashArgs) -> u8 {
             }
         };
         match line(a, f, &model) {
-            Ok(l) => println!("{l}"),
+            Ok(l) => outln!("{l}"),
             Err(e) => {
                 fail(&e);
                 code = EXIT_ERROR;

@@ -42,7 +42,7 @@ pub fn run(a: &InspectArgs) -> u8 {
     } else {
         text(&a.file, &model, a)
     };
-    print!("{out}");
+    out!("{out}");
     EXIT_OK
 }
 

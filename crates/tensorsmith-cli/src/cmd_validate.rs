@@ -39,10 +39,10 @@ pub fn run(a: &ValidateArgs) -> u8 {
                 };
                 if problems.is_empty() {
                     if !a.quiet {
-                        println!("ok: {} ({} tensors)", shown(path), m.index.tensors.len());
+                        outln!("ok: {} ({} tensors)", shown(path), m.index.tensors.len());
                     }
                 } else {
-                    println!(
+                    outln!(
                         "invalid: {}: {}",
                         shown(path),
                         printable(&problems.join("; "))
@@ -51,7 +51,7 @@ pub fn run(a: &ValidateArgs) -> u8 {
                 }
             }
             Err(e) if e.is_invalid_input() => {
-                println!("invalid: {}", printable(&e.to_string()));
+                outln!("invalid: {}", printable(&e.to_string()));
                 code = code.max(EXIT_NO);
             }
             Err(e) => {

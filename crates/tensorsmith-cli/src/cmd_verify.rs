@@ -27,14 +27,14 @@ pub fn run(a: &VerifyArgs) -> u8 {
         }
         match crate::open_model(&path.to_string_lossy(), &opts).map(|m| verify(&m)) {
             Ok(r) if r.is_ok() && r.checked == 0 => {
-                println!(
+                outln!(
                     "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({} parts)",
                     shown(path),
                     r.undigested
                 );
             }
             Ok(r) if r.is_ok() => {
-                println!(
+                outln!(
                     "ok: {}: {} digests match, {} parts without a digest",
                     shown(path),
                     r.checked,
@@ -43,9 +43,9 @@ pub fn run(a: &VerifyArgs) -> u8 {
             }
             Ok(r) => {
                 for e in &r.failures {
-                    println!("FAILED: {}", printable(&e.to_string()));
+                    outln!("FAILED: {}", printable(&e.to_string()));
                 }
-                println!(
+                outln!(
                     "failed: {}: {} problems ({} digests checked)",
                     shown(path),
                     r.failures.len(),
@@ -54,7 +54,7 @@ pub fn run(a: &VerifyArgs) -> u8 {
                 code = code.max(EXIT_NO);
             }
             Err(e) if e.is_invalid_input() => {
-                println!("invalid: {}", printable(&e.to_string()));
+                outln!("invalid: {}", printable(&e.to_string()));
                 code = code.max(EXIT_NO);
             }
             Err(e) => {
@@ -78,7 +78,7 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     };
     let mut failed = !structure.is_ok();
     for p in &structure.problems {
-        println!("FAILED: {}: {}", shown(dir), printable(p));
+        outln!("FAILED: {}: {}", shown(dir), printable(p));
     }
     let manifest = match tensorsmith_dataset::Manifest::read(dir) {
         Ok(m) => m,
@@ -95,7 +95,7 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
                 checked += r.checked;
                 undigested += r.undigested;
                 for e in &r.failures {
-                    println!("FAILED: {}", printable(&e.to_string()));
+                    outln!("FAILED: {}", printable(&e.to_string()));
                 }
                 failed |= !r.is_ok();
             }
@@ -104,7 +104,7 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
         }
     }
     if failed {
-        println!(
+        outln!(
             "failed: {}: dataset ({checked} digests checked)",
             shown(dir)
         );
@@ -115,7 +115,7 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     } else {
         format!("{checked} digests match, {undigested} parts without a digest")
     };
-    println!(
+    outln!(
         "ok: {}: dataset of {} shards, {} tensors; {digests}",
         shown(dir),
         structure.shards,

@@ -1,6 +1,17 @@
 //! The `tensorsmith` binary: parses arguments, calls the library, renders, and maps outcomes
 //! to exit codes (0 success or "same", 1 a negative answer such as "invalid", 2 an error).
 
+/// `println!` to stdout through [`emit`]: a closed stdout ends the program quietly.
+macro_rules! outln {
+    () => { $crate::emit(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::emit(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `print!` to stdout through [`emit`].
+macro_rules! out {
+    ($($t:tt)*) => { $crate::emit(format_args!($($t)*)) };
+}
+
 mod cmd_convert;
 mod cmd_dataset;
 mod cmd_diff;
@@ -113,6 +124,21 @@ fn main() -> ExitCode {
         Command::Dataset(c) => cmd_dataset::run(&c),
     };
     ExitCode::from(code)
+}
+
+/// Writes to stdout. A closed stdout (the reader of a pipe went away, as with `| head`) ends
+/// the program at once, quietly, with exit 0: the user asked for no more output. Any other
+/// failure to write is an error (exit 2).
+pub fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(i32::from(EXIT_OK));
+        }
+        eprintln!("tensorsmith: writing to stdout: {e}");
+        std::process::exit(i32::from(EXIT_ERROR));
+    }
 }
 
 /// Prints an error to stderr and gives the exit code for it.

@@ -21,7 +21,10 @@ pub fn writes_ztensor(out: &Path, opts: &ConvertOptions) -> bool {
 pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<PathBuf>> {
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
     let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
-    if writes_gguf(out) && opts.zt_version.is_none() {
+    if writes_gguf(out) && opts.zt_version.is_some() {
+        return refuse("a zTensor version contradicts an output name ending in .gguf (GGUF): name the output .zt, or drop the version");
+    }
+    if writes_gguf(out) {
         if opts.append || opts.compression.is_some() || opts.digest.is_some() {
             return refuse("append, compression and digests apply to zTensor output");
         }

@@ -1,0 +1,70 @@
+//! What a user feels first: a closed stdout (`tensorsmith inspect big | head -1`) ends every
+//! printing command quietly with exit 0, never with a panic (exit 101), so scripts with `set -o
+//! pipefail` keep working; options that contradict the output's format are refused, nothing written.
+
+use std::process::{Command, Stdio};
+use tensorsmith::dtype::DType;
+use tensorsmith::safetensors::Writer;
+
+/// A file of 20,000 small tensors: far more output than a pipe buffer holds.
+fn many(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("many.safetensors");
+    let names: Vec<String> = (0..20_000).map(|i| format!("layer.{i:05}.w")).collect();
+    let mut w = Writer::new();
+    for n in &names {
+        w.add(n, DType::F32, &[2], vec![0u8; 8]).unwrap();
+    }
+    w.write_file(&path).unwrap();
+    path
+}
+
+/// Runs the CLI with its stdout a pipe whose reading end is closed at once.
+fn closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_ends_each_command_quietly_with_exit_0() {
+    let d = tempfile::tempdir().unwrap();
+    let f = many(d.path());
+    let f = f.to_str().unwrap();
+    let many_files: Vec<&str> = std::iter::repeat_n(f, 200).collect();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["inspect", f],
+        vec!["inspect", "--json", f],
+        [vec!["validate"], many_files.clone()].concat(),
+        [vec!["hash"], many_files.clone()].concat(),
+        vec!["diff", f, f, "--all"],
+    ];
+    for args in cases {
+        let (code, stderr) = closed_stdout(&args);
+        assert_eq!(code, Some(0), "{:?}: {stderr}", &args[..2]);
+        assert!(!stderr.contains("panicked"), "{:?}: {stderr}", &args[..2]);
+    }
+}
+
+#[test]
+fn a_zt_version_for_a_gguf_output_is_refused_and_nothing_is_written() {
+    let d = tempfile::tempdir().unwrap();
+    let f = many(d.path());
+    let out = d.path().join("out.gguf");
+    let o = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+        .args(["convert", f.to_str().unwrap(), out.to_str().unwrap()])
+        .args(["--zt-version", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("contradicts"));
+    assert!(!out.exists());
+}
