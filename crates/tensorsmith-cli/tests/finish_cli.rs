@@ -68,3 +68,27 @@ fn a_zt_version_for_a_gguf_output_is_refused_and_nothing_is_written() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("contradicts"));
     assert!(!out.exists());
 }
+
+#[test]
+fn a_file_of_another_kind_is_named_as_not_a_tensor_file() {
+    let d = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("img.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "a PNG image"),
+        ("notes.txt", b"Hello, this is plain text.\n", "(text)"),
+        ("model.bin", b"PK\x03\x04\x14\0\0\0\0\0", "ZIP archive"),
+    ];
+    for (name, bytes, kind) in cases {
+        let p = d.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+            .args(["validate", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(
+            out.contains("not a tensor file") && out.contains(kind),
+            "{out}"
+        );
+    }
+}

@@ -24,6 +24,10 @@ pub enum ErrorKind {
     FileTooSmall { len: u64 },
     #[error("header length {len} exceeds the limit of {limit} bytes")]
     HeaderTooLarge { len: u64, limit: u64 },
+    /// No format claims the file: it has no magic of GGUF or zTensor, and as safetensors its
+    /// first 8 bytes give a header length no safetensors file can have (4 GiB or more).
+    #[error("not a tensor file: neither safetensors, GGUF nor zTensor; it starts with {first}")]
+    NotATensorFile { first: String },
     #[error("header of {header_len} bytes runs past the end of the {file_len}-byte file")]
     HeaderPastEnd { header_len: u64, file_len: u64 },
     #[error("header is not valid UTF-8 (at header byte {offset})")]
