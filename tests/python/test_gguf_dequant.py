@@ -204,3 +204,30 @@ def test_diff_values_against_the_source(tsm, tmp_path):
     assert v["max_abs_diff"] == pytest.approx(err.max(), rel=1e-12)
     assert v["mean_abs_diff"] == pytest.approx(err.mean(), rel=1e-9)
     assert 0 < v["max_abs_diff"] < 0.05
+
+
+def test_block_tensors_are_rows_of_bytes_that_shape_dtype_and_slices_agree_on(tmp_path):
+    # A Q8_0 [64, 256] tensor: 8 blocks of 34 bytes per row.
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((64, 256)).astype(np.float32)
+    blocks = quants.quantize(values, Q.Q8_0)
+    p = tmp_path / "q.gguf"
+    w = gguf.GGUFWriter(str(p), "llama")
+    w.add_tensor("q", blocks, raw_dtype=Q.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    want = quants.dequantize(blocks, Q.Q8_0)
+    with tensorsmith.safe_open(p) as f:
+        assert f.get_dtype("q") == "U8" and f.get_shape("q") == [64, 272]
+        full = f.get_tensor("q")
+        assert full.shape == (64, 272) and full.tobytes() == blocks.tobytes()
+        s = f.get_slice("q")
+        assert s.get_shape() == [64, 272] and s.get_dtype() == "U8"
+        assert s[0:2].shape == (2, 272) and s[0:2].tobytes() == blocks[0:2].tobytes()
+        assert s[0:2, 0:10].tolist() == blocks[0:2, 0:10].tolist()
+        d = f.get_slice("q", dequantize=True)
+        assert d.get_shape() == [64, 256] and d.get_dtype() == "F32"
+        assert np.array_equal(d[0:2], want[0:2]) and np.array_equal(d[5, 3:9], want[5, 3:9])
+        assert np.array_equal(f.get_tensor("q", dequantize=True), want)

@@ -65,6 +65,17 @@ pub fn parse_backend(py: Python<'_>, backend: &str) -> PyResult<Backend> {
     }
 }
 
+/// A ggml block tensor's stored bytes as rows: `[..., bytes per row]` (a 1-D tensor is one
+/// row).
+fn stored_rows(t: &TensorInfo) -> Vec<u64> {
+    let outer = &t.shape[..t.shape.len().saturating_sub(1)];
+    let rows: u64 = outer.iter().product();
+    let row_bytes = if rows == 0 { 0 } else { t.byte_len() / rows };
+    let mut shape = outer.to_vec();
+    shape.push(row_bytes);
+    shape
+}
+
 /// Whether a safetensors header has the key `"__metadata__"` (a string inside a tensor name
 /// would have its quotes escaped).
 fn has_metadata_key(header: &[u8]) -> bool {
@@ -132,14 +143,26 @@ impl File {
             .collect()
     }
 
-    /// `(dtype name, shape, layout)` of one tensor; dtype names are safetensors' ("F32").
+    /// `(dtype name, shape, layout)` of one tensor; dtype names are safetensors' ("F32"). A
+    /// ggml block tensor is its stored blocks: U8 of shape `[..., bytes per row]` (its rows,
+    /// `ne[0]` values each, are whole blocks), so that `get_dtype`, `get_shape`, `get_tensor`
+    /// and slicing agree; its values' shape is `value_shape`.
     fn info_of(&self, py: Python<'_>, name: &str) -> PyResult<(&'static str, Vec<u64>, String)> {
         let t = self.info(py, name)?;
+        let shape = match t.layout {
+            Layout::Ggml(_) => stored_rows(t),
+            _ => t.shape.to_vec(),
+        };
         Ok((
             t.dtype.safetensors_name(),
-            t.shape.to_vec(),
+            shape,
             t.layout.name(LayoutNames::Python).into_owned(),
         ))
+    }
+
+    /// The shape of a tensor's values (a ggml block tensor's once dequantized).
+    fn value_shape(&self, py: Python<'_>, name: &str) -> PyResult<Vec<u64>> {
+        Ok(self.info(py, name)?.shape.to_vec())
     }
 
     /// File metadata: safetensors' strings as `str`; typed values of other formats as the

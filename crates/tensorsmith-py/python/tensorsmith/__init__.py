@@ -58,8 +58,8 @@ _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt"}
 def _array(buf, dtype: str, shape, layout: str = "dense") -> np.ndarray:
     """A read-only NumPy view of `buf` (no copy)."""
     if layout.startswith("ggml:"):
-        # Block-quantized GGUF data: the stored blocks, as bytes.
-        return np.frombuffer(buf, dtype=np.uint8)
+        # Block-quantized GGUF data: the stored blocks, as rows of bytes.
+        return np.frombuffer(buf, dtype=np.uint8).reshape(shape)
     dt = to_numpy(dtype)
     if len(buf) == 0:
         return np.empty(shape, dtype=dt)
@@ -192,7 +192,7 @@ class safe_open:
             return self._pt([name], dequantize)[name]
         dtype, shape, layout = self._f.info_of(name)
         if dequantize and layout.startswith("ggml:"):
-            arr = np.empty(shape, dtype=np.float32)
+            arr = np.empty(self._f.value_shape(name), dtype=np.float32)
             self._f.dequantize_into(name, arr)
             return _out(arr, self._framework, "F32")
         arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
@@ -207,23 +207,28 @@ class safe_open:
             return self._pt(names, dequantize)
         return {k: self.get_tensor(k, dequantize=dequantize) for k in names}
 
-    def get_slice(self, name):
+    def get_slice(self, name, dequantize=False):
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
         Indexes: ints, slices with a positive step, `...`, tuples of those, `[]`; out-of-range
-        indexes are errors (as the reference), never clamped."""
-        return _Slice(self, name)
+        indexes are errors (as the reference), never clamped. A GGUF block tensor is sliced as
+        its stored blocks (U8, shape `[rows, bytes per row]`, as `get_shape` says), or with
+        `dequantize=True` as its float32 values (rows of the tensor's own shape)."""
+        return _Slice(self, name, dequantize)
 
 
 class _Slice:
     """A tensor to index (`f.get_slice(name)[0:2, :]`); only the bytes the index selects are
     copied out of the map."""
 
-    def __init__(self, f: safe_open, name: str):
+    def __init__(self, f: safe_open, name: str, dequantize: bool = False):
         # The native file, not `f`: a slice stays usable after `f` is closed.
         self._file, self._framework, self._name = f._f, f._framework, name
         self._torch, self._device = f._torch, f._device
         self._dtype, shape, self._layout = self._file.info_of(name)
         self._shape = list(shape)
+        self._dequantize = dequantize and self._layout.startswith("ggml:")
+        if self._dequantize:
+            self._dtype, self._shape = "F32", list(self._file.value_shape(name))
 
     def get_shape(self):
         """The tensor's shape: `f.get_slice("w").get_shape()` -> `[2, 2]`."""
@@ -235,6 +240,17 @@ class _Slice:
 
     def __getitem__(self, index):
         np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
+        if self._dequantize:
+            # The values are made whole (dequantized), then the rows selected.
+            full = np.empty(self._shape, dtype=np.float32)
+            self._file.dequantize_into(self._name, full)
+            part = np.array(full[np_index], copy=True)
+            if self._framework == "pt":
+                import torch
+
+                part = torch.from_numpy(part)
+                return part if self._device.type == "cpu" else part.to(self._device)
+            return part
         if self._framework == "pt":
             # A view of the map when the selection is contiguous, else a copy.
             part = self._torch.tensor(self._name)[np_index]

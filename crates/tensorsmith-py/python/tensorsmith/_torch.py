@@ -107,19 +107,14 @@ class Reader:
 
     def tensor(self, name: str, dequantize: bool = False):
         dtype_name, shape, layout = self.native.info_of(name)
-        if layout.startswith("ggml:"):
-            if dequantize:
-                return dequantized(self.native, name, shape)
-            dtype_name, shape = "U8", None  # the stored blocks, flat
+        if layout.startswith("ggml:") and dequantize:
+            return dequantized(self.native, name, self.native.value_shape(name))
         dtype = torch_dtype(dtype_name)
-        if shape is not None:
-            shape = torch_shape(dtype_name, shape)
+        shape = torch_shape(dtype_name, shape)
         rng = self.native.raw_range(name)
         if rng is None:
             return decoded(self.native, name, dtype, shape)
         i, start, end = rng
-        if shape is None:
-            shape = [end - start]
         if end == start:
             return torch.empty(shape, dtype=dtype)
         storage = self._storage(i) if self.mapped else None
