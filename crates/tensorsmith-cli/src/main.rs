@@ -50,7 +50,8 @@ struct Cli {
 enum Command {
     /// Summarise a file: format, header, tensors, parameters and bytes per dtype, metadata.
     Inspect(cmd_inspect::InspectArgs),
-    /// Check files against every rule of their format; one line per invalid file.
+    /// Check files against every rule of their format; one line per file (`ok:` or
+    /// `invalid:`, `-q` prints only the invalid ones). Exit 0 all valid, 1 any invalid.
     Validate(cmd_validate::ValidateArgs),
     /// Rewrite a model as safetensors (one file or shards), zTensor (0.1, 1.1, 2) or GGUF
     /// (one file or split parts), optionally casting float tensors to another dtype.
@@ -63,7 +64,8 @@ enum Command {
     /// Print a format-neutral structural ID per model (`--content`: also a digest of the
     /// tensor bytes; `--compat weight-inspect`: weight-inspect's hash).
     Hash(cmd_hash::HashArgs),
-    /// Tensor datasets in the safetensors-spark layout: write from Parquet/Arrow, info.
+    /// Tensor datasets in the safetensors-spark layout: write (from Parquet/Arrow), info,
+    /// verify, clean, export.
     #[command(subcommand)]
     Dataset(cmd_dataset::DatasetCommand),
 }

@@ -92,3 +92,39 @@ fn a_file_of_another_kind_is_named_as_not_a_tensor_file() {
         );
     }
 }
+
+#[test]
+fn unread_url_schemes_are_refused_by_name() {
+    for url in ["s3://bucket/m.safetensors", "hf://org/model/m.safetensors"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+            .args(["inspect", url])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let scheme = url.split("://").next().unwrap();
+        assert!(err.contains(&format!("{scheme}:// URLs")), "{err}");
+        assert!(!err.contains("No such file"), "{err}");
+    }
+}
+
+#[test]
+fn a_folder_of_unrelated_files_sharing_a_name_is_not_one_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    for f in ["a.safetensors", "b.safetensors"] {
+        let mut w = Writer::new();
+        w.add("shared.weight", DType::F32, &[1], vec![0u8; 4])
+            .unwrap();
+        w.write_file(d.path().join(f)).unwrap();
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+        .args(["validate", d.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("not one checkpoint") && out.contains("a.safetensors and b.safetensors"),
+        "{out}"
+    );
+}

@@ -226,7 +226,17 @@ fn merge(
                     continue; // not listed for this shard: not loaded
                 }
             }
-            if shard_of.insert(t.name.clone(), i).is_some() {
+            if let Some(other) = shard_of.insert(t.name.clone(), i) {
+                if weight_map.is_none() {
+                    // A folder of files, not one checkpoint: say so, naming both.
+                    return Err(bad(
+                        location,
+                        format!(
+                            "the folder is not one checkpoint: tensor '{}' is in both {} and {} (and there is no shard index to say which is meant)",
+                            t.name, files[other].name, file.name
+                        ),
+                    ));
+                }
                 return Err(Error::new(ErrorKind::DuplicateKey)
                     .at_tensor(&t.name)
                     .in_file(Path::new(&file.location)));

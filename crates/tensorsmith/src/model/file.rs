@@ -46,8 +46,26 @@ impl ModelFile {
     }
 }
 
+/// The scheme of a `scheme://…` location that is not http(s) (`s3`, `hf`, `gs`), which no
+/// byte source reads yet.
+fn unread_scheme(location: &str) -> Option<&str> {
+    let (scheme, _) = location.split_once("://")?;
+    let plausible = !scheme.is_empty()
+        && scheme.len() <= 16
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.');
+    (plausible && !is_url(location)).then_some(scheme)
+}
+
 /// The bytes of a local path or a URL.
 pub(crate) fn open_bytes(location: &str, opts: &OpenOptions) -> Result<Box<dyn ReadAt>> {
+    if let Some(scheme) = unread_scheme(location) {
+        return Err(Error::new(crate::error::ErrorKind::Unsupported(format!(
+            "{scheme}:// URLs (local paths and http(s):// URLs are read)"
+        )))
+        .in_file(Path::new(location)));
+    }
     if is_url(location) {
         #[cfg(feature = "remote")]
         return Ok(Box::new(crate::bytes::HttpFile::open(
