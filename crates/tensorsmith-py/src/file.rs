@@ -70,7 +70,7 @@ pub fn parse_backend(py: Python<'_>, backend: &str) -> PyResult<Backend> {
 fn stored_rows(t: &TensorInfo) -> Vec<u64> {
     let outer = &t.shape[..t.shape.len().saturating_sub(1)];
     let rows: u64 = outer.iter().product();
-    let row_bytes = if rows == 0 { 0 } else { t.byte_len() / rows };
+    let row_bytes = t.byte_len().checked_div(rows).unwrap_or(0);
     let mut shape = outer.to_vec();
     shape.push(row_bytes);
     shape
