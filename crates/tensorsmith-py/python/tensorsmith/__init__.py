@@ -117,15 +117,15 @@ class safe_open:
     def __init__(self, filename, framework="np", device="cpu", backend="mmap"):
         self._framework = _framework(framework)
         self._torch = self._device = None
+        if self._framework == "np" and device not in ("cpu", None):
+            raise OptionError(f"device applies to framework='pt'; NumPy arrays are on the "
+                              f"CPU, not {device!r}")
+        # A missing file is told first, as the reference tells it.
+        self._native = _open_native(filename, backend)
         if self._framework == "pt":
             from . import _torch
 
             self._device = _torch.parse_device(device)
-        elif device not in ("cpu", None):
-            raise OptionError(f"device applies to framework='pt'; NumPy arrays are on the "
-                              f"CPU, not {device!r}")
-        self._native = _open_native(filename, backend)
-        if self._framework == "pt":
             self._torch = _torch.Reader(self._native, backend)
 
     @property
