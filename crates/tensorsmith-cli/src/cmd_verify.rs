@@ -80,7 +80,11 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     for p in &structure.problems {
         println!("FAILED: {}: {}", shown(dir), printable(p));
     }
-    let manifest = match tensorsmith_dataset::Manifest::read(dir) {
+    // The current version's shards (the dataset's verify checked the entry files mirror it).
+    let manifest = match tensorsmith_dataset::Snapshot::current(dir).and_then(|s| {
+        s.map(|s| s.version.manifest)
+            .map_or_else(|| tensorsmith_dataset::Manifest::read(dir), Ok)
+    }) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: {}", printable(&e.to_string()));

@@ -8,7 +8,7 @@
 use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
-use crate::job_options::{Progress, WriteMode};
+use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::kv_resolve;
 use crate::manifest::Manifest;
 use crate::options::{Naming, WriteOptions};
@@ -131,9 +131,26 @@ pub fn commit_job(
     opts: &WriteOptions,
     mode: WriteMode,
 ) -> Result<Manifest> {
+    commit_job_with(
+        dir,
+        job_id,
+        reports,
+        opts,
+        &JobOptions::new().with_mode(mode),
+    )
+}
+
+/// [`commit_job`] with the mode, the commit lock's timeout and the retention of `job`.
+pub fn commit_job_with(
+    dir: &Path,
+    job_id: &str,
+    reports: Vec<TaskReport>,
+    opts: &WriteOptions,
+    job: &JobOptions,
+) -> Result<Manifest> {
     let staging = job_staging(dir, job_id)?;
     opts.check()?;
-    let manifest = commit(dir, &staging, reports, opts, mode)?;
+    let manifest = commit(dir, &staging, reports, opts, job, None)?;
     let _ = std::fs::remove_dir_all(&staging);
     Ok(manifest)
 }

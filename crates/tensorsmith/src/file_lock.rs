@@ -16,6 +16,8 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
 /// An exclusive lock on a lock file, held until dropped (or [`FileLock::release_and_remove`]).
 #[derive(Debug)]
 pub struct FileLock {
+    /// Held open for the lock's lifetime: closing it drops the lock.
+    #[allow(dead_code)]
     file: File,
     path: PathBuf,
 }
@@ -57,7 +59,9 @@ impl FileLock {
             loop {
                 match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                     Ok(()) => break,
-                    Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::INTR => {
+                    Err(e)
+                        if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::INTR =>
+                    {
                         if start.elapsed() >= timeout {
                             return Err(Error::from(io::Error::new(
                                 io::ErrorKind::TimedOut,
