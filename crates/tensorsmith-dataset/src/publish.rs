@@ -30,31 +30,53 @@ pub(crate) fn publish(
     let pending = pending_path(out);
     let names: Vec<&str> = shards.iter().map(|s| s.shard_path.as_str()).collect();
     std::fs::write(&pending, names.join("\n")).map_err(|e| DatasetError::io(&pending, e))?;
+    test_pause(0);
     for s in shards {
         let from = staging.join(&s.shard_path);
         let to = out.join(&s.shard_path);
         std::fs::rename(&from, &to).map_err(|e| DatasetError::io(&to, e))?;
     }
     sync_dir(out)?;
+    test_pause(1);
     if let Some(a) = &p.adopt {
         if !a.publish(out)? {
             return Err(lost_race(out, 0));
         }
     }
+    test_pause(2);
     if !p.version.publish(out)? {
         return Err(lost_race(out, p.version.version.version));
     }
+    test_pause(3);
     if let Some(i) = &mut p.index {
         i.keep = true;
     }
     let _ = std::fs::remove_file(&pending);
     // Committed. What follows only mirrors the version for the layout's readers.
     remove_top_index(out)?;
+    test_pause(4);
     p.manifest.commit()?;
+    test_pause(5);
     if let Some(i) = &p.index {
         link_top_index(out, &i.name)?;
     }
     Ok(())
+}
+
+/// For the kill tests: with `TENSORSMITH_TEST_COMMIT_PAUSE=N`, the commit says so on stderr
+/// and stops for a minute at its step `N` (0: before the shards move in, 3: just after the
+/// commit point, 5: between the manifest and the index), holding the lock.
+fn test_pause(step: u32) {
+    static AT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| {
+        std::env::var("TENSORSMITH_TEST_COMMIT_PAUSE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+    });
+    if *at == Some(step) {
+        eprintln!("TENSORSMITH_TEST_PAUSED at commit step {step}");
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
 }
 
 fn pending_path(out: &Path) -> std::path::PathBuf {
