@@ -495,3 +495,47 @@ fn a_writer_killed_inside_its_commit_blocks_no_one() {
     }
     verified(&out, "end");
 }
+
+/// Concurrent `convert --append` into one zTensor file: every exit-0 append is in the file.
+#[test]
+fn concurrent_ztensor_appends_all_land() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes: Vec<u8> = (0..4096u32)
+        .flat_map(|i| (i as f32).to_le_bytes())
+        .collect();
+    let src = |name: &str| {
+        let p = tmp.path().join(format!("{name}.safetensors"));
+        let mut w = tensorsmith::safetensors::Writer::new();
+        w.add(name, tensorsmith::dtype::DType::F32, &[4096], &bytes[..])
+            .unwrap();
+        w.write_file(&p).unwrap();
+        p
+    };
+    let base = src("base");
+    let adds: Vec<PathBuf> = (0..WRITERS).map(|w| src(&format!("add{w}"))).collect();
+    let out = tmp.path().join("out.zt");
+    for round in 0..rounds() {
+        let o = bin().arg("convert").arg(&base).arg(&out).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let cmds = adds
+            .iter()
+            .map(|a| {
+                let mut c = bin();
+                c.args(["convert", "--append"]).arg(a).arg(&out);
+                c
+            })
+            .collect();
+        let outs = race(cmds);
+        let m = tensorsmith::open(out.to_str().unwrap(), &Default::default()).unwrap();
+        let names: Vec<String> = m.index.tensors.iter().map(|t| t.name.clone()).collect();
+        for (w, o) in outs.iter().enumerate() {
+            assert!(o.status.success(), "round {round}: {}", stderr(o));
+            assert!(
+                names.contains(&format!("add{w}")),
+                "round {round}: add{w} lost: {names:?}"
+            );
+        }
+        assert_eq!(names.len(), WRITERS as usize + 1, "round {round}");
+        assert!(!tmp.path().join(".out.zt.lock").exists());
+    }
+}
