@@ -238,9 +238,16 @@ type Item = (String, &'static str, Vec<u64>, Bytes);
 
 #[pymethods]
 impl DatasetReader {
+    /// Opens the current version of the dataset at `path`, or version `version`.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let ds = py.detach(|| Dataset::open(&path)).py_err(py)?;
+    #[pyo3(signature = (path, version = None))]
+    fn new(py: Python<'_>, path: PathBuf, version: Option<u64>) -> PyResult<Self> {
+        let ds = py
+            .detach(|| match version {
+                Some(v) => Dataset::open_version(&path, v),
+                None => Dataset::open(&path),
+            })
+            .py_err(py)?;
         let keys = match ds.mode() {
             DatasetMode::Kv => ds.tensor_keys().py_err(py)?,
             DatasetMode::Batch => Vec::new(),
@@ -249,6 +256,12 @@ impl DatasetReader {
             ds: Arc::new(ds),
             keys,
         })
+    }
+
+    /// The version read (0: a dataset written before versions).
+    #[getter]
+    fn version(&self) -> u64 {
+        self.ds.version()
     }
 
     /// "batch" or "kv".

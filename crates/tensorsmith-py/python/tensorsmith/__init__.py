@@ -428,11 +428,17 @@ class Dataset:
         x = ds[0]["x"]                       # a view into the shard's map
         for batch in ds.batches(256, shuffle=0):
             train(batch["x"])
+
+    A dataset reads the version it opened (`ds.version`) to the end, even while other
+    processes overwrite or append: their commits retire shards rather than delete them, for
+    24 hours by default. `Dataset(path, version=N)` opens an older version while `dataset
+    clean` keeps it. Pickled (DataLoader workers started by spawn), it reopens its version.
     """
 
-    def __init__(self, path, framework="np"):
+    def __init__(self, path, framework="np", version=None):
+        self._path = os.fspath(path)
         self._framework = _framework(framework)
-        self._r = _native.DatasetReader(os.fspath(path))
+        self._r = _native.DatasetReader(self._path, version)
         self._len = len(self._r)
         self._keys = self._r.keys() if self._r.mode == "kv" else []
         if self._r.mode == "batch":
@@ -443,6 +449,15 @@ class Dataset:
     def mode(self):
         """"batch" or "kv"."""
         return self._r.mode
+
+    @property
+    def version(self):
+        """The version read (0: a dataset written before versions)."""
+        return self._r.version
+
+    def __reduce__(self):
+        # Workers reopen the same version, not whatever is current when they start.
+        return (Dataset, (self._path, self._framework, self._r.version))
 
     def manifest(self) -> dict:
         """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""
