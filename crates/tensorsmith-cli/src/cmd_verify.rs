@@ -25,7 +25,9 @@ pub fn run(a: &VerifyArgs) -> u8 {
             code = code.max(verify_dataset(path, &opts));
             continue;
         }
-        match tensorsmith::open(&path.to_string_lossy(), &opts).map(|m| verify(&m)) {
+        let opened = tensorsmith::open(&path.to_string_lossy(), &opts)
+            .and_then(|m| tensorsmith::ops::write_id::check(&m).map(|()| m));
+        match opened.map(|m| verify(&m)) {
             Ok(r) if r.is_ok() && r.checked == 0 => {
                 println!(
                     "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({} parts)",
