@@ -539,3 +539,46 @@ fn concurrent_ztensor_appends_all_land() {
         assert!(!tmp.path().join(".out.zt.lock").exists());
     }
 }
+
+/// KV appends of one key set with lastWin, at once: every writer lands in its turn, each key
+/// once, holding the last committed writer's tensor; a reader of an older version keeps
+/// reading the tensors it had (the replaced shards are copied, never changed).
+#[test]
+fn concurrent_kv_last_win_appends_replace_keys_current_at_commit() {
+    for round in 0..rounds() {
+        let r = Round::new();
+        let out = r.out();
+        let lw = ["--duplicates-strategy", "lastWin"];
+        // The base holds the shared keys (tag 98) and keys of its own (tag 99).
+        run_ok(write_cmd(&r.input(98, true), &out, Kind::Kv, "error", &lw));
+        run_ok(write_cmd(
+            &r.input(99, false),
+            &out,
+            Kind::Kv,
+            "append",
+            &lw,
+        ));
+        let pinned = Dataset::open(&out).unwrap();
+        let cmds = (0..WRITERS)
+            .map(|w| write_cmd(&r.input(w + 1, true), &out, Kind::Kv, "append", &lw))
+            .collect();
+        let outs = race(cmds);
+        for o in &outs {
+            assert!(o.status.success(), "round {round}: {}", stderr(o));
+        }
+        let got = tags(&out, Kind::Kv);
+        assert_eq!(got.len(), 2, "round {round}: {got:?}");
+        assert!(got.contains_key(&99), "round {round}: {got:?}");
+        let ds = Dataset::open(&out).unwrap();
+        assert_eq!(ds.len().unwrap(), 2 * ROWS as u64, "round {round}");
+        // Every writer committed a version of its own.
+        let last = tensorsmith_dataset::versions_info(&out).unwrap().0;
+        assert_eq!(last.len() as u32, WRITERS + 2, "round {round}");
+        assert_eq!(
+            pinned.tensor("shared-3__v").unwrap().data[..4],
+            9803f32.to_le_bytes(),
+            "round {round}"
+        );
+        verified(&out, &format!("round {round}"));
+    }
+}

@@ -93,7 +93,8 @@ pub(crate) fn commit(
     let mut conflicts = 0u32;
     let manifest = loop {
         let base = Snapshot::current(out)?;
-        let mut prepared = prepare(out, &written, base.as_ref(), opts, job.mode())?;
+        let mut prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
+        let mut manifest = prepared.version.version.manifest.clone();
         let lock = commit_lock::acquire(out, job.lock_timeout())?;
         let held = Instant::now();
         // A clean may have taken the index file of a commit that waited long for the lock.
@@ -109,17 +110,18 @@ pub(crate) fn commit(
             }
             drop(prepared);
             let base = Snapshot::current(out)?;
-            prepared = prepare(out, &written, base.as_ref(), opts, job.mode())?;
+            prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
+            manifest = prepared.version.version.manifest.clone();
         }
         // A previous commit killed after its commit point left the entry files behind its
         // version; this commit writes them anew anyway.
-        let manifest = prepared.version.version.manifest.clone();
-        publish(out, staging, &written.shards, prepared)?;
+        publish(out, staging, &written.shards, &mut prepared)?;
         if let Some(p) = progress {
             p.lock_held_us
                 .store(held.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
         drop(lock);
+        drop(prepared);
         break manifest;
     };
     // Retired shards, old versions and staging of dead writers older than the retention.

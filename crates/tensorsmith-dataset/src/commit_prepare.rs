@@ -5,13 +5,14 @@
 //! checks the version and renames (publish.rs). A concurrent commit makes it stale: it is
 //! then dropped (removing its files) and prepared again against the new version.
 
+use crate::duplicates::supersede_in_copy;
 use crate::error::{DatasetError, Result};
 use crate::job_options::WriteMode;
 use crate::manifest::{Manifest, ShardInfo, TensorSchema, MANIFEST_NAME};
-use crate::options::{Naming, WriteOptions};
+use crate::options::{Duplicates, Naming, WriteOptions};
 use crate::tensor_index_file::{self, IndexEntry};
 use crate::versions::{self, format_utc, indexes_dir, now_ms, Snapshot, Version};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use tensorsmith::sink::AtomicFile;
 
@@ -38,14 +39,32 @@ impl Drop for IndexFile {
     }
 }
 
+/// Shards in staging this preparation wrote (lastWin copies), removed on drop unless the
+/// commit moved them in.
+pub(crate) struct Copies {
+    pub dir: PathBuf,
+    pub files: Vec<ShardInfo>,
+}
+
+impl Drop for Copies {
+    fn drop(&mut self) {
+        for f in &self.files {
+            let _ = std::fs::remove_file(self.dir.join(&f.shard_path));
+        }
+    }
+}
+
 pub(crate) struct Prepared {
+    /// Copies of committed shards to move in beside the write's own.
+    pub copies: Copies,
     /// The version this was prepared against (`Some(0)`: a dataset without versions).
     pub base_id: Option<u64>,
     /// Version 0 to write first when the base is a dataset without versions.
     pub adopt: Option<versions::Prepared>,
     pub version: versions::Prepared,
     pub index: Option<IndexFile>,
-    pub manifest: AtomicFile,
+    /// `dataset_manifest.json`, fsynced, to rename in (taken by the commit).
+    pub manifest: Option<AtomicFile>,
 }
 
 fn base_label(b: &Snapshot) -> String {
@@ -68,6 +87,7 @@ fn base_label(b: &Snapshot) -> String {
 /// Prepares `w` as the version after `base` (none: a new dataset).
 pub(crate) fn prepare(
     out: &Path,
+    staging: &Path,
     w: &Written,
     base: Option<&Snapshot>,
     opts: &WriteOptions,
@@ -75,6 +95,10 @@ pub(crate) fn prepare(
 ) -> Result<Prepared> {
     let mut schema = w.schema.clone();
     let mut shards = w.shards.clone();
+    let mut copies = Copies {
+        dir: staging.to_path_buf(),
+        files: Vec::new(),
+    };
     let mut entries: Vec<IndexEntry> = if opts.generate_index {
         w.entries.clone()
     } else {
@@ -85,15 +109,22 @@ pub(crate) fn prepare(
             WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
             WriteMode::Overwrite => {}
             WriteMode::Append => {
-                merge_schema(&mut schema, b, opts)?;
-                shards.extend(b.manifest().shards.iter().cloned());
-                if opts.generate_index {
-                    match b.index_entries(out)? {
-                        Some(old) => entries.extend(old),
-                        None => entries.extend(tensor_index_file::entries_from_headers(
-                            out,
-                            &b.manifest().shards,
-                        )?),
+                let gone = merge_schema(&mut schema, b, opts)?;
+                if !gone.is_empty() {
+                    let (kept, kept_entries, new_copies) = supersede(out, staging, b, &gone, opts)?;
+                    shards.extend(kept);
+                    entries.extend(kept_entries);
+                    copies.files = new_copies;
+                } else {
+                    shards.extend(b.manifest().shards.iter().cloned());
+                    if opts.generate_index {
+                        match b.index_entries(out)? {
+                            Some(old) => entries.extend(old),
+                            None => entries.extend(tensor_index_file::entries_from_headers(
+                                out,
+                                &b.manifest().shards,
+                            )?),
+                        }
                     }
                 }
             }
@@ -144,11 +175,12 @@ pub(crate) fn prepare(
         .map_err(|e| DatasetError::io(&mpath, e))?;
     mf.sync()?;
     Ok(Prepared {
+        copies,
         base_id: base.map(|b| b.version.version),
         adopt,
         version,
         index,
-        manifest: mf,
+        manifest: Some(mf),
     })
 }
 
@@ -158,7 +190,8 @@ fn merge_schema(
     schema: &mut BTreeMap<String, TensorSchema>,
     b: &Snapshot,
     opts: &WriteOptions,
-) -> Result<()> {
+) -> Result<HashSet<String>> {
+    let mut clashes = HashSet::new();
     let old = &b.manifest().schema;
     if matches!(opts.naming, Naming::Batch(_)) && !old.is_empty() {
         let missing = old.keys().find(|k| !schema.contains_key(*k));
@@ -193,15 +226,83 @@ fn merge_schema(
                     ),
                 ))
             }
-            (Some(_), Naming::Kv { .. }) => {
+            (Some(_), Naming::Kv { .. }) if opts.duplicates == Duplicates::Fail => {
                 return Err(DatasetError::input(format!(
-                    "tensor key '{k}' is already in {}: append cannot replace it",
+                    "tensor key '{k}' is already in {}: duplicatesStrategy=fail (lastWin replaces it)",
                     base_label(b)
                 )))
+            }
+            (Some(_), Naming::Kv { .. }) => {
+                clashes.insert(k.clone());
             }
             _ => {}
         }
         schema.entry(k.clone()).or_insert_with(|| v.clone());
     }
-    Ok(())
+    Ok(clashes)
+}
+
+/// KV append with lastWin: the committed shards holding keys this write replaces, copied
+/// into `staging` under new names without those keys (the committed files stay as they are
+/// for readers of their version). Returns the base's shards and index entries with the
+/// copies in place of the originals, and the copies to move in at the commit.
+fn supersede(
+    out: &Path,
+    staging: &Path,
+    b: &Snapshot,
+    gone: &HashSet<String>,
+    opts: &WriteOptions,
+) -> Result<(Vec<ShardInfo>, Vec<IndexEntry>, Vec<ShardInfo>)> {
+    let entries = match b.index_entries(out)? {
+        Some(e) => e,
+        None => tensor_index_file::entries_from_headers(out, &b.manifest().shards)?,
+    };
+    let mut hit: BTreeMap<&str, HashSet<String>> = BTreeMap::new();
+    for e in entries.iter().filter(|e| gone.contains(&e.tensor_key)) {
+        hit.entry(&e.file_name)
+            .or_default()
+            .insert(e.tensor_key.clone());
+    }
+    let mut renamed: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut copies = Vec::new();
+    let mut shards = Vec::new();
+    for s in &b.manifest().shards {
+        let Some(keys) = hit.get(s.shard_path.as_str()) else {
+            shards.push(s.clone());
+            continue;
+        };
+        // `part-TTTTT-NNNN-<uuid>.safetensors`: the same task and number, a new uuid.
+        let stem: String = s
+            .shard_path
+            .splitn(4, '-')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("-");
+        let name = format!("{stem}-{}.safetensors", uuid::Uuid::new_v4());
+        let copy = supersede_in_copy(&out.join(&s.shard_path), s, &staging.join(&name), keys)?;
+        renamed.insert(
+            s.shard_path.clone(),
+            copy.as_ref().map(|c| c.shard_path.clone()),
+        );
+        if let Some(c) = copy {
+            shards.push(c.clone());
+            copies.push(c);
+        }
+    }
+    let mut names = crate::tensor_index_file::SharedNames::default();
+    let entries = if opts.generate_index {
+        entries
+            .into_iter()
+            .filter(|e| !gone.contains(&e.tensor_key))
+            .map(|mut e| {
+                if let Some(Some(n)) = renamed.get(&*e.file_name) {
+                    e.file_name = names.get(n);
+                }
+                e
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok((shards, entries, copies))
 }

@@ -18,20 +18,24 @@ use std::path::Path;
 use tensorsmith::sink::AtomicFile;
 
 /// Publishes `p` (prepared against the version that is still current: the caller checked,
-/// under the lock), moving `shards` from `staging` into `out`.
+/// under the lock), moving `shards` from `staging` into `out`. The caller drops `p` once the
+/// lock is released (freeing a large manifest takes time).
 pub(crate) fn publish(
     out: &Path,
     staging: &Path,
     shards: &[ShardInfo],
-    mut p: Prepared,
+    p: &mut Prepared,
 ) -> Result<()> {
     remove_pending(out)?;
+    // Copies of committed shards (KV lastWin) move in beside the write's own.
+    let copies = std::mem::take(&mut p.copies.files);
+    let shards: Vec<&ShardInfo> = shards.iter().chain(&copies).collect();
     // Not fsynced: a machine crash that loses it only leaves strays for a full clean.
     let pending = pending_path(out);
     let names: Vec<&str> = shards.iter().map(|s| s.shard_path.as_str()).collect();
     std::fs::write(&pending, names.join("\n")).map_err(|e| DatasetError::io(&pending, e))?;
     test_pause(0);
-    for s in shards {
+    for s in &shards {
         let from = staging.join(&s.shard_path);
         let to = out.join(&s.shard_path);
         std::fs::rename(&from, &to).map_err(|e| DatasetError::io(&to, e))?;
@@ -55,7 +59,7 @@ pub(crate) fn publish(
     // Committed. What follows only mirrors the version for the layout's readers.
     remove_top_index(out)?;
     test_pause(4);
-    p.manifest.commit()?;
+    p.manifest.take().expect("published once").commit()?;
     test_pause(5);
     if let Some(i) = &p.index {
         link_top_index(out, &i.name)?;
