@@ -582,3 +582,61 @@ fn concurrent_kv_last_win_appends_replace_keys_current_at_commit() {
         verified(&out, &format!("round {round}"));
     }
 }
+
+/// A writer killed just after its commit point (its version file is in place, the layout's
+/// entry files are not yet): readers of the version see the new data, `dataset_manifest.json`
+/// still names the old dataset whole, `verify` says so, and `verify --repair` (as `clean` and
+/// the next commit would) writes it again.
+#[test]
+fn a_kill_after_the_commit_point_is_repaired() {
+    let r = Round::new();
+    let out = r.out();
+    run_ok(write_cmd(
+        &r.input(99, false),
+        &out,
+        Kind::Batch,
+        "error",
+        &[],
+    ));
+    let old_manifest = std::fs::read(out.join("dataset_manifest.json")).unwrap();
+    let mut c = write_cmd(&r.input(1, false), &out, Kind::Batch, "overwrite", &[]);
+    let mut child = c
+        .env("TENSORSMITH_TEST_COMMIT_PAUSE", "4")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    assert!(err
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("PAUSED")));
+    let _ = child.kill();
+    child.wait().unwrap();
+    assert_eq!(tags(&out, Kind::Batch), [(1, ROWS)].into());
+    assert_eq!(
+        std::fs::read(out.join("dataset_manifest.json")).unwrap(),
+        old_manifest
+    );
+    assert!(!out.join("_tensor_index.parquet").exists());
+    let o = bin()
+        .args(["dataset", "verify"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("verify --repair"), "{text}");
+    let o = bin()
+        .args(["dataset", "verify", "--repair"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("repaired"), "{text}");
+    let m = tensorsmith_dataset::Manifest::read(&out).unwrap();
+    assert_eq!(m, Dataset::open(&out).unwrap().manifest().clone());
+    assert!(out.join("_tensor_index.parquet").exists());
+}
