@@ -44,6 +44,8 @@ pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
 pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat> {
     let staging = job_staging(dir, job_id)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+    // A filesystem that cannot lock is refused before any task writes.
+    crate::commit_lock::probe(dir)?;
     Heartbeat::start(&staging, every)
 }
 

@@ -138,3 +138,16 @@ def test_a_cleaned_version_says_so(tmp_path):
         ds[0]
     with pytest.raises(DatasetExists):
         tensorsmith.write_dataset(table(3), out, batch_size=4, dtype="F32", columns="x")
+
+
+def test_retain_zero_cleans_after_the_commit(tmp_path):
+    out = tmp_path / "ds"
+    tensorsmith.write_dataset(table(1), out, batch_size=4, dtype="F32", columns="x")
+    old = tensorsmith.Dataset(out)
+    tensorsmith.write_dataset(table(2), out, mode="overwrite", retain=0, lock_timeout=30,
+                              batch_size=4, dtype="F32", columns="x")
+    shards = {s["shard_path"] for s in tensorsmith.Dataset(out).manifest()["shards"]}
+    assert {n for n in os.listdir(out) if n.endswith(".safetensors")} == shards
+    # Shard 0 was mapped at open (to tell the mode); the second one is gone.
+    with pytest.raises(DatasetFailure, match="version 1 of"):
+        old[ROWS - 1]

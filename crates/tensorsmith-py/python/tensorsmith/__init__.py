@@ -380,12 +380,16 @@ def quantize(values, qtype) -> np.ndarray:
     return blocks.reshape((*values.shape[:-1], blocks.size // rows if rows else 0))
 
 
-def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
+def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_timeout=None,
+                  **options) -> dict:
     """Writes Arrow data (a pyarrow Table, RecordBatch, RecordBatchReader, a list of batches,
     or anything with `__arrow_c_stream__`) as a dataset in the safetensors-spark layout.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
     tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
-    f16_rounding, digest. `mode` is "error", "overwrite" or "append". Returns the manifest.
+    f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
+    dataset's next version under its commit lock (`lock_timeout` seconds of waiting, default
+    600), then removes versions and retired shards older than `retain` seconds (default a
+    day; 0: now). Returns the manifest.
 
         >>> import pyarrow as pa, tensorsmith
         >>> t = pa.table({"x": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32()))})
@@ -394,7 +398,8 @@ def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
         4
     """
     data = _arrow_stream(data)
-    text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads)
+    text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads,
+                                 retain, lock_timeout)
     return json.loads(text)
 
 
