@@ -5,7 +5,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use tensorsmith_dataset::{
-    write_dataset, Input, JobOptions, Manifest, Progress, WriteMode, WriteOptions,
+    format_utc, write_dataset, Input, JobOptions, Manifest, Progress, Snapshot, WriteMode,
+    WriteOptions,
 };
 
 #[derive(Subcommand)]
@@ -13,13 +14,16 @@ pub enum DatasetCommand {
     /// Write Parquet or Arrow IPC input as a dataset: safetensors shards, dataset_manifest.json
     /// and with --generate-index _tensor_index.parquet.
     Write(Box<WriteArgs>),
-    /// Summarise a dataset from its manifest.
+    /// Summarise a dataset: its current version, its versions, retired shards and their bytes.
     Info(InfoArgs),
-    /// Check every shard against the manifest (presence, sizes, headers, schema, sample
-    /// counts) and the index; exit 0 sound, 1 problems found, 2 unreadable.
+    /// Check every shard of the current version (or --version N) against its manifest
+    /// (presence, sizes, headers, schema, sample counts) and the index; exit 0 sound, 1
+    /// problems found, 2 unreadable.
     Verify(VerifyArgs),
-    /// Remove the staging folders of writers that died before committing or aborting (a
-    /// heartbeat older than --older-than); a live writer's folder is never touched.
+    /// Remove what is retired or abandoned for longer than --older-than: versions superseded
+    /// that long ago and the shards only they list, shards of commits killed before their
+    /// commit point, staging folders of dead writers (a live writer's, renewed every minute,
+    /// is never taken: at least 3m idle). Repairs dataset_manifest.json after a killed commit.
     Clean(CleanArgs),
     /// Write a dataset back to one Parquet file (batch mode: a row per sample; KV mode: a
     /// row per tensor with the tensor struct).
@@ -94,6 +98,13 @@ pub struct WriteArgs {
     /// Worker threads, one task each (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// After the commit, remove retired shards and versions superseded for longer than this
+    /// (as `dataset clean --older-than`; 0: now).
+    #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "24h")]
+    retain: std::time::Duration,
+    /// How long the commit waits for another writer's commit (the dataset's commit lock).
+    #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "10m")]
+    lock_timeout: std::time::Duration,
     /// Read Parquet only through the Parquet reader, never copying or decoding shards
     /// straight from pages (same output; for comparisons).
     #[arg(long, hide = true)]
@@ -111,6 +122,13 @@ pub struct InfoArgs {
 #[derive(Args)]
 pub struct VerifyArgs {
     dir: PathBuf,
+    /// Check this version instead of the current one.
+    #[arg(long)]
+    version: Option<u64>,
+    /// Write dataset_manifest.json and _tensor_index.parquet again from the current version
+    /// when a commit was killed after its commit point, before checking.
+    #[arg(long)]
+    repair: bool,
     /// Report staging folders whose writer's heartbeat is older than this (24h, 30m, 90s).
     #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "24h")]
     stale_after: std::time::Duration,
@@ -119,9 +137,12 @@ pub struct VerifyArgs {
 #[derive(Args)]
 pub struct CleanArgs {
     dir: PathBuf,
-    /// Remove staging folders whose writer's heartbeat is older than this (24h, 30m, 90s).
+    /// Remove what has been retired or abandoned for longer than this (24h, 30m, 90s; 0: now).
     #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "24h")]
     older_than: std::time::Duration,
+    /// How long to wait for a commit in progress (the dataset's commit lock).
+    #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "10m")]
+    lock_timeout: std::time::Duration,
 }
 
 pub fn run(c: &DatasetCommand) -> u8 {
@@ -129,20 +150,7 @@ pub fn run(c: &DatasetCommand) -> u8 {
         DatasetCommand::Write(a) => write(a),
         DatasetCommand::Info(a) => info(a),
         DatasetCommand::Verify(a) => verify(a),
-        DatasetCommand::Clean(a) => match tensorsmith_dataset::clean(&a.dir, a.older_than) {
-            Ok(removed) => {
-                for p in &removed {
-                    outln!("removed {}", shown(p));
-                }
-                outln!(
-                    "{}: {} stale staging folders removed",
-                    shown(&a.dir),
-                    removed.len()
-                );
-                EXIT_OK
-            }
-            Err(e) => fail(&e),
-        },
+        DatasetCommand::Clean(a) => clean(a),
         DatasetCommand::Export(a) => match tensorsmith_dataset::export_keys(
             &a.dir,
             &a.out,
@@ -157,8 +165,51 @@ pub fn run(c: &DatasetCommand) -> u8 {
     }
 }
 
+fn clean(a: &CleanArgs) -> u8 {
+    let r = match tensorsmith_dataset::clean_with(
+        &a.dir,
+        a.older_than,
+        a.older_than.max(tensorsmith_dataset::STAGING_FLOOR),
+        a.lock_timeout,
+    ) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    for p in &r.staging {
+        outln!("removed {}", shown(p));
+    }
+    for v in &r.versions {
+        outln!("removed version {v}");
+    }
+    for (s, b) in &r.shards {
+        outln!("removed {} ({b} bytes)", crate::render::printable(s));
+    }
+    if r.repaired {
+        outln!("repaired dataset_manifest.json from the current version");
+    }
+    outln!(
+        "{}: {} stale staging folders, {} versions, {} shards ({} bytes) removed",
+        shown(&a.dir),
+        r.staging.len(),
+        r.versions.len(),
+        r.shards.len(),
+        r.shards.iter().map(|(_, b)| b).sum::<u64>()
+    );
+    EXIT_OK
+}
+
 fn verify(a: &VerifyArgs) -> u8 {
-    match tensorsmith_dataset::verify_with(&a.dir, a.stale_after) {
+    if a.repair {
+        match tensorsmith_dataset::repair(&a.dir, tensorsmith_dataset::DEFAULT_LOCK_TIMEOUT) {
+            Ok(true) => outln!(
+                "repaired: {}: dataset_manifest.json written again from the current version",
+                shown(&a.dir)
+            ),
+            Ok(false) => {}
+            Err(e) => return fail(&e),
+        }
+    }
+    match tensorsmith_dataset::verify_version(&a.dir, a.version, a.stale_after) {
         Ok(r) if r.is_ok() => {
             outln!(
                 "ok: {} ({} shards, {} tensors)",
@@ -227,6 +278,7 @@ fn write(a: &WriteArgs) -> u8 {
     if let Some(n) = a.threads {
         job = job.with_threads(n);
     }
+    job = job.with_retain(a.retain).with_lock_timeout(a.lock_timeout);
     let progress = Progress::default();
     let t = std::time::Instant::now();
     let result = with_progress_bar(&progress, || {
@@ -240,13 +292,15 @@ fn write(a: &WriteArgs) -> u8 {
             let written = progress.shards.load(Ordering::Relaxed);
             let reader = written.saturating_sub(copied + decoded);
             eprintln!(
-                "{}: {} samples in {} shards ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s)",
+                "{}: {} samples in {} shards ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s); commit lock held {:.1} ms, {} retries",
                 shown(out),
                 m.total_samples,
                 m.shards.len(),
                 m.total_bytes,
                 secs,
-                m.total_bytes as f64 / 1e6 / secs.max(1e-9)
+                m.total_bytes as f64 / 1e6 / secs.max(1e-9),
+                progress.lock_held_us.load(Ordering::Relaxed) as f64 / 1e3,
+                progress.commit_retries.load(Ordering::Relaxed)
             );
             EXIT_OK
         }
@@ -255,15 +309,26 @@ fn write(a: &WriteArgs) -> u8 {
 }
 
 fn info(a: &InfoArgs) -> u8 {
-    let m = match Manifest::read(&a.dir) {
-        Ok(m) => m,
+    let m = match Snapshot::current(&a.dir) {
+        Ok(Some(s)) => s.version.manifest,
+        Ok(None) => match Manifest::read(&a.dir) {
+            Ok(m) => m,
+            Err(e) => return fail(&e),
+        },
         Err(e) => return fail(&e),
     };
     if a.json {
         out!("{}", m.to_json());
         return EXIT_OK;
     }
+    let (versions, retired) = match tensorsmith_dataset::versions_info(&a.dir) {
+        Ok(v) => v,
+        Err(e) => return fail(&e),
+    };
     outln!("dataset: {}", shown(&a.dir));
+    if let Some(v) = versions.last() {
+        outln!("version: {} (of {} kept)", v.version, versions.len());
+    }
     outln!("samples: {}", m.total_samples);
     outln!("shards:  {} ({} bytes)", m.shards.len(), m.total_bytes);
     for (k, s) in &m.schema {
@@ -273,6 +338,39 @@ fn info(a: &InfoArgs) -> u8 {
             s.dtype,
             s.shape
         );
+    }
+    if !versions.is_empty() {
+        outln!("versions:");
+        for v in &versions {
+            let state = match v.superseded_ms {
+                Some(t) => format!("superseded {}", format_utc(t)),
+                None => "current".into(),
+            };
+            outln!(
+                "  {:>8}  {:<9} {}  {} shards, {} samples, {} bytes  ({state})",
+                v.version,
+                v.mode,
+                format_utc(v.committed_ms),
+                v.shards,
+                v.samples,
+                v.bytes
+            );
+        }
+    }
+    if !retired.is_empty() {
+        outln!(
+            "retired shards: {} ({} bytes; `dataset clean` removes them once past the retention)",
+            retired.len(),
+            retired.iter().map(|r| r.bytes).sum::<u64>()
+        );
+        for r in &retired {
+            outln!(
+                "  {}  {} bytes  (last in version {})",
+                crate::render::printable(&r.shard_path),
+                r.bytes,
+                r.last_version
+            );
+        }
     }
     EXIT_OK
 }

@@ -30,7 +30,10 @@ pub fn run(a: &ValidateArgs) -> u8 {
     let opts = a.open.open_options().with_packed_ints(a.packed_ints);
     let mut code = EXIT_OK;
     for path in &a.files {
-        match crate::open_model(&path.to_string_lossy(), &opts) {
+        // A sharded checkpoint's shards must come from one write (their write ids agree).
+        let opened = crate::open_model(&path.to_string_lossy(), &opts)
+            .and_then(|m| tensorsmith::ops::write_id::check(&m).map(|()| m));
+        match opened {
             Ok(m) => {
                 let problems = if a.schema {
                     schema_problems(&m)

@@ -25,7 +25,9 @@ pub fn run(a: &VerifyArgs) -> u8 {
             code = code.max(verify_dataset(path, &opts));
             continue;
         }
-        match crate::open_model(&path.to_string_lossy(), &opts).map(|m| verify(&m)) {
+        let opened = crate::open_model(&path.to_string_lossy(), &opts)
+            .and_then(|m| tensorsmith::ops::write_id::check(&m).map(|()| m));
+        match opened.map(|m| verify(&m)) {
             Ok(r) if r.is_ok() && r.checked == 0 => {
                 outln!(
                     "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({} parts)",
@@ -80,7 +82,11 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     for p in &structure.problems {
         outln!("FAILED: {}: {}", shown(dir), printable(p));
     }
-    let manifest = match tensorsmith_dataset::Manifest::read(dir) {
+    // The current version's shards (the dataset's verify checked the entry files mirror it).
+    let manifest = match tensorsmith_dataset::Snapshot::current(dir).and_then(|s| {
+        s.map(|s| s.version.manifest)
+            .map_or_else(|| tensorsmith_dataset::Manifest::read(dir), Ok)
+    }) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: {}", printable(&e.to_string()));

@@ -89,10 +89,12 @@ fn shards_and_index_round_trip_to_the_same_model() {
         index["weight_map"]["layers.9.weight"],
         "model-00004-of-00004.safetensors"
     );
+    // The index as Hugging Face writes it, plus the write id every shard carries too.
+    let id = index["metadata"]["tensorsmith.write_id"].as_str().unwrap();
     assert!(
-        index_text.starts_with(
-            "{\n  \"metadata\": {\n    \"total_size\": 10000000\n  },\n  \"weight_map\": {\n"
-        ),
+        index_text.starts_with(&format!(
+            "{{\n  \"metadata\": {{\n    \"tensorsmith.write_id\": \"{id}\",\n    \"total_size\": 10000000\n  }},\n  \"weight_map\": {{\n"
+        )),
         "{index_text}"
     );
 

@@ -1,25 +1,29 @@
-//! The commit of a write (threads of `write_dataset` or tasks of a job): task reports checked
-//! against the staging folder, cross-task duplicate keys resolved (KV), shards renamed into
-//! the dataset folder, the manifest written last, atomically: the commit point (the index is
-//! renamed into place just after it). After it, shard files the new manifest does not name
-//! are removed.
+//! The one commit of a write (threads of `write_dataset`, tasks of a job: the CLI, Python, the
+//! Spark source and direct path): task reports checked against the staging folder, cross-task
+//! duplicate keys resolved (KV), then, optimistically, the next version prepared against the
+//! current one outside the lock (commit_prepare.rs) and published under the dataset's commit
+//! lock if that version is still current (publish.rs); else prepared again. A writer that
+//! keeps losing prepares under the lock, so every writer finishes. After the commit,
+//! what is older than the retention goes (retention.rs).
 
+use crate::commit_lock;
+use crate::commit_prepare::{prepare, Written};
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
-use crate::job_options::WriteMode;
-use crate::manifest::{is_shard_file_name, Manifest, TensorSchema, INDEX_NAME, MANIFEST_NAME};
+use crate::job_options::{JobOptions, Progress};
+use crate::manifest::{is_shard_file_name, Manifest, TensorSchema};
 use crate::options::{Naming, WriteOptions};
+use crate::publish::publish;
+use crate::retention;
 use crate::task_report::TaskReport;
-use crate::tensor_index_file;
+use crate::versions::{current_id, Snapshot};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use tensorsmith::sink::AtomicFile;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| DatasetError::io(dir, e))
-}
+/// Conflicts after which a writer prepares under the lock rather than racing again.
+const OPTIMISTIC_TRIES: u32 = 3;
 
 /// Reports in task order, each naming only shards that are in `staging`.
 fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
@@ -64,14 +68,15 @@ fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Commits the shards that `reports` name in `staging` as the dataset in `out`. The caller
-/// removes `staging` afterwards.
+/// Commits the shards that `reports` name in `staging` as the next version of the dataset
+/// in `out`. The caller removes `staging` afterwards (committed shards have left it).
 pub(crate) fn commit(
     out: &Path,
     staging: &Path,
     mut reports: Vec<TaskReport>,
     opts: &WriteOptions,
-    mode: WriteMode,
+    job: &JobOptions,
+    progress: Option<&Progress>,
 ) -> Result<Manifest> {
     if reports.iter().all(|r| r.shards.is_empty()) {
         return Err(DatasetError::Empty(match reports.iter().map(|r| r.rows).sum::<u64>() {
@@ -79,18 +84,59 @@ pub(crate) fn commit(
             n => format!("all {n} rows were dropped (tail_strategy=drop, fewer rows than batch_size): no dataset written"),
         }));
     }
-    let old = if out.join(MANIFEST_NAME).exists() {
-        match mode {
-            WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
-            WriteMode::Overwrite | WriteMode::Append => Some(Manifest::read(out)?),
-        }
-    } else {
-        None
-    };
     check_reports(&mut reports, staging)?;
     if let Naming::Kv { .. } = opts.naming {
         duplicates::across_tasks(&mut reports, staging, opts.duplicates)?;
     }
+    let written = gather(reports, opts)?;
+    commit_lock::probe(out)?;
+    let mut conflicts = 0u32;
+    let manifest = loop {
+        let base = Snapshot::current(out)?;
+        let mut prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
+        let mut manifest = prepared.version.version.manifest.clone();
+        let lock = commit_lock::acquire(out, job.lock_timeout())?;
+        let held = Instant::now();
+        // A clean may have taken the index file of a commit that waited long for the lock.
+        let index_gone = prepared.index.as_ref().is_some_and(|i| !i.path.exists());
+        if current_id(out)? != prepared.base_id || index_gone {
+            conflicts += 1;
+            if let Some(p) = progress {
+                p.commit_retries.fetch_add(1, Ordering::Relaxed);
+            }
+            if conflicts < OPTIMISTIC_TRIES {
+                drop(lock);
+                continue;
+            }
+            drop(prepared);
+            let base = Snapshot::current(out)?;
+            prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
+            manifest = prepared.version.version.manifest.clone();
+        }
+        // A previous commit killed after its commit point left the entry files behind its
+        // version; this commit writes them anew anyway.
+        publish(out, staging, &written.shards, &mut prepared)?;
+        if let Some(p) = progress {
+            p.lock_held_us
+                .store(held.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        drop(lock);
+        drop(prepared);
+        break manifest;
+    };
+    // Retired shards, old versions and staging of dead writers older than the retention.
+    let retain = job.retain();
+    let _ = retention::clean_with(
+        out,
+        retain,
+        retain.max(retention::STAGING_FLOOR),
+        job.lock_timeout(),
+    );
+    Ok(manifest)
+}
+
+/// The shards, index entries and schema of a write's reports (task order).
+fn gather(reports: Vec<TaskReport>, opts: &WriteOptions) -> Result<Written> {
     let mut shards = Vec::new();
     let mut entries = Vec::new();
     let mut samples: BTreeMap<String, TensorSchema> = BTreeMap::new();
@@ -123,7 +169,7 @@ pub(crate) fn commit(
             samples.insert(e.tensor_key.clone(), t);
         }
     }
-    let mut schema: BTreeMap<String, TensorSchema> = samples
+    let schema = samples
         .into_iter()
         .map(|(k, mut t)| {
             if let Naming::Batch(bs) = opts.naming {
@@ -132,80 +178,9 @@ pub(crate) fn commit(
             (k, t)
         })
         .collect();
-    let mut all = shards.clone();
-    if let (Some(old), WriteMode::Append) = (&old, mode) {
-        for (k, v) in &old.schema {
-            match (schema.get(k), &opts.naming) {
-                (Some(n), Naming::Batch(_)) if n != v => {
-                    return Err(DatasetError::column(k, format!(
-                        "is {} {:?} in the existing dataset, {} {:?} here: append needs the same dtype and shape",
-                        v.dtype, v.shape, n.dtype, n.shape
-                    )))
-                }
-                (Some(_), Naming::Kv { .. }) => {
-                    return Err(DatasetError::input(format!(
-                        "tensor key '{k}' is already in the existing dataset: append cannot replace it"
-                    )))
-                }
-                _ => {}
-            }
-            schema.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        all.extend(old.shards.iter().cloned());
-        if opts.generate_index {
-            entries.extend(tensor_index_file::entries_from_headers(out, &old.shards)?);
-        }
-    }
-    // Shards (fsynced by their tasks) into place (new names: nothing is overwritten), the
-    // new index written and fsynced under a temporary name, the old index removed, then the
-    // manifest: the commit point; the new index is renamed into place after it. The index
-    // and the manifest cannot change together, so a kill between the steps leaves the old
-    // or the new dataset without an index (which readers do without), never a manifest
-    // beside an index of another dataset.
-    for s in &shards {
-        let from = staging.join(&s.shard_path);
-        let to = out.join(&s.shard_path);
-        std::fs::rename(&from, &to).map_err(|e| DatasetError::io(&to, e))?;
-    }
-    sync_dir(out)?;
-    let manifest = Manifest::new(all, schema);
-    let index_path = out.join(INDEX_NAME);
-    let new_index = if opts.generate_index {
-        entries.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));
-        Some(tensor_index_file::prepare(&index_path, &entries)?)
-    } else {
-        None
-    };
-    match std::fs::remove_file(&index_path) {
-        Ok(()) => sync_dir(out)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(DatasetError::io(&index_path, e)),
-    }
-    let mpath = out.join(MANIFEST_NAME);
-    let mut f = AtomicFile::create(&mpath)?;
-    std::io::Write::write_all(&mut f, manifest.to_json().as_bytes())
-        .map_err(|e| DatasetError::io(&mpath, e))?;
-    f.commit()?;
-    if let Some(index) = new_index {
-        index.commit()?;
-    }
-    // After the commit point: shard files the new manifest does not name go (the old
-    // dataset's on overwrite, and strays of killed writers in either mode).
-    let keep: HashSet<&str> = manifest
-        .shards
-        .iter()
-        .map(|s| s.shard_path.as_str())
-        .collect();
-    if let Ok(entries) = std::fs::read_dir(out) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.starts_with("part-") && name.ends_with(".safetensors") && !keep.contains(name) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-    // Staging folders of writers that died before their commit or abort go with this one.
-    let _ = crate::staging::clean(out, crate::staging::DEFAULT_STALE_AFTER);
-    Ok(manifest)
+    Ok(Written {
+        shards,
+        entries,
+        schema,
+    })
 }

@@ -5,7 +5,7 @@
 //! holds one tensor per key.
 
 use crate::error::{DatasetError, Result};
-use crate::manifest::shard_content_digest;
+use crate::manifest::{shard_content_digest, ShardInfo};
 use crate::options::Duplicates;
 use crate::task_report::TaskReport;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -79,7 +79,50 @@ pub(crate) fn across_tasks(
 /// reader and atomic writer). Returns its new size, or `None` when no tensor is left (the
 /// file is then removed).
 fn rewrite_without(path: &Path, gone: &HashSet<String>) -> Result<Option<u64>> {
-    let f = tensorsmith::safetensors::SafetensorsFile::open(path)?;
+    let left = copy_without(path, path, gone)?;
+    if left.is_none() {
+        std::fs::remove_file(path).map_err(|e| DatasetError::io(path, e))?;
+    }
+    Ok(left)
+}
+
+/// A committed shard (`from`, never changed: readers of its version may hold it) written
+/// as a new shard `to` without the tensors named in `gone`, for a KV append with lastWin
+/// whose keys replace committed ones. Returns the new shard's record, `None` when no tensor
+/// is left (nothing is written).
+pub(crate) fn supersede_in_copy(
+    from: &Path,
+    old: &ShardInfo,
+    to: &Path,
+    gone: &HashSet<String>,
+) -> Result<Option<ShardInfo>> {
+    let before = tensorsmith::safetensors::SafetensorsFile::open(from)?
+        .index()
+        .tensors
+        .len() as u64;
+    let Some(bytes) = copy_without(from, to, gone)? else {
+        return Ok(None);
+    };
+    let kept = before.saturating_sub(gone.len() as u64);
+    Ok(Some(ShardInfo {
+        shard_path: to
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        samples_count: (old.samples_count * kept / before.max(1)).max(1),
+        bytes,
+        content_digest: match old.content_digest {
+            Some(_) => shard_content_digest(to)?,
+            None => None,
+        },
+    }))
+}
+
+/// `from` without the tensors in `gone`, written atomically to `to` (which may be `from`).
+/// `None`: no tensor left, nothing written.
+fn copy_without(from: &Path, to: &Path, gone: &HashSet<String>) -> Result<Option<u64>> {
+    let path = to;
+    let f = tensorsmith::safetensors::SafetensorsFile::open(from)?;
     let kept: Vec<_> = f
         .index()
         .tensors
@@ -87,8 +130,6 @@ fn rewrite_without(path: &Path, gone: &HashSet<String>) -> Result<Option<u64>> {
         .filter(|t| !gone.contains(&t.name))
         .collect();
     if kept.is_empty() {
-        drop(f);
-        std::fs::remove_file(path).map_err(|e| DatasetError::io(path, e))?;
         return Ok(None);
     }
     let views = kept

@@ -41,6 +41,16 @@ pub enum DatasetError {
     /// The output folder already holds a dataset and the mode does not allow replacing it.
     #[error("{}: already holds a dataset (dataset_manifest.json); use --mode overwrite or append", .0.display())]
     Exists(PathBuf),
+    /// A reader's version was removed by `dataset clean` (its retired shards with it).
+    #[error("version {version} of {} was removed by `dataset clean` at {at}; open the current version (or keep versions longer: clean --older-than, write --retain)", .dir.display())]
+    VersionRemoved {
+        dir: PathBuf,
+        version: u64,
+        at: String,
+    },
+    /// The dataset changed under a commit in a way it cannot be merged with.
+    #[error("{}: {msg}", .dir.display())]
+    Conflict { dir: PathBuf, msg: String },
     /// A dataset on disk does not match its manifest.
     #[error("{}: {msg}", .path.display())]
     Corrupt { path: PathBuf, msg: String },

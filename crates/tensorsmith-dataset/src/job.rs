@@ -8,7 +8,7 @@
 use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
-use crate::job_options::{Progress, WriteMode};
+use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::kv_resolve;
 use crate::manifest::Manifest;
 use crate::options::{Naming, WriteOptions};
@@ -44,6 +44,8 @@ pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
 pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat> {
     let staging = job_staging(dir, job_id)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+    // A filesystem that cannot lock is refused before any task writes.
+    crate::commit_lock::probe(dir)?;
     Heartbeat::start(&staging, every)
 }
 
@@ -131,9 +133,26 @@ pub fn commit_job(
     opts: &WriteOptions,
     mode: WriteMode,
 ) -> Result<Manifest> {
+    commit_job_with(
+        dir,
+        job_id,
+        reports,
+        opts,
+        &JobOptions::new().with_mode(mode),
+    )
+}
+
+/// [`commit_job`] with the mode, the commit lock's timeout and the retention of `job`.
+pub fn commit_job_with(
+    dir: &Path,
+    job_id: &str,
+    reports: Vec<TaskReport>,
+    opts: &WriteOptions,
+    job: &JobOptions,
+) -> Result<Manifest> {
     let staging = job_staging(dir, job_id)?;
     opts.check()?;
-    let manifest = commit(dir, &staging, reports, opts, mode)?;
+    let manifest = commit(dir, &staging, reports, opts, job, None)?;
     let _ = std::fs::remove_dir_all(&staging);
     Ok(manifest)
 }

@@ -11,7 +11,8 @@ pub enum WriteMode {
     /// Refuse (the default).
     #[default]
     ErrorIfExists,
-    /// Replace it: its shards and index are removed once the new manifest is in place.
+    /// Replace it: its shards are retired (listed by no current version), and removed by a
+    /// later clean once older than the retention.
     Overwrite,
     /// Add shards and rewrite the manifest (and the index) over old and new.
     Append,
@@ -28,6 +29,10 @@ pub struct Progress {
     /// Shards decoded straight from Parquet pages (compressed, dictionary-encoded or cast;
     /// parquet_direct), of `shards`. The rest went through the Parquet reader.
     pub decoded_shards: AtomicU64,
+    /// Microseconds the commit held the dataset's commit lock (set once the commit is done).
+    pub lock_held_us: AtomicU64,
+    /// Commits prepared again because another writer committed first.
+    pub commit_retries: AtomicU64,
 }
 
 /// How a write runs: built from [`JobOptions::new`] (error if the dataset exists, one task
@@ -43,6 +48,11 @@ pub struct JobOptions {
     pub(crate) reader_only: bool,
     /// How often the staging folder's heartbeat is renewed (`None`: every minute).
     pub(crate) heartbeat: Option<std::time::Duration>,
+    /// How long the commit waits for the dataset's commit lock (`None`: 10 minutes).
+    pub(crate) lock_timeout: Option<std::time::Duration>,
+    /// After the commit, retired shards, versions and abandoned staging older than this are
+    /// removed (`None`: 24 hours).
+    pub(crate) retain: Option<std::time::Duration>,
 }
 
 impl JobOptions {
@@ -71,6 +81,29 @@ impl JobOptions {
     pub fn with_heartbeat(mut self, every: std::time::Duration) -> Self {
         self.heartbeat = Some(every);
         self
+    }
+
+    /// How long the commit waits for another writer's commit (default 10 minutes).
+    pub fn with_lock_timeout(mut self, t: std::time::Duration) -> Self {
+        self.lock_timeout = Some(t);
+        self
+    }
+
+    /// How long retired shards and old versions are kept for readers (default 24 hours): the
+    /// commit cleans what is older (`dataset clean --older-than`).
+    pub fn with_retain(mut self, t: std::time::Duration) -> Self {
+        self.retain = Some(t);
+        self
+    }
+
+    pub(crate) fn lock_timeout(&self) -> std::time::Duration {
+        self.lock_timeout
+            .unwrap_or(std::time::Duration::from_secs(600))
+    }
+
+    pub(crate) fn retain(&self) -> std::time::Duration {
+        self.retain
+            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
     }
 
     pub(crate) fn heartbeat(&self) -> std::time::Duration {

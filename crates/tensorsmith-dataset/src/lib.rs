@@ -11,6 +11,7 @@
 
 // Bottom: errors, options, the dataset's own files (manifest, tensor index, staging folders),
 // Parquet checks.
+mod commit_lock;
 mod error;
 mod job_options;
 mod manifest;
@@ -18,6 +19,7 @@ mod options;
 pub mod parquet_guard;
 mod staging;
 pub mod tensor_index_file;
+mod versions;
 // Input.
 mod input;
 mod input_cut;
@@ -30,12 +32,15 @@ mod kv_keys;
 // the job API and write_dataset.
 mod batch_strategy;
 mod commit;
+mod commit_prepare;
 mod duplicates;
 mod job;
 mod kv_resolve;
 mod kv_strategy;
 mod parquet_direct;
 mod plan;
+mod publish;
+mod retention;
 mod shard_pipe;
 mod shard_record;
 mod task;
@@ -47,20 +52,25 @@ mod export;
 mod read;
 mod verify;
 
+pub use commit_lock::{lock_path, DEFAULT_LOCK_TIMEOUT};
 pub use error::{DatasetError, Result};
 pub use export::{export, export_keys};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
-pub use job::{abort_job, commit_job, start_job, write_task, write_task_range};
+pub use job::{abort_job, commit_job, commit_job_with, start_job, write_task, write_task_range};
 pub use job_options::{JobOptions, Progress, WriteMode};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{ColumnView, Dataset, DatasetMode, Tensor};
+pub use retention::{
+    clean, clean_with, repair, versions_info, CleanReport, RetiredShard, VersionInfo, STAGING_FLOOR,
+};
 pub use staging::{
-    clean, parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder,
-    DEFAULT_HEARTBEAT, DEFAULT_STALE_AFTER,
+    parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder, DEFAULT_HEARTBEAT,
+    DEFAULT_STALE_AFTER,
 };
 pub use task_report::TaskReport;
 pub use tensor_index_file::IndexEntry;
-pub use verify::{verify, verify_with, DatasetReport};
+pub use verify::{verify, verify_version, verify_with, DatasetReport};
+pub use versions::{format_utc, Snapshot, Version};
 pub use write::{task_ranges, write_dataset};

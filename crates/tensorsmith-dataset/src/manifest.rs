@@ -64,6 +64,11 @@ pub fn is_shard_file_name(n: &str) -> bool {
     n.ends_with(".safetensors") && !n.contains('/') && !n.contains('\\') && !n.starts_with('.')
 }
 
+/// An index file's name in `_tensorsmith/index/` (a plain `.parquet` file name).
+pub fn is_index_file_name(n: &str) -> bool {
+    n.ends_with(".parquet") && !n.contains('/') && !n.contains('\\') && !n.starts_with('.')
+}
+
 impl Manifest {
     /// A manifest over `shards` (sorted here) with totals computed from them.
     pub fn new(mut shards: Vec<ShardInfo>, schema: BTreeMap<String, TensorSchema>) -> Manifest {

@@ -4,10 +4,13 @@
 //! through `_tensor_index.parquet` when it agrees with the manifest, else through the shard
 //! headers. With such an index, the mode is told from it too, so a tensor by key opens its
 //! own shard and no other. Shards are opened (and memory-mapped) on demand and kept open.
+//! A dataset is opened at one version (the current one, or one asked for) and reads that
+//! version to the end: later commits retire shards, they do not delete them.
 
 use crate::error::{DatasetError, Result};
-use crate::manifest::{Manifest, INDEX_NAME};
+use crate::manifest::Manifest;
 use crate::tensor_index_file;
+use crate::versions::{self, Snapshot};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -44,6 +47,8 @@ pub struct Tensor {
 
 pub struct Dataset {
     dir: PathBuf,
+    /// The version read (0: a dataset written before versions).
+    version: u64,
     manifest: Manifest,
     mode: DatasetMode,
     /// Samples before each shard (batch mode).
@@ -59,9 +64,35 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Opens the current version of the dataset in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
-        let manifest = Manifest::read(&dir)?;
+        match Snapshot::current(&dir)? {
+            Some(s) => Self::from_snapshot(dir, s),
+            // No dataset: the manifest's own error, naming the file.
+            None => Manifest::read(&dir).and_then(|_| unreachable_dataset(&dir)),
+        }
+    }
+
+    /// Opens version `version` of the dataset in `dir` (while `dataset clean` keeps it).
+    pub fn open_version(dir: impl AsRef<Path>, version: u64) -> Result<Dataset> {
+        let dir = dir.as_ref().to_path_buf();
+        let s = Snapshot::at(&dir, version)?;
+        Self::from_snapshot(dir, s)
+    }
+
+    fn from_snapshot(dir: PathBuf, snap: Snapshot) -> Result<Dataset> {
+        let index = snap.index_entries(&dir).ok().flatten().filter(|e| {
+            let shards: std::collections::HashSet<&str> = snap
+                .manifest()
+                .shards
+                .iter()
+                .map(|s| s.shard_path.as_str())
+                .collect();
+            !e.is_empty() && e.iter().all(|x| shards.contains(&*x.file_name))
+        });
+        let version = snap.version.version;
+        let manifest = snap.version.manifest;
         let mut starts = Vec::with_capacity(manifest.shards.len());
         let mut n = 0u64;
         for s in &manifest.shards {
@@ -69,9 +100,9 @@ impl Dataset {
             n += s.samples_count;
         }
         let files = manifest.shards.iter().map(|_| OnceLock::new()).collect();
-        let index = read_index(&dir, &manifest);
         let mut d = Dataset {
             dir,
+            version,
             manifest,
             mode: DatasetMode::Batch,
             starts,
@@ -120,6 +151,11 @@ impl Dataset {
         self.mode
     }
 
+    /// The version this dataset reads (0: a dataset written before versions).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
@@ -144,7 +180,17 @@ impl Dataset {
         if let Some(f) = self.files[shard].get() {
             return Ok(f);
         }
-        let f = SafetensorsFile::open(self.dir.join(&self.manifest.shards[shard].shard_path))?;
+        let path = self.dir.join(&self.manifest.shards[shard].shard_path);
+        let f = match SafetensorsFile::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                // A shard gone from under a version that `dataset clean` removed.
+                if let Some(at) = versions::removed_at(&self.dir, self.version) {
+                    return Err(versions::removed_error(&self.dir, self.version, at));
+                }
+                return Err(e.into());
+            }
+        };
         self.opened
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.files[shard].get_or_init(|| f))
@@ -357,15 +403,9 @@ impl Dataset {
     }
 }
 
-/// The dataset's index, when there is one and every entry names a shard of `manifest`
-/// (an index left from another write is not trusted: the headers are read instead).
-fn read_index(dir: &Path, manifest: &Manifest) -> Option<Vec<tensor_index_file::IndexEntry>> {
-    let shards: std::collections::HashSet<&str> = manifest
-        .shards
-        .iter()
-        .map(|s| s.shard_path.as_str())
-        .collect();
-    tensor_index_file::read(&dir.join(INDEX_NAME))
-        .ok()
-        .filter(|e| !e.is_empty() && e.iter().all(|x| shards.contains(&*x.file_name)))
+fn unreachable_dataset(dir: &Path) -> Result<Dataset> {
+    Err(DatasetError::input(format!(
+        "{}: holds no dataset",
+        dir.display()
+    )))
 }

@@ -1,11 +1,11 @@
 //! Staging folders (`_tensorsmith_staging-*` of `write_dataset`, `_tensorsmith_job-*` of a
 //! distributed job) and their liveness. Each carries a marker with its start time and a
 //! heartbeat its writer renews; a folder whose heartbeat is older than a limit belongs to a
-//! writer that died between its tasks and its commit or abort, and `clean` removes it. A live
+//! writer that died between its tasks and its commit or abort, and `clean` (retention.rs)
+//! removes it. A live
 //! writer's folder is never touched: its heartbeat is always fresh.
 
 use crate::error::{DatasetError, Result};
-use crate::manifest::MANIFEST_NAME;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -163,30 +163,6 @@ pub fn stale_folders(dir: &Path, older_than: Duration) -> Result<Vec<StagingFold
         .into_iter()
         .filter(|f| f.idle > older_than)
         .collect())
-}
-
-/// Removes the staging folders of `dir` idle for longer than `older_than` and returns them.
-/// Refuses a folder that is neither a dataset (no manifest) nor holds staging folders.
-pub fn clean(dir: &Path, older_than: Duration) -> Result<Vec<PathBuf>> {
-    if !dir.is_dir() {
-        return Err(DatasetError::input(format!(
-            "{}: not a dataset folder (no such directory)",
-            dir.display()
-        )));
-    }
-    let all = staging_folders(dir)?;
-    if all.is_empty() && !dir.join(MANIFEST_NAME).exists() {
-        return Err(DatasetError::input(format!(
-            "{}: not a dataset folder (no {MANIFEST_NAME} and no tensorsmith staging folders)",
-            dir.display()
-        )));
-    }
-    let mut removed = Vec::new();
-    for f in all.into_iter().filter(|f| f.idle > older_than) {
-        std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
-        removed.push(f.path);
-    }
-    Ok(removed)
 }
 
 /// `24h`, `30m`, `90s`, `7d`, `500ms`: a duration as the command line gives it.

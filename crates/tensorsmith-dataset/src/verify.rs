@@ -3,10 +3,12 @@
 //! present) naming only listed shards and tensors that exist; no stray shard files.
 
 use crate::error::Result;
-use crate::manifest::{content_digest_of, Manifest, INDEX_NAME};
+use crate::manifest::{content_digest_of, INDEX_NAME};
+use crate::publish::is_published;
 use crate::read::{Dataset, DatasetMode};
 use crate::staging::{stale_folders, DEFAULT_STALE_AFTER};
 use crate::tensor_index_file;
+use crate::versions::{self, indexes_dir, Snapshot};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
@@ -33,12 +35,28 @@ pub fn verify(dir: &Path) -> Result<DatasetReport> {
 /// Checks `dir` against its manifest, and reports the staging folders of dead writers (a
 /// heartbeat older than `stale_after`; `tensorsmith dataset clean` removes them).
 pub fn verify_with(dir: &Path, stale_after: Duration) -> Result<DatasetReport> {
-    let m = Manifest::read(dir)?;
+    verify_version(dir, None, stale_after)
+}
+
+/// Checks version `version` of `dir` (`None`: the current one) against its shards.
+pub fn verify_version(
+    dir: &Path,
+    version: Option<u64>,
+    stale_after: Duration,
+) -> Result<DatasetReport> {
+    let snap = match version {
+        Some(n) => Snapshot::at(dir, n)?,
+        None => match Snapshot::current(dir)? {
+            Some(s) => s,
+            None => Snapshot::at(dir, 0)?,
+        },
+    };
+    let m = snap.manifest();
     let mut r = DatasetReport {
         shards: m.shards.len(),
         ..Default::default()
     };
-    let mode = Dataset::open(dir)
+    let mode = Dataset::open_version(dir, snap.version.version)
         .map(|d| d.mode())
         .unwrap_or(DatasetMode::Kv);
     let mut tensors_of: HashMap<&str, HashSet<String>> = HashMap::new();
@@ -135,42 +153,65 @@ pub fn verify_with(dir: &Path, stale_after: Duration) -> Result<DatasetReport> {
                 .push(format!("schema names '{k}', which no shard holds"));
         }
     }
-    let ipath = dir.join(INDEX_NAME);
-    if ipath.exists() {
+    let is_current = versions::list(dir)?
+        .last()
+        .is_none_or(|&c| c == snap.version.version);
+    if snap.versioned && is_current && !is_published(dir, &snap) {
+        r.problems.push(format!(
+            "dataset_manifest.json or {INDEX_NAME} is not version {}'s (a commit was killed after its commit point): `tensorsmith dataset verify --repair` writes them again",
+            snap.version.version
+        ));
+    }
+    // The version's own index file; without versions, the layout's index when present.
+    let index = match &snap.version.index {
+        Some(name) if snap.versioned => Some((
+            indexes_dir(dir).join(name),
+            format!("index of version {}", snap.version.version),
+        )),
+        _ if snap.versioned => None,
+        _ => Some((dir.join(INDEX_NAME), INDEX_NAME.to_string())).filter(|(p, _)| p.exists()),
+    };
+    if let Some((ipath, iname)) = index {
         match tensor_index_file::read(&ipath) {
             Ok(entries) => {
                 for e in entries {
                     match tensors_of.get(&*e.file_name) {
                         None => r.problems.push(format!(
-                            "{INDEX_NAME}: '{}' points at {}, which the manifest does not list",
+                            "{iname}: '{}' points at {}, which the manifest does not list",
                             e.tensor_key, e.file_name
                         )),
                         Some(n) if !n.contains(&e.tensor_key) => r.problems.push(format!(
-                            "{INDEX_NAME}: '{}' is not in {}",
+                            "{iname}: '{}' is not in {}",
                             e.tensor_key, e.file_name
                         )),
                         _ => {}
                     }
                 }
             }
-            Err(e) => r.problems.push(format!("{INDEX_NAME}: unreadable: {e}")),
+            Err(e) => r.problems.push(format!("{iname}: unreadable: {e}")),
         }
     }
-    let listed: HashSet<&str> = m.shards.iter().map(|s| s.shard_path.as_str()).collect();
+    // Shards of other versions still kept (retired, or current when checking an old one)
+    // are not strays.
+    let mut listed: HashSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
+    for v in versions::list(dir)? {
+        if let Ok(v) = versions::read(dir, v) {
+            listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
+        }
+    }
     if let Ok(entries) = std::fs::read_dir(dir) {
         let mut stray: Vec<String> = entries
             .flatten()
             .filter_map(|e| e.file_name().to_str().map(String::from))
             .filter(|n| {
-                n.starts_with("part-")
-                    && n.ends_with(".safetensors")
-                    && !listed.contains(n.as_str())
+                n.starts_with("part-") && n.ends_with(".safetensors") && !listed.contains(n)
             })
             .collect();
         stray.sort();
         for n in stray {
-            r.problems
-                .push(format!("{n}: a shard file the manifest does not list"));
+            r.problems.push(format!(
+                "{n}: a shard file no version lists (a commit killed before its commit point: `tensorsmith dataset clean` removes it)"
+            ));
         }
     }
     for f in stale_folders(dir, stale_after)? {

@@ -9,13 +9,14 @@ use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::kv_resolve;
-use crate::manifest::{Manifest, MANIFEST_NAME};
+use crate::manifest::Manifest;
 use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
 use crate::staging::{Heartbeat, STAGING_PREFIX};
 use crate::task::run_task;
 use crate::task_context::{with_ctx, Ctx};
 use crate::task_report::TaskReport;
+use crate::versions::Snapshot;
 use std::ops::Range;
 use std::path::Path;
 
@@ -30,13 +31,12 @@ pub fn write_dataset(
     let plan = Plan::new(input, opts)?;
     std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
     remove_stale_staging(out);
-    if out.join(MANIFEST_NAME).exists() {
-        // Refused (or read, to fail early on a damaged one) before anything is written; the
-        // commit looks again.
-        match job.mode {
-            WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
-            WriteMode::Overwrite | WriteMode::Append => Manifest::read(out).map(drop)?,
-        }
+    // A filesystem that cannot lock is refused before anything is written.
+    crate::commit_lock::probe(out)?;
+    // Refused (or read, to fail early on a damaged one) before anything is written; the
+    // commit looks again, under its lock.
+    if Snapshot::current(out)?.is_some() && job.mode == WriteMode::ErrorIfExists {
+        return Err(DatasetError::Exists(out.to_path_buf()));
     }
     let threads = job
         .threads
@@ -66,7 +66,7 @@ pub fn write_dataset(
                 Ok(reports)
             },
         )
-        .and_then(|reports| commit(out, &staging, reports, opts, job.mode))
+        .and_then(|reports| commit(out, &staging, reports, opts, job, Some(progress)))
     });
     let _ = std::fs::remove_dir_all(&staging);
     result

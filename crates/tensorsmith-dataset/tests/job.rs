@@ -446,10 +446,13 @@ fn overwrite_append_and_error_if_exists_through_commit_job() {
         "{e}"
     );
     abort_job(dir, "c2").unwrap();
-    // Overwrite: only the new shards remain.
+    // Overwrite: the old shards are retired, not deleted, until a clean past the retention.
+    let before = shard_files(dir).len();
     let r = task(dir, "d", 0, &rows_input(50..53, 0.0), &o);
     let m = commit_job(dir, "d", vec![r], &o, WriteMode::Overwrite).unwrap();
     assert_eq!(m.total_samples, 3);
+    assert_eq!(shard_files(dir).len(), before + 1);
+    tensorsmith_dataset::clean(dir, std::time::Duration::ZERO).unwrap();
     let files = shard_files(dir);
     assert_eq!(files, vec![m.shards[0].shard_path.clone()]);
     let ds = Dataset::open(dir).unwrap();
@@ -757,6 +760,7 @@ fn kv_reads_by_key_through_the_index_open_only_their_shard() {
     assert!(e.to_string().contains("no tensor 'r99__v'"), "{e}");
     // Without the index, the headers are read: every shard is needed.
     std::fs::remove_file(dir.join("_tensor_index.parquet")).unwrap();
+    std::fs::remove_dir_all(dir.join("_tensorsmith/index")).unwrap();
     let e = Dataset::open(dir)
         .and_then(|ds| ds.tensor("r6__v"))
         .unwrap_err();
@@ -801,7 +805,7 @@ fn kv_last_win_across_the_threads_of_one_write_repacks_with_digests() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("superseded") || n.starts_with("_tensorsmith"))
+        .filter(|n| n.contains("superseded") || n.starts_with("_tensorsmith_"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }

@@ -92,7 +92,7 @@ fn a_live_job_beside_a_clean_is_never_touched() {
         // The limit is 20 heartbeats, so that a loaded machine (a busy CI runner stalled the
         // heartbeat thread past a 200 ms limit once) cannot fail a live job.
         std::thread::sleep(Duration::from_millis(1500));
-        let removed = clean(dir, Duration::from_millis(1000)).unwrap();
+        let removed = clean(dir, Duration::from_millis(1000)).unwrap().staging;
         assert!(
             removed
                 .iter()
@@ -131,7 +131,7 @@ fn a_local_write_keeps_its_heartbeat_while_a_clean_runs() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 // 25 heartbeats: a scheduling stall on a loaded machine is not a dead job.
                 if let Ok(r) = clean(&dir, Duration::from_millis(500)) {
-                    removed.extend(r);
+                    removed.extend(r.staging);
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }

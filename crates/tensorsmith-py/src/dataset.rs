@@ -76,7 +76,8 @@ pub fn check_options(py: Python<'_>, options: BTreeMap<String, String>) -> PyRes
 
 /// Writes a dataset from Arrow data; returns the manifest's JSON text.
 #[pyfunction]
-#[pyo3(signature = (data, path, options, mode = "error", threads = 0))]
+#[pyo3(signature = (data, path, options, mode = "error", threads = 0, retain_s = None, lock_timeout_s = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn write_dataset(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
@@ -84,12 +85,29 @@ pub fn write_dataset(
     options: BTreeMap<String, String>,
     mode: &str,
     threads: usize,
+    retain_s: Option<f64>,
+    lock_timeout_s: Option<f64>,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
     // threads=0 (the Python default) means one per core.
     let mut job = JobOptions::new().with_mode(self::mode(py, mode)?);
     if threads > 0 {
         job = job.with_threads(threads);
+    }
+    let secs = |name: &str, s: f64| {
+        std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+            crate::errors::raise(
+                py,
+                "OptionError",
+                format!("{name}: {s} is not a number of seconds >= 0"),
+            )
+        })
+    };
+    if let Some(s) = retain_s {
+        job = job.with_retain(secs("retain", s)?);
+    }
+    if let Some(s) = lock_timeout_s {
+        job = job.with_lock_timeout(secs("lock_timeout", s)?);
     }
     let input = batches(py, data)?;
     let progress = Progress::default();
@@ -238,9 +256,16 @@ type Item = (String, &'static str, Vec<u64>, Bytes);
 
 #[pymethods]
 impl DatasetReader {
+    /// Opens the current version of the dataset at `path`, or version `version`.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let ds = py.detach(|| Dataset::open(&path)).py_err(py)?;
+    #[pyo3(signature = (path, version = None))]
+    fn new(py: Python<'_>, path: PathBuf, version: Option<u64>) -> PyResult<Self> {
+        let ds = py
+            .detach(|| match version {
+                Some(v) => Dataset::open_version(&path, v),
+                None => Dataset::open(&path),
+            })
+            .py_err(py)?;
         let keys = match ds.mode() {
             DatasetMode::Kv => ds.tensor_keys().py_err(py)?,
             DatasetMode::Batch => Vec::new(),
@@ -249,6 +274,12 @@ impl DatasetReader {
             ds: Arc::new(ds),
             keys,
         })
+    }
+
+    /// The version read (0: a dataset written before versions).
+    #[getter]
+    fn version(&self) -> u64 {
+        self.ds.version()
     }
 
     /// "batch" or "kv".

@@ -46,6 +46,7 @@ pub(crate) mod decode;
 pub mod digest;
 pub mod dtype;
 pub mod error;
+pub mod file_lock;
 pub mod format;
 pub(crate) mod formats;
 pub mod ggml_quant;

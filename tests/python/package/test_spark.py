@@ -166,7 +166,9 @@ def test_overwrite_and_append(df, spark, tmp_path):
     write(df.limit(5), out, mode="overwrite", batch_size=5, dtype="F32", columns="x")
     m = manifest(out)
     assert m["total_samples"] == 5
-    assert not first & set(listing(out)) - {"dataset_manifest.json"}
+    # The old shards are retired (kept for readers of the old version), listed no more.
+    assert not first & {s["shard_path"] for s in m["shards"]}
+    assert first - {"dataset_manifest.json"} < set(listing(out))
     assert spark.read.format("safetensors").load(str(out)).count() == 5
     with pytest.raises(Exception, match="Append|Overwrite"):
         write(df, out, mode="error", batch_size=5, dtype="F32", columns="x")

@@ -444,12 +444,16 @@ def quantize(values, qtype) -> np.ndarray:
     return blocks.reshape((*values.shape[:-1], blocks.size // rows if rows else 0))
 
 
-def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
+def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_timeout=None,
+                  **options) -> dict:
     """Writes Arrow data (a pyarrow Table, RecordBatch, RecordBatchReader, a list of batches,
     or anything with `__arrow_c_stream__`) as a dataset in the safetensors-spark layout.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
     tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
-    f16_rounding, digest. `mode` is "error", "overwrite" or "append". Returns the manifest.
+    f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
+    dataset's next version under its commit lock (`lock_timeout` seconds of waiting, default
+    600), then removes versions and retired shards older than `retain` seconds (default a
+    day; 0: now). Returns the manifest.
 
         >>> import pyarrow as pa, tensorsmith
         >>> t = pa.table({"x": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32()))})
@@ -458,7 +462,8 @@ def write_dataset(data, path, *, mode="error", threads=0, **options) -> dict:
         4
     """
     data = _arrow_stream(data)
-    text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads)
+    text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads,
+                                 retain, lock_timeout)
     return json.loads(text)
 
 
@@ -492,11 +497,17 @@ class Dataset:
         x = ds[0]["x"]                       # a view into the shard's map
         for batch in ds.batches(256, shuffle=0):
             train(batch["x"])
+
+    A dataset reads the version it opened (`ds.version`) to the end, even while other
+    processes overwrite or append: their commits retire shards rather than delete them, for
+    24 hours by default. `Dataset(path, version=N)` opens an older version while `dataset
+    clean` keeps it. Pickled (DataLoader workers started by spawn), it reopens its version.
     """
 
-    def __init__(self, path, framework="np"):
+    def __init__(self, path, framework="np", version=None):
+        self._path = os.fspath(path)
         self._framework = _framework(framework)
-        self._r = _native.DatasetReader(os.fspath(path))
+        self._r = _native.DatasetReader(self._path, version)
         self._len = len(self._r)
         self._keys = self._r.keys() if self._r.mode == "kv" else []
         if self._r.mode == "batch":
@@ -507,6 +518,15 @@ class Dataset:
     def mode(self):
         """"batch" or "kv"."""
         return self._r.mode
+
+    @property
+    def version(self):
+        """The version read (0: a dataset written before versions)."""
+        return self._r.version
+
+    def __reduce__(self):
+        # Workers reopen the same version, not whatever is current when they start.
+        return (Dataset, (self._path, self._framework, self._r.version))
 
     def manifest(self) -> dict:
         """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""

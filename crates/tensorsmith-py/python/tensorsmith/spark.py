@@ -62,9 +62,12 @@ def _nested_type(dtype: str, rank: int):
 
 
 class _Manifest:
-    def __init__(self, path: str):
-        with open(os.path.join(path, "dataset_manifest.json"), "rb") as f:
-            self.m = json.load(f)
+    """One version's manifest (default: the current version's)."""
+
+    def __init__(self, path: str, manifest: dict | None = None):
+        if manifest is None:
+            manifest = json.loads(_native.DatasetReader(path).manifest_json())
+        self.m = manifest
         self.path = path
 
     def shards(self):
@@ -137,10 +140,14 @@ class SafetensorsDataSource(DataSource):
         return rows, self.options.get("kv_separator", "__"), self.options.get("name_col", "key")
 
     def _dataset(self):
-        """The manifest and the mode (from the first shard), read once per instance."""
+        """The manifest and the mode (from the first shard) of one version (the current one,
+        or the `version` option), read once per instance: the tasks read that version's shards,
+        which later commits retire rather than delete."""
         if not hasattr(self, "_opened"):
             path = self._path()
-            self._opened = (_Manifest(path), _native.DatasetReader(path).mode)
+            version = self.options.get("version")
+            r = _native.DatasetReader(path, None if version is None else int(version))
+            self._opened = (_Manifest(path, json.loads(r.manifest_json())), r.mode)
         return self._opened
 
     def schema(self):

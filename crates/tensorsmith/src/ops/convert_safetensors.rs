@@ -9,9 +9,10 @@ use super::convert_options::ConvertOptions;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::file_lock::{self, FileLock};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
-use crate::ops::dequantize;
+use crate::ops::{dequantize, write_id};
 use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
 use crate::sink::write_atomically;
 use std::collections::BTreeMap;
@@ -121,9 +122,11 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
                 .in_file(Path::new(&input.location)));
         }
     }
+    // A checkpoint's write id is not carried: a sharded output gets its own.
     let meta: BTreeMap<String, String> = index
         .metadata
         .iter()
+        .filter(|(k, _)| *k != write_id::WRITE_ID_KEY)
         .map(|(k, v)| (k.clone(), crate::ops::inspect::meta_text(v)))
         .collect();
     let tensors: Vec<&TensorInfo> = index.tensors.iter().collect();
@@ -318,6 +321,10 @@ fn writer_for<'a>(
 /// `model.safetensors` → `model-00001-of-00003.safetensors` … and
 /// `model.safetensors.index.json`, next to `out`. Shards are written first, each atomically;
 /// the index last, so a reader never finds an index naming a shard that is not complete.
+/// Writers of one checkpoint take turns under the lock file `.NAME.index.json.lock`; a
+/// rewrite removes the old index before its first shard (a kill then leaves no index, not
+/// one over a mix of old and new shards), and every shard and the index carry one write id
+/// (`ops::write_id`), so `validate` refuses a folder of mixed shards.
 fn write_shards(
     input: &Model,
     out: &Path,
@@ -334,6 +341,16 @@ fn write_shards(
         .strip_suffix(".safetensors")
         .unwrap_or(&file)
         .to_owned();
+    let index_path = dir.join(format!("{stem}{}", crate::model::INDEX_SUFFIX));
+    let lock = FileLock::acquire(
+        &file_lock::beside(&index_path),
+        file_lock::DEFAULT_LOCK_TIMEOUT,
+    )?;
+    let old_shards = remove_old_index(&index_path)?;
+    let write_id = write_id::new_write_id();
+    let mut meta = meta.clone();
+    meta.insert(write_id::WRITE_ID_KEY.to_owned(), write_id.clone());
+    let meta = &meta;
     let n = groups.len();
     let mut weight_map = BTreeMap::new();
     let mut files = Vec::with_capacity(n + 1);
@@ -349,14 +366,48 @@ fn write_shards(
         files.push(path);
     }
     let index = serde_json::json!({
-        "metadata": {"total_size": total_size},
+        "metadata": {"total_size": total_size, write_id::WRITE_ID_KEY: write_id},
         "weight_map": weight_map,
     });
     let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
     text.push('\n');
-    let index_path = dir.join(format!("{stem}{}", crate::model::INDEX_SUFFIX));
     write_atomically(&index_path, |f| Ok(f.write_all(text.as_bytes())?))?;
     bytes += text.len() as u64;
+    // Shards of the old checkpoint that the new one does not reuse (another shard count).
+    for name in old_shards {
+        if !weight_map.values().any(|v| v.as_str() == Some(&name)) {
+            let _ = std::fs::remove_file(dir.join(&name));
+        }
+    }
     files.push(index_path);
+    lock.release_and_remove();
     Ok(Written { files, bytes })
+}
+
+/// Removes the index of the checkpoint being rewritten (durably) and returns the shards it
+/// named (plain file names only: nothing outside the folder).
+fn remove_old_index(index_path: &Path) -> Result<Vec<String>> {
+    let json = match std::fs::read(index_path) {
+        Ok(j) => j,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(Error::from(e).in_file(index_path)),
+    };
+    let shards = crate::model::parse_index(&index_path.to_string_lossy(), &json)
+        .map(|(_, shards)| shards)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| !s.contains('/') && !s.contains('\\') && !s.starts_with('.'))
+        .collect();
+    std::fs::remove_file(index_path).map_err(|e| Error::from(e).in_file(index_path))?;
+    if let Some(dir) = index_path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(shards)
 }

@@ -93,7 +93,9 @@ pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Resu
 }
 
 /// Adds `input`'s tensors to the zTensor v2 file `existing` (crash-safe; names already in it
-/// are refused); returns the new file's length.
+/// are refused); returns the new file's length. The read, copy and rename run under the lock
+/// file `.NAME.lock` beside it (the file itself is replaced by the rename, so it cannot carry
+/// the lock), so concurrent appends each land, one after the other.
 pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> Result<u64> {
     if opts.zt_version.is_some_and(|v| v != ZtVersion::V2) {
         return Err(Error::new(ErrorKind::Unsupported(
@@ -101,7 +103,14 @@ pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> 
         ))
         .in_file(existing));
     }
-    crate::ztensor::append(existing, ztensor_writer(input, existing, opts)?)
+    let writer = ztensor_writer(input, existing, opts)?;
+    let lock = crate::file_lock::FileLock::acquire(
+        &crate::file_lock::beside(existing),
+        crate::file_lock::DEFAULT_LOCK_TIMEOUT,
+    )?;
+    let written = crate::ztensor::append(existing, writer);
+    lock.release_and_remove();
+    written
 }
 
 /// A writer holding every tensor of `input`, its bytes to be read as the writer reaches them.

@@ -122,7 +122,13 @@ pub fn diff_structure(a: &TensorIndex, b: &TensorIndex) -> Diff {
             d.added.push(TensorDesc::of(u));
         }
     }
-    let keys: BTreeSet<&String> = a.metadata.keys().chain(b.metadata.keys()).collect();
+    // A checkpoint's write id names a write, not the model: two writes of one model are equal.
+    let keys: BTreeSet<&String> = a
+        .metadata
+        .keys()
+        .chain(b.metadata.keys())
+        .filter(|k| *k != crate::ops::write_id::WRITE_ID_KEY)
+        .collect();
     for k in keys {
         match (a.metadata.get(k), b.metadata.get(k)) {
             (Some(x), None) => d.meta_removed.push((k.clone(), x.clone())),

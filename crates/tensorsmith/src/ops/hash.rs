@@ -123,7 +123,12 @@ pub fn structural_digest(index: &TensorIndex) -> [u8; 32] {
         // ID must not).
         e.str(&t.layout.name(LayoutNames::StructuralId));
     }
-    for (k, v) in &index.metadata {
+    // A sharded checkpoint's write id names one write, not the model: left out.
+    for (k, v) in index
+        .metadata
+        .iter()
+        .filter(|(k, _)| *k != crate::ops::write_id::WRITE_ID_KEY)
+    {
         e.tag(b'M');
         e.str(k);
         e.value(v);

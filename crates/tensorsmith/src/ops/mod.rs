@@ -15,3 +15,4 @@ pub mod inspect;
 pub mod tree;
 pub mod verify;
 pub mod wi_hash;
+pub mod write_id;

@@ -1,0 +1,247 @@
+//! What a dataset keeps for its readers, and for how long: versions other than the current
+//! one stay readable (with the shards they list) until they have been superseded for longer
+//! than the retention; `clean` then removes them, leaving a marker so their readers get a
+//! clear error, with the shards no remaining version lists (retired shards, and shards of
+//! commits killed before their commit point), unreferenced index files, and the staging
+//! folders of dead writers. It holds the commit lock, so no commit runs meanwhile, and it
+//! repairs the entry files of a commit killed after its commit point.
+
+use crate::commit_lock::{self, DEFAULT_LOCK_TIMEOUT};
+use crate::error::{DatasetError, Result};
+use crate::manifest::{is_index_file_name, is_shard_file_name, MANIFEST_NAME};
+use crate::publish::{remove_pending, republish};
+use crate::staging::stale_folders;
+use crate::versions::{self, indexes_dir, now_ms, version_path, Snapshot};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// A live writer renews its staging heartbeat every minute: the CLI and the commits' own
+/// cleans never take a folder idle for less than this for a dead writer's, whatever the
+/// retention.
+pub const STAGING_FLOOR: Duration = Duration::from_secs(3 * 60);
+/// Temporary and unreferenced files of writers are kept at least this long (a writer may
+/// still be waiting for the lock with them).
+const WRITER_FILES_FLOOR: Duration = Duration::from_secs(3600);
+
+/// What `clean` removed.
+#[derive(Debug, Default)]
+pub struct CleanReport {
+    pub staging: Vec<PathBuf>,
+    pub versions: Vec<u64>,
+    /// Shard files removed, with their bytes.
+    pub shards: Vec<(String, u64)>,
+    pub index_files: Vec<String>,
+    /// Whether `dataset_manifest.json` was written again from the current version.
+    pub repaired: bool,
+}
+
+/// A version of a dataset, as `dataset info` lists it.
+#[derive(Debug, Clone)]
+pub struct VersionInfo {
+    pub version: u64,
+    pub mode: String,
+    pub committed_ms: u64,
+    pub shards: usize,
+    pub samples: u64,
+    pub bytes: u64,
+    /// When a later version replaced it (`None`: the current version).
+    pub superseded_ms: Option<u64>,
+}
+
+/// A shard that only versions older than the current one list.
+#[derive(Debug, Clone)]
+pub struct RetiredShard {
+    pub shard_path: String,
+    pub bytes: u64,
+    /// The last version that lists it.
+    pub last_version: u64,
+}
+
+fn mtime_ms(p: &Path) -> Option<u64> {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+}
+
+fn is_dataset(dir: &Path) -> Result<bool> {
+    Ok(dir.join(MANIFEST_NAME).exists()
+        || !versions::list(dir)?.is_empty()
+        || !crate::staging::staging_folders(dir)?.is_empty())
+}
+
+/// [`clean_with`] for staging folders idle for longer than `older_than` too, waiting up to
+/// 10 minutes for the commit lock.
+pub fn clean(dir: &Path, older_than: Duration) -> Result<CleanReport> {
+    clean_with(dir, older_than, older_than, DEFAULT_LOCK_TIMEOUT)
+}
+
+/// Removes from `dir` what has been retired or abandoned for longer than `older_than`:
+/// versions superseded that long ago (their shards that no remaining version lists, their
+/// index files), shards no version lists; and staging folders whose heartbeat is older than
+/// `staging_idle`. `Duration::ZERO` removes every version but the current one now. Waits up
+/// to `timeout` for the commit lock.
+pub fn clean_with(
+    dir: &Path,
+    older_than: Duration,
+    staging_idle: Duration,
+    timeout: Duration,
+) -> Result<CleanReport> {
+    if !dir.is_dir() {
+        return Err(DatasetError::input(format!(
+            "{}: not a dataset folder (no such directory)",
+            dir.display()
+        )));
+    }
+    if !is_dataset(dir)? {
+        return Err(DatasetError::input(format!(
+            "{}: not a dataset folder (no {MANIFEST_NAME}, versions or tensorsmith staging folders)",
+            dir.display()
+        )));
+    }
+    let _lock = commit_lock::acquire(dir, timeout)?;
+    let mut report = CleanReport::default();
+    for f in stale_folders(dir, staging_idle)? {
+        std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
+        report.staging.push(f.path);
+    }
+    for name in remove_pending(dir)? {
+        report.shards.push((name, 0));
+    }
+    let list = versions::list(dir)?;
+    let now = now_ms();
+    let limit = older_than.as_millis() as u64;
+    let mut remove = Vec::new();
+    for w in list.windows(2) {
+        let superseded = mtime_ms(&version_path(dir, w[1])).unwrap_or(now);
+        if now.saturating_sub(superseded) >= limit {
+            remove.push(w[0]);
+        }
+    }
+    let keep_versions: Vec<u64> = list
+        .iter()
+        .copied()
+        .filter(|v| !remove.contains(v))
+        .collect();
+    // The shards and index files that the remaining versions (or, without versions, the
+    // manifest) list.
+    let mut keep: HashSet<String> = HashSet::new();
+    let mut keep_index: HashSet<String> = HashSet::new();
+    let current = Snapshot::current(dir)?;
+    match &current {
+        // Only staging folders: no shard in the folder is this dataset's to judge.
+        None => {
+            keep.insert("*".into());
+        }
+        Some(s) if !s.versioned => {
+            keep.extend(s.manifest().shards.iter().map(|s| s.shard_path.clone()))
+        }
+        Some(_) => {
+            for &v in &keep_versions {
+                let v = versions::read(dir, v)?;
+                keep.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
+                keep_index.extend(v.index);
+            }
+        }
+    };
+    // Index files of removed versions go now; other unreferenced ones (a writer waiting for
+    // the lock, or killed) only past the floor.
+    let mut removed_index: HashSet<String> = HashSet::new();
+    for &v in &remove {
+        if let Ok(v) = versions::read(dir, v) {
+            removed_index.extend(v.index);
+        }
+        versions::remove(dir, v)?;
+        report.versions.push(v);
+    }
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| DatasetError::io(dir, e))?
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let judged = !keep.contains("*");
+        if judged && name.starts_with("part-") && is_shard_file_name(&name) && !keep.contains(&name)
+        {
+            let bytes = e.metadata().map_or(0, |m| m.len());
+            std::fs::remove_file(e.path()).map_err(|err| DatasetError::io(e.path(), err))?;
+            report.shards.push((name, bytes));
+        }
+    }
+    report.shards.sort();
+    let floor = older_than.max(WRITER_FILES_FLOOR).as_millis() as u64;
+    let old = |p: &Path| now.saturating_sub(mtime_ms(p).unwrap_or(now)) >= floor;
+    if !keep_versions.is_empty() {
+        if let Ok(entries) = std::fs::read_dir(indexes_dir(dir)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let unused = is_index_file_name(&name) && !keep_index.contains(&name);
+                if unused && (removed_index.contains(&name) || old(&e.path())) {
+                    let _ = std::fs::remove_file(e.path());
+                    report.index_files.push(name);
+                }
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(versions::versions_dir(dir)) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") && old(&e.path()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    if let Some(s) = Snapshot::current(dir)? {
+        report.repaired = republish(dir, &s)?;
+    }
+    Ok(report)
+}
+
+/// Under the commit lock: `dataset_manifest.json` and the index written again from the
+/// current version, when a commit was killed after its commit point. Returns whether it did.
+pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
+    let _lock = commit_lock::acquire(dir, timeout)?;
+    match Snapshot::current(dir)? {
+        Some(s) => republish(dir, &s),
+        None => Ok(false),
+    }
+}
+
+/// The versions of `dir`, oldest first, and the retired shards (listed only by versions
+/// older than the current one) with their bytes.
+pub fn versions_info(dir: &Path) -> Result<(Vec<VersionInfo>, Vec<RetiredShard>)> {
+    let list = versions::list(dir)?;
+    let mut infos = Vec::new();
+    let mut last_listed: HashMap<String, (u64, u64)> = HashMap::new();
+    for (i, &n) in list.iter().enumerate() {
+        let v = versions::read(dir, n)?;
+        let superseded_ms = list
+            .get(i + 1)
+            .map(|&next| mtime_ms(&version_path(dir, next)).unwrap_or(0));
+        for s in &v.manifest.shards {
+            last_listed.insert(s.shard_path.clone(), (n, s.bytes));
+        }
+        infos.push(VersionInfo {
+            version: n,
+            mode: v.mode,
+            committed_ms: v.committed_ms,
+            shards: v.manifest.shards.len(),
+            samples: v.manifest.total_samples,
+            bytes: v.manifest.total_bytes,
+            superseded_ms,
+        });
+    }
+    let current = list.last().copied().unwrap_or(0);
+    let mut retired: Vec<RetiredShard> = last_listed
+        .into_iter()
+        .filter(|(_, (v, _))| *v != current)
+        .map(|(shard_path, (last_version, bytes))| RetiredShard {
+            shard_path,
+            bytes,
+            last_version,
+        })
+        .collect();
+    retired.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
+    Ok((infos, retired))
+}
