@@ -158,7 +158,7 @@ def main():
     growth = peak_rss_during(lambda: ours.load_file(path, device="cuda:0"))
     torch.cuda.empty_cache()
     print(f"peak RssAnon growth during our cuda load: {growth:.0f} MiB; pinned ring "
-          f"{int(os.environ.get('TENSORSMITH_PINNED_MIB', '128'))} MiB")
+          f"{int(os.environ.get('TENSORSMITH_PINNED_MIB', '96'))} MiB")
     cold_ours, cold_read = [], []
     for _ in range(max(2, RUNS // 2)):
         drop_cache(path)
