@@ -134,28 +134,37 @@ pub fn write_atomically<T>(
 /// its process was killed. A temp file names its writer's pid; it is stale when that process
 /// no longer runs (known through /proc; where there is no /proc nothing is removed).
 pub fn remove_stale_temps(dir: &Path, file_name: &str) -> usize {
-    if !Path::new("/proc/self").exists() {
-        return 0;
-    }
     let prefix = format!(".{file_name}{TEMP_MARKER}");
+    dead_writers(dir, &prefix)
+        .into_iter()
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
+}
+
+/// The entries of `dir` named `{prefix}{pid}…` (a pid, then the end or a `.`) whose writer
+/// process no longer runs (known through /proc; where there is no /proc, none).
+pub fn dead_writers(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    if !Path::new("/proc/self").exists() {
+        return Vec::new();
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
+        return Vec::new();
     };
-    let mut removed = 0;
+    let mut dead = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
         let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
         let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
-        if !alive && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
+        if !alive {
+            dead.push(entry.path());
         }
     }
-    removed
+    dead
 }
 
 /// An output a streaming writer can cut back: bytes written past `pos` are dropped and the

@@ -55,10 +55,6 @@ def torch_dtype(name: str):
             f"dtype {name} has no PyTorch equivalent in torch {torch.__version__}") from None
 
 
-def element_size(dtype) -> int:
-    return torch.empty(0, dtype=dtype).element_size()
-
-
 def parse_device(device):
     """A `torch.device` from what the reference accepts: "cpu", "cuda", "cuda:N", an int (a
     CUDA index), a `torch.device`, or any device name torch knows ("mps", "xpu", "meta").

@@ -59,13 +59,12 @@ class _Pinned:
         self.host = None
 
 
-def _plan(native, names):
-    """Pieces to read: (file, offset, length) runs of at most CHUNK bytes, each with the
-    (tensor name, offset in the tensor) its bytes go to. Consecutive tensors of one file
-    share a run."""
+def _plan(ranges):
+    """`ranges` (name -> (file, start, end), in file order) as pieces to read: (file, offset,
+    length) runs of at most CHUNK bytes, each with the (tensor name, offset in the tensor) its
+    bytes go to. Consecutive tensors of one file share a run."""
     runs = []  # [file, start, end, [(name, tensor_start_in_file)]]
-    for name in names:
-        i, start, end = native.raw_range(name)
+    for name, (i, start, end) in ranges.items():
         pos = start
         while pos < end:
             last = runs[-1] if runs else None
@@ -84,7 +83,7 @@ def load(native, names, device, cpu_tensor):
     """`names` -> tensors on CUDA `device`; `cpu_tensor(name)` makes those not stored raw.
     Every tensor is complete when this returns; on an error none is handed out."""
     out = {}
-    raw = []
+    raw = {}  # name -> (file, start, end)
     for name in names:
         dtype_name, shape, layout = native.info_of(name)
         rng = native.raw_range(name)
@@ -95,9 +94,9 @@ def load(native, names, device, cpu_tensor):
         out[name] = torch.empty(torch_shape(dtype_name, shape), dtype=torch_dtype(dtype_name),
                                 device=device)
         if rng[2] > rng[1]:
-            raw.append(name)
+            raw[name] = rng
     if raw:
-        _pipeline(native, _plan(native, raw),
+        _pipeline(native, _plan(raw),
                   {name: out[name].view(-1).view(torch.uint8) for name in raw}, device)
     return out
 

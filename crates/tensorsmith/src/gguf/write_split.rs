@@ -19,6 +19,7 @@ use super::split::{part_name, SplitLimits, KEY_COUNT, KEY_NO, KEY_TENSORS};
 use super::value::GgufValue;
 use super::write::Writer;
 use crate::error::{Error, ErrorKind, Result};
+use crate::sink::dead_writers;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -143,26 +144,9 @@ impl Drop for Staging {
 }
 
 /// Removes staging folders that split writes to the same output left when their process was
-/// killed (their pid no longer runs; known through /proc, else nothing is removed).
+/// killed.
 fn remove_stale_staging(dir: &Path, file_name: &str) {
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
-    let prefix = format!(".{file_name}{STAGING_MARKER}");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
+    for p in dead_writers(dir, &format!(".{file_name}{STAGING_MARKER}")) {
+        let _ = std::fs::remove_dir_all(p);
     }
 }
