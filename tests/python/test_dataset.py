@@ -218,7 +218,7 @@ def test_options_are_validated(tsm, tmp_path):
     for opts, msg in [
         ((), "one of batch_size"),
         (("--batch-size", "2", "--name-col", "id"), "mutually exclusive"),
-        (("--batch-size", "2"), "the dtype option is required"),
+        (("--batch-size", "2"), "a dtype is required, as in the connector (--dtype F"),
         (("--batch-size", "2", "--dtype", "I32", "--columns", "x"), "would drop fractions"),
         (("--batch-size", "2", "--dtype", "F32", "--columns", "nope"), "no such column"),
         (("--batch-size", "2", "--dtype", "F32", "--columns", "id"), "not a tensor column"),

@@ -1,5 +1,6 @@
 //! `tensorsmith dataset write|info`: tensor datasets in the safetensors-spark layout.
 
+use crate::render::count;
 use crate::{fail, shown, EXIT_OK};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -34,10 +35,14 @@ pub enum DatasetCommand {
 pub struct ExportArgs {
     dir: PathBuf,
     out: PathBuf,
-    /// KV datasets: export only this tensor key (repeat for more), in the order given; only
-    /// the shards holding them are opened (found through the tensor index).
-    #[arg(long = "key", value_name = "KEY")]
+    /// KV datasets: export only this name (every tensor NAME__COLUMN) or full tensor key
+    /// (repeat for more), in the order given; only the shards holding them are opened (found
+    /// through the tensor index).
+    #[arg(long = "key", value_name = "NAME|KEY")]
     keys: Vec<String>,
+    /// The KV separator the dataset was written with, between a name and its column.
+    #[arg(long, default_value = "__")]
+    kv_separator: String,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -155,9 +160,10 @@ pub fn run(c: &DatasetCommand) -> u8 {
             &a.dir,
             &a.out,
             (!a.keys.is_empty()).then_some(&a.keys[..]),
+            &a.kv_separator,
         ) {
             Ok(rows) => {
-                eprintln!("{}: {rows} rows", shown(&a.out));
+                eprintln!("{}: {}", shown(&a.out), count(rows, "row"));
                 EXIT_OK
             }
             Err(e) => fail(&e),
@@ -188,11 +194,11 @@ fn clean(a: &CleanArgs) -> u8 {
         outln!("repaired dataset_manifest.json from the current version");
     }
     outln!(
-        "{}: {} stale staging folders, {} versions, {} shards ({} bytes) removed",
+        "{}: {}, {}, {} ({} bytes) removed",
         shown(&a.dir),
-        r.staging.len(),
-        r.versions.len(),
-        r.shards.len(),
+        count(r.staging.len(), "stale staging folder"),
+        count(r.versions.len(), "version"),
+        count(r.shards.len(), "shard"),
         r.shards.iter().map(|(_, b)| b).sum::<u64>()
     );
     EXIT_OK
@@ -212,10 +218,10 @@ fn verify(a: &VerifyArgs) -> u8 {
     match tensorsmith_dataset::verify_version(&a.dir, a.version, a.stale_after) {
         Ok(r) if r.is_ok() => {
             outln!(
-                "ok: {} ({} shards, {} tensors)",
+                "ok: {} ({}, {})",
                 shown(&a.dir),
-                r.shards,
-                r.tensors
+                count(r.shards, "shard"),
+                count(r.tensors, "tensor")
             );
             EXIT_OK
         }
@@ -292,15 +298,15 @@ fn write(a: &WriteArgs) -> u8 {
             let written = progress.shards.load(Ordering::Relaxed);
             let reader = written.saturating_sub(copied + decoded);
             eprintln!(
-                "{}: {} samples in {} shards ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s); commit lock held {:.1} ms, {} retries",
+                "{}: {} in {} ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s); commit lock held {:.1} ms, {}",
                 shown(out),
-                m.total_samples,
-                m.shards.len(),
+                count(m.total_samples, "sample"),
+                count(m.shards.len(), "shard"),
                 m.total_bytes,
                 secs,
                 m.total_bytes as f64 / 1e6 / secs.max(1e-9),
                 progress.lock_held_us.load(Ordering::Relaxed) as f64 / 1e3,
-                progress.commit_retries.load(Ordering::Relaxed)
+                count(progress.commit_retries.load(Ordering::Relaxed), "retry")
             );
             EXIT_OK
         }
@@ -347,12 +353,12 @@ fn info(a: &InfoArgs) -> u8 {
                 None => "current".into(),
             };
             outln!(
-                "  {:>8}  {:<9} {}  {} shards, {} samples, {} bytes  ({state})",
+                "  {:>8}  {:<9} {}  {}, {}, {} bytes  ({state})",
                 v.version,
                 v.mode,
                 format_utc(v.committed_ms),
-                v.shards,
-                v.samples,
+                count(v.shards, "shard"),
+                count(v.samples, "sample"),
                 v.bytes
             );
         }
@@ -396,8 +402,9 @@ fn with_progress_bar<T>(p: &Progress, f: impl FnOnce() -> T) -> T {
                 let bytes = p.bytes.load(Ordering::Relaxed);
                 let secs = start.elapsed().as_secs_f64().max(1e-3);
                 bar.set_message(format!(
-                    "{rows} rows, {} shards, {:.1} MB written, {:.0} rows/s, {:.0} MB/s",
-                    p.shards.load(Ordering::Relaxed),
+                    "{}, {}, {:.1} MB written, {:.0} rows/s, {:.0} MB/s",
+                    count(rows, "row"),
+                    count(p.shards.load(Ordering::Relaxed), "shard"),
                     bytes as f64 / 1e6,
                     rows as f64 / secs,
                     bytes as f64 / 1e6 / secs

@@ -27,10 +27,10 @@ pub struct DiffArgs {
     #[arg(long)]
     values: bool,
     /// With --values, list identical tensors too.
-    #[arg(long)]
+    #[arg(long, requires = "values")]
     all: bool,
     /// Same as --format json.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     json: bool,
     #[arg(long, value_enum, default_value = "text")]
     format: Style,
@@ -176,8 +176,8 @@ fn text(a: &str, b: &str, d: &Diff) -> String {
         d.meta_changed.len(),
         if d.values_compared {
             format!(
-                "; {} tensors with different values",
-                d.values.iter().filter(|v| !v.identical).count()
+                "; {} with different values",
+                crate::render::count(d.values.iter().filter(|v| !v.identical).count(), "tensor")
             )
         } else {
             String::new()

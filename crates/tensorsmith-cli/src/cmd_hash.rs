@@ -24,7 +24,7 @@ pub struct HashArgs {
     content: bool,
     /// Print another tool's hash instead of ours. weight-inspect hashes the one file it is
     /// given: a part of a split GGUF model is hashed alone (ours hashes the whole model).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "content")]
     compat: Option<Compat>,
     /// One JSON object per line.
     #[arg(long)]

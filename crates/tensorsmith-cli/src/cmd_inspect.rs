@@ -1,6 +1,6 @@
 //! `tensorsmith inspect FILE`: a human summary, or the stable JSON document with `--json`.
 
-use crate::render::{grouped, human_bytes, printable};
+use crate::render::{count, grouped, human_bytes, printable};
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::Args;
 use std::fmt::Write as _;
@@ -17,7 +17,7 @@ pub struct InspectArgs {
     /// A file, or an http(s):// URL (only the header is fetched, by range requests).
     file: PathBuf,
     /// Print the machine-readable form (schema "tensorsmith.inspect/1").
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["tree", "pretty_metadata"])]
     json: bool,
     /// List tensors grouped by dotted name prefix, with counts and sizes per group.
     #[arg(long)]
@@ -69,8 +69,9 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
     if let Some(split) = model.split() {
         let _ = writeln!(
             s,
-            "split:       {} parts, {} tensors (split.count, split.tensors.count)",
-            split.count, split.tensors
+            "split:       {}, {} (split.count, split.tensors.count)",
+            count(split.count, "part"),
+            count(split.tensors, "tensor")
         );
         for (i, f) in model.files.iter().enumerate() {
             let n = ix
@@ -80,10 +81,10 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
                 .count();
             let _ = writeln!(
                 s,
-                "  part {}:    {} ({} tensors, {})",
+                "  part {}:    {} ({}, {})",
                 i + 1,
                 printable(&f.name),
-                grouped(n as u64),
+                count(n, "tensor"),
                 human_bytes(f.file_len)
             );
         }
@@ -226,8 +227,8 @@ fn tree_lines(s: &mut String, n: &tensorsmith::ops::tree::Node, depth: usize) {
     if !n.children.is_empty() {
         let _ = writeln!(
             s,
-            "{indent}{seg}/  {} tensors, {}",
-            grouped(n.tensors - u64::from(n.tensor.is_some())),
+            "{indent}{seg}/  {}, {}",
+            count(n.tensors - u64::from(n.tensor.is_some()), "tensor"),
             human_bytes(n.bytes - n.tensor.map_or(0, |t| t.byte_len()))
         );
         for c in &n.children {

@@ -3,7 +3,7 @@
 //! when any could not be read. Strict like the reference by default: packed I4/I2 need
 //! `--packed-ints`.
 
-use crate::render::printable;
+use crate::render::{count, printable};
 use crate::{schema, shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
@@ -42,7 +42,11 @@ pub fn run(a: &ValidateArgs) -> u8 {
                 };
                 if problems.is_empty() {
                     if !a.quiet {
-                        outln!("ok: {} ({} tensors)", shown(path), m.index.tensors.len());
+                        outln!(
+                            "ok: {} ({})",
+                            shown(path),
+                            count(m.index.tensors.len(), "tensor")
+                        );
                     }
                 } else {
                     outln!(

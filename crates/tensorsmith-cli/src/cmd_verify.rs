@@ -3,7 +3,7 @@
 //! leaves to a full read. Formats without digests are validated and reported as having none.
 //! Exit 0 when all check out, 1 when any digest or rule fails, 2 when a file cannot be read.
 
-use crate::render::printable;
+use crate::render::{count, printable};
 use crate::{shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -30,17 +30,17 @@ pub fn run(a: &VerifyArgs) -> u8 {
         match opened.map(|m| verify(&m)) {
             Ok(r) if r.is_ok() && r.checked == 0 => {
                 outln!(
-                    "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({} parts)",
+                    "ok: {}: structure valid; no digest recorded, tensor bytes not checked ({})",
                     shown(path),
-                    r.undigested
+                    count(r.undigested, "part")
                 );
             }
             Ok(r) if r.is_ok() => {
                 outln!(
-                    "ok: {}: {} digests match, {} parts without a digest",
+                    "ok: {}: {} match, {} without a digest",
                     shown(path),
-                    r.checked,
-                    r.undigested
+                    count(r.checked, "digest"),
+                    count(r.undigested, "part")
                 );
             }
             Ok(r) => {
@@ -48,10 +48,10 @@ pub fn run(a: &VerifyArgs) -> u8 {
                     outln!("FAILED: {}", printable(&e.to_string()));
                 }
                 outln!(
-                    "failed: {}: {} problems ({} digests checked)",
+                    "failed: {}: {} ({} checked)",
                     shown(path),
-                    r.failures.len(),
-                    r.checked
+                    count(r.failures.len(), "problem"),
+                    count(r.checked, "digest")
                 );
                 code = code.max(EXIT_NO);
             }
@@ -111,21 +111,26 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     }
     if failed {
         outln!(
-            "failed: {}: dataset ({checked} digests checked)",
-            shown(dir)
+            "failed: {}: dataset ({} checked)",
+            shown(dir),
+            count(checked, "digest")
         );
         return EXIT_NO;
     }
     let digests = if checked == 0 {
         "no digest recorded, tensor bytes not checked".to_string()
     } else {
-        format!("{checked} digests match, {undigested} parts without a digest")
+        format!(
+            "{} match, {} without a digest",
+            count(checked, "digest"),
+            count(undigested, "part")
+        )
     };
     outln!(
-        "ok: {}: dataset of {} shards, {} tensors; {digests}",
+        "ok: {}: dataset of {}, {}; {digests}",
         shown(dir),
-        structure.shards,
-        structure.tensors
+        count(structure.shards, "shard"),
+        count(structure.tensors, "tensor")
     );
     EXIT_OK
 }

@@ -30,6 +30,19 @@ pub fn grouped(n: u64) -> String {
     out
 }
 
+/// A count and its noun, singular for one: "1 tensor", "20,000 tensors", "2 retries".
+pub fn count(n: impl TryInto<u64>, noun: &str) -> String {
+    let n: u64 = n.try_into().unwrap_or(u64::MAX);
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let plural = match noun.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'o', 'u']) => format!("{stem}ies"),
+        _ => format!("{noun}s"),
+    };
+    format!("{} {plural}", grouped(n))
+}
+
 /// Bytes with a binary unit: "1.50 GiB".
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

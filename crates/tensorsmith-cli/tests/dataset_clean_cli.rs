@@ -78,7 +78,7 @@ fn verify_reports_and_clean_removes_only_stale_staging_folders() {
     let o = run(&["dataset", "clean", d, "--older-than", "1h"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("1 stale staging folders,"), "{out}");
+    assert!(out.contains("1 stale staging folder,"), "{out}");
     assert!(!dir.join("_tensorsmith_job-dead").exists());
     assert!(dir.join("_tensorsmith_job-live").exists());
     assert_eq!(run(&["dataset", "verify", d]).status.code(), Some(0));

@@ -45,7 +45,7 @@ fn a_closed_stdout_ends_each_command_quietly_with_exit_0() {
         vec!["inspect", "--json", f],
         [vec!["validate"], many_files.clone()].concat(),
         [vec!["hash"], many_files.clone()].concat(),
-        vec!["diff", f, f, "--all"],
+        vec!["diff", f, f, "--values", "--all"],
     ];
     for args in cases {
         let (code, stderr) = closed_stdout(&args);
@@ -127,4 +127,68 @@ fn a_folder_of_unrelated_files_sharing_a_name_is_not_one_checkpoint() {
         out.contains("not one checkpoint") && out.contains("a.safetensors and b.safetensors"),
         "{out}"
     );
+}
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn contradicting_flags_are_refused_not_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("one.safetensors");
+    let mut w = Writer::new();
+    w.add("w", DType::F32, &[1], vec![0u8; 4]).unwrap();
+    w.write_file(&p).unwrap();
+    let f = p.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["diff", f, f, "--json", "--format", "md"], "--format"),
+        (&["diff", f, f, "--all"], "--values"),
+        (&["inspect", f, "--json", "--tree"], "--tree"),
+        (
+            &["inspect", f, "--json", "--pretty-metadata"],
+            "--pretty-metadata",
+        ),
+        (
+            &["hash", f, "--content", "--compat", "weight-inspect"],
+            "--content",
+        ),
+    ];
+    for (args, named) in cases {
+        let (code, out, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {out}{err}");
+        assert!(
+            err.contains("cannot be used with") || err.contains("required"),
+            "{err}"
+        );
+        assert!(err.contains(named), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    // The combinations that mean something still work.
+    assert_eq!(run(&["diff", f, f, "--values", "--all"]).0, Some(0));
+    assert_eq!(run(&["diff", f, f, "--format", "md"]).0, Some(0));
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("one.safetensors");
+    let mut w = Writer::new();
+    w.add("w", DType::F32, &[1], vec![0u8; 4]).unwrap();
+    w.write_file(&p).unwrap();
+    let (code, out, _) = run(&["validate", p.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(out.ends_with("(1 tensor)\n"), "{out}");
+    let (_, out, _) = run(&["verify", p.to_str().unwrap()]);
+    assert!(out.contains("(1 part)"), "{out}");
+    let (_, out, _) = run(&["validate", many(d.path()).to_str().unwrap()]);
+    assert!(out.ends_with("(20,000 tensors)\n"), "{out}");
 }

@@ -122,16 +122,18 @@ impl ColumnPlan {
             Kind::Numeric { leaf, .. } => {
                 let to = dtype.ok_or_else(|| {
                     bad(format!(
-                        "the dtype option is required for a column of {leaf} numbers"
+                        "Arrow type {}: a dtype is required, as in the connector (--dtype {leaf}, or the Python/Spark option dtype)",
+                        field.data_type()
                     ))
                 })?;
                 arrow_values::convertible(*leaf, to).map_err(bad)?;
             }
             Kind::Binary => {
                 if dtype.is_none() {
-                    return Err(bad(
-                        "the dtype option is required for a binary column".into()
-                    ));
+                    return Err(bad(format!(
+                        "Arrow type {}: a dtype is required for raw bytes, as in the connector (--dtype F32, for example, or the Python/Spark option dtype)",
+                        field.data_type()
+                    )));
                 }
             }
             Kind::TensorStruct => {}

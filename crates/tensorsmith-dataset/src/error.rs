@@ -35,6 +35,9 @@ pub enum DatasetError {
     /// A task gave up because another one failed (that one's error is the one to report).
     #[error("stopped: another task failed")]
     Stopped,
+    /// A KV dataset has no tensor of this key.
+    #[error("no tensor '{0}' in the dataset")]
+    NoSuchKey(String),
     /// The input holds no rows (or every row was dropped): no dataset is written.
     #[error("{0}")]
     Empty(String),

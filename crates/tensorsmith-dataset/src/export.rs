@@ -75,14 +75,15 @@ fn arrow_msg(e: arrow_schema::ArrowError) -> DatasetError {
 
 /// Writes the dataset in `dir` to `out` (Parquet, atomically); returns the rows written.
 pub fn export(dir: &Path, out: &Path) -> Result<u64> {
-    export_keys(dir, out, None)
+    export_keys(dir, out, None, "__")
 }
 
-/// As [`export`]; a KV dataset's `keys` (tensor keys, in this order), when given, are the
-/// only rows written, read from the shards that hold them: with the dataset's tensor index,
-/// no other shard is opened. A key the dataset lacks is an error; batch datasets have no
-/// keys to choose.
-pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>) -> Result<u64> {
+/// As [`export`]; a KV dataset's `keys`, when given, choose the only rows written, in the
+/// order given, read from the shards that hold them: with the dataset's tensor index, no other
+/// shard is opened. Each is a full tensor key (`s3__v`) or a name (`s3`: every key
+/// `NAME{sep}COLUMN`, in key order), as the Spark source's `keys` option takes it. One that
+/// matches nothing is an error; batch datasets have no keys to choose.
+pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
     let ds = Dataset::open(dir)?;
     if keys.is_some() && ds.mode() == DatasetMode::Batch {
         return Err(DatasetError::input(format!(
@@ -144,13 +145,9 @@ pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>) -> Result<u6
             let mut w = ArrowWriter::try_new(file, schema.clone(), None).map_err(pq)?;
             let keys = match keys {
                 Some(k) => {
-                    if let Some(k) = k.iter().find(|k| !ds.manifest().schema.contains_key(*k)) {
-                        return Err(DatasetError::input(format!(
-                            "{}: no tensor '{k}' in the dataset",
-                            dir.display()
-                        )));
-                    }
-                    k.to_vec()
+                    let mut all: Vec<String> = ds.manifest().schema.keys().cloned().collect();
+                    all.sort();
+                    resolve_keys(dir, &all, k, sep)?
                 }
                 None => ds.tensor_keys()?,
             };
@@ -192,4 +189,27 @@ pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>) -> Result<u6
     };
     file.commit()?;
     Ok(rows)
+}
+
+/// The tensor keys that `wanted` (full keys or names) select, in the order given.
+fn resolve_keys(dir: &Path, all: &[String], wanted: &[String], sep: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for w in wanted {
+        if all.iter().any(|k| k == w) {
+            out.push(w.clone());
+            continue;
+        }
+        let of_name: Vec<&String> = all
+            .iter()
+            .filter(|k| k.rsplit_once(sep).is_some_and(|(name, _)| name == w))
+            .collect();
+        if of_name.is_empty() {
+            return Err(DatasetError::input(format!(
+                "{}: no tensor key or name '{w}' in the dataset (a key is NAME{sep}COLUMN)",
+                dir.display()
+            )));
+        }
+        out.extend(of_name.into_iter().cloned());
+    }
+    Ok(out)
 }

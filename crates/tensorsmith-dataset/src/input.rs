@@ -61,6 +61,36 @@ fn sniff(path: &Path) -> Result<InputKind> {
     })
 }
 
+/// A file with no Parquet or Arrow IPC file magic that is not an Arrow IPC stream either:
+/// say what the input may be and what the file looks like (a model file is named as one).
+fn not_an_input(path: &Path, source: arrow_schema::ArrowError) -> DatasetError {
+    let mut head = [0u8; 8];
+    let n = File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let opened = tensorsmith::open(
+        &path.to_string_lossy(),
+        &tensorsmith::OpenOptions::default(),
+    );
+    let looks = match opened {
+        Ok(model) => format!(
+            "it is a {} model file (`tensorsmith convert` rewrites models)",
+            model.index.format.name()
+        ),
+        Err(_) => format!(
+            "it starts with {}",
+            tensorsmith::bytes::describe_start(&head[..n])
+        ),
+    };
+    DatasetError::Corrupt {
+        path: path.to_path_buf(),
+        msg: format!(
+            "not dataset input: dataset write reads Parquet files and Arrow IPC files or streams; \
+             {looks} (as an Arrow stream: {source})"
+        ),
+    }
+}
+
 fn pq_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> DatasetError + '_ {
     move |source| DatasetError::Parquet {
         path: path.to_path_buf(),
@@ -95,7 +125,7 @@ impl Input {
                 }
                 InputKind::IpcStream => {
                     let r = arrow_ipc::reader::StreamReader::try_new(BufReader::new(f), None)
-                        .map_err(arrow_err(path))?;
+                        .map_err(|e| not_an_input(path, e))?;
                     (r.schema(), None, None)
                 }
             };

@@ -67,6 +67,7 @@ impl Dataset {
     /// Opens the current version of the dataset in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
+        must_be_a_folder(&dir)?;
         match Snapshot::current(&dir)? {
             Some(s) => Self::from_snapshot(dir, s),
             // No dataset: the manifest's own error, naming the file.
@@ -77,6 +78,7 @@ impl Dataset {
     /// Opens version `version` of the dataset in `dir` (while `dataset clean` keeps it).
     pub fn open_version(dir: impl AsRef<Path>, version: u64) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
+        must_be_a_folder(&dir)?;
         let s = Snapshot::at(&dir, version)?;
         Self::from_snapshot(dir, s)
     }
@@ -392,7 +394,7 @@ impl Dataset {
         let shard = *self
             .keys()?
             .get(key)
-            .ok_or_else(|| DatasetError::input(format!("no tensor '{key}' in the dataset")))?;
+            .ok_or_else(|| DatasetError::NoSuchKey(key.to_string()))?;
         let f = self.file(shard)?;
         let t = f.info(key)?;
         Ok(Tensor {
@@ -408,4 +410,21 @@ fn unreachable_dataset(dir: &Path) -> Result<Dataset> {
         "{}: holds no dataset",
         dir.display()
     )))
+}
+
+/// A dataset is a folder: a missing one is "no such folder" (not a missing manifest inside
+/// it), and a file is named as not a dataset.
+fn must_be_a_folder(dir: &Path) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(DatasetError::input(format!(
+            "{}: a file, not a dataset (a dataset is a folder holding dataset_manifest.json)",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(DatasetError::io(
+            dir,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset folder"),
+        )),
+        Err(e) => Err(DatasetError::io(dir, e)),
+    }
 }

@@ -738,8 +738,9 @@ fn kv_reads_by_key_through_the_index_open_only_their_shard() {
     assert_eq!(ds.shards_opened(), 1);
     // Export by key reads the same way: the keys' shard only, rows in the order asked.
     let out = tmp.path().join("some.parquet");
-    let keys = ["r6__v".to_string(), "r4__v".to_string()];
-    assert_eq!(export_keys(dir, &out, Some(&keys)).unwrap(), 2);
+    // A name ("r4") selects its keys, as the Spark source's keys option takes it.
+    let keys = ["r6__v".to_string(), "r4".to_string()];
+    assert_eq!(export_keys(dir, &out, Some(&keys), "__").unwrap(), 2);
     let rows = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
         std::fs::File::open(&out).unwrap(),
     )
@@ -756,8 +757,13 @@ fn kv_reads_by_key_through_the_index_open_only_their_shard() {
     // Every key needs every shard: two are gone.
     let e = export(dir, &out).unwrap_err();
     assert!(e.to_string().contains(&m.shards[0].shard_path), "{e}");
-    let e = export_keys(dir, &out, Some(&["r99__v".to_string()])).unwrap_err();
-    assert!(e.to_string().contains("no tensor 'r99__v'"), "{e}");
+    let e = export_keys(dir, &out, Some(&["r99__v".to_string()]), "__").unwrap_err();
+    assert!(
+        e.to_string().contains("no tensor key or name 'r99__v'"),
+        "{e}"
+    );
+    let e = export_keys(dir, &out, Some(&["r9".to_string()]), "/").unwrap_err();
+    assert!(e.to_string().contains("no tensor key or name 'r9'"), "{e}");
     // Without the index, the headers are read: every shard is needed.
     std::fs::remove_file(dir.join("_tensor_index.parquet")).unwrap();
     std::fs::remove_dir_all(dir.join("_tensorsmith/index")).unwrap();

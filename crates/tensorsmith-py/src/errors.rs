@@ -35,6 +35,18 @@ pub fn from_dataset(py: Python<'_>, e: DatasetError) -> PyErr {
     let class = match &e {
         DatasetError::Option { .. } => "OptionError",
         DatasetError::Exists(_) => "DatasetExists",
+        DatasetError::NoSuchKey(_) => "DatasetKeyError",
+        DatasetError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            "DatasetNotFound"
+        }
+        DatasetError::Io { .. } => "DatasetIOError",
+        DatasetError::Input { .. }
+        | DatasetError::DuplicateKey { .. }
+        | DatasetError::DuplicateKeyInTasks { .. }
+        | DatasetError::Empty(_) => "DatasetInputError",
+        DatasetError::Corrupt { .. }
+        | DatasetError::Parquet { .. }
+        | DatasetError::Arrow { .. } => "DatasetCorrupt",
         _ => "DatasetFailure",
     };
     raise(py, class, e.to_string())

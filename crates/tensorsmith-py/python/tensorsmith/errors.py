@@ -51,7 +51,31 @@ class DatasetExists(DatasetFailure, FileExistsError):
     """The folder already holds a dataset (mode='error')."""
 
 
+class DatasetNotFound(DatasetFailure, FileNotFoundError):
+    """The dataset folder, or a file it lists, does not exist."""
+
+
+class DatasetKeyError(DatasetFailure, KeyError):
+    """A KV dataset has no tensor of that key."""
+
+    def __str__(self):  # KeyError quotes its message; ours is a sentence
+        return str(self.args[0]) if self.args else ""
+
+
+class DatasetInputError(DatasetFailure, ValueError):
+    """The input cannot become a dataset: a column type, a row, a duplicate key, no rows."""
+
+
+class DatasetCorrupt(DatasetFailure, ValueError):
+    """A dataset or input file on disk breaks a rule of its format."""
+
+
+class DatasetIOError(DatasetFailure, OSError):
+    """Reading or writing a dataset failed."""
+
+
 __all__ = [
     "TensorsmithError", "InvalidFile", "InvalidInput", "OptionError", "FileNotFound",
     "IOFailure", "TensorNotFound", "BadSlice", "Unsupported", "DatasetFailure", "DatasetExists",
+    "DatasetNotFound", "DatasetKeyError", "DatasetInputError", "DatasetCorrupt", "DatasetIOError",
 ]

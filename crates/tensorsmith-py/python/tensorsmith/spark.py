@@ -190,7 +190,14 @@ class SafetensorsDataSource(DataSource):
         if keys is not None:
             if mode != "kv" or r.rows != "sample":
                 raise OptionError("keys: only a KV dataset read a row per name has keys to choose")
-            r.names = {k.strip() for k in keys.split(",") if k.strip()}
+            # Names (`s3`) or full tensor keys (`s3__v`, the row of its name), as
+            # `dataset export --key` takes them.
+            sep, full = self._read_opts()[1], set(m.schema())
+            r.names = {
+                k.rpartition(sep)[0] if k in full else k
+                for k in (k.strip() for k in keys.split(","))
+                if k
+            }
         return r
 
     def writer(self, schema, overwrite):

@@ -136,3 +136,34 @@ pub fn is_url(s: &str) -> bool {
     let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
     lower.starts_with("http://") || lower.starts_with("https://")
 }
+
+/// The first bytes of a file that is not what it was taken for, in hex and as text, with what
+/// they look like when they are a well-known magic (errors for files of the wrong kind).
+pub fn describe_start(b: &[u8]) -> String {
+    let hex: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    let text: String = b
+        .iter()
+        .map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
+    let kind = match b {
+        [0x89, b'P', b'N', b'G', ..] => " (a PNG image)",
+        [0xff, 0xd8, 0xff, ..] => " (a JPEG image)",
+        [b'P', b'K', 3, 4, ..] => " (a ZIP archive: PyTorch's .pt/.bin files are ZIP archives)",
+        [0x80, 2..=5, ..] => " (a Python pickle: PyTorch's legacy format)",
+        [0x89, b'H', b'D', b'F', ..] => " (an HDF5 file)",
+        _ if b
+            .iter()
+            .all(|&c| c == b'\n' || c == b'\t' || c == b'\r' || (0x20..0x7f).contains(&c)) =>
+        {
+            " (text)"
+        }
+        _ => "",
+    };
+    format!("{} \"{text}\"{kind}", hex.join(" "))
+}

@@ -26,7 +26,7 @@ pub fn header_len(first8: &[u8], file_len: u64, opts: &OpenOptions) -> Result<u6
         // No safetensors header is 4 GiB long: this is another kind of file (an image, text,
         // a ZIP or pickle from PyTorch); say what it looks like instead of a length.
         return Err(ErrorKind::NotATensorFile {
-            first: describe_start(&first8[..8]),
+            first: crate::bytes::describe_start(&first8[..8]),
         }
         .into());
     }
@@ -45,37 +45,6 @@ pub fn header_len(first8: &[u8], file_len: u64, opts: &OpenOptions) -> Result<u6
         }
         .into()),
     }
-}
-
-/// The first bytes of a file that is not a tensor file, in hex and as text, with what they
-/// look like when they are a well-known magic.
-fn describe_start(b: &[u8]) -> String {
-    let hex: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    let text: String = b
-        .iter()
-        .map(|&c| {
-            if (0x20..0x7f).contains(&c) {
-                c as char
-            } else {
-                '.'
-            }
-        })
-        .collect();
-    let kind = match b {
-        [0x89, b'P', b'N', b'G', ..] => " (a PNG image)",
-        [0xff, 0xd8, 0xff, ..] => " (a JPEG image)",
-        [b'P', b'K', 3, 4, ..] => " (a ZIP archive: PyTorch's .pt/.bin files are ZIP archives)",
-        [0x80, 2..=5, ..] => " (a Python pickle: PyTorch's legacy format)",
-        [0x89, b'H', b'D', b'F', ..] => " (an HDF5 file)",
-        _ if b
-            .iter()
-            .all(|&c| c == b'\n' || c == b'\t' || c == b'\r' || (0x20..0x7f).contains(&c)) =>
-        {
-            " (text)"
-        }
-        _ => "",
-    };
-    format!("{} \"{text}\"{kind}", hex.join(" "))
 }
 
 /// Validates a header (the `N` JSON bytes after the length) for a file of `file_len` bytes
