@@ -4,7 +4,9 @@
 //! existing zTensor v2 file. OUT ending in `.gguf` writes GGUF v3: `--quantize TYPE` makes
 //! float tensors ggml blocks, `--set KEY=TYPE:VALUE` (repeatable) sets metadata keys.
 
-use crate::{fail, OpenArgs, EXIT_OK};
+use crate::progress_view::{size_and_time, with_bar, QuietArgs};
+use crate::render::count;
+use crate::{fail, shown, OpenArgs, EXIT_OK};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tensorsmith::cast::Rounding;
@@ -93,6 +95,8 @@ pub struct ConvertArgs {
     set: Vec<(String, GgufValue)>,
     #[command(flatten)]
     open: OpenArgs,
+    #[command(flatten)]
+    progress: QuietArgs,
 }
 
 fn parse_quantize(s: &str) -> Result<GgmlType, String> {
@@ -140,8 +144,28 @@ pub fn run(a: &ConvertArgs) -> u8 {
     for (k, v) in &a.set {
         opts = opts.with_gguf_key(k.clone(), v.clone());
     }
-    match convert(&input, &a.output, &opts) {
-        Ok(_) => EXIT_OK,
+    let show = a.progress.shows();
+    let (r, took) = with_bar(show, "convert", || convert(&input, &a.output, &opts));
+    match r {
+        Ok(files) => {
+            if show {
+                let bytes: u64 = files
+                    .iter()
+                    .filter_map(|f| std::fs::metadata(f).ok())
+                    .map(|m| m.len())
+                    .sum();
+                let what = match files.len() {
+                    1 => shown(&files[0]),
+                    n => format!("{} ({})", shown(&a.output), count(n, "file")),
+                };
+                eprintln!(
+                    "wrote {what}: {}, {}",
+                    count(input.index.tensors.len(), "tensor"),
+                    size_and_time(bytes, took)
+                );
+            }
+            EXIT_OK
+        }
         Err(e) => fail(&e),
     }
 }

@@ -36,6 +36,8 @@ pub struct DiffArgs {
     format: Style,
     #[command(flatten)]
     open: OpenArgs,
+    #[command(flatten)]
+    progress: crate::progress_view::QuietArgs,
 }
 
 pub fn run(a: &DiffArgs) -> u8 {
@@ -49,8 +51,19 @@ pub fn run(a: &DiffArgs) -> u8 {
     };
     let mut d = diff_structure(&ma.index, &mb.index);
     if a.values {
-        if let Err(e) = compare_values(&mut d, &ma, &mb, a.all) {
+        let show = a.progress.shows();
+        let (r, took) = crate::progress_view::with_bar(show, "diff", || {
+            compare_values(&mut d, &ma, &mb, a.all)
+        });
+        if let Err(e) = r {
             return fail(&e);
+        }
+        if show {
+            let (bytes, _) = tensorsmith::progress::snapshot();
+            eprintln!(
+                "compared values: {}",
+                crate::progress_view::size_and_time(bytes, took)
+            );
         }
     }
     let style = if a.json { Style::Json } else { a.format };

@@ -1,6 +1,7 @@
 //! `tensorsmith hash FILE...`: a format-neutral structural ID per model (and with `--content`
 //! a digest of the tensor bytes), one line per model like `sha256sum`; `--json` for machines.
 
+use crate::progress_view::{with_bar, QuietArgs};
 use crate::render::printable;
 use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
@@ -31,9 +32,26 @@ pub struct HashArgs {
     json: bool,
     #[command(flatten)]
     open: OpenArgs,
+    #[command(flatten)]
+    progress: QuietArgs,
 }
 
 pub fn run(a: &HashArgs) -> u8 {
+    // Only the content digest reads tensor bytes: the structural IDs take a moment.
+    let show = a.content && a.progress.shows();
+    let (code, took) = with_bar(show, "hash", || hash_all(a));
+    if show {
+        let (bytes, _) = tensorsmith::progress::snapshot();
+        eprintln!(
+            "hashed {}: {}",
+            crate::render::count(a.files.len(), "model"),
+            crate::progress_view::size_and_time(bytes, took)
+        );
+    }
+    code
+}
+
+fn hash_all(a: &HashArgs) -> u8 {
     // weight-inspect reads the one file it is given, a split GGUF part included.
     let opts = a
         .open

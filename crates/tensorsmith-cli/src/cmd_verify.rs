@@ -3,6 +3,7 @@
 //! leaves to a full read. Formats without digests are validated and reported as having none.
 //! Exit 0 when all check out, 1 when any digest or rule fails, 2 when a file cannot be read.
 
+use crate::progress_view::{size_and_time, with_bar, QuietArgs};
 use crate::render::{count, printable};
 use crate::{shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
@@ -15,9 +16,25 @@ pub struct VerifyArgs {
     files: Vec<PathBuf>,
     #[command(flatten)]
     open: OpenArgs,
+    #[command(flatten)]
+    progress: QuietArgs,
 }
 
 pub fn run(a: &VerifyArgs) -> u8 {
+    let show = a.progress.shows();
+    let (code, took) = with_bar(show, "verify", || verify_all(a));
+    if show {
+        let (bytes, _) = tensorsmith::progress::snapshot();
+        eprintln!(
+            "verified {}: {}",
+            count(a.files.len(), "model"),
+            size_and_time(bytes, took)
+        );
+    }
+    code
+}
+
+fn verify_all(a: &VerifyArgs) -> u8 {
     let mut code = EXIT_OK;
     let opts = a.open.open_options();
     for path in &a.files {

@@ -19,13 +19,13 @@ mod cmd_hash;
 mod cmd_inspect;
 mod cmd_validate;
 mod cmd_verify;
+mod progress_view;
 mod render;
 mod schema;
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use tensorsmith::bytes::Backend;
-use tensorsmith::format::DEFAULT_MAX_HEADER_LEN;
 use tensorsmith::OpenOptions;
 
 /// Exit code for success (or "same").
@@ -73,9 +73,11 @@ enum Command {
 /// Options shared by every command that opens files.
 #[derive(Args, Clone)]
 pub struct OpenArgs {
-    /// Largest header accepted, in bytes.
-    #[arg(long, default_value_t = DEFAULT_MAX_HEADER_LEN, value_name = "BYTES")]
-    max_header_size: u64,
+    /// Largest header accepted, in bytes, for every format: safetensors' JSON header (default
+    /// 100 MB, the reference's limit), zTensor's manifest (default 1 GiB, the spec's) and GGUF's
+    /// metadata and tensor infos (default: no limit but the file's length).
+    #[arg(long, value_name = "BYTES")]
+    max_header_size: Option<u64>,
     /// Read with positioned reads instead of a memory map (network filesystems).
     #[arg(long)]
     pread: bool,
@@ -88,14 +90,16 @@ pub struct OpenArgs {
 impl OpenArgs {
     /// Options for opening any format.
     pub fn open_options(&self) -> OpenOptions {
-        OpenOptions::new()
-            .with_max_header_len(self.max_header_size)
-            .with_backend(if self.pread {
-                Backend::Pread
-            } else {
-                Backend::Mmap
-            })
-            .with_part_only(self.part_only)
+        let opts = match self.max_header_size {
+            Some(n) => OpenOptions::new().with_max_header_len(n),
+            None => OpenOptions::new(),
+        };
+        opts.with_backend(if self.pread {
+            Backend::Pread
+        } else {
+            Backend::Mmap
+        })
+        .with_part_only(self.part_only)
     }
 }
 

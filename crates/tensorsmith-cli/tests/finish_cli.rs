@@ -192,3 +192,65 @@ fn counts_of_one_are_singular() {
     let (_, out, _) = run(&["validate", many(d.path()).to_str().unwrap()]);
     assert!(out.ends_with("(20,000 tensors)\n"), "{out}");
 }
+
+#[test]
+fn max_header_size_applies_to_every_format() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/");
+    for f in [
+        "gguf/every_type.gguf",
+        "ztensor/v2/all_dtypes.zt",
+        "ztensor/v1.1/attributes.zt",
+        "ztensor/v0.1/big_endian.zt",
+        "safetensors/mixed_meta3.safetensors",
+    ] {
+        let p = format!("{data}{f}");
+        // Each format's default passes; a limit of 16 bytes refuses each one's header.
+        let (code, out, err) = run(&["validate", &p]);
+        assert_eq!(code, Some(0), "{f}: {out}{err}");
+        let (code, out, err) = run(&["validate", "--max-header-size", "16", &p]);
+        assert_eq!(code, Some(1), "{f}: {out}{err}");
+        assert!(out.contains("exceeds the limit of 16 bytes"), "{f}: {out}");
+        let (code, out, err) = run(&["inspect", "--max-header-size", "100000", &p]);
+        assert_eq!(code, Some(0), "{f}: {out}{err}");
+    }
+}
+
+/// Runs the CLI with stdout and stderr on a terminal (util-linux `script`), as a user would.
+fn on_a_terminal(args: &[&str]) -> String {
+    let cmd: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_tensorsmith"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect();
+    let o = Command::new("script")
+        .args(["-qec", &cmd.join(" "), "/dev/null"])
+        .output()
+        .expect("util-linux script");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn long_commands_end_with_a_summary_on_a_terminal_only() {
+    let d = tempfile::tempdir().unwrap();
+    let f = many(d.path());
+    let f = f.to_str().unwrap();
+    let out = d.path().join("out.zt");
+    let o = out.to_str().unwrap();
+    let said = on_a_terminal(&["convert", f, o]);
+    assert!(
+        said.contains("wrote ") && said.contains("20,000 tensors"),
+        "{said}"
+    );
+    assert!(said.contains(" in ") && said.contains("/s)"), "{said}");
+    let said = on_a_terminal(&["verify", o]);
+    assert!(said.contains("verified 1 model: "), "{said}");
+    let said = on_a_terminal(&["hash", "--content", f]);
+    assert!(said.contains("hashed 1 model: "), "{said}");
+    let said = on_a_terminal(&["diff", "--values", f, o]);
+    assert!(said.contains("compared values: "), "{said}");
+    // --quiet, or stderr not a terminal: no summary.
+    let said = on_a_terminal(&["convert", "-q", f, o]);
+    assert!(!said.contains("wrote "), "{said}");
+    let (code, _, err) = run(&["convert", f, o]);
+    assert_eq!(code, Some(0));
+    assert!(err.is_empty(), "{err}");
+}

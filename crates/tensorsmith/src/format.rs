@@ -154,7 +154,10 @@ impl OpenOptions {
         self
     }
 
-    /// Largest safetensors JSON header accepted, in bytes.
+    /// Largest header accepted, in bytes: the safetensors JSON header (default
+    /// [`DEFAULT_MAX_HEADER_LEN`]); once set, also the zTensor manifest (unless
+    /// [`with_max_manifest_len`](Self::with_max_manifest_len) sets that) and the GGUF header
+    /// (metadata and tensor infos, up to the data), which otherwise have limits of their own.
     pub fn with_max_header_len(mut self, n: u64) -> Self {
         self.max_header_len = Some(n);
         self
@@ -199,7 +202,15 @@ impl OpenOptions {
     }
 
     pub fn max_manifest_len(&self) -> u64 {
-        self.max_manifest_len.unwrap_or(DEFAULT_MAX_MANIFEST_LEN)
+        self.max_manifest_len
+            .or(self.max_header_len)
+            .unwrap_or(DEFAULT_MAX_MANIFEST_LEN)
+    }
+
+    /// The GGUF header limit: none unless [`with_max_header_len`](Self::with_max_header_len)
+    /// set one (GGUF counts are checked against the file before anything is allocated).
+    pub fn max_gguf_header_len(&self) -> Option<u64> {
+        self.max_header_len
     }
 
     pub fn max_array_depth(&self) -> usize {

@@ -55,6 +55,7 @@ pub mod gguf;
 pub mod index;
 pub mod model;
 pub mod ops;
+pub mod progress;
 pub mod safetensors;
 pub mod sink;
 pub mod ztensor;

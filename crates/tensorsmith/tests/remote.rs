@@ -126,6 +126,44 @@ fn servers_that_ignore_range_send_only_what_is_read() {
 }
 
 #[test]
+fn a_server_that_ignores_range_sends_the_body_once_for_every_read() {
+    let file = safetensors_file(16, 2 << 20); // 32 MiB in 16 tensors
+    let server = Server::start(HashMap::from([(
+        "/m.safetensors".to_string(),
+        file.clone(),
+    )]));
+    let model =
+        tensorsmith::open(&server.url("/norange/m.safetensors"), &OpenOptions::new()).unwrap();
+    // Every tensor, in parallel and out of order, as `hash --content` reads them.
+    use rayon::prelude::*;
+    let names: Vec<&str> = model.index.tensors.iter().rev().map(|t| &*t.name).collect();
+    let got: Vec<Vec<u8>> = names
+        .par_iter()
+        .map(|n| {
+            let t = model.index.get(n).unwrap();
+            model.tensor_bytes(t).unwrap().into_owned()
+        })
+        .collect();
+    let local = safetensors::Safetensors
+        .read_index(&file.as_slice(), &OpenOptions::new())
+        .unwrap();
+    for (n, bytes) in names.iter().zip(&got) {
+        let t = local.get(n).unwrap();
+        let r = &t.parts[0].range;
+        assert_eq!(&bytes[..], &file[r.start as usize..r.end as usize], "{n}");
+    }
+    // The open (its first bytes, then hung up), then the whole body once.
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let sent = server.sent.load(Ordering::SeqCst);
+    assert!(
+        sent < file.len() + (16 << 20),
+        "{sent} bytes sent for a {} file",
+        file.len()
+    );
+}
+
+#[test]
 fn http_and_format_errors_name_the_url() {
     let mut truncated = safetensors_file(2, 100);
     truncated.truncate(truncated.len() - 1);

@@ -1,16 +1,20 @@
 //! Files over HTTP(S), read by range requests: only the bytes a reader asks for travel, so
 //! the header of a 10 GB model costs a request or two. The first bytes, fetched when the file
 //! is opened, are kept and serve every read that falls inside them. Servers that ignore
-//! `Range` (answering 200 with the whole body) still work: only the needed prefix of the body
-//! is read before the connection is dropped.
+//! `Range` (answering 200 with the whole body, as `python -m http.server` does) still work:
+//! reads inside the first bytes cost nothing more, and the first read past them downloads the
+//! body once, as a stream, into an unlinked temporary file that serves every later read (a
+//! range per read would fetch the whole body again each time).
 
 use super::{check_range, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use std::borrow::Cow;
+use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// A remote file of known length.
@@ -21,6 +25,10 @@ pub struct HttpFile {
     len: u64,
     /// The first bytes of the file, fetched at open.
     prefix: Vec<u8>,
+    /// Whether the server answers Range requests (206); learnt at open.
+    ranges: bool,
+    /// Without ranges: the whole body, downloaded once at the first read past `prefix`.
+    spool: Mutex<Option<File>>,
     requests: AtomicU32,
 }
 
@@ -45,13 +53,16 @@ impl HttpFile {
             url: url.to_owned(),
             len: 0,
             prefix: Vec::new(),
+            ranges: true,
+            spool: Mutex::new(None),
             requests: AtomicU32::new(0),
         };
-        let (total, mut prefix) = f.get(0..first.max(1), true)?;
+        let (total, mut prefix, status) = f.get(0..first.max(1), true)?;
         prefix.truncate(first.min(total) as usize);
         Ok(HttpFile {
             len: total,
             prefix,
+            ranges: status != 200,
             ..f
         })
     }
@@ -65,6 +76,55 @@ impl HttpFile {
         self.requests.load(Ordering::Relaxed)
     }
 
+    /// Whether the server answers range requests (else the body is downloaded once).
+    pub fn serves_ranges(&self) -> bool {
+        self.ranges
+    }
+
+    /// `range` from the whole body, downloaded once (for servers that ignore Range). Readers
+    /// that arrive during the download wait for it rather than start their own.
+    fn read_spooled(&self, range: Range<u64>) -> Result<Vec<u8>> {
+        let mut slot = self.spool.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(self.download()?);
+        }
+        let file = slot.as_ref().expect("just set");
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, range.start)
+            .map_err(|e| http_err(&self.url, format!("reading the downloaded body: {e}")))?;
+        Ok(buf)
+    }
+
+    /// The whole body in an unlinked temporary file, streamed (bounded memory), its length
+    /// checked against the one learnt at open.
+    fn download(&self) -> Result<File> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let url = &self.url;
+        let mut resp = self
+            .agent
+            .get(url)
+            .call()
+            .map_err(|e| http_err(url, e.to_string()))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(http_err(url, format!("HTTP status {status}")));
+        }
+        let mut file = tempfile::tempfile()
+            .map_err(|e| http_err(url, format!("a temporary file for the body: {e}")))?;
+        let got = std::io::copy(&mut resp.body_mut().as_reader(), &mut file)
+            .map_err(|e| http_err(url, e.to_string()))?;
+        if got != self.len {
+            return Err(http_err(
+                url,
+                format!(
+                    "the body has {got} bytes, the file had {} when opened",
+                    self.len
+                ),
+            ));
+        }
+        Ok(file)
+    }
+
     /// The bytes of `range`, which must lie within the file, in one request.
     fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>> {
         check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&self.url)))?;
@@ -72,7 +132,10 @@ impl HttpFile {
             return Ok(Vec::new());
         }
         let want = range.end - range.start;
-        let (_, bytes) = self.get(range, false)?;
+        if !self.ranges {
+            return self.read_spooled(range);
+        }
+        let (_, bytes, _) = self.get(range, false)?;
         if bytes.len() as u64 != want {
             return Err(http_err(
                 &self.url,
@@ -82,9 +145,9 @@ impl HttpFile {
         Ok(bytes)
     }
 
-    /// One GET of `range`. Returns the file's total length and the bytes of the range (or as
-    /// many as the file has, when `may_be_short`).
-    fn get(&self, range: Range<u64>, may_be_short: bool) -> Result<(u64, Vec<u8>)> {
+    /// One GET of `range`. Returns the file's total length, the bytes of the range (or as
+    /// many as the file has, when `may_be_short`) and the status (200: Range ignored).
+    fn get(&self, range: Range<u64>, may_be_short: bool) -> Result<(u64, Vec<u8>, u16)> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let url = &self.url;
         let mut resp = self
@@ -128,7 +191,7 @@ impl HttpFile {
                 let total = header("content-range")
                     .and_then(|cr| cr.strip_prefix("bytes */").and_then(|t| t.parse().ok()))
                     .unwrap_or(0);
-                return Ok((total, Vec::new()));
+                return Ok((total, Vec::new(), status));
             }
             s => {
                 return Err(http_err(url, format!("HTTP status {s}")));
@@ -157,7 +220,7 @@ impl HttpFile {
                 format!("body ended after {} of {want} bytes", bytes.len()),
             ));
         }
-        Ok((total, bytes))
+        Ok((total, bytes, status))
     }
 }
 

@@ -143,14 +143,23 @@ const FIRST_READ: u64 = 256 << 10;
 /// Validates the header of the file held by `r`: parsed in place when it is in memory, else
 /// from a prefix that grows (reading only the bytes not held yet) until the header fits.
 pub fn read_header(r: &dyn ReadAt, opts: &OpenOptions) -> Result<GgufHeader> {
+    let limit = opts.max_gguf_header_len().unwrap_or(u64::MAX);
+    let too_large = |len: u64| ErrorKind::HeaderTooLarge { len, limit }.into();
     if let Some(all) = r.as_slice() {
-        return parse_bytes(all, opts);
+        let h = parse_bytes(all, opts)?;
+        return match h.data_start > limit {
+            true => Err(too_large(h.data_start)),
+            false => Ok(h),
+        };
     }
     let len = r.len();
     let mut prefix = r.read(0..FIRST_READ.min(len))?.into_owned();
     loop {
         match parse_prefix(&prefix, len, opts)? {
+            Ok(h) if h.data_start > limit => return Err(too_large(h.data_start)),
             Ok(h) => return Ok(h),
+            // Never read more header than the limit allows.
+            Err(n) if n > limit => return Err(too_large(n)),
             Err(n) => {
                 let held = prefix.len() as u64;
                 if n.min(len) <= held {

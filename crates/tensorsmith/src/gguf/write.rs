@@ -161,6 +161,7 @@ impl<'a> Writer<'a> {
     pub fn write_to(mut self, out: &mut dyn Write) -> Result<u64> {
         let align = self.alignment()?;
         let header = self.header_bytes()?;
+        crate::progress::expect(self.tensors.iter().map(|t| t.byte_len).sum());
         out.write_all(&header)?;
         let mut written = header.len() as u64;
         for t in &mut self.tensors {
@@ -213,6 +214,7 @@ impl Write for Counting<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let k = self.out.write(buf)?;
         self.n += k as u64;
+        crate::progress::advance(k as u64);
         Ok(k)
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -199,10 +199,17 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
         .collect();
     let mut ta: Vec<&TensorInfo> = a.index.tensors.iter().collect();
     ta.sort_by(|x, y| x.name.cmp(&y.name));
+    let work = |t: &TensorInfo, u: &TensorInfo| t.byte_len() + u.byte_len();
+    crate::progress::expect(
+        ta.iter()
+            .filter_map(|t| tb.get(t.name.as_str()).map(|u| work(t, u)))
+            .sum(),
+    );
     for t in ta {
         let Some(u) = tb.get(t.name.as_str()) else {
             continue;
         };
+        crate::progress::advance(work(t, u));
         let skip = |reason: String| NotCompared {
             name: t.name.clone(),
             reason,

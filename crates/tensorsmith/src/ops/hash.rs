@@ -162,6 +162,7 @@ fn digest_bytes(bytes: &[u8]) -> [u8; 16] {
 /// over each part's role and digest, in role order.
 fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
     if !model.is_plain(t) {
+        crate::progress::advance(t.byte_len());
         if t.parts.len() == 1 {
             return Ok(digest_bytes(&model.part_bytes(t, 0)?));
         }
@@ -180,6 +181,7 @@ fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
     let len = r.end - r.start;
     if len <= CONTENT_CHUNK {
         let bytes = model.read(t, r)?;
+        crate::progress::advance(len);
         return Ok(xxh3_128(&bytes).to_le_bytes());
     }
     let chunks: Vec<u64> = (0..len.div_ceil(CONTENT_CHUNK)).collect();
@@ -188,7 +190,9 @@ fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
         .map(|&i| {
             let start = r.start + i * CONTENT_CHUNK;
             let end = (start + CONTENT_CHUNK).min(r.end);
-            Ok(xxh3_128(&model.read(t, start..end)?).to_le_bytes())
+            let d = xxh3_128(&model.read(t, start..end)?).to_le_bytes();
+            crate::progress::advance(end - start);
+            Ok(d)
         })
         .collect();
     Ok(xxh3_128(&digests?.concat()).to_le_bytes())
@@ -197,6 +201,7 @@ fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
 /// `tc1-` and 64 hex digits: the content digest of every tensor's bytes.
 pub fn content_id(model: &Model) -> Result<String> {
     let tensors = sorted(&model.index);
+    crate::progress::expect(tensors.iter().map(|t| t.byte_len()).sum());
     let digests: Result<Vec<[u8; 16]>> = tensors
         .par_iter()
         .map(|t| tensor_digest(model, t))

@@ -9,15 +9,19 @@ use std::path::Path;
 
 /// Checks every tensor of `model` and reports every failure.
 pub fn verify(model: &Model) -> VerifyReport {
+    crate::progress::expect(model.index.tensors.iter().map(|t| t.byte_len()).sum());
     let checks: Vec<_> = model
         .index
         .tensors
         .par_iter()
         .map(|t| {
             let f = model.file_of(t);
-            f.format()
+            let check = f
+                .format()
                 .verify_tensor(f.bytes(), t)
-                .in_file(Path::new(&f.location))
+                .in_file(Path::new(&f.location));
+            crate::progress::advance(t.byte_len());
+            check
         })
         .collect();
     VerifyReport::collect(checks)

@@ -354,6 +354,7 @@ impl<'a> Writer<'a> {
     /// number of bytes written.
     pub fn write_to(mut self, out: &mut dyn Write) -> Result<u64> {
         self.prepare()?;
+        crate::progress::expect(self.tensors.iter().map(|t| t.len).sum());
         let header = self.header();
         out.write_all(&header)?;
         let mut total = header.len() as u64;
@@ -372,12 +373,17 @@ impl<'a> Writer<'a> {
     /// a buffer.
     pub fn write_to_file(mut self, out: &mut File) -> Result<u64> {
         self.prepare()?;
+        crate::progress::expect(self.tensors.iter().map(|t| t.len).sum());
         let header = self.header();
         out.write_all(&header)?;
         let mut total = header.len() as u64;
         for t in &mut self.tensors {
             let n = match t.data.copy_into_file(out) {
-                Some(n) => n,
+                Some(Ok(n)) => {
+                    crate::progress::advance(n);
+                    Ok(n)
+                }
+                Some(Err(e)) => Err(e),
                 None => {
                     let mut buf = io::BufWriter::with_capacity(1 << 16, &mut *out);
                     let mut counted = Counting {
@@ -419,11 +425,13 @@ impl Write for Counting<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.n += n as u64;
+        crate::progress::advance(n as u64);
         Ok(n)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         self.inner.write_all(buf)?;
         self.n += buf.len() as u64;
+        crate::progress::advance(buf.len() as u64);
         Ok(())
     }
     fn flush(&mut self) -> io::Result<()> {

@@ -87,6 +87,14 @@ impl Unit {
             Unit::Chunk { job, .. } | Unit::Stream { job, .. } | Unit::Whole { job } => *job,
         }
     }
+
+    /// The source bytes it handles (for progress).
+    fn input_len(&self, job: &PartJob<'_, '_>) -> u64 {
+        match self {
+            Unit::Chunk { range, .. } => range.end - range.start,
+            Unit::Stream { .. } | Unit::Whole { .. } => job.bytes.len(),
+        }
+    }
 }
 
 /// The decoded bytes a piece adds to a digest over decoded bytes.
@@ -331,6 +339,7 @@ pub(crate) fn write_parts<'p>(
         .enumerate()
         .flat_map(|(i, j)| units_of(i, j))
         .collect();
+    crate::progress::expect(jobs.iter().map(|j| j.bytes.len()).sum());
     let (qtx, qrx) = sync_channel::<(usize, SyncSender<Msg<'p>>)>(window);
     let qrx = Mutex::new(qrx);
     std::thread::scope(|s| {
@@ -416,7 +425,10 @@ impl<'p> Consumer<'p, '_, '_> {
                 next += 1;
                 loop {
                     match rx.recv().map_err(|_| stopped())? {
-                        Msg::Done => break,
+                        Msg::Done => {
+                            crate::progress::advance(self.units[next - 1].input_len(job));
+                            break;
+                        }
                         Msg::Failed(e) => return Err(e.at_tensor(job.name)),
                         Msg::Piece(p) => {
                             stored(&p.stored, out, pos)?;
