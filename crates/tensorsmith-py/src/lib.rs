@@ -3,6 +3,7 @@
 
 mod batch_pipe;
 mod buffer;
+mod checks;
 mod dataset;
 mod errors;
 mod file;
@@ -28,6 +29,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::convert, m)?)?;
     m.add_function(wrap_pyfunction!(ops::parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(quant::quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::validate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::verify_json, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::dataset_info_json, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::dataset_verify_json, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::dataset_clean_json, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::dataset_export, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::check_options, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_job_task, m)?)?;

@@ -40,6 +40,9 @@ import os
 import numpy as np
 
 from . import _native, _slicing
+from ._checks import (  # noqa: F401
+    dataset_clean, dataset_export, dataset_info, dataset_verify, validate, verify,
+)
 from ._lowlevel import TensorSpec, deserialize, serialize, serialize_file
 from ._dtypes import from_numpy, to_numpy
 from ._options import option_texts
@@ -641,5 +644,6 @@ class Dataset:
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
     "quantize", "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
-    "serialize_file", "deserialize",
+    "serialize_file", "deserialize", "validate", "verify", "dataset_info", "dataset_verify",
+    "dataset_clean", "dataset_export",
 ]
