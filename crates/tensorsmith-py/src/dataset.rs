@@ -331,6 +331,12 @@ impl DatasetReader {
         self.keys.clone()
     }
 
+    /// KV mode: the shard (position in the manifest) of each key of `keys()`, in that order.
+    fn key_shards(&self, py: Python<'_>) -> PyResult<Vec<usize>> {
+        let at = self.ds.key_shards().py_err(py)?;
+        Ok(self.keys.iter().map(|k| at[k]).collect())
+    }
+
     fn manifest_json(&self) -> String {
         self.ds.manifest().to_json()
     }

@@ -35,6 +35,9 @@ pub fn from_dataset(py: Python<'_>, e: DatasetError) -> PyErr {
     let class = match &e {
         DatasetError::Option { .. } => "OptionError",
         DatasetError::Exists(_) => "DatasetExists",
+        DatasetError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            "DatasetNotFound"
+        }
         _ => "DatasetFailure",
     };
     raise(py, class, e.to_string())

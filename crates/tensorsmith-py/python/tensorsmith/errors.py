@@ -51,7 +51,12 @@ class DatasetExists(DatasetFailure, FileExistsError):
     """The folder already holds a dataset (mode='error')."""
 
 
+class DatasetNotFound(DatasetFailure, FileNotFoundError):
+    """No dataset there: a folder or a file of it is missing."""
+
+
 __all__ = [
     "TensorsmithError", "InvalidFile", "InvalidInput", "OptionError", "FileNotFound",
     "IOFailure", "TensorNotFound", "BadSlice", "Unsupported", "DatasetFailure", "DatasetExists",
+    "DatasetNotFound",
 ]

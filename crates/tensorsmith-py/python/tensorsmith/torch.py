@@ -6,6 +6,10 @@ write never reaches the file); `device="cuda"` reads through a pinned pipeline s
 each tensor's device memory; any other device torch knows gets the CPU tensors moved there.
 Saving: the reference's checks and messages (shared, sparse and non-contiguous tensors), and
 `save_model`/`load_model` for models with tied weights.
+
+Datasets for training loops: `TensorDataset` (map-style) and `TensorIterableDataset` (split
+between DDP ranks and DataLoader workers, optionally shuffled), samples as CPU tensors that
+are views of the shards.
 """
 
 import os
@@ -19,10 +23,12 @@ from . import load_file as _load_file
 from ._torch import as_bytes as _as_bytes
 from ._torch import spec as _spec
 from .errors import InvalidInput
+from .torch_dataset import TensorDataset
+from .torch_iterable import TensorIterableDataset
 
 __all__ = [
     "load", "load_file", "save", "save_file", "save_model", "load_model", "storage_ptr",
-    "storage_size",
+    "storage_size", "TensorDataset", "TensorIterableDataset",
 ]
 
 _DOCS = "https://huggingface.co/docs/safetensors/torch_shared_tensors"
