@@ -99,9 +99,15 @@ class _Sink(Datasink):
         first = next(tables, None)
         if first is None:
             return ""
+        schema = first.schema
+
+        def same(t):
+            # Blocks of one dataset may differ in metadata or nullability only.
+            return t if t.schema.equals(schema) else t.cast(schema)
+
         batches = itertools.chain.from_iterable(
-            t.to_batches() for t in itertools.chain([first], tables))
-        stream = pa.RecordBatchReader.from_batches(first.schema, batches)
+            same(t).to_batches() for t in itertools.chain([first], tables))
+        stream = pa.RecordBatchReader.from_batches(schema, batches)
         return _native.write_job_task(stream, self.path, self.job_id, ctx.task_idx,
                                       self.options)
 
