@@ -150,6 +150,10 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(FileExistsError):
         tray.write_dataset(ray.data.from_arrow(t), tmp_path / "d", batch_size=2, dtype="F32",
                            columns="x")
+    with pytest.raises(ValueError, match="object-store URLs are not supported"):
+        tray.write_dataset(ray.data.from_arrow(t), "s3://bucket/d", batch_size=2)
+    with pytest.raises(ValueError, match="object-store URLs are not supported"):
+        tray.read_dataset("s3://bucket/d")
     with pytest.raises(ValueError, match="bogus"):
         tray.write_dataset(ray.data.from_arrow(t), tmp_path / "o", batch_size=2, bogus=1)
 

@@ -19,7 +19,7 @@ writes for the same rows; otherwise each task's tail is handled as the CLI handl
 thread's.
 
 Every write task and the driver must see the same path: on several nodes, a shared
-filesystem mounted at the same place (object-store URLs are not supported by this writer).
+filesystem mounted at the same place (object-store URLs are refused: not supported).
 
 Reading: one read task per run of consecutive shards up to 128 MiB, Arrow blocks built from
 the shards' maps without a Python object per value (as the Spark reader builds them; F16 and
@@ -75,6 +75,15 @@ def _plain(table: pa.Table) -> pa.Table:
         else:
             cols.append(col)
     return pa.table(cols, names=table.column_names) if changed else table
+
+
+def _local(path):
+    """An absolute POSIX path; URLs refused by name (every task opens the path itself)."""
+    path = os.fspath(path)
+    if "://" in str(path):
+        raise OptionError(f"{path}: object-store URLs are not supported; give a path every Ray "
+                          "node sees at the same place (a shared POSIX filesystem)")
+    return os.path.abspath(path)
 
 
 class _Sink(Datasink):
@@ -133,7 +142,7 @@ def write_dataset(ds, path, *, mode="error", ray_remote_args=None, concurrency=N
     `tensorsmith.write_dataset`: batch_size or name_col, dtype, columns, ...; `mode` "error",
     "overwrite" or "append"). Returns the manifest. Fails (leaving nothing) if any write task
     fails after Ray's retries."""
-    path = os.path.abspath(os.fspath(path))
+    path = _local(path)
     mode = str(mode).lower()
     if mode not in ("error", "errorifexists", "overwrite", "append"):
         raise OptionError(f"mode must be 'error', 'overwrite' or 'append', not {mode!r}")
@@ -154,7 +163,7 @@ def write_dataset(ds, path, *, mode="error", ray_remote_args=None, concurrency=N
 
 class _Source(Datasource):
     def __init__(self, path, columns, keys, version, kv_separator, name_col):
-        path = os.path.abspath(os.fspath(path))
+        path = _local(path)
         r = _native.DatasetReader(path, version)
         m = json.loads(r.manifest_json())
         self.mode, self.version = r.mode, r.version
