@@ -23,13 +23,25 @@ from . import load_file as _load_file
 from ._torch import as_bytes as _as_bytes
 from ._torch import spec as _spec
 from .errors import InvalidInput
-from .torch_dataset import TensorDataset
-from .torch_iterable import TensorIterableDataset
 
 __all__ = [
     "load", "load_file", "save", "save_file", "save_model", "load_model", "storage_ptr",
-    "storage_size", "TensorDataset", "TensorIterableDataset",
+    "storage_size",
 ]
+
+
+def __getattr__(name):
+    # The datasets subclass torch.utils.data's classes: imported on first use and left out of
+    # __all__, so `from tensorsmith.torch import *` stays the safetensors.torch drop-in.
+    if name == "TensorDataset":
+        from .torch_dataset import TensorDataset
+
+        return TensorDataset
+    if name == "TensorIterableDataset":
+        from .torch_iterable import TensorIterableDataset
+
+        return TensorIterableDataset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _DOCS = "https://huggingface.co/docs/safetensors/torch_shared_tensors"
 
