@@ -53,6 +53,10 @@ pub struct JobOptions {
     /// After the commit, retired shards, versions and abandoned staging older than this are
     /// removed (`None`: 24 hours).
     pub(crate) retain: Option<std::time::Duration>,
+    /// Batch-mode shards written and fsynced on a thread of their own while the task fills
+    /// the next (`shard_pipe`), as a Spark task's are: for a stream whose producer waits
+    /// while a shard is written (a Python stream). Same output.
+    pub(crate) pipelined: bool,
 }
 
 impl JobOptions {
@@ -93,6 +97,12 @@ impl JobOptions {
     /// commit cleans what is older (`dataset clean --older-than`).
     pub fn with_retain(mut self, t: std::time::Duration) -> Self {
         self.retain = Some(t);
+        self
+    }
+
+    /// Shards written on a thread of their own while the next fills (same output).
+    pub fn with_pipelined(mut self, yes: bool) -> Self {
+        self.pipelined = yes;
         self
     }
 

@@ -382,6 +382,12 @@ impl Dataset {
         Ok(self.keys.get_or_init(|| keys))
     }
 
+    /// The shard (its position in the manifest) holding each tensor key (KV mode): from the
+    /// index when it agrees with the manifest, else from every shard's header.
+    pub fn key_shards(&self) -> Result<&HashMap<String, usize>> {
+        self.keys()
+    }
+
     /// Tensor keys (KV mode), sorted.
     pub fn tensor_keys(&self) -> Result<Vec<String>> {
         let mut k: Vec<String> = self.keys()?.keys().cloned().collect();

@@ -57,7 +57,7 @@ pub fn write_dataset(
             &staging,
             progress,
             !job.reader_only,
-            false,
+            job.pipelined,
             |ctx| {
                 let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
                 if let Naming::Kv { .. } = opts.naming {

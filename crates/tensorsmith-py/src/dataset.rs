@@ -75,8 +75,13 @@ pub fn check_options(py: Python<'_>, options: BTreeMap<String, String>) -> PyRes
 }
 
 /// Writes a dataset from Arrow data; returns the manifest's JSON text.
+///
+/// `stream`: `data` is pulled batch by batch on this thread (GIL released between pulls)
+/// into a task that writes shards on a thread of its own, never collected; one task, so
+/// `threads` > 1 is refused. Otherwise (data already in memory: a Table) every batch is
+/// taken at once, zero-copy, and split between `threads` tasks.
 #[pyfunction]
-#[pyo3(signature = (data, path, options, mode = "error", threads = 0, retain_s = None, lock_timeout_s = None))]
+#[pyo3(signature = (data, path, options, mode = "error", threads = 0, retain_s = None, lock_timeout_s = None, stream = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn write_dataset(
     py: Python<'_>,
@@ -87,10 +92,24 @@ pub fn write_dataset(
     threads: usize,
     retain_s: Option<f64>,
     lock_timeout_s: Option<f64>,
+    stream: bool,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
+    if stream && threads > 1 {
+        return Err(raise(
+            py,
+            "OptionError",
+            format!(
+                "threads={threads}: a stream is written by one thread (its batches arrive one \
+                 at a time, in order, and shard names follow that order); pass threads=1, or a \
+                 pyarrow Table to split the rows between threads"
+            ),
+        ));
+    }
     // threads=0 (the Python default) means one per core.
-    let mut job = JobOptions::new().with_mode(self::mode(py, mode)?);
+    let mut job = JobOptions::new()
+        .with_mode(self::mode(py, mode)?)
+        .with_pipelined(stream);
     if threads > 0 {
         job = job.with_threads(threads);
     }
@@ -109,11 +128,20 @@ pub fn write_dataset(
     if let Some(s) = lock_timeout_s {
         job = job.with_lock_timeout(secs("lock_timeout", s)?);
     }
-    let input = batches(py, data)?;
     let progress = Progress::default();
-    let m = py
-        .detach(|| write_rust(&input, &path, &opts, &job, &progress))
-        .py_err(py)?;
+    let m = if stream {
+        let source = stream_of(py, data)?;
+        py.detach(|| {
+            pipelined(source, |queued| {
+                let input = Input::from_reader(Box::new(queued));
+                write_rust(&input, &path, &opts, &job, &progress)
+            })
+        })
+    } else {
+        let input = batches(py, data)?;
+        py.detach(|| write_rust(&input, &path, &opts, &job, &progress))
+    }
+    .py_err(py)?;
     Ok(m.to_json())
 }
 
@@ -301,6 +329,12 @@ impl DatasetReader {
     /// Tensor keys (KV mode), sorted.
     fn keys(&self) -> Vec<String> {
         self.keys.clone()
+    }
+
+    /// KV mode: the shard (position in the manifest) of each key of `keys()`, in that order.
+    fn key_shards(&self, py: Python<'_>) -> PyResult<Vec<usize>> {
+        let at = self.ds.key_shards().py_err(py)?;
+        Ok(self.keys.iter().map(|k| at[k]).collect())
     }
 
     fn manifest_json(&self) -> String {

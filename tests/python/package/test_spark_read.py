@@ -14,7 +14,7 @@ pytest.importorskip("pyspark")
 
 import tensorsmith  # noqa: E402
 import tensorsmith.spark  # noqa: E402
-from tensorsmith import spark_read  # noqa: E402
+from tensorsmith import _shard_arrow, spark_read  # noqa: E402
 
 
 def kv_shard(tmp_path):
@@ -60,8 +60,8 @@ def test_kv_batches_are_bounded_and_give_the_same_rows(tmp_path, monkeypatch, ch
     p, _ = kv_shard(tmp_path)
     with tensorsmith.safe_open(str(p), framework="np") as f:
         whole = rows_of(spark_read.kv_rows(f, SCHEMA, "__", "key"))
-        monkeypatch.setattr(spark_read, "CHUNK_BYTES", chunk_bytes)
-        monkeypatch.setattr(spark_read, "CHUNK_ROWS", chunk_rows)
+        monkeypatch.setattr(_shard_arrow, "CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(_shard_arrow, "CHUNK_ROWS", chunk_rows)
         batches = list(spark_read.kv_rows(f, SCHEMA, "__", "key"))
         # Only the asked-for columns are built: y alone.
         pruned = rows_of(spark_read.kv_rows(f, pa.schema([SCHEMA.field("key"), SCHEMA.field("y")]), "__", "key"))
@@ -75,7 +75,7 @@ def test_batch_rows_are_chunked_by_bytes(tmp_path, monkeypatch):
     p = tmp_path / "b.safetensors"
     safetensors.numpy.save_file({"x": x}, str(p))
     schema = pa.schema([pa.field("x", pa.list_(pa.list_(pa.float32())))])
-    monkeypatch.setattr(spark_read, "CHUNK_BYTES", 24 * 7)  # 7 rows of 24 bytes
+    monkeypatch.setattr(_shard_arrow, "CHUNK_BYTES", 24 * 7)  # 7 rows of 24 bytes
     with tensorsmith.safe_open(str(p), framework="np") as f:
         batches = list(spark_read.batch_rows(f, schema))
     assert [b.num_rows for b in batches] == [7] * 5 + [5]

@@ -34,6 +34,7 @@ Errors derive from TensorsmithError (alias SafetensorError) and from the matchin
 """
 
 import bisect
+import itertools
 import json
 import os
 
@@ -449,8 +450,13 @@ def quantize(values, qtype) -> np.ndarray:
 
 def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_timeout=None,
                   **options) -> dict:
-    """Writes Arrow data (a pyarrow Table, RecordBatch, RecordBatchReader, a list of batches,
-    or anything with `__arrow_c_stream__`) as a dataset in the safetensors-spark layout.
+    """Writes Arrow data as a dataset in the safetensors-spark layout. Data in memory (a
+    pyarrow Table, a RecordBatch, a list of batches) is split between `threads` tasks (0: one
+    per core). A stream (a RecordBatchReader, anything else with `__arrow_c_stream__`, an
+    iterator or generator of RecordBatches) is pulled batch by batch, never collected: memory
+    stays at the shards in flight (KV mode: plus the key lists), whatever its length. A stream
+    is written by one thread, since its batches arrive one at a time and in order and shard
+    names follow that order: `threads` > 1 is refused for it.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
     tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
     f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
@@ -464,23 +470,54 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
         >>> len(tensorsmith.Dataset("ds"))
         4
     """
-    data = _arrow_stream(data)
-    text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode, threads,
-                                 retain, lock_timeout)
+    data, stream, pulled = _arrow_input(data)
+    try:
+        text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode,
+                                     threads, retain, lock_timeout, stream)
+    except TensorsmithError as e:
+        if pulled is not None and pulled.error is not None:
+            raise pulled.error from e  # the generator's own exception, not Arrow's wrapping
+        raise
     return json.loads(text)
 
 
-def _arrow_stream(data):
-    if hasattr(data, "__arrow_c_stream__"):
-        return data
+class _Pulled:
+    """A generator's batches, remembering the exception it raised."""
+
+    def __init__(self, it):
+        self.it, self.error = it, None
+
+    def __iter__(self):
+        try:
+            yield from self.it
+        except Exception as e:
+            self.error = e
+            raise
+
+
+def _arrow_input(data):
+    """(Arrow data, whether it is a one-pass stream, the generator wrapper or None)."""
     import pyarrow as pa
 
+    if isinstance(data, pa.Table):
+        return data, False, None
     if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
+        return pa.Table.from_batches([data]), False, None
     if isinstance(data, (list, tuple)):
         if not data:
             raise InvalidInput("no record batches given")
-        return pa.Table.from_batches(list(data))
+        return pa.Table.from_batches(list(data)), False, None
+    if hasattr(data, "__arrow_c_stream__"):
+        return data, True, None
+    if hasattr(data, "__next__"):
+        first = next(data, None)
+        if first is None:
+            raise InvalidInput("no record batches given")
+        if not isinstance(first, pa.RecordBatch):
+            raise InvalidInput(f"expected an iterator of RecordBatches, got a "
+                               f"{type(first).__name__}")
+        pulled = _Pulled(itertools.chain([first], data))
+        return pa.RecordBatchReader.from_batches(first.schema, iter(pulled)), True, pulled
     raise InvalidInput(f"expected Arrow data, not {type(data).__name__}")
 
 

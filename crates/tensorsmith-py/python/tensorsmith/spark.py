@@ -46,7 +46,7 @@ from pyspark.sql.types import (
     ArrayType, BinaryType, IntegerType, StringType, StructField, StructType,
 )
 
-from . import _native
+from . import _native, _shard_arrow
 from ._options import option_texts
 from .errors import OptionError
 from .spark_read import _SPARK, batch_rows, file_row, kv_rows
@@ -97,24 +97,9 @@ class _Shards(InputPartition):
     paths: list
 
 
-# Shards per read partition: consecutive shards up to this many bytes (Spark's own
-# spark.sql.files.maxPartitionBytes default), at least one: fewer, larger tasks cost Spark
-# less per byte than a task per small shard.
-_PARTITION_BYTES = 128 << 20
-
-
-def _group(paths, limit=_PARTITION_BYTES):
-    groups, cur, size = [], [], 0
-    for p in paths:
-        n = os.path.getsize(p)
-        if cur and size + n > limit:
-            groups.append(_Shards(cur))
-            cur, size = [], 0
-        cur.append(p)
-        size += n
-    if cur:
-        groups.append(_Shards(cur))
-    return groups
+def _group(paths, limit=_shard_arrow.GROUP_BYTES):
+    """One read partition per run of consecutive shards up to `limit` bytes."""
+    return [_Shards(g) for g in _shard_arrow.group(paths, limit)]
 
 
 @dataclass
@@ -215,7 +200,7 @@ class _Reader(DataSourceReader):
     def partitions(self):
         if self.names is None:
             return _group(self.shards)
-        return _group(_shards_holding(self.shards, self.names, self.sep)) or [_Shards([])]
+        return _group(_shard_arrow.shards_holding(self.shards, self.names, self.sep)) or [_Shards([])]
 
     def read(self, partition):
         from . import safe_open
@@ -246,31 +231,6 @@ class _FilteringReader(_Reader):
                 self.names = set(vals) if self.names is None else self.names & set(vals)
             else:
                 yield f
-
-
-def _shards_holding(shards, names, sep):
-    """The shards (in manifest order) holding a tensor of one of `names`: from the tensor
-    index beside them when every entry of it names one of them (else it is another write's),
-    otherwise from each shard's header."""
-    import pyarrow.parquet as pq
-
-    from . import safe_open
-
-    by_name = {os.path.basename(s): s for s in shards}
-    index = os.path.join(os.path.dirname(shards[0]), "_tensor_index.parquet") if shards else ""
-    holding = None
-    if os.path.exists(index):
-        t = pq.read_table(index, columns=["tensor_key", "file_name"])
-        keys, files = t.column(0).to_pylist(), t.column(1).to_pylist()
-        if files and all(f in by_name for f in files):
-            holding = {f for k, f in zip(keys, files) if k.rpartition(sep)[0] in names}
-    if holding is None:
-        holding = set()
-        for s in shards:
-            with safe_open(s, framework="np") as f:
-                if any(k.rpartition(sep)[0] in names for k in f.keys()):
-                    holding.add(os.path.basename(s))
-    return [s for s in shards if os.path.basename(s) in holding]
 
 
 def _arrow_type(t):

@@ -6,6 +6,10 @@ write never reaches the file); `device="cuda"` reads through a pinned pipeline s
 each tensor's device memory; any other device torch knows gets the CPU tensors moved there.
 Saving: the reference's checks and messages (shared, sparse and non-contiguous tensors), and
 `save_model`/`load_model` for models with tied weights.
+
+Datasets for training loops: `TensorDataset` (map-style) and `TensorIterableDataset` (split
+between DDP ranks and DataLoader workers, optionally shuffled), samples as CPU tensors that
+are views of the shards.
 """
 
 import os
@@ -24,6 +28,20 @@ __all__ = [
     "load", "load_file", "save", "save_file", "save_model", "load_model", "storage_ptr",
     "storage_size",
 ]
+
+
+def __getattr__(name):
+    # The datasets subclass torch.utils.data's classes: imported on first use and left out of
+    # __all__, so `from tensorsmith.torch import *` stays the safetensors.torch drop-in.
+    if name == "TensorDataset":
+        from .torch_dataset import TensorDataset
+
+        return TensorDataset
+    if name == "TensorIterableDataset":
+        from .torch_iterable import TensorIterableDataset
+
+        return TensorIterableDataset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _DOCS = "https://huggingface.co/docs/safetensors/torch_shared_tensors"
 

@@ -1,0 +1,86 @@
+"""`tensorsmith.torch.TensorDataset`: a dataset version as a map-style
+`torch.utils.data.Dataset` of CPU tensors that are views of the shards (no copy)."""
+
+import torch
+
+from ._torch_shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
+
+
+def _in_worker():
+    return torch.utils.data.get_worker_info() is not None
+
+
+class TensorDataset(torch.utils.data.Dataset):
+    """Map-style: `len(ds)`, `ds[i]` a dict column -> CPU tensor, a view of the shard's
+    copy-on-write map (no copy; writing to it copies the touched page and never reaches the
+    file), `ds[a:b]` a batch (views within a shard, concatenated across shards).
+
+    Batch mode: sample i. KV mode: one sample per name (the tensor key up to its last
+    `kv_separator`), `ds[i]` the i-th name in sorted order, `ds.sample(name)` by name; each a
+    dict column -> tensor of the name's tensors (`ds.names()` lists them).
+
+    `columns` reads only those columns. The dataset version is the one current when it is
+    opened (or `version`), and DataLoader workers (fork or spawn) read that version, each
+    mapping the shards it reads itself, at most `open_shards` at once. In a worker, samples
+    handed back one by one (`batch_size=None`) are copied into shared memory (a shard's map
+    never crosses to another process); batches are collated from the views, one copy, as for
+    any dataset. BF16, F16 and 8-bit float samples come out as the torch dtype.
+    """
+
+    def __init__(self, path, columns=None, *, version=None, kv_separator="__",
+                 open_shards=OPEN_SHARDS):
+        self._s = Shards(path, version, columns, kv_separator, open_shards)
+
+    @property
+    def version(self):
+        """The dataset version read (0: a dataset written before versions)."""
+        return self._s.version
+
+    @property
+    def mode(self):
+        """"batch" or "kv"."""
+        return self._s.mode
+
+    @property
+    def columns(self):
+        return list(self._s.columns)
+
+    def names(self):
+        """KV mode: the names, sorted (`ds[i]` is `ds.sample(ds.names()[i])`)."""
+        if self._s.mode != "kv":
+            raise TypeError("names are for KV-mode datasets")
+        return list(self._s.names)
+
+    def __len__(self):
+        return self._s.len
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            a, b, step = i.indices(self._s.len)
+            if step == 1 and self._s.mode == "batch":
+                batch = self._s.run(a, max(a, b))
+                return shared_copy(batch) if _in_worker() else batch
+            return self._stack(range(a, b, step))
+        if isinstance(i, str):
+            return self.sample(i)
+        sample = self._s.sample(self._s.index(i))
+        return shared_copy(sample) if _in_worker() else sample
+
+    def __getitems__(self, indices):
+        """A DataLoader batch's samples as views: its collate copies them once."""
+        return [self._s.sample(self._s.index(i)) for i in indices]
+
+    def sample(self, name):
+        """KV mode: the tensors of `name`, by column (views of its shards)."""
+        if self._s.mode != "kv":
+            raise TypeError("samples by name are for KV-mode datasets")
+        sample = self._s.named(name)
+        return shared_copy(sample) if _in_worker() else sample
+
+    def _stack(self, indices):
+        samples = [self._s.sample(self._s.index(i)) for i in indices]
+        if not samples:
+            return {c: torch.empty(0) for c in self._s.columns}
+        if _in_worker():
+            return shared_batch(samples)
+        return {c: torch.stack([s[c] for s in samples]) for c in samples[0]}

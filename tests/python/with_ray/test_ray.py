@@ -1,0 +1,201 @@
+"""tensorsmith.ray on a real local Ray cluster (ray.init(num_cpus=2)): round trips in both
+modes, shards equal to `tensorsmith dataset write` where blocks hold whole batches, a write
+task killed mid-write and retried (every row once), a failing write that leaves nothing,
+column and key pruning, and datasets passed between Spark and Ray."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import tensorsmith  # noqa: E402
+import tensorsmith.ray as tray  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+N = 48
+
+
+def table(n=N, start=0):
+    x = np.arange(start * 6, (start + n) * 6, dtype=np.float32).reshape(n, 6) / 4
+    return pa.table({
+        "id": [f"s{i:03d}" for i in range(start, start + n)],
+        "idx": pa.array([[i] for i in range(start, start + n)], pa.list_(pa.int64())),
+        "x": pa.array(list(x), type=pa.list_(pa.float32())),
+    })
+
+
+def shard_bytes(path):
+    m = json.loads((path / "dataset_manifest.json").read_text())
+    return [(path / s["shard_path"]).read_bytes() for s in m["shards"]], m
+
+
+def test_batch_write_equals_the_cli_when_blocks_hold_whole_batches(tsm, tmp_path):
+    t = table()
+    # 4 blocks of 12 rows: 3 batches of 4 each.
+    ds = ray.data.from_arrow([t.slice(i, 12) for i in range(0, N, 12)])
+    m = tray.write_dataset(ds, tmp_path / "ray", batch_size=4, dtype="F32",
+                           columns=["idx", "x"], generate_index=True)
+    assert m["total_samples"] == N and len(m["shards"]) == 12
+    pq.write_table(t, tmp_path / "in.parquet")
+    tsm.run("dataset", "write", tmp_path / "in.parquet", tmp_path / "cli", "--batch-size", "4",
+            "--dtype", "F32", "--columns", "idx,x", "--threads", "1")
+    got, _ = shard_bytes(tmp_path / "ray")
+    want, _ = shard_bytes(tmp_path / "cli")
+    assert got == want
+    back = tray.read_dataset(tmp_path / "ray").take_all()
+    assert [r["idx"] for r in back] == [[i] for i in range(N)]
+    assert [r["x"] for r in back] == t.column("x").to_pylist()
+    assert not [p for p in os.listdir(tmp_path / "ray") if p.startswith("_tensorsmith_job")]
+
+
+def test_blocks_cutting_batches_keep_samples_in_order(tmp_path):
+    t = table()
+    ds = ray.data.from_arrow([t.slice(0, 10), t.slice(10, 25), t.slice(35, 13)])
+    m = tray.write_dataset(ds, tmp_path / "d", batch_size=4, dtype="F64", columns="x")
+    assert m["total_samples"] == N
+    back = tray.read_dataset(tmp_path / "d", columns=["x"]).take_all()
+    assert [r["x"] for r in back] == t.column("x").to_pylist()
+
+
+def test_kv_round_trip_with_keys_and_duplicates_across_tasks(tmp_path):
+    t = table()
+    dup = table(n=4, start=10).set_column(2, "x", pa.array([[9.0] * 6] * 4,
+                                                            pa.list_(pa.float32())))
+    ds = ray.data.from_arrow([t.slice(0, 24), t.slice(24), dup])
+    m = tray.write_dataset(ds, tmp_path / "kv", name_col="id", dtype="F32",
+                           duplicatesStrategy="lastWin", generate_index=True)
+    assert m["total_samples"] == N and len(tensorsmith.Dataset(tmp_path / "kv")) == 2 * N
+    # A row per name, in shard order (names sorted within a shard).
+    rows = sorted(tray.read_dataset(tmp_path / "kv").take_all(), key=lambda r: r["key"])
+    assert [r["key"] for r in rows] == [f"s{i:03d}" for i in range(N)]
+    assert rows[11]["x"] == [9.0] * 6 and rows[9]["x"] == t.column("x")[9].as_py()
+    some = tray.read_dataset(tmp_path / "kv", keys=["s003", "s040"], columns=["x"]).take_all()
+    assert sorted((r["key"], sorted(r)) for r in some) == [("s003", ["key", "x"]), ("s040", ["key", "x"])]
+    with pytest.raises(tensorsmith.DatasetFailure, match="duplicate tensor key"):
+        tray.write_dataset(ds, tmp_path / "fail", name_col="id", dtype="F32")
+    left = os.listdir(tmp_path / "fail")
+    assert left in ([], ["_tensorsmith"]), left
+
+
+def test_tensor_columns_from_numpy_batches(tmp_path):
+    ds = ray.data.range(40, override_num_blocks=4).map_batches(
+        lambda b: {"v": np.stack([np.full((2, 3), i, np.float32) for i in b["id"]])},
+        batch_format="numpy")
+    m = tray.write_dataset(ds, tmp_path / "t", batch_size=5, dtype="F32")
+    assert m["schema"]["v"]["shape"] == [5, 2, 3]
+    ts = tensorsmith.Dataset(tmp_path / "t")
+    assert [float(ts[i]["v"][1, 2]) for i in range(40)] == [float(i) for i in range(40)]
+
+
+def _kill_once(marker):
+    def udf(b):
+        # The second batch of block 2 kills its worker once: the task has written shards
+        # by then; Ray retries it.
+        if [26] in b["idx"].to_pylist() and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+        return b
+    return udf
+
+
+def test_a_killed_write_task_is_retried_and_rows_are_written_once(tmp_path):
+    t = table()
+    marker = str(tmp_path / "killed")
+    ds = ray.data.from_arrow([t.slice(i, 16) for i in range(0, N, 16)]).map_batches(
+        _kill_once(marker), batch_size=2, batch_format="pyarrow")
+    m = tray.write_dataset(ds, tmp_path / "d", batch_size=2, dtype="F32", columns=["idx", "x"],
+                           ray_remote_args={"max_retries": 3})
+    assert os.path.exists(marker)
+    assert m["total_samples"] == N
+    back = tensorsmith.Dataset(tmp_path / "d")
+    assert [int(back[i]["idx"][0]) for i in range(N)] == list(range(N))
+    names = os.listdir(tmp_path / "d")
+    assert not [p for p in names if p.startswith("_tensorsmith_job")], names
+    assert len([p for p in names if p.endswith(".safetensors")]) == N // 2
+
+
+def _failing():
+    # A closure: Ray's workers cannot import this test module, so it travels by value.
+    def udf(b):
+        if [30] in b["idx"].to_pylist():
+            raise RuntimeError("bad row")
+        return b
+    return udf
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+    t = table()
+    ds = ray.data.from_arrow([t.slice(i, 16) for i in range(0, N, 16)]).map_batches(
+        _failing(), batch_size=2, batch_format="pyarrow")
+    with pytest.raises(Exception, match="bad row"):
+        tray.write_dataset(ds, tmp_path / "d", batch_size=2, dtype="F32", columns="x")
+    left = os.listdir(tmp_path / "d")
+    assert left in ([], ["_tensorsmith"]), left
+    tray.write_dataset(ray.data.from_arrow(t), tmp_path / "d", batch_size=2, dtype="F32",
+                       columns="x")
+    with pytest.raises(FileExistsError):
+        tray.write_dataset(ray.data.from_arrow(t), tmp_path / "d", batch_size=2, dtype="F32",
+                           columns="x")
+    with pytest.raises(ValueError, match="object-store URLs are not supported"):
+        tray.write_dataset(ray.data.from_arrow(t), "s3://bucket/d", batch_size=2)
+    with pytest.raises(ValueError, match="object-store URLs are not supported"):
+        tray.read_dataset("s3://bucket/d")
+    with pytest.raises(ValueError, match="bogus"):
+        tray.write_dataset(ray.data.from_arrow(t), tmp_path / "o", batch_size=2, bogus=1)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    import tensorsmith.spark
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    s = (SparkSession.builder.master("local[2]").appName("tensorsmith-ray-tests")
+         .config("spark.ui.enabled", "false").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    tensorsmith.spark.register(s)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("kv", [False, True])
+def test_spark_to_ray_and_back(spark, tmp_path, kv):
+    t = table()
+    opts = dict(name_col="id") if kv else dict(batch_size=4, columns="idx,x")
+    df = spark.createDataFrame(t.to_pandas()).repartition(2)
+    w = df.write.format("safetensors").mode("overwrite").option("dtype", "F32")
+    for k, v in opts.items():
+        w = w.option(k, v)
+    w.save(str(tmp_path / "spark"))
+    back = tray.read_dataset(tmp_path / "spark")
+    rows = back.take_all()
+    def key(r):
+        return r["key"] if kv else r["idx"][0]
+
+    got = sorted((key(r), list(r["x"])) for r in rows)
+    want = sorted(zip(t.column("id").to_pylist() if kv else range(N), t.column("x").to_pylist()))
+    assert got == want
+    # And Ray's dataset written back, read by Spark.
+    if kv:
+        back = back.rename_columns({"key": "id"})
+    tray.write_dataset(back, tmp_path / "ray", dtype="F32",
+                       **(dict(name_col="id") if kv else dict(batch_size=4)))
+    again = spark.read.format("safetensors").load(str(tmp_path / "ray")).collect()
+    got = sorted((key(r), list(r["x"])) for r in again)
+    assert got == want
