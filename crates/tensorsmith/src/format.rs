@@ -23,6 +23,13 @@ pub trait FileFormat: Sync + std::fmt::Debug {
     /// shorter file) is of this format.
     fn sniff(&self, first: &[u8]) -> bool;
 
+    /// Whether a file of this name is of this format whatever its first bytes (formats with
+    /// no magic, such as ONNX's `.onnx`), so that a broken file gets this format's errors.
+    fn claims_name(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
     /// Validates the file held by `bytes` and returns its index. Reads only the ranges the
     /// header needs, and allocates nothing beyond what the file's size allows.
     fn read_index(&self, bytes: &dyn ReadAt, opts: &OpenOptions) -> Result<TensorIndex>;
@@ -154,7 +161,8 @@ impl OpenOptions {
         self
     }
 
-    /// Largest safetensors JSON header accepted, in bytes.
+    /// Largest header accepted, in bytes: a safetensors JSON header, an ONNX graph (the
+    /// protobuf bytes outside the weights).
     pub fn with_max_header_len(mut self, n: u64) -> Self {
         self.max_header_len = Some(n);
         self
@@ -196,6 +204,12 @@ impl OpenOptions {
 
     pub fn max_header_len(&self) -> u64 {
         self.max_header_len.unwrap_or(DEFAULT_MAX_HEADER_LEN)
+    }
+
+    /// The header limit set by [`OpenOptions::with_max_header_len`], else a format's own
+    /// default (ONNX: 2 GiB of graph).
+    pub fn max_header_len_or(&self, default: u64) -> u64 {
+        self.max_header_len.unwrap_or(default)
     }
 
     pub fn max_manifest_len(&self) -> u64 {

@@ -100,7 +100,7 @@ pub(crate) fn read_file(
     let first = bytes
         .read(0..bytes.len().min(SNIFF_LEN as u64))
         .map_err(at)?;
-    let format = formats::sniff(&first);
+    let format = formats::sniff_named(location, &first);
     drop(first);
     let index = format.read_index(&*bytes, opts).map_err(at)?;
     let file = ModelFile {

@@ -153,6 +153,8 @@ pub fn convert_gguf(
                 Format::Safetensors => "safetensors.metadata.",
                 Format::Ztensor { .. } => "ztensor.metadata.",
                 Format::Gguf { .. } => "gguf.metadata.",
+                // Already namespaced (`onnx.ir_version`).
+                Format::Onnx { .. } => "",
             };
             // A digest record describes the input's bytes, not the output's: dropped.
             let carried = input
