@@ -141,7 +141,12 @@ pub fn run(a: &ConvertArgs) -> u8 {
         opts = opts.with_gguf_key(k.clone(), v.clone());
     }
     match convert(&input, &a.output, &opts) {
-        Ok(_) => EXIT_OK,
+        Ok(_) => {
+            if let Some(note) = tensorsmith::ops::convert_skip::note(&input) {
+                eprintln!("tensorsmith: note: {}", crate::render::printable(&note));
+            }
+            EXIT_OK
+        }
         Err(e) => fail(&e),
     }
 }

@@ -25,7 +25,6 @@ mod schema;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use tensorsmith::bytes::Backend;
-use tensorsmith::format::DEFAULT_MAX_HEADER_LEN;
 use tensorsmith::OpenOptions;
 
 /// Exit code for success (or "same").
@@ -73,9 +72,10 @@ enum Command {
 /// Options shared by every command that opens files.
 #[derive(Args, Clone)]
 pub struct OpenArgs {
-    /// Largest header accepted, in bytes.
-    #[arg(long, default_value_t = DEFAULT_MAX_HEADER_LEN, value_name = "BYTES")]
-    max_header_size: u64,
+    /// Largest header accepted, in bytes [default: 100000000; for ONNX, whose limit counts
+    /// the protobuf bytes outside the weights, 2 GiB].
+    #[arg(long, value_name = "BYTES")]
+    max_header_size: Option<u64>,
     /// Read with positioned reads instead of a memory map (network filesystems).
     #[arg(long)]
     pread: bool,
@@ -88,14 +88,17 @@ pub struct OpenArgs {
 impl OpenArgs {
     /// Options for opening any format.
     pub fn open_options(&self) -> OpenOptions {
-        OpenOptions::new()
-            .with_max_header_len(self.max_header_size)
-            .with_backend(if self.pread {
-                Backend::Pread
-            } else {
-                Backend::Mmap
-            })
-            .with_part_only(self.part_only)
+        let opts = OpenOptions::new();
+        let opts = match self.max_header_size {
+            Some(n) => opts.with_max_header_len(n),
+            None => opts,
+        };
+        opts.with_backend(if self.pread {
+            Backend::Pread
+        } else {
+            Backend::Mmap
+        })
+        .with_part_only(self.part_only)
     }
 }
 

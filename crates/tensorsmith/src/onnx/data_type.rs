@@ -130,7 +130,8 @@ impl Typed {
 
     /// Entries this field holds for `elements` values of `d`, and the bytes each entry
     /// becomes; `None` when the field cannot carry `d`. Complex numbers take two entries;
-    /// sub-byte types one entry per packed byte.
+    /// 4- and 2-bit types one entry per packed byte; 6-bit floats one entry per value, packed
+    /// six bits each when decoded (entry bytes 0).
     pub fn layout_for(self, d: DType, elements: u64) -> Option<(u64, usize)> {
         use DType::*;
         let per = |n: u64| Some((elements.checked_mul(n)?, 0usize));
@@ -148,9 +149,9 @@ impl Typed {
                 Typed::Int32,
                 I8 | U8 | BOOL | F8_E4M3 | F8_E4M3FNUZ | F8_E5M2 | F8_E5M2FNUZ | F8_E8M0,
             ) => 1,
-            (Typed::Int32, U4 | I4 | F4 | U2 | I2 | F6_E2M3 | F6_E3M2) => {
-                return Some((stored_bytes(d, elements)?, 1))
-            }
+            (Typed::Int32, U4 | I4 | F4 | U2 | I2) => return Some((stored_bytes(d, elements)?, 1)),
+            // One 6-bit value per entry (as onnx.helper writes them), packed when decoded.
+            (Typed::Int32, F6_E2M3 | F6_E3M2) => 0,
             _ => return None,
         };
         Some((elements, entry_bytes))

@@ -66,8 +66,7 @@ pub(crate) fn to_index(walk: Walk, file_len: u64, base: u64, limit: u64) -> Resu
         }
         .into());
     }
-    let mut metadata = metadata(&walk.facts);
-    metadata.insert("onnx.graph_bytes".into(), MetaValue::UInt(graph_bytes));
+    let metadata = metadata(&walk.facts);
     Ok(TensorIndex {
         format: Format::Onnx {
             ir_version: walk.facts.ir_version.map_or(0, |v| v as i64),

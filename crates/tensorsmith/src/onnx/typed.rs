@@ -18,7 +18,24 @@ pub(crate) fn decode(
     len: u64,
 ) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(len.min(buf.len() as u64 * 8) as usize);
-    let mut put = |v: u64| out.extend_from_slice(&v.to_le_bytes()[..width]);
+    // Width 0: 6-bit values packed low bits first, as raw_data holds them.
+    let mut bit = 0usize;
+    let mut put = |v: u64| {
+        if width > 0 {
+            return out.extend_from_slice(&v.to_le_bytes()[..width]);
+        }
+        let v = (v & 0x3f) as u16;
+        let shift = bit % 8;
+        if shift == 0 {
+            out.push(0);
+        }
+        let last = out.len() - 1;
+        out[last] |= (v << shift) as u8;
+        if shift > 2 {
+            out.push((v >> (8 - shift)) as u8);
+        }
+        bit += 6;
+    };
     for f in Fields::new(buf, span, base) {
         let f = f?;
         if f.number != kind.field() {
@@ -67,6 +84,14 @@ mod tests {
         buf.push(0x01);
         let out = decode(&buf, 0..buf.len(), 0, Typed::Int32, 2, 6).unwrap();
         assert_eq!(out, [1, 0, 0x2c, 0x01, 0xff, 0xff]);
+    }
+
+    #[test]
+    fn packs_six_bit_entries_low_bits_first() {
+        // float6 e2m3 1.0 (0x08) four times packs to 08 82 20, as onnx's raw_data.
+        let buf = [0x2a, 4, 8, 8, 8, 8];
+        let out = decode(&buf, 0..buf.len(), 0, Typed::Int32, 0, 3).unwrap();
+        assert_eq!(out, [0x08, 0x82, 0x20]);
     }
 
     #[test]

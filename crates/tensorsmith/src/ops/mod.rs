@@ -5,6 +5,7 @@ pub mod convert;
 mod convert_gguf;
 mod convert_options;
 mod convert_safetensors;
+pub mod convert_skip;
 mod convert_ztensor;
 pub mod densify;
 pub mod dequantize;
