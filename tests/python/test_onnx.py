@@ -312,3 +312,71 @@ def test_python_inspect_and_convert(tmp_path):
     with tensorsmith.safe_open(str(out)) as z, tensorsmith.safe_open(str(MNIST)) as o:
         for k in o.keys():
             np.testing.assert_array_equal(z.get_tensor(k), o.get_tensor(k))
+
+
+# --- writing ONNX through a template
+
+def test_template_write_passes_the_checker_and_loads_back(tmp_path, tsm):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((64, 32)).astype(np.float32)  # 8 KiB: external
+    small = rng.standard_normal((4,)).astype(np.float32)  # 16 B: inline
+    half = rng.standard_normal((300,)).astype(np.float16)
+    inits = [numpy_helper.from_array(np.zeros_like(a), n)
+             for n, a in (("big", big), ("small", small), ("half", half))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "big"], ["y"])], "g", [x], [y], inits)
+    template = tmp_path / "t.onnx"
+    onnx.save_model(helper.make_model(g), str(template))
+    src = tmp_path / "in.safetensors"
+    safetensors_numpy.save_file({"big": big, "small": small, "half": half}, str(src))
+    out = tmp_path / "model.onnx"
+    tsm.run("convert", src, out, "--onnx-template", template)
+    onnx.checker.check_model(str(out))
+    m = onnx.load(str(out))
+    got = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for n, a in (("big", big), ("small", small), ("half", half)):
+        np.testing.assert_array_equal(got[n], a)
+    loc = {t.name: t.data_location for t in onnx.load(str(out), load_external_data=False).graph.initializer}
+    assert loc == {"big": TensorProto.EXTERNAL, "small": TensorProto.DEFAULT,
+                   "half": TensorProto.DEFAULT}
+    offsets = [int(e.value) for t in onnx.load(str(out), load_external_data=False).graph.initializer
+               for e in t.external_data if e.key == "offset"]
+    assert all(o % 4096 == 0 for o in offsets)
+    # --external-data: every tensor in model.onnx.data.
+    out2 = tmp_path / "all.onnx"
+    tsm.run("convert", src, out2, "--onnx-template", template, "--external-data")
+    onnx.checker.check_model(str(out2))
+    m2 = onnx.load(str(out2), load_external_data=False)
+    assert all(t.data_location == TensorProto.EXTERNAL for t in m2.graph.initializer)
+    got2 = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out2)).graph.initializer}
+    np.testing.assert_array_equal(got2["half"], half)
+    # Our reader reads it back, and the weight-inspect hash is the template's.
+    assert ours(tsm, out) == ours(tsm, template)
+
+
+def test_template_refusals_write_nothing(tmp_path, tsm):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    a = np.ones((2, 3), dtype=np.float32)
+    g = helper.make_graph([], "g", [], [], [numpy_helper.from_array(a, "w")])
+    template = tmp_path / "t.onnx"
+    onnx.save_model(helper.make_model(g), str(template))
+    out = tmp_path / "o.onnx"
+    cases = {
+        "missing": {"v": a},
+        "shape": {"w": np.ones((3, 2), dtype=np.float32)},
+        "dtype": {"w": a.astype(np.float16)},
+        "extra": {"w": a, "extra": a},
+    }
+    for why, tensors in cases.items():
+        src = tmp_path / f"{why}.safetensors"
+        safetensors_numpy.save_file(tensors, str(src))
+        p = tsm.run("convert", src, out, "--onnx-template", template, expect=2)
+        assert not out.exists() and not (tmp_path / "o.onnx.data").exists(), why
+        assert p.stderr, why
+    # A cast where --dtype asks for the template's dtype; extras left out with --allow-extra.
+    src = tmp_path / "ok.safetensors"
+    safetensors_numpy.save_file({"w": a.astype(np.float16), "extra": a}, str(src))
+    tsm.run("convert", src, out, "--onnx-template", template, "--dtype", "F32", "--allow-extra")
+    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(str(out)).graph.initializer[0]), a)

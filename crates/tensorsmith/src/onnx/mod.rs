@@ -12,6 +12,7 @@ mod tensor;
 mod to_index;
 mod typed;
 mod wire;
+pub mod write;
 
 pub use format::{Onnx, DEFAULT_MAX_GRAPH_LEN};
 pub use graph::MAX_GRAPH_DEPTH;

@@ -3,6 +3,7 @@
 
 pub mod convert;
 mod convert_gguf;
+mod convert_onnx;
 mod convert_options;
 mod convert_safetensors;
 pub mod convert_skip;
