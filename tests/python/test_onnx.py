@@ -380,3 +380,36 @@ def test_template_refusals_write_nothing(tmp_path, tsm):
     safetensors_numpy.save_file({"w": a.astype(np.float16), "extra": a}, str(src))
     tsm.run("convert", src, out, "--onnx-template", template, "--dtype", "F32", "--allow-extra")
     np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(str(out)).graph.initializer[0]), a)
+
+
+def test_sparse_initializers_densify_as_onnx_does(tmp_path, tsm):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    vals = numpy_helper.from_array(np.array([1.5, -2.0, 3.0], dtype=np.float32), "sp")
+    lin = numpy_helper.from_array(np.array([1, 5, 11], dtype=np.int64), "sp_i")
+    coo = numpy_helper.from_array(np.array([[0, 1], [1, 1], [2, 3]], dtype=np.int64), "sp2_i")
+    vals2 = numpy_helper.from_array(np.array([4.0, 5.0, 6.0], dtype=np.float32), "sp2")
+    sparse = [helper.make_sparse_tensor(vals, lin, [3, 4]),
+              helper.make_sparse_tensor(vals2, coo, [3, 4])]
+    g = helper.make_graph([], "g", [], [], [], sparse_initializer=sparse)
+    p = tmp_path / "s.onnx"
+    onnx.save_model(helper.make_model(g), str(p))
+    out = tmp_path / "d.safetensors"
+    tsm.run("convert", p, out, expect=2)
+    tsm.run("convert", p, out, "--densify")
+    got = safetensors_numpy.load_file(str(out))
+    for sp in sparse:
+        want = numpy_helper.to_array(numpy_helper.from_array(
+            _dense_of(sp), sp.values.name))
+        np.testing.assert_array_equal(got[sp.values.name], want)
+
+
+def _dense_of(sp):
+    """A sparse initializer made dense by onnx.proto's rule (indices linear, or one row of
+    coordinates per value), written here with NumPy: onnx has no densify of its own."""
+    from onnx.numpy_helper import to_array
+    values, idx = to_array(sp.values), to_array(sp.indices)
+    dense = np.zeros(int(np.prod(sp.dims)), dtype=values.dtype)
+    if idx.ndim == 2:
+        idx = np.ravel_multi_index(idx.T, tuple(sp.dims))
+    dense[idx] = values
+    return dense.reshape(tuple(sp.dims))

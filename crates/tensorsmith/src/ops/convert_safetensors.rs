@@ -98,7 +98,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
     }
     let index = &input.index;
     for t in index.tensors.iter().filter(|t| !skipped(t)) {
-        let sparse = matches!(t.layout, Layout::SparseCsr | Layout::SparseCoo);
+        let sparse = crate::ops::densify::is_sparse(t);
         if dequantize::block_type(t).is_some() {
             dequantize::check(input, t)?;
             continue;
@@ -106,7 +106,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         if t.layout != Layout::Dense && !(sparse && opts.densify) {
             let what = match &t.layout {
                 Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
-                Layout::SparseCsr | Layout::SparseCoo => {
+                _ if sparse => {
                     format!("a sparse {:?} tensor (--densify writes it dense)", t.layout)
                 }
                 other => format!("a {other:?} tensor"),
