@@ -413,3 +413,17 @@ def _dense_of(sp):
         idx = np.ravel_multi_index(idx.T, tuple(sp.dims))
     dense[idx] = values
     return dense.reshape(tuple(sp.dims))
+
+
+def test_python_convert_writes_onnx_through_a_template(tmp_path):
+    a = np.arange(600, dtype=np.float32).reshape(20, 30)
+    g = helper.make_graph([], "g", [], [], [numpy_helper.from_array(np.zeros_like(a), "w")])
+    template = tmp_path / "t.onnx"
+    onnx.save_model(helper.make_model(g), str(template))
+    src = tmp_path / "in.safetensors"
+    tensorsmith.save_file({"w": a}, str(src))
+    out = tmp_path / "o.onnx"
+    files = tensorsmith.convert(src, out, onnx_template=template)
+    assert sorted(files) == sorted([str(out), str(out) + ".data"])
+    onnx.checker.check_model(str(out))
+    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(str(out)).graph.initializer[0]), a)
