@@ -61,3 +61,15 @@ for sel in range(32):
 for sel in range(64):
     body = bytes((i * 37 + sel * 11 + 5) & 255 for i in range(4 * 292))
     put("ggml_dequant", f"sel{sel:02d}", bytes([sel]) + body[: (sel % 8 + 1) * 144])
+
+# ONNX: two bytes giving the external data file's length, the data, then the model.
+onnx_dir = root / "tests" / "data" / "onnx"
+for f in sorted(onnx_dir.glob("*.onnx")):
+    put("onnx", f.name, struct.pack("<H", 0) + f.read_bytes())
+ext = onnx_dir / "external"
+if (ext / "m.onnx").exists():
+    data = (ext / "m.onnx.data").read_bytes()
+    put("onnx", "external.onnx", struct.pack("<H", len(data)) + data + (ext / "m.onnx").read_bytes())
+mnist = root.parent / "shared" / "data" / "onnx" / "mnist.onnx"
+if mnist.exists():
+    put("onnx", "mnist.onnx", struct.pack("<H", 0) + mnist.read_bytes())

@@ -68,6 +68,17 @@ pub struct ConvertArgs {
     /// Drop file metadata where the output format has none (zTensor v0.1).
     #[arg(long)]
     drop_metadata: bool,
+    /// ONNX output (a name ending in .onnx): the model whose graph is written, its
+    /// initializers taking the input's tensors by name (same dims and dtype; --dtype casts
+    /// floats to the template's dtype). Tensors over 1,024 bytes go to OUTPUT.data.
+    #[arg(long, value_name = "T.onnx")]
+    onnx_template: Option<PathBuf>,
+    /// ONNX output: every tensor in the external data file.
+    #[arg(long)]
+    external_data: bool,
+    /// ONNX output: leave out input tensors the template lacks instead of refusing them.
+    #[arg(long)]
+    allow_extra: bool,
     /// Write shards of at most this size (`5GB`, `500MB`, `2GiB`, bytes) named after OUT,
     /// plus OUT's `.index.json` (Hugging Face convention). GGUF output: parts of at most this
     /// many tensor bytes (headers not counted, as gguf-py's `split_max_size`), named
@@ -129,6 +140,9 @@ pub fn run(a: &ConvertArgs) -> u8 {
         .with_split_small_first(a.split_small_first)
         .with_densify(a.densify)
         .with_drop_metadata(a.drop_metadata)
+        .with_onnx_template(a.onnx_template.clone())
+        .with_external_data(a.external_data)
+        .with_allow_extra(a.allow_extra)
         .with_append(a.append)
         .with_zt_version(a.zt_version.as_deref().map(|v| match v {
             "0.1" => ZtVersion::V0_1,
@@ -148,6 +162,10 @@ pub fn run(a: &ConvertArgs) -> u8 {
     let (r, took) = with_bar(show, "convert", || convert(&input, &a.output, &opts));
     match r {
         Ok(files) => {
+            // Notices always print, whatever --quiet says.
+            if let Some(note) = tensorsmith::ops::convert_skip::note(&input) {
+                eprintln!("tensorsmith: note: {}", crate::render::printable(&note));
+            }
             if show {
                 let bytes: u64 = files
                     .iter()

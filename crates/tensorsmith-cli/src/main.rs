@@ -74,8 +74,9 @@ enum Command {
 #[derive(Args, Clone)]
 pub struct OpenArgs {
     /// Largest header accepted, in bytes, for every format: safetensors' JSON header (default
-    /// 100 MB, the reference's limit), zTensor's manifest (default 1 GiB, the spec's) and GGUF's
-    /// metadata and tensor infos (default: no limit but the file's length).
+    /// 100 MB, the reference's limit), zTensor's manifest (default 1 GiB, the spec's), GGUF's
+    /// metadata and tensor infos (default: no limit but the file's length) and an ONNX graph
+    /// (the protobuf bytes outside the weights; default 2 GiB).
     #[arg(long, value_name = "BYTES")]
     max_header_size: Option<u64>,
     /// Read with positioned reads instead of a memory map (network filesystems).

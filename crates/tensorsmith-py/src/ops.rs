@@ -97,13 +97,15 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
 
 /// Converts `src` (any readable model) to `dst`: safetensors (one file, or shards of at most
 /// `shard_size` bytes plus their index), or zTensor when `zt_version` is given or `dst` ends in
-/// `.zt`, or GGUF v3 when `dst` ends in `.gguf` (`quantize`, `gguf_set`). Returns the files
+/// `.zt`, or GGUF v3 when `dst` ends in `.gguf` (`quantize`, `gguf_set`), or ONNX when `dst`
+/// ends in `.onnx` (`onnx_template`, `external_data`, `allow_extra`). Returns the files
 /// written.
 #[pyfunction]
 #[pyo3(signature = (src, dst, dtype = None, rounding = "nearest", zt_version = None,
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
     append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
-    split_small_first = false))]
+    split_small_first = false, onnx_template = None, external_data = false,
+    allow_extra = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -122,6 +124,9 @@ pub fn convert(
     gguf_set: Vec<String>,
     split_max_tensors: Option<u64>,
     split_small_first: bool,
+    onnx_template: Option<PathBuf>,
+    external_data: bool,
+    allow_extra: bool,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -186,7 +191,10 @@ pub fn convert(
         .with_zt_version(version)
         .with_compression(compression)
         .with_digest(digest)
-        .with_append(append);
+        .with_append(append)
+        .with_onnx_template(onnx_template)
+        .with_external_data(external_data)
+        .with_allow_extra(allow_extra);
     for a in &gguf_set {
         let (k, v) = tensorsmith::gguf::parse_assignment(a).map_err(opt)?;
         o = o.with_gguf_key(k, v);

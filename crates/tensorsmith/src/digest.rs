@@ -133,6 +133,25 @@ impl Write for Hasher {
     }
 }
 
+/// The SHA-1 of a whole file, in lower-case hex, read in bounded pieces (ONNX external data
+/// records one as `checksum`; the `sha1` crate computes it).
+pub fn sha1_hex(r: &dyn crate::bytes::ReadAt) -> Result<String> {
+    struct Sink(sha1::Sha1);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            sha1::Digest::update(&mut self.0, b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut sink = Sink(<sha1::Sha1 as sha1::Digest>::new());
+    r.copy_to(0..r.len(), &mut sink)?;
+    let d = sha1::Digest::finalize(sink.0);
+    Ok(d.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,12 @@ pub enum DType {
     I2,
     /// Complex pairs of f64 (zTensor `complex128`); safetensors has no name for it.
     C128,
+    /// Packed unsigned 4-bit integers, two per byte, low nibble first (ONNX `uint4`);
+    /// safetensors has no name for it.
+    U4,
+    /// Packed unsigned 2-bit integers, four per byte, lowest bits first (ONNX `uint2`);
+    /// safetensors has no name for it.
+    U2,
 }
 
 /// One row per dtype: the dtype, its bit size, its safetensors name.
@@ -66,11 +72,13 @@ const TABLE: &[(DType, u32, &str)] = &[
     (DType::I4, 4, "I4"),
     (DType::I2, 2, "I2"),
     (DType::C128, 128, "C128"),
+    (DType::U4, 4, "U4"),
+    (DType::U2, 2, "U2"),
 ];
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 25] = [
+    pub const ALL: [DType; 27] = [
         DType::BOOL,
         DType::F4,
         DType::F6_E2M3,
@@ -96,6 +104,8 @@ impl DType {
         DType::I4,
         DType::I2,
         DType::C128,
+        DType::U4,
+        DType::U2,
     ];
 
     fn row(self) -> &'static (DType, u32, &'static str) {
@@ -132,19 +142,22 @@ impl DType {
         let d = TABLE.iter().find(|r| r.2 == name)?.0;
         match d {
             DType::I4 | DType::I2 if !packed_ints => None,
-            DType::C128 => None,
+            DType::C128 | DType::U4 | DType::U2 => None,
             _ => Some(d),
         }
     }
 
     /// Whether the safetensors reference library can read and write this dtype.
     pub fn is_safetensors_reference(self) -> bool {
-        !matches!(self, DType::I4 | DType::I2 | DType::C128)
+        !matches!(
+            self,
+            DType::I4 | DType::I2 | DType::C128 | DType::U4 | DType::U2
+        )
     }
 
-    /// Whether safetensors has a name for this dtype at all (C128 has none).
+    /// Whether safetensors has a name for this dtype at all (C128, U4 and U2 have none).
     pub fn is_safetensors_dtype(self) -> bool {
-        self != DType::C128
+        !matches!(self, DType::C128 | DType::U4 | DType::U2)
     }
 
     /// F64, F32, F16 or BF16: the floats [`crate::cast`] converts between (conversions cast

@@ -23,6 +23,13 @@ pub trait FileFormat: Sync + std::fmt::Debug {
     /// shorter file) is of this format.
     fn sniff(&self, first: &[u8]) -> bool;
 
+    /// Whether a file of this name is of this format whatever its first bytes (formats with
+    /// no magic, such as ONNX's `.onnx`), so that a broken file gets this format's errors.
+    fn claims_name(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
     /// Validates the file held by `bytes` and returns its index. Reads only the ranges the
     /// header needs, and allocates nothing beyond what the file's size allows.
     fn read_index(&self, bytes: &dyn ReadAt, opts: &OpenOptions) -> Result<TensorIndex>;
@@ -155,7 +162,8 @@ impl OpenOptions {
     }
 
     /// Largest header accepted, in bytes: the safetensors JSON header (default
-    /// [`DEFAULT_MAX_HEADER_LEN`]); once set, also the zTensor manifest (unless
+    /// [`DEFAULT_MAX_HEADER_LEN`]) and an ONNX graph (the protobuf bytes outside the weights;
+    /// default 2 GiB); once set, also the zTensor manifest (unless
     /// [`with_max_manifest_len`](Self::with_max_manifest_len) sets that) and the GGUF header
     /// (metadata and tensor infos, up to the data), which otherwise have limits of their own.
     pub fn with_max_header_len(mut self, n: u64) -> Self {
@@ -199,6 +207,12 @@ impl OpenOptions {
 
     pub fn max_header_len(&self) -> u64 {
         self.max_header_len.unwrap_or(DEFAULT_MAX_HEADER_LEN)
+    }
+
+    /// The header limit set by [`OpenOptions::with_max_header_len`], else a format's own
+    /// default (ONNX: 2 GiB of graph).
+    pub fn max_header_len_or(&self, default: u64) -> u64 {
+        self.max_header_len.unwrap_or(default)
     }
 
     pub fn max_manifest_len(&self) -> u64 {

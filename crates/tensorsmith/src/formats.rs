@@ -8,8 +8,19 @@ use crate::format::{FileFormat, SNIFF_LEN};
 pub(crate) static FORMATS: &[&dyn FileFormat] = &[
     &crate::gguf::Gguf,
     &crate::ztensor::Ztensor,
+    &crate::onnx::Onnx,
     &crate::safetensors::Safetensors,
 ];
+
+/// The format of a file named `name` that starts with `first`: one that claims the name,
+/// else one that recognises the bytes.
+pub(crate) fn sniff_named(name: &str, first: &[u8]) -> &'static dyn FileFormat {
+    FORMATS
+        .iter()
+        .copied()
+        .find(|f| f.claims_name(name))
+        .unwrap_or_else(|| sniff(first))
+}
 
 /// The format of a file that starts with `first`.
 pub(crate) fn sniff(first: &[u8]) -> &'static dyn FileFormat {

@@ -25,6 +25,10 @@ pub enum Format {
     Ztensor {
         version: ZtVersion,
     },
+    /// ONNX, by its `ir_version` (0 when absent).
+    Onnx {
+        ir_version: i64,
+    },
 }
 
 impl Format {
@@ -33,6 +37,7 @@ impl Format {
             Format::Safetensors => "safetensors",
             Format::Gguf { .. } => "gguf",
             Format::Ztensor { .. } => "ztensor",
+            Format::Onnx { .. } => "onnx",
         }
     }
 
@@ -42,6 +47,7 @@ impl Format {
             Format::Safetensors => None,
             Format::Gguf { version } => Some(version.to_string()),
             Format::Ztensor { version } => Some(version.to_string()),
+            Format::Onnx { ir_version } => Some(ir_version.to_string()),
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod index;
 pub mod model;
+pub mod onnx;
 pub mod ops;
 pub mod progress;
 pub mod safetensors;

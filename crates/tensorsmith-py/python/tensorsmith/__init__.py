@@ -400,7 +400,8 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
             digest=None, densify=False, drop_metadata=False, shard_size=None,
             append=False, quantize=None, gguf_set=None, split_max_tensors=None,
-            split_small_first=False) -> list:
+            split_small_first=False, onnx_template=None, external_data=False,
+            allow_extra=False) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
@@ -411,8 +412,10 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     gguf-py); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. GGUF output is
     split into parts as gguf-py's GGUFWriter splits it with `shard_size` (tensor bytes per part,
     its `split_max_size`), `split_max_tensors` and `split_small_first` (its
-    `small_first_shard`). A part of a split GGUF as `src` converts the whole model. Returns the
-    paths written.
+    `small_first_shard`). A part of a split GGUF as `src` converts the whole model. `dst`
+    ending in .onnx writes the graph of the ONNX model `onnx_template` with `src`'s tensors
+    (tensors over 1,024 bytes, or all with `external_data`, in `dst` + ".data";
+    `allow_extra` leaves out tensors the template lacks). Returns the paths written.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
@@ -427,7 +430,9 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
                             None if zt_version is None else str(zt_version),
                             compress or None, digest, densify, drop_metadata, shard_size,
                             append, quantize, list(gguf_set or []), split_max_tensors,
-                            split_small_first)
+                            split_small_first,
+                            None if onnx_template is None else os.fspath(onnx_template),
+                            external_data, allow_extra)
     return [os.fspath(p) for p in files]
 
 

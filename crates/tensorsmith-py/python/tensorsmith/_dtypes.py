@@ -16,7 +16,7 @@ _ML = {
     "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
     "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
 }
-_PACKED = {"F4", "F6_E2M3", "F6_E3M2", "I4", "I2"}
+_PACKED = {"F4", "F6_E2M3", "F6_E3M2", "I4", "I2", "U4", "U2"}
 
 try:
     import ml_dtypes as _ml

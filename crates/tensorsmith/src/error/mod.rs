@@ -4,8 +4,10 @@
 //! format module.
 
 mod gguf_rule;
+mod onnx_rule;
 
 pub use gguf_rule::GgufRule;
+pub use onnx_rule::OnnxRule;
 
 use std::fmt;
 use std::io;
@@ -26,7 +28,9 @@ pub enum ErrorKind {
     HeaderTooLarge { len: u64, limit: u64 },
     /// No format claims the file: it has no magic of GGUF or zTensor, and as safetensors its
     /// first 8 bytes give a header length no safetensors file can have (4 GiB or more).
-    #[error("not a tensor file: neither safetensors, GGUF nor zTensor; it starts with {first}")]
+    #[error(
+        "not a tensor file: neither safetensors, GGUF, zTensor nor ONNX; it starts with {first}"
+    )]
     NotATensorFile { first: String },
     #[error("header of {header_len} bytes runs past the end of the {file_len}-byte file")]
     HeaderPastEnd { header_len: u64, file_len: u64 },
@@ -87,6 +91,9 @@ pub enum ErrorKind {
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
     Gguf(#[from] GgufRule),
+    // --- ONNX: one variant per rule, in its own enum
+    #[error("{0}")]
+    Onnx(#[from] OnnxRule),
     // --- zTensor framing (all versions)
     #[error("not a zTensor file: the first 8 bytes match no known zTensor magic")]
     ZtUnknownMagic,

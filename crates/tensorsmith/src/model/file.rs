@@ -25,11 +25,33 @@ pub struct ModelFile {
     /// Bytes before the tensor data.
     pub header_len: u64,
     pub file_len: u64,
+    /// SHA-1 hex digests recorded for the whole file, each with a tensor that records it
+    /// (ONNX external data `checksum`); checked by `verify`.
+    pub sha1: Vec<(String, String)>,
     bytes: Box<dyn ReadAt>,
     format: &'static dyn FileFormat,
 }
 
 impl ModelFile {
+    /// A file holding only tensor bytes for another file's index (ONNX external data), read
+    /// as `format` reads raw parts.
+    pub(crate) fn data_file(
+        location: String,
+        name: String,
+        bytes: Box<dyn ReadAt>,
+        format: &'static dyn FileFormat,
+    ) -> ModelFile {
+        ModelFile {
+            location,
+            name,
+            header_len: 0,
+            file_len: bytes.len(),
+            sha1: Vec::new(),
+            bytes,
+            format,
+        }
+    }
+
     /// Where the file's bytes come from (a map, pread, HTTP ranges, memory).
     pub fn bytes(&self) -> &dyn ReadAt {
         &*self.bytes
@@ -100,7 +122,7 @@ pub(crate) fn read_file(
     let first = bytes
         .read(0..bytes.len().min(SNIFF_LEN as u64))
         .map_err(at)?;
-    let format = formats::sniff(&first);
+    let format = formats::sniff_named(location, &first);
     drop(first);
     let index = format.read_index(&*bytes, opts).map_err(at)?;
     let file = ModelFile {
@@ -108,6 +130,7 @@ pub(crate) fn read_file(
         name: String::new(),
         header_len: index.header_len,
         file_len: index.file_len,
+        sha1: Vec::new(),
         bytes,
         format,
     };

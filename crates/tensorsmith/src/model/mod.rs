@@ -6,6 +6,7 @@
 mod checkpoint;
 mod file;
 mod gguf_split;
+mod onnx_external;
 mod open;
 
 pub use checkpoint::{is_index, parse_index, shard_notice, INDEX_SUFFIX, MAX_INDEX_LEN};
@@ -48,6 +49,22 @@ impl Model {
             index,
             files: vec![file],
             shard_of: None,
+            split: None,
+        }
+    }
+
+    /// A model whose tensors live in several files: `shard_of` names each tensor's.
+    fn with_files(
+        location: &str,
+        index: TensorIndex,
+        files: Vec<ModelFile>,
+        shard_of: HashMap<String, usize>,
+    ) -> Model {
+        Model {
+            location: location.to_owned(),
+            index,
+            files,
+            shard_of: Some(shard_of),
             split: None,
         }
     }

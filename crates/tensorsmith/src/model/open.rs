@@ -3,7 +3,7 @@
 //! or a shard index).
 
 use super::file::{open_file, read_file};
-use super::{checkpoint, gguf_split, Model};
+use super::{checkpoint, gguf_split, onnx_external, Model};
 use crate::bytes::{is_url, ReadAt};
 use crate::error::Result;
 use crate::format::OpenOptions;
@@ -29,10 +29,16 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
             if let Some(model) = gguf_split::gguf_in_dir(dir)? {
                 return open(&model, opts);
             }
+            if let Some(model) = onnx_external::onnx_in_dir(dir)? {
+                return open(&model, opts);
+            }
         }
         return checkpoint::open_dir(dir, opts);
     }
     let (index, file) = open_file(target, opts)?;
+    if onnx_external::has_external(&index) {
+        return onnx_external::open_with_data(target, index, file, opts);
+    }
     match gguf_split::keys_of(&index, target)? {
         Some(keys) if !opts.part_only() => gguf_split::open_parts(target, index, file, keys, opts),
         _ => Ok(Model::single(target, index, file)),
@@ -44,6 +50,9 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
 /// it in errors and in [`Model::location`].
 pub fn open_reader(location: &str, bytes: Box<dyn ReadAt>, opts: &OpenOptions) -> Result<Model> {
     let (index, file) = read_file(location, bytes, opts)?;
+    if onnx_external::has_external(&index) {
+        return onnx_external::open_with_data(location, index, file, opts);
+    }
     if let Some(keys) = gguf_split::keys_of(&index, location)? {
         if !opts.part_only() && keys.count > 1 {
             return Err(crate::gguf::split::bad(format!(

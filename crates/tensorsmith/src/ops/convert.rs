@@ -3,6 +3,7 @@
 //! format refused before anything is written.
 
 pub use super::convert_gguf::{convert_gguf, writes_gguf};
+pub use super::convert_onnx::convert_onnx;
 pub use super::convert_options::{parse_size, ConvertOptions};
 pub use super::convert_safetensors::{convert_safetensors, Written};
 pub use super::convert_ztensor::{append_ztensor, convert_ztensor};
@@ -21,6 +22,19 @@ pub fn writes_ztensor(out: &Path, opts: &ConvertOptions) -> bool {
 pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<PathBuf>> {
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
     let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
+    let onnx_out = out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    let onnx_only = opts.onnx_template.is_some() || opts.external_data || opts.allow_extra;
+    if onnx_out {
+        if gguf_only || opts.zt_version.is_some() || opts.shard_size.is_some() || opts.append {
+            return refuse("GGUF, zTensor and shard options do not apply to ONNX output");
+        }
+        return convert_onnx(input, out, opts);
+    }
+    if onnx_only {
+        return refuse("--onnx-template, --external-data and --allow-extra apply to ONNX output (a name ending in .onnx)");
+    }
     if writes_gguf(out) && opts.zt_version.is_some() {
         return refuse("a zTensor version contradicts an output name ending in .gguf (GGUF): name the output .zt, or drop the version");
     }

@@ -11,6 +11,7 @@
 //! first, where gguf-py's writer puts it), after it for GGUF inputs.
 
 use super::convert_options::ConvertOptions;
+use super::convert_skip::skipped;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -153,6 +154,8 @@ pub fn convert_gguf(
                 Format::Safetensors => "safetensors.metadata.",
                 Format::Ztensor { .. } => "ztensor.metadata.",
                 Format::Gguf { .. } => "gguf.metadata.",
+                // Already namespaced (`onnx.ir_version`).
+                Format::Onnx { .. } => "",
             };
             // A digest record describes the input's bytes, not the output's: dropped.
             let carried = input
@@ -169,7 +172,7 @@ pub fn convert_gguf(
         }
     }
     w.alignment().map_err(|e| e.in_file(out))?;
-    for t in &input.index.tensors {
+    for t in input.index.tensors.iter().filter(|t| !skipped(t)) {
         let ne: Shape = match dims.get(t.name.as_str()) {
             Some(ne) => (*ne).clone(),
             None => t.shape.iter().rev().copied().collect(),

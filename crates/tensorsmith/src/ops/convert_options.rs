@@ -45,6 +45,12 @@ pub struct ConvertOptions {
     pub(crate) quantize: Option<GgmlType>,
     /// GGUF: metadata keys set (replaced or added).
     pub(crate) gguf_set: Vec<(String, GgufValue)>,
+    /// ONNX output: the model whose graph is written with the input's tensors.
+    pub(crate) onnx_template: Option<std::path::PathBuf>,
+    /// ONNX output: every tensor in the external data file (not only those over 1,024 bytes).
+    pub(crate) external_data: bool,
+    /// ONNX output: input tensors the template lacks are left out instead of refused.
+    pub(crate) allow_extra: bool,
 }
 
 impl ConvertOptions {
@@ -116,6 +122,25 @@ impl ConvertOptions {
     /// blocks to `ty` (one of `ggml_quant::can_quantize`); others keep their float type.
     pub fn with_quantize(mut self, ty: impl Into<Option<GgmlType>>) -> Self {
         self.quantize = ty.into();
+        self
+    }
+
+    /// ONNX output (a name ending in `.onnx`): the template whose graph is written with the
+    /// input's tensors.
+    pub fn with_onnx_template(mut self, path: impl Into<Option<std::path::PathBuf>>) -> Self {
+        self.onnx_template = path.into();
+        self
+    }
+
+    /// ONNX output: every tensor in the external data file.
+    pub fn with_external_data(mut self, yes: bool) -> Self {
+        self.external_data = yes;
+        self
+    }
+
+    /// ONNX output: leave out input tensors the template lacks instead of refusing them.
+    pub fn with_allow_extra(mut self, yes: bool) -> Self {
+        self.allow_extra = yes;
         self
     }
 

@@ -6,6 +6,7 @@
 //! block-quantized tensors are dequantized to F32 (then cast) a chunk of blocks at a time.
 
 use super::convert_options::ConvertOptions;
+use super::convert_skip::skipped;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -96,8 +97,8 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         }
     }
     let index = &input.index;
-    for t in &index.tensors {
-        let sparse = matches!(t.layout, Layout::SparseCsr | Layout::SparseCoo);
+    for t in index.tensors.iter().filter(|t| !skipped(t)) {
+        let sparse = crate::ops::densify::is_sparse(t);
         if dequantize::block_type(t).is_some() {
             dequantize::check(input, t)?;
             continue;
@@ -105,7 +106,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         if t.layout != Layout::Dense && !(sparse && opts.densify) {
             let what = match &t.layout {
                 Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
-                Layout::SparseCsr | Layout::SparseCoo => {
+                _ if sparse => {
                     format!("a sparse {:?} tensor (--densify writes it dense)", t.layout)
                 }
                 other => format!("a {other:?} tensor"),
@@ -129,7 +130,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         .filter(|(k, _)| *k != write_id::WRITE_ID_KEY)
         .map(|(k, v)| (k.clone(), crate::ops::inspect::meta_text(v)))
         .collect();
-    let tensors: Vec<&TensorInfo> = index.tensors.iter().collect();
+    let tensors: Vec<&TensorInfo> = index.tensors.iter().filter(|t| !skipped(t)).collect();
     let groups = match opts.shard_size {
         None => vec![tensors],
         Some(limit) => shard_groups(tensors, limit, opts),

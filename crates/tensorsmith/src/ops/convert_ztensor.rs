@@ -5,6 +5,7 @@
 //! bounded whatever the model size; raw parts of a memory-mapped input are not copied.
 
 use super::convert_options::ConvertOptions;
+use super::convert_skip::skipped;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -145,7 +146,7 @@ fn ztensor_writer<'m>(input: &'m Model, out: &Path, opts: &ConvertOptions) -> Re
             w.set_attributes(index.metadata.clone()).map_err(at)?;
         }
     }
-    for t in &index.tensors {
+    for t in index.tensors.iter().filter(|t| !skipped(t)) {
         let with_name = |e: Error| e.at_tensor(&t.name).in_file(Path::new(&input.location));
         // What the writer refuses is about the output.
         let at_out = |e: Error| e.at_tensor(&t.name).in_file(out);

@@ -1,4 +1,4 @@
-//! Sparse tensors (zTensor CSR and COO) made dense, for formats that only hold dense tensors
+//! Sparse tensors (zTensor CSR and COO, ONNX sparse initializers) made dense, for formats that only hold dense tensors
 //! (`convert --densify`). Every index is checked against the shape; duplicates keep the last
 //! value. Group-quantized tensors are not dequantized: the zTensor spec leaves the packing
 //! order and zero-point convention open, and a guess would silently corrupt weights.
@@ -7,6 +7,16 @@ use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
+
+/// Whether `t` is a sparse tensor [`densify`] makes dense: zTensor CSR/COO, ONNX sparse
+/// initializers.
+pub fn is_sparse(t: &TensorInfo) -> bool {
+    match &t.layout {
+        Layout::SparseCsr | Layout::SparseCoo => true,
+        Layout::Other(l) => &**l == crate::onnx::SPARSE_LAYOUT,
+        _ => false,
+    }
+}
 
 fn err(t: &TensorInfo, msg: String) -> Error {
     Error::new(ErrorKind::Unsupported(msg)).at_tensor(&t.name)
@@ -122,6 +132,34 @@ pub fn densify(model: &Model, t: &TensorInfo) -> Result<(DType, Vec<u8>)> {
                     at = at * dim + x;
                 }
                 put(k, at)?;
+            }
+        }
+        // ONNX: int64 indices, linear ([NNZ]) or one row of coordinates per value ([NNZ, rank]).
+        Layout::Other(ref l) if &**l == crate::onnx::SPARSE_LAYOUT => {
+            let (ii, idt) = part("indices")?;
+            let idx = indices(t, &model.part_bytes(t, ii)?, idt)?;
+            let rank = t.shape.len();
+            if idx.len() == n {
+                for (k, &at) in idx.iter().enumerate() {
+                    put(k, at)?;
+                }
+            } else if idx.len() == n * rank {
+                for k in 0..n {
+                    let mut at = 0u64;
+                    for (d, &dim) in t.shape.iter().enumerate() {
+                        let x = idx[k * rank + d];
+                        if x >= dim {
+                            return Err(err(
+                                t,
+                                format!("index {x} is outside dimension {d} of {dim}"),
+                            ));
+                        }
+                        at = at * dim + x;
+                    }
+                    put(k, at)?;
+                }
+            } else {
+                return Err(err(t, "indices do not match values and rank".into()));
             }
         }
         ref other => {

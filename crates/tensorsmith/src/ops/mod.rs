@@ -3,8 +3,10 @@
 
 pub mod convert;
 mod convert_gguf;
+mod convert_onnx;
 mod convert_options;
 mod convert_safetensors;
+pub mod convert_skip;
 mod convert_ztensor;
 pub mod densify;
 pub mod dequantize;
@@ -12,7 +14,9 @@ pub mod diff;
 pub mod diff_json;
 pub mod hash;
 pub mod inspect;
+mod onnx_wi;
 pub mod tree;
 pub mod verify;
 pub mod wi_hash;
+mod wi_json;
 pub mod write_id;

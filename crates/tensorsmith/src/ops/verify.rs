@@ -2,6 +2,7 @@
 //! tensor is checked by its file's format (zTensor: every digest, decoded parts and data
 //! rules; formats without digests: nothing beyond the header), in parallel.
 
+use crate::error::{Error, ErrorKind};
 use crate::format::VerifyReport;
 use crate::model::Model;
 use rayon::prelude::*;
@@ -24,5 +25,29 @@ pub fn verify(model: &Model) -> VerifyReport {
             check
         })
         .collect();
-    VerifyReport::collect(checks)
+    let mut report = VerifyReport::collect(checks);
+    // Whole-file digests (ONNX external data `checksum`): each file read once.
+    for f in model.files.iter().filter(|f| !f.sha1.is_empty()) {
+        report.checked += 1;
+        let actual = match crate::digest::sha1_hex(f.bytes()) {
+            Ok(a) => a,
+            Err(e) => {
+                report.failures.push(e.in_file(Path::new(&f.location)));
+                continue;
+            }
+        };
+        for (tensor, want) in &f.sha1 {
+            if !want.eq_ignore_ascii_case(&actual) {
+                report.failures.push(
+                    Error::new(ErrorKind::DigestMismatch {
+                        expected: format!("sha1:{want}"),
+                        actual: format!("sha1:{actual}"),
+                    })
+                    .at_tensor(tensor)
+                    .in_file(Path::new(&f.location)),
+                );
+            }
+        }
+    }
+    report
 }

@@ -1,7 +1,7 @@
 //! weight-inspect's structural hash, reproduced byte for byte (`hash --compat weight-inspect`),
 //! quirks included: GGUF block-quantized tensors count 0 bytes, metadata values are strings
-//! holding an inner encoding, floats are hashed by bit pattern. Only safetensors and GGUF
-//! have a weight-inspect hash.
+//! holding an inner encoding, floats are hashed by bit pattern. Safetensors, GGUF and ONNX
+//! have a weight-inspect hash (ONNX: `onnx_wi.rs`, from the model facts on the index).
 //!
 //! The hashed document is compact JSON, fields in weight-inspect's declared order and its two
 //! maps sorted by key: `{"format":F[,"gguf_version":V],"metadata":{K:S…},"tensors":{N:{"name":N,
@@ -12,6 +12,7 @@
 //! 100k entries and more than 100k tensors are fine, zero-byte safetensors tensors have
 //! `byte_length` 0).
 
+use super::wi_json::{js, quote};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Format, Layout, MetaValue, TensorIndex, TensorInfo};
 use sha2::{Digest, Sha256};
@@ -52,28 +53,6 @@ pub fn inner(v: &MetaValue) -> String {
     }
 }
 
-/// `"` + escaped + `"`: `\"`, `\\`, `\n`, `\r`, `\t`; other ASCII controls and DEL as
-/// `\u00xx`; everything else (including non-ASCII) as it is.
-fn quote(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                o.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
 /// A tensor's dtype name and byte length as weight-inspect records them.
 fn dtype_and_length(t: &TensorInfo) -> (String, u64) {
     match &t.layout {
@@ -83,17 +62,13 @@ fn dtype_and_length(t: &TensorInfo) -> (String, u64) {
     }
 }
 
-/// A JSON string as serde_json writes it (what weight-inspect's serializer does).
-fn js(s: &str) -> String {
-    serde_json::to_string(s).expect("strings serialize")
-}
-
 /// The exact bytes weight-inspect hashes: compact JSON, top-level fields and tensor fields in
 /// its declared order (`name`, `dtype`, `shape`, `byte_length`), the two maps sorted by key.
 pub fn canonical_json(index: &TensorIndex) -> Result<String> {
     let (format, version) = match &index.format {
         Format::Safetensors => ("safetensors", None),
         Format::Gguf { version } => ("gguf", Some(*version)),
+        Format::Onnx { .. } => return Ok(super::onnx_wi::canonical_json(index)),
         other => {
             return Err(Error::new(ErrorKind::Unsupported(format!(
                 "weight-inspect has no hash for {} files",
@@ -146,7 +121,8 @@ pub fn weight_inspect(index: &TensorIndex) -> Result<WiHash> {
         .map(|b| format!("{b:02x}"))
         .collect();
     let version = match index.format {
-        Format::Gguf { version } => version,
+        Format::Gguf { version } => i64::from(version),
+        Format::Onnx { ir_version } => ir_version,
         _ => 0,
     };
     let short_id = format!("wi:{}:{version}:{}", index.format.name(), &hash[..8]);
