@@ -48,7 +48,7 @@ fn tree_groups_by_prefix_with_numbers_in_order() {
     let out = inspect(&["--tree", path.to_str().unwrap()]);
     let tree = out.split("\n\n").last().unwrap();
     let lines: Vec<&str> = tree.lines().collect();
-    assert_eq!(lines[0], "  lm_head/  1 tensors, 32 B");
+    assert_eq!(lines[0], "  lm_head/  1 tensor, 32 B");
     assert_eq!(lines[1], "    weight  F32 [8]  32 B");
     assert_eq!(lines[2], "  model/  11 tensors, 176 B");
     assert_eq!(
@@ -64,7 +64,7 @@ fn tree_groups_by_prefix_with_numbers_in_order() {
     assert_eq!(layer_order, ["0", "1", "2", "10", "11"]);
     assert!(tree.contains("      10/  2 tensors, 32 B"), "{tree}");
     assert!(
-        tree.contains("          q/  1 tensors, 16 B\n            weight  F16 [2, 4]  16 B"),
+        tree.contains("          q/  1 tensor, 16 B\n            weight  F16 [2, 4]  16 B"),
         "{tree}"
     );
 
