@@ -192,6 +192,29 @@ fn send<'p>(tx: &SyncSender<Msg<'p>>, p: Piece<'p>) -> Result<()> {
         .map_err(|_| Error::from(io::Error::from(io::ErrorKind::BrokenPipe)))
 }
 
+/// A whole part as one zstd frame (no checksum, as v0.1/v1.1 store it), then its decoded
+/// bytes when a digest over decoded bytes needs them.
+fn send_one_frame<'p>(
+    tx: &SyncSender<Msg<'p>>,
+    bytes: Cow<'p, [u8]>,
+    level: i32,
+    want_decoded: bool,
+) -> Result<()> {
+    let z = codec::compress_frame(&bytes, level, false)?;
+    send(
+        tx,
+        Piece {
+            stored: Cow::Owned(z),
+            decoded: Decoded::Nothing,
+            frame: None,
+        },
+    )?;
+    if want_decoded {
+        send(tx, decoded_only(bytes))?;
+    }
+    Ok(())
+}
+
 fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p>>) -> Result<()> {
     let job = &jobs[unit.job()];
     let want_decoded = wants_decoded(job);
@@ -226,19 +249,7 @@ fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p
         // tensor at level 19 cost milliseconds each).
         Unit::Stream { level, .. } if job.bytes.len() <= READ_CHUNK => {
             let r = job.bytes.read(0..job.bytes.len())?;
-            let z = codec::compress_frame(&r, level, false)?;
-            send(
-                tx,
-                Piece {
-                    stored: Cow::Owned(z),
-                    decoded: Decoded::Nothing,
-                    frame: None,
-                },
-            )?;
-            if want_decoded {
-                send(tx, decoded_only(r))?;
-            }
-            Ok(())
+            send_one_frame(tx, r, level, want_decoded)
         }
         Unit::Stream { level, .. } => {
             let sink = ChannelWriter {
@@ -270,21 +281,7 @@ fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p
                         frame: None,
                     },
                 ),
-                Encode::Frame(level) => {
-                    let z = codec::compress_frame(&all, level, false)?;
-                    send(
-                        tx,
-                        Piece {
-                            stored: Cow::Owned(z),
-                            decoded: Decoded::Nothing,
-                            frame: None,
-                        },
-                    )?;
-                    if want_decoded {
-                        send(tx, decoded_only(all))?;
-                    }
-                    Ok(())
-                }
+                Encode::Frame(level) => send_one_frame(tx, all, level, want_decoded),
                 Encode::Seekable(level) => {
                     use rayon::prelude::*;
                     let frames: Vec<Vec<u8>> = all
