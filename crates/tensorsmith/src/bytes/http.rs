@@ -5,8 +5,15 @@
 //! reads inside the first bytes cost nothing more, and the first read past them downloads the
 //! body once, as a stream, into an unlinked temporary file that serves every later read (a
 //! range per read would fetch the whole body again each time).
+//!
+//! The version opened is pinned ([`Pinned`]: the first response's strong `ETag`, else its
+//! `Last-Modified`, and the length) and sent with every later request as a precondition
+//! (`If-Match` or `If-Unmodified-Since`); every later response, a whole-body download
+//! included, is checked against it too, for servers that ignore preconditions. A file
+//! replaced during a read is [`ErrorKind::ChangedDuringRead`], never a mix of two versions.
+//! Errors name the URL without credentials ([`redact_url`]).
 
-use super::{check_range, ReadAt};
+use super::{check_range, redact_url, Pinned, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use std::borrow::Cow;
 use std::fs::File;
@@ -30,13 +37,36 @@ pub struct HttpFile {
     /// Without ranges: the whole body, downloaded once at the first read past `prefix`.
     spool: Mutex<Option<File>>,
     requests: AtomicU32,
+    /// The version opened; `None` only while the first request is made.
+    pin: Option<Pinned>,
+}
+
+/// One response to a GET: the file's total length, the bytes, the status, the validators.
+struct Reply {
+    total: u64,
+    bytes: Vec<u8>,
+    status: u16,
+    etag: Option<String>,
+    last_modified: Option<String>,
 }
 
 /// Timeout of each request, connection to last byte.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn http_err(url: &str, msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Http(msg.into())).in_file(Path::new(url))
+    Error::new(ErrorKind::Http(msg.into())).in_file(Path::new(&redact_url(url)))
+}
+
+fn changed_err(url: &str, kind: ErrorKind) -> Error {
+    Error::new(kind).in_file(Path::new(&redact_url(url)))
+}
+
+/// A response header as text.
+fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl HttpFile {
@@ -56,15 +86,59 @@ impl HttpFile {
             ranges: true,
             spool: Mutex::new(None),
             requests: AtomicU32::new(0),
+            pin: None,
         };
-        let (total, mut prefix, status) = f.get(0..first.max(1), true)?;
-        prefix.truncate(first.min(total) as usize);
+        let mut first_reply = f.get(0..first.max(1), true)?;
+        first_reply
+            .bytes
+            .truncate(first.min(first_reply.total) as usize);
+        let pin = Pinned::new(
+            first_reply.etag.as_deref(),
+            first_reply.last_modified.as_deref(),
+            first_reply.total,
+        );
         Ok(HttpFile {
-            len: total,
-            prefix,
-            ranges: status != 200,
+            len: first_reply.total,
+            prefix: first_reply.bytes,
+            ranges: first_reply.status != 200,
+            pin: Some(pin),
             ..f
         })
+    }
+
+    /// The version pinned at open: its validator (if the server sent one) and length.
+    pub fn pinned(&self) -> Option<&Pinned> {
+        self.pin.as_ref()
+    }
+
+    /// A GET of the URL, with the pinned version's precondition once the file is open.
+    fn request(&self) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        let req = self.agent.get(&self.url);
+        match self.pin.as_ref().and_then(Pinned::precondition) {
+            Some((name, value)) => req.header(name, value),
+            None => req,
+        }
+    }
+
+    /// Checks a later response against the pinned version: 412 (a precondition failed) or
+    /// other validators or another length are [`ErrorKind::ChangedDuringRead`].
+    fn check_version(
+        &self,
+        resp: &ureq::http::Response<ureq::Body>,
+        len: Option<u64>,
+    ) -> Result<()> {
+        let Some(pin) = &self.pin else {
+            return Ok(());
+        };
+        if resp.status().as_u16() == 412 {
+            return Err(changed_err(&self.url, pin.refused()));
+        }
+        pin.check(
+            header(resp, "etag").as_deref(),
+            header(resp, "last-modified").as_deref(),
+            len.unwrap_or(pin.len()),
+        )
+        .map_err(|k| changed_err(&self.url, k))
     }
 
     pub fn url(&self) -> &str {
@@ -101,19 +175,22 @@ impl HttpFile {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let url = &self.url;
         let mut resp = self
-            .agent
-            .get(url)
+            .request()
             .call()
             .map_err(|e| http_err(url, e.to_string()))?;
         let status = resp.status().as_u16();
-        if status != 200 {
+        if status != 200 && status != 412 {
             return Err(http_err(url, format!("HTTP status {status}")));
         }
+        let length = header(&resp, "content-length").and_then(|v| v.parse().ok());
+        self.check_version(&resp, length)?;
         let mut file = tempfile::tempfile()
             .map_err(|e| http_err(url, format!("a temporary file for the body: {e}")))?;
         let got = std::io::copy(&mut resp.body_mut().as_reader(), &mut file)
             .map_err(|e| http_err(url, e.to_string()))?;
         if got != self.len {
+            // A body without Content-Length that turned out another length: another version.
+            self.check_version(&resp, Some(got))?;
             return Err(http_err(
                 url,
                 format!(
@@ -127,7 +204,7 @@ impl HttpFile {
 
     /// The bytes of `range`, which must lie within the file, in one request.
     fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>> {
-        check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&self.url)))?;
+        check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&redact_url(&self.url))))?;
         if range.is_empty() {
             return Ok(Vec::new());
         }
@@ -135,7 +212,7 @@ impl HttpFile {
         if !self.ranges {
             return self.read_spooled(range);
         }
-        let (_, bytes, _) = self.get(range, false)?;
+        let bytes = self.get(range, false)?.bytes;
         if bytes.len() as u64 != want {
             return Err(http_err(
                 &self.url,
@@ -145,24 +222,22 @@ impl HttpFile {
         Ok(bytes)
     }
 
-    /// One GET of `range`. Returns the file's total length, the bytes of the range (or as
-    /// many as the file has, when `may_be_short`) and the status (200: Range ignored).
-    fn get(&self, range: Range<u64>, may_be_short: bool) -> Result<(u64, Vec<u8>, u16)> {
+    /// One GET of `range`: the file's total length, the bytes of the range (or as many as
+    /// the file has, when `may_be_short`), the status (200: Range ignored) and the
+    /// validators. Once the file is open, the response must be of the pinned version.
+    fn get(&self, range: Range<u64>, may_be_short: bool) -> Result<Reply> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let url = &self.url;
         let mut resp = self
-            .agent
-            .get(url)
+            .request()
             .header("Range", format!("bytes={}-{}", range.start, range.end - 1))
             .call()
             .map_err(|e| http_err(url, e.to_string()))?;
         let status = resp.status().as_u16();
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
+        if status == 412 {
+            self.check_version(&resp, None)?;
+        }
+        let header = |name: &str| header(&resp, name);
         let (total, skip) = match status {
             206 => {
                 let cr = header("content-range")
@@ -191,12 +266,23 @@ impl HttpFile {
                 let total = header("content-range")
                     .and_then(|cr| cr.strip_prefix("bytes */").and_then(|t| t.parse().ok()))
                     .unwrap_or(0);
-                return Ok((total, Vec::new(), status));
+                self.check_version(&resp, Some(total))?;
+                return Ok(Reply {
+                    total,
+                    bytes: Vec::new(),
+                    status,
+                    etag: header("etag"),
+                    last_modified: header("last-modified"),
+                });
             }
             s => {
                 return Err(http_err(url, format!("HTTP status {s}")));
             }
         };
+        // A 206 of another version, or a 200 (Range ignored, or If-Range failed) whose body
+        // is another version, is refused before a byte of it is used.
+        self.check_version(&resp, Some(total))?;
+        let (etag, last_modified) = (header("etag"), header("last-modified"));
         let want = range.end.min(total).saturating_sub(range.start);
         if !may_be_short && range.end > total {
             return Err(http_err(
@@ -220,7 +306,13 @@ impl HttpFile {
                 format!("body ended after {} of {want} bytes", bytes.len()),
             ));
         }
-        Ok((total, bytes, status))
+        Ok(Reply {
+            total,
+            bytes,
+            status,
+            etag,
+            last_modified,
+        })
     }
 }
 

@@ -1,15 +1,20 @@
 //! The byte layer: one positioned-read trait, [`ReadAt`], through which every format parses
 //! and every operation reads. It is implemented by a local file ([`LocalFile`]: a memory map
 //! with zero-copy views, or `pread`), an HTTP(S) file read by range requests ([`HttpFile`],
-//! behind the `remote` feature) and bytes in memory (`&[u8]`, `Vec<u8>`).
+//! behind the `remote` feature) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
+//! the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
 #[cfg(feature = "remote")]
 mod http;
 mod local;
+mod redact;
+mod validator;
 
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
+pub use redact::redact_url;
+pub use validator::{Pinned, Validator};
 
 use crate::error::{ErrorKind, Result};
 use std::borrow::Cow;

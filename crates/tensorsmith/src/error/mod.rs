@@ -87,6 +87,15 @@ pub enum ErrorKind {
     // --- remote files
     #[error("HTTP: {0}")]
     Http(String),
+    /// A remote object replaced between two reads of one open: its validator (`ETag`,
+    /// `Last-Modified`) or its length is not the one pinned when it was opened, or the server
+    /// refused a read conditional on it (412). Reading on would mix two versions.
+    #[error("changed during the read: {what} was {pinned} when opened, now {now} (every read of one open must come from the version first seen)")]
+    ChangedDuringRead {
+        what: &'static str,
+        pinned: String,
+        now: String,
+    },
 
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
@@ -267,6 +276,7 @@ impl Error {
             self.kind,
             ErrorKind::Io(_)
                 | ErrorKind::Http(_)
+                | ErrorKind::ChangedDuringRead { .. }
                 | ErrorKind::NoSuchTensor
                 | ErrorKind::BadSlice(_)
         )

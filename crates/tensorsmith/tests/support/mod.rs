@@ -1,1 +1,2 @@
 pub mod http_server;
+pub mod versioned_server;
