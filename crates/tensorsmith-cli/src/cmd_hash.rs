@@ -3,7 +3,7 @@
 
 use crate::progress_view::{with_bar, QuietArgs};
 use crate::render::printable;
-use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_OK};
+use crate::{fail, OpenArgs, EXIT_OK};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tensorsmith::ops::hash::{content_id, structural_id};
@@ -62,16 +62,14 @@ fn hash_all(a: &HashArgs) -> u8 {
         let model = match crate::open_model(f, &opts) {
             Ok(m) => m,
             Err(e) => {
-                fail(&e);
-                code = EXIT_ERROR;
+                code = code.max(fail(&e));
                 continue;
             }
         };
         match line(a, f, &model) {
             Ok(l) => outln!("{l}"),
             Err(e) => {
-                fail(&e);
-                code = EXIT_ERROR;
+                code = code.max(fail(&e));
             }
         }
     }

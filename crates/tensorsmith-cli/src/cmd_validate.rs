@@ -4,7 +4,7 @@
 //! `--packed-ints`.
 
 use crate::render::{count, printable};
-use crate::{schema, shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
+use crate::{schema, shown, OpenArgs, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
 use tensorsmith::Model;
@@ -63,7 +63,7 @@ pub fn run(a: &ValidateArgs) -> u8 {
             }
             Err(e) => {
                 eprintln!("error: {}", printable(&e.to_string()));
-                code = EXIT_ERROR;
+                code = code.max(crate::error_code(&e));
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use crate::progress_view::{size_and_time, with_bar, QuietArgs};
 use crate::render::{count, printable};
-use crate::{shown, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
+use crate::{shown, OpenArgs, EXIT_CHANGED, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use tensorsmith::ops::verify::verify;
@@ -70,7 +70,9 @@ fn verify_all(a: &VerifyArgs) -> u8 {
                     count(r.failures.len(), "problem"),
                     count(r.checked, "digest")
                 );
-                code = code.max(EXIT_NO);
+                // A read of a file that changed meanwhile is no verdict on the file.
+                let changed = r.failures.iter().map(crate::error_code).max();
+                code = code.max(changed.filter(|&c| c == EXIT_CHANGED).unwrap_or(EXIT_NO));
             }
             Err(e) if e.is_invalid_input() => {
                 outln!("invalid: {}", printable(&e.to_string()));
@@ -78,7 +80,7 @@ fn verify_all(a: &VerifyArgs) -> u8 {
             }
             Err(e) => {
                 eprintln!("error: {}", printable(&e.to_string()));
-                code = EXIT_ERROR;
+                code = code.max(crate::error_code(&e));
             }
         }
     }

@@ -1,5 +1,6 @@
 //! The `tensorsmith` binary: parses arguments, calls the library, renders, and maps outcomes
-//! to exit codes (0 success or "same", 1 a negative answer such as "invalid", 2 an error).
+//! to exit codes (0 success or "same", 1 a negative answer such as "invalid", 2 an error, 3 a
+//! remote input that changed during the read).
 
 /// `println!` to stdout through [`emit`]: a closed stdout ends the program quietly.
 macro_rules! outln {
@@ -34,6 +35,10 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_NO: u8 = 1;
 /// Exit code for an error (unreadable input, bad arguments).
 pub const EXIT_ERROR: u8 = 2;
+/// Exit code for a remote input replaced on its server during the read (its `ETag`,
+/// `Last-Modified` or length changed, or the server refused a conditional read): nothing was
+/// written, and running again reads one version.
+pub const EXIT_CHANGED: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -148,8 +153,20 @@ pub fn emit(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Prints an error to stderr and gives the exit code for it.
-pub fn fail(e: &dyn std::fmt::Display) -> u8 {
+/// Prints an error to stderr and gives the exit code for it: [`error_code`] for the
+/// library's errors, [`EXIT_ERROR`] for any other.
+pub fn fail<E: std::fmt::Display + 'static>(e: &E) -> u8 {
     eprintln!("tensorsmith: {}", render::printable(&e.to_string()));
-    EXIT_ERROR
+    (e as &dyn std::any::Any)
+        .downcast_ref::<tensorsmith::Error>()
+        .map_or(EXIT_ERROR, error_code)
+}
+
+/// The exit code for a library error: [`EXIT_CHANGED`] for an input that changed during the
+/// read, [`EXIT_ERROR`] for any other.
+pub fn error_code(e: &tensorsmith::Error) -> u8 {
+    match e.kind() {
+        tensorsmith::ErrorKind::ChangedDuringRead { .. } => EXIT_CHANGED,
+        _ => EXIT_ERROR,
+    }
 }
