@@ -429,6 +429,33 @@ fn an_unchanged_file_reads_in_parallel_as_the_local_file() {
 }
 
 #[test]
+fn a_whole_body_where_a_range_was_asked_is_used_only_if_of_the_version_opened() {
+    let v2_ignores_range = Options {
+        preconditions: false,
+        v2_ignores_range: true,
+        swap_after: Some(2),
+        ..Options::default()
+    };
+    let (v1, v2) = two_versions();
+    let server = VersionedServer::start(v1.clone(), v2, v2_ignores_range);
+    let url = server.url("/m.safetensors");
+    let e = read_every_tensor(&url).unwrap_err();
+    assert_changed(&e, &url, "ETag", "\"v1\"", "\"v2\"");
+    // The same version (nothing tells them apart) sent whole: the range is cut from it.
+    let server = VersionedServer::start(
+        v1.clone(),
+        v1.clone(),
+        Options {
+            etag: Tag::None,
+            last_modified: false,
+            ..v2_ignores_range
+        },
+    );
+    let got = read_every_tensor(&server.url("/m.safetensors")).unwrap();
+    assert_eq!(got.concat(), v1[v1.len() - (16 << 20)..]);
+}
+
+#[test]
 fn a_server_without_range_is_checked_on_its_whole_body_download() {
     for preconditions in [true, false] {
         let (v1, v2) = two_versions();

@@ -29,6 +29,8 @@ pub struct Options {
     pub preconditions: bool,
     /// Answer Range with 206; else 200 with the whole body.
     pub ranges: bool,
+    /// Version 2 ignores Range (200, whole body) even where version 1 answered it.
+    pub v2_ignores_range: bool,
     /// Requests served from version 1 before version 2 is served; `None`: only `swap()`.
     pub swap_after: Option<usize>,
 }
@@ -41,6 +43,7 @@ impl Default for Options {
             last_modified: true,
             preconditions: true,
             ranges: true,
+            v2_ignores_range: false,
             swap_after: None,
         }
     }
@@ -177,7 +180,7 @@ fn serve(
     }
     let total = body.len() as u64;
     let (head, part) = match range {
-        Some((a, b)) if opts.ranges => {
+        Some((a, b)) if opts.ranges && !(n == 2 && opts.v2_ignores_range) => {
             if a >= total {
                 let h = format!("HTTP/1.1 416 Range Not Satisfiable\r\n{validators}Content-Range: bytes */{total}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 let _ = stream.write_all(h.as_bytes());
