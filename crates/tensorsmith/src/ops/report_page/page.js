@@ -204,7 +204,7 @@
         run.forEach(function (k) { p += k.params; c += k.count; dt = dt === null || dt === k.dtype ? k.dtype : ""; });
         var label = run[0].name + "–" + run[run.length - 1].name;
         runs.push({ v: p, node: { name: label, path: node.path ? node.path + "." + run[0].name : run[0].name,
-          params: p, count: c, dtype: dt, kids: new Map(), run: true } });
+          params: p, count: c, dtype: dt, kids: new Map(), members: run } });
       }
       return { side: true, items: runs };
     }
@@ -215,7 +215,7 @@
       var rest = kids.slice(limit), p2 = 0, c2 = 0;
       rest.forEach(function (k) { p2 += k.params; c2 += k.count; });
       items.push({ v: p2, node: { name: "… " + rest.length + " more", path: null, params: p2,
-        count: c2, dtype: "", kids: new Map(), more: true } });
+        count: c2, dtype: "", kids: new Map(), members: rest } });
     }
     if (top) {
       var total = 0;
@@ -226,6 +226,23 @@
     }
     items.sort(function (a, b) { return b.v - a.v; });
     return { side: false, items: items };
+  }
+
+  // The type holding most of a group's parameters, and its share (for groups of mixed types).
+  function dominant(node) {
+    var by = {}, total = 0;
+    (function walk(n) {
+      if (n.members) { n.members.forEach(walk); return; }
+      if (n.kids.size === 0 || n.dtype) {
+        by[n.dtype] = (by[n.dtype] || 0) + n.params;
+        total += n.params;
+        return;
+      }
+      n.kids.forEach(walk);
+    })(node);
+    var best = null;
+    Object.keys(by).forEach(function (d) { if (d && (best === null || by[d] > by[best])) best = d; });
+    return { dtype: best, share: best !== null && total > 0 ? by[best] / total : 0 };
   }
 
   function drawTreemap(tree) {
@@ -242,11 +259,16 @@
       var r = svg("rect", { x: x.toFixed(1), y: y.toFixed(1), width: Math.max(w, 0).toFixed(1),
         height: Math.max(h, 0).toFixed(1), "data-depth": depth, "data-group": node.path || "" });
       if (open) r.setAttribute("class", "group");
-      else r.setAttribute("fill", node.dtype ? colour[node.dtype] || MIXED : MIXED);
+      var main = node.dtype ? { dtype: node.dtype, share: 1 } : open ? { dtype: null, share: 0 } : dominant(node);
+      if (!open) {
+        r.setAttribute("fill", main.dtype ? colour[main.dtype] || MIXED : MIXED);
+        if (main.share < 1) r.setAttribute("fill-opacity", "0.72");
+      }
       var tip = svg("title", {});
       tip.textContent = (node.path || node.name) + "\n" + grouped(node.params) + " parameters, " +
         grouped(node.count) + (node.count === 1 ? " tensor" : " tensors") +
-        (node.dtype ? ", " + node.dtype : ", mixed types");
+        (node.dtype ? ", " + node.dtype : main.dtype ? ", mixed types: " + (100 * main.share).toFixed(1) +
+          " % of parameters " + main.dtype : ", mixed types");
       r.appendChild(tip);
       if (node.path) {
         r.addEventListener("click", function (ev) {
