@@ -297,12 +297,22 @@ def test_gguf_quant_mix(browser, gguf_page):
     screenshot(browser, "gguf_mixed")
 
 
-def test_bundled_every_type_gguf(browser, tmp_path, tsm):
-    page = tmp_path / "every.html"
-    tsm.run("report", ROOT / "tests/data/gguf/every_type.gguf", "-o", page)
+@pytest.mark.parametrize("name", ["gguf/every_type.gguf", "gguf/no_tensors.gguf", "gguf/vocab_150k.gguf",
+                                  "safetensors/empty.safetensors", "safetensors/odd_names.safetensors",
+                                  "safetensors/mixed_meta3.safetensors", "onnx"])
+def test_bundled_files(browser, tmp_path, tsm, name):
+    src = ROOT / "tests/data" / name
+    if src.is_dir():
+        src = sorted(src.rglob("*.onnx"))[0]
+    page = tmp_path / "p.html"
+    tsm.run("report", src, "-o", page)
     open_page(browser, page)
     assert severe_logs(browser) == []
-    assert sorted(all_table_names(browser)) == sorted(r["name"] for r in embedded(page)["tensors"])
+    want = sorted(r["name"] for r in embedded(page)["tensors"])
+    assert sorted(all_table_names(browser)) == want
+    tops = {b.get_attribute("data-group") for b in
+            browser.find_elements(By.CSS_SELECTOR, "#treemap rect[data-depth='1']")}
+    assert tops == {n.split(".")[0] for n in want}
 
 
 def stats_for(name, i):
