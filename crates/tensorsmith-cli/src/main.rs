@@ -18,6 +18,7 @@ mod cmd_dataset;
 mod cmd_diff;
 mod cmd_hash;
 mod cmd_inspect;
+mod cmd_report;
 mod cmd_validate;
 mod cmd_verify;
 mod progress_view;
@@ -69,6 +70,9 @@ enum Command {
     /// Print a format-neutral structural ID per model (`--content`: also a digest of the
     /// tensor bytes; `--compat weight-inspect`: weight-inspect's hash).
     Hash(cmd_hash::HashArgs),
+    /// Write one self-contained HTML page about a model: summary, treemap of parameters by
+    /// name, bits per weight by layer, and a sortable, filterable table of every tensor.
+    Report(cmd_report::ReportArgs),
     /// Tensor datasets in the safetensors-spark layout: write (from Parquet/Arrow), info,
     /// verify, clean, export.
     #[command(subcommand)]
@@ -133,6 +137,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd_verify::run(&a),
         Command::Diff(a) => cmd_diff::run(&a),
         Command::Hash(a) => cmd_hash::run(&a),
+        Command::Report(a) => cmd_report::run(&a),
         Command::Dataset(c) => cmd_dataset::run(&c),
     };
     ExitCode::from(code)

@@ -27,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::hash, m)?)?;
     m.add_function(wrap_pyfunction!(ops::diff_json, m)?)?;
     m.add_function(wrap_pyfunction!(ops::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::report, m)?)?;
     m.add_function(wrap_pyfunction!(ops::parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(quant::quantize, m)?)?;
     m.add_function(wrap_pyfunction!(checks::validate_json, m)?)?;

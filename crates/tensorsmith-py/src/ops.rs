@@ -1,4 +1,4 @@
-//! `inspect`, `hash`, `diff` and `convert`: the CLI's operations, returning plain Python
+//! `inspect`, `hash`, `diff`, `convert` and `report`: the CLI's operations, returning plain Python
 //! values (JSON text that the Python side turns into dicts, or strings).
 
 use crate::errors::{raise, IntoPy};
@@ -85,6 +85,38 @@ pub fn diff_json(py: Python<'_>, a: &str, b: &str, values: bool, all: bool) -> P
             .py_err(py)?;
     }
     Ok(tensorsmith::ops::diff_json::to_json(a, b, &d).to_string())
+}
+
+/// `report`: the HTML page of a model written to `output`; `stats_json`, a JSON object from
+/// tensor name to that tensor's statistics (`tensorsmith.stats/1`), adds stats columns.
+/// Returns the page's length in bytes.
+#[pyfunction]
+#[pyo3(signature = (target, output, title = None, stats_json = None, backend = "mmap"))]
+pub fn report(
+    py: Python<'_>,
+    target: &str,
+    output: PathBuf,
+    title: Option<String>,
+    stats_json: Option<&str>,
+    backend: &str,
+) -> PyResult<u64> {
+    use tensorsmith::ops::report::{write_report, ReportOptions};
+    let m = open_model(py, target, backend)?;
+    let mut opts = ReportOptions::new();
+    if let Some(t) = title {
+        opts = opts.with_title(t);
+    }
+    if let Some(s) = stats_json {
+        let stats = serde_json::from_str(s).map_err(|e| {
+            raise(
+                py,
+                "OptionError",
+                format!("stats must map tensor names to objects: {e}"),
+            )
+        })?;
+        opts = opts.with_stats("tensorsmith.stats/1", stats);
+    }
+    py.detach(|| write_report(&m, &output, &opts)).py_err(py)
 }
 
 fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {

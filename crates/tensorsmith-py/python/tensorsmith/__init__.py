@@ -19,6 +19,7 @@ Writing (byte-identical to the reference, atomic for files)
 
 Tools
     inspect(path)  hash(path, content=True)  diff(a, b, values=True)  convert(src, dst, ...)
+    report(path, "model.html")   the HTML page of `tensorsmith report`
 
 Datasets (the safetensors-spark layout)
     write_dataset(arrow_data, path, batch_size=..., dtype=...);  Dataset(path)[i]
@@ -397,6 +398,19 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
     return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all))
 
 
+def report(target, output, title=None, stats=None, backend="mmap") -> int:
+    """Writes `tensorsmith report`'s self-contained HTML page about a model to `output` and
+    returns its length in bytes. `stats`, a dict from tensor name to that tensor's statistics
+    (a dict of `tensorsmith.stats/1`'s keys), adds statistics columns to the table.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"a.w": np.ones((2, 2), np.float32)}, "a.safetensors")
+        >>> n = tensorsmith.report("a.safetensors", "a.html", title="a")
+    """
+    stats_json = None if stats is None else json.dumps(dict(stats))
+    return _native.report(os.fspath(target), os.fspath(output), title, stats_json, backend)
+
+
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
             digest=None, densify=False, drop_metadata=False, shard_size=None,
             append=False, quantize=None, gguf_set=None, split_max_tensors=None,
@@ -684,7 +698,7 @@ class Dataset:
 
 
 __all__ = [
-    "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
+    "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert", "report",
     "quantize", "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
     "serialize_file", "deserialize", "validate", "verify", "dataset_info", "dataset_verify",
     "dataset_clean", "dataset_export",

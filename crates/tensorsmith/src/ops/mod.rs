@@ -1,5 +1,6 @@
 //! Operations written once against the neutral index and the [`crate::Model`]: inspect
-//! (summaries and a stable JSON form), hash, diff, convert, densify and verify.
+//! (summaries and a stable JSON form), hash, diff, convert, densify, verify and the HTML
+//! report page.
 
 pub mod convert;
 mod convert_gguf;
@@ -15,6 +16,9 @@ pub mod diff_json;
 pub mod hash;
 pub mod inspect;
 mod onnx_wi;
+pub mod report;
+pub mod report_data;
+mod report_page;
 pub mod tree;
 pub mod verify;
 pub mod wi_hash;

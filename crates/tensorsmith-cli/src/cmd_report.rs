@@ -1,0 +1,55 @@
+//! `tensorsmith report MODEL -o PAGE.html`: one self-contained HTML page about a model
+//! (summary, treemap of parameters by name, bits per weight by layer, a table of every
+//! tensor). The library builds and writes the page; this parses, calls and says what it wrote.
+
+use crate::progress_view::QuietArgs;
+use crate::render::{count, human_bytes};
+use crate::{fail, shown, OpenArgs, EXIT_OK};
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Instant;
+use tensorsmith::ops::report::{write_report, ReportOptions};
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A model: a file, a folder or shard index of a checkpoint, or an http(s):// URL (only
+    /// the header is read).
+    model: String,
+    /// The page to write (replaced atomically).
+    #[arg(short, long, value_name = "PAGE.html")]
+    output: PathBuf,
+    /// The page's title (default: the model's file name).
+    #[arg(long)]
+    title: Option<String>,
+    #[command(flatten)]
+    open: OpenArgs,
+    #[command(flatten)]
+    progress: QuietArgs,
+}
+
+pub fn run(a: &ReportArgs) -> u8 {
+    let start = Instant::now();
+    let model = match crate::open_model(&a.model, &a.open.open_options()) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    let mut opts = ReportOptions::new();
+    if let Some(t) = &a.title {
+        opts = opts.with_title(t.clone());
+    }
+    match write_report(&model, &a.output, &opts) {
+        Ok(len) => {
+            if a.progress.shows() {
+                eprintln!(
+                    "wrote {}: {}, {} in {:.1} s",
+                    shown(&a.output),
+                    count(model.index.tensors.len(), "tensor"),
+                    human_bytes(len),
+                    start.elapsed().as_secs_f64()
+                );
+            }
+            EXIT_OK
+        }
+        Err(e) => fail(&e),
+    }
+}
