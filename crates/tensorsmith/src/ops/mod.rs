@@ -1,5 +1,6 @@
 //! Operations written once against the neutral index and the [`crate::Model`]: inspect
-//! (summaries and a stable JSON form), hash, diff, convert, densify and verify.
+//! (summaries and a stable JSON form), hash, diff, convert, densify, verify and value
+//! statistics.
 
 pub mod convert;
 mod convert_gguf;
@@ -12,9 +13,17 @@ pub mod densify;
 pub mod dequantize;
 pub mod diff;
 pub mod diff_json;
+pub mod fp_fit;
 pub mod hash;
 pub mod inspect;
+pub mod name_glob;
 mod onnx_wi;
+pub mod stats;
+pub mod stats_check;
+mod stats_decode;
+mod stats_float;
+mod stats_int;
+pub mod stats_json;
 pub mod tree;
 pub mod verify;
 pub mod wi_hash;
