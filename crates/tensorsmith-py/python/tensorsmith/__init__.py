@@ -19,6 +19,7 @@ Writing (byte-identical to the reference, atomic for files)
 
 Tools
     inspect(path)  hash(path, content=True)  diff(a, b, values=True)  convert(src, dst, ...)
+    stats(path)  value statistics per tensor (NaN/Inf/zeros, range, F16/BF16/FP8 fit)
 
 Datasets (the safetensors-spark layout)
     write_dataset(arrow_data, path, batch_size=..., dtype=...);  Dataset(path)[i]
@@ -397,6 +398,28 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
     return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all))
 
 
+def stats(target, tensors=None, backend="mmap") -> dict:
+    """Value statistics of every tensor, read once with all cores: a dict from tensor name to
+    a dict of the keys of `tensorsmith stats --json` (schema "tensorsmith.stats/1"): count,
+    min, max, mean, std (population, over the finite values), nan, pos_inf, neg_inf, zeros,
+    subnormals, exponents, overflow and flush (fractions per F16/BF16/FP8 type), histogram
+    (integer tensors); None where a statistic has no value. `tensors`: a name pattern (`*`,
+    `?`, `[a-z]`) or a list of them selecting the tensors measured.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"w": np.array([1, -2, np.nan], np.float32)}, "w.safetensors")
+        >>> s = tensorsmith.stats("w.safetensors")["w"]
+        >>> s["min"], s["max"], s["nan"], s["mean"]
+        (-2.0, 1.0, 1, -0.5)
+    """
+    if tensors is None:
+        tensors = []
+    elif isinstance(tensors, (str, os.PathLike)):
+        tensors = [os.fspath(tensors)]
+    doc = json.loads(_native.stats_json(os.fspath(target), list(tensors), backend))
+    return {t["name"]: t for t in doc["tensors"]}
+
+
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
             digest=None, densify=False, drop_metadata=False, shard_size=None,
             append=False, quantize=None, gguf_set=None, split_max_tensors=None,
@@ -685,6 +708,7 @@ class Dataset:
 
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert",
+    "stats",
     "quantize", "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
     "serialize_file", "deserialize", "validate", "verify", "dataset_info", "dataset_verify",
     "dataset_clean", "dataset_export",
