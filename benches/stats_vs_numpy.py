@@ -10,7 +10,8 @@ into STATS_BENCH_DIR (default target/bench-data/stats) and deleted at the end.
     warm   page cache filled by a `cat` first: ours with RAYON_NUM_THREADS=2, then the NumPy
            script (safetensors.numpy's safe_open, one tensor at a time: astype(np.float32),
            nanmin, nanmax, mean(dtype=np.float64), std(dtype=np.float64), isnan, isinf);
-           GB/s per core beside cat's (one core)
+           GB/s per core beside cat's and `dd bs=1M`'s (one core; cat may splice to
+           /dev/null without copying a byte, dd copies every page out)
     cold   the file's pages dropped (posix_fadvise DONTNEED after a sync) before each run:
            ours against `cat FILE > /dev/null`, interleaved
     memory peak RssAnon of ours, polled from /proc/PID/status every 2 ms
@@ -39,7 +40,7 @@ NT = 64
 THREADS = "2"
 
 NUMPY_SCRIPT = r"""
-import sys, numpy as np
+import sys, numpy as np, ml_dtypes  # ml_dtypes: NumPy learns bfloat16
 from safetensors import safe_open
 out = {}
 with safe_open(sys.argv[1], framework="numpy") as f:
@@ -112,6 +113,7 @@ def main():
     env = dict(os.environ, RAYON_NUM_THREADS=THREADS)
     ours = [BIN, "stats", "--json", "-q", str(src)]
     cat = ["cat", str(src)]
+    dd = ["dd", f"if={src}", "of=/dev/null", "bs=1M", "status=none"]
     try:
         base = write_input(src)
         size = src.stat().st_size
@@ -131,6 +133,8 @@ def main():
         # Warm.
         run(cat)
         t_cat = statistics.median(run(cat) for _ in range(RUNS))
+        # cat may splice to /dev/null without copying a byte: dd copies every page out.
+        t_dd = statistics.median(run(dd) for _ in range(RUNS))
         warm, peaks = [], []
         for _ in range(RUNS):
             t, peak = run(ours, env, rss=True)
@@ -139,6 +143,8 @@ def main():
         t_ours = statistics.median(warm)
         t_np = run([sys.executable, "-c", NUMPY_SCRIPT, str(src)])
         print(f"warm  cat {t_cat:6.2f} s ({gb / t_cat:5.2f} GB/s, 1 core)   "
+              f"dd bs=1M {t_dd:6.2f} s ({gb / t_dd:5.2f} GB/s, 1 core)")
+        print(f"warm  "
               f"ours {t_ours:6.2f} s ({gb / t_ours / int(THREADS):5.2f} GB/s per core)   "
               f"NumPy {t_np:6.2f} s ({gb / t_np:5.2f} GB/s, 1 core)   "
               f"NumPy/ours {t_np / t_ours:5.1f}x  (target >= 10x)")

@@ -114,6 +114,24 @@ pub fn decode_f32(src: FloatSrc, bytes: &[u8], out: &mut [f32]) -> u64 {
     }
 }
 
+/// Bit pattern `p` of a float dtype of 16 bits or fewer: its value (exact in F32) and
+/// whether it is subnormal in that dtype. (F32 is not a pattern type: callers pass BF16, F16
+/// or an FP8 type.)
+pub fn pattern(src: FloatSrc, p: u32) -> (f32, bool) {
+    match src {
+        FloatSrc::BF16 => (f32::from_bits(p << 16), (p & 0x7fff).wrapping_sub(1) < 0x7f),
+        FloatSrc::F16 => (
+            half::f16::from_bits(p as u16).to_f32(),
+            (p & 0x7fff).wrapping_sub(1) < 0x3ff,
+        ),
+        FloatSrc::F8(d) => {
+            let t = f8_table(d);
+            (t.values[p as usize & 0xff], t.subnormal[p as usize & 0xff])
+        }
+        FloatSrc::F32 => (f32::from_bits(p), false),
+    }
+}
+
 /// An 8-bit float type's values and which of them are subnormal.
 pub struct F8Table {
     pub values: [f32; 256],

@@ -12,7 +12,6 @@ pub const BLOCK: usize = 4096;
 pub const EXP_MIN: i32 = -1074;
 /// The largest binary exponent of a finite F64.
 pub const EXP_MAX: i32 = 1023;
-const EXP_BINS: usize = (EXP_MAX - EXP_MIN + 1) as usize;
 
 /// What a float tensor's values add up to. Moments and extremes are over the finite values.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,9 +39,10 @@ pub struct FloatAcc {
     pub overflow: [u64; 4],
     /// Nonzero values that flush to zero in each [`super::fp_fit::TARGETS`] type.
     pub flush: [u64; 4],
-    /// Counts of floor(log2 |x|) of finite nonzero values, from [`EXP_MIN`]; empty until the
-    /// first one.
+    /// Counts of floor(log2 |x|) of finite nonzero values, from exponent `exp_first` on,
+    /// only over the range seen (a tensor's state stays small).
     exponents: Vec<u64>,
+    exp_first: i32,
 }
 
 impl Default for FloatAcc {
@@ -62,6 +62,7 @@ impl Default for FloatAcc {
             overflow: [0; 4],
             flush: [0; 4],
             exponents: Vec::new(),
+            exp_first: 0,
         }
     }
 }
@@ -74,11 +75,12 @@ impl FloatAcc {
 
     /// `(exponent, count)` for every exponent seen, lowest first.
     pub fn exponents(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        let first = self.exp_first;
         self.exponents
             .iter()
             .enumerate()
             .filter(|(_, &n)| n > 0)
-            .map(|(i, &n)| (i as i32 + EXP_MIN, n))
+            .map(move |(i, &n)| (i as i32 + first, n))
     }
 
     /// Adds `n` to the count of exponent `e` (clamped to the F64 range).
@@ -86,10 +88,22 @@ impl FloatAcc {
         if n == 0 {
             return;
         }
+        let e = e.clamp(EXP_MIN, EXP_MAX);
         if self.exponents.is_empty() {
-            self.exponents = vec![0; EXP_BINS];
+            self.exp_first = e;
+            self.exponents.push(n);
+            return;
         }
-        self.exponents[(e.clamp(EXP_MIN, EXP_MAX) - EXP_MIN) as usize] += n;
+        if e < self.exp_first {
+            let grow = (self.exp_first - e) as usize;
+            self.exponents.splice(0..0, std::iter::repeat(0).take(grow));
+            self.exp_first = e;
+        }
+        let i = (e - self.exp_first) as usize;
+        if i >= self.exponents.len() {
+            self.exponents.resize(i + 1, 0);
+        }
+        self.exponents[i] += n;
     }
 
     /// Folds in `n` finite values of mean `mean` and squared-deviation sum `m2` (Chan et al.).
@@ -124,12 +138,8 @@ impl FloatAcc {
             self.overflow[k] += other.overflow[k];
             self.flush[k] += other.flush[k];
         }
-        if self.exponents.is_empty() {
-            self.exponents = other.exponents;
-        } else {
-            for (a, b) in self.exponents.iter_mut().zip(&other.exponents) {
-                *a += b;
-            }
+        for (e, n) in other.exponents() {
+            self.add_exponent(e, n);
         }
         self
     }
