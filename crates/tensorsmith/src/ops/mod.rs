@@ -24,6 +24,7 @@ mod stats_decode;
 mod stats_float;
 mod stats_int;
 pub mod stats_json;
+mod stats_measure;
 mod stats_patterns;
 pub mod tree;
 pub mod verify;
