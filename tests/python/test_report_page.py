@@ -357,6 +357,40 @@ def test_stats_columns(browser, tmp_path):
     screenshot(browser, "stats")
 
 
+def test_measured_stats_on_the_page(browser, tmp_path, tsm):
+    """`report --stats` (and Python's stats=True) puts what `stats` measures in every row, and
+    the page draws it: real statistics, NaN, Inf and all-zero tensors included."""
+    ts = pytest.importorskip("tensorsmith")
+    rng = np.random.default_rng(3)
+    tensors = {
+        "model.layers.0.mlp.w": rng.standard_normal((64, 32)).astype(np.float32),
+        "model.layers.1.mlp.w": np.array([1.0, np.nan, np.inf, -3.0], np.float32),
+        "model.layers.1.mlp.b": np.zeros(8, np.float32),
+        "model.embed.ids": np.arange(10, dtype=np.int32),
+    }
+    model = tmp_path / "m.safetensors"
+    ts.save_file(tensors, model)
+    page = tmp_path / "measured.html"
+    tsm.run("report", model, "-o", page, "--stats")
+    rows = {r["name"]: r for r in embedded(page)["tensors"]}
+    measured = ts.stats(model)
+    assert set(rows) == set(measured) == set(tensors)
+    for name, row in rows.items():
+        assert row["stats"] == measured[name], name
+    assert rows["model.layers.1.mlp.w"]["stats"]["nan"] == 1
+    py_page = tmp_path / "py.html"
+    ts.report(model, py_page, stats=True)
+    assert [r["stats"] for r in embedded(py_page)["tensors"]] == [rows[n]["stats"] for n in tensors]
+    open_page(browser, page)
+    assert severe_logs(browser) == []
+    heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#tensors th")]
+    for h in ["min", "max", "mean", "std", "nan"]:
+        assert h in heads, heads
+    assert sorted(table_names(browser)) == sorted(tensors)
+    assert browser.find_elements(By.CSS_SELECTOR, "#tensors td.bad")
+    screenshot(browser, "measured")
+
+
 def test_many_tensors_page_is_ready_in_time(browser, tmp_path, tsm):
     """20,000 tensors (the 100k figure is in benches/report_page.py): paged table, grouped
     treemap, ready within the target."""

@@ -1,14 +1,15 @@
 //! `tensorsmith report MODEL -o PAGE.html`: one self-contained HTML page about a model
 //! (summary, treemap of parameters by name, bits per weight by layer, a table of every
-//! tensor). The library builds and writes the page; this parses, calls and says what it wrote.
+//! tensor; with `--stats`, each tensor's value statistics in it). The library builds and writes the page; this parses, calls and says what it wrote.
 
-use crate::progress_view::QuietArgs;
+use crate::progress_view::{with_bar, QuietArgs};
 use crate::render::{count, human_bytes};
 use crate::{fail, shown, OpenArgs, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;
 use tensorsmith::ops::report::{write_report, ReportOptions};
+use tensorsmith::ops::stats::{stats, StatsOptions};
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -21,6 +22,11 @@ pub struct ReportArgs {
     /// The page's title (default: the model's file name).
     #[arg(long)]
     title: Option<String>,
+    /// Read every tensor once and add its value statistics to the table (those of
+    /// `tensorsmith stats`: range, mean, std, NaN/Inf/zeros, binary exponents, F16/BF16/FP8
+    /// fit). Without it only the header is read.
+    #[arg(long)]
+    stats: bool,
     #[command(flatten)]
     open: OpenArgs,
     #[command(flatten)]
@@ -36,6 +42,15 @@ pub fn run(a: &ReportArgs) -> u8 {
     let mut opts = ReportOptions::new();
     if let Some(t) = &a.title {
         opts = opts.with_title(t.clone());
+    }
+    if a.stats {
+        let (measured, _) = with_bar(a.progress.shows(), "stats", || {
+            stats(&model, &StatsOptions::default())
+        });
+        match measured {
+            Ok(r) => opts = opts.with_stats_report(&r),
+            Err(e) => return fail(&e),
+        }
     }
     match write_report(&model, &a.output, &opts) {
         Ok(len) => {

@@ -19,6 +19,7 @@ mod cmd_diff;
 mod cmd_hash;
 mod cmd_inspect;
 mod cmd_report;
+mod cmd_stats;
 mod cmd_validate;
 mod cmd_verify;
 mod progress_view;
@@ -67,6 +68,10 @@ enum Command {
     /// Compare two models (any formats, files or URLs): tensors, metadata, and with --values
     /// the values. Exit 0 same, 1 different, 2 error.
     Diff(cmd_diff::DiffArgs),
+    /// Value statistics of every tensor: count, min, max, mean, std, NaN/Inf/zero/subnormal
+    /// counts, binary exponents, and the share that would overflow or flush to zero in
+    /// F16, BF16 and FP8. `--check` exits 1 naming tensors with NaN, Inf or all zeros.
+    Stats(cmd_stats::StatsArgs),
     /// Print a format-neutral structural ID per model (`--content`: also a digest of the
     /// tensor bytes; `--compat weight-inspect`: weight-inspect's hash).
     Hash(cmd_hash::HashArgs),
@@ -138,6 +143,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => cmd_diff::run(&a),
         Command::Hash(a) => cmd_hash::run(&a),
         Command::Report(a) => cmd_report::run(&a),
+        Command::Stats(a) => cmd_stats::run(&a),
         Command::Dataset(c) => cmd_dataset::run(&c),
     };
     ExitCode::from(code)

@@ -46,6 +46,8 @@ fn a_closed_stdout_ends_each_command_quietly_with_exit_0() {
         [vec!["validate"], many_files.clone()].concat(),
         [vec!["hash"], many_files.clone()].concat(),
         vec!["diff", f, f, "--values", "--all"],
+        vec!["stats", f],
+        vec!["stats", "--json", "--check", f],
     ];
     for args in cases {
         let (code, stderr) = closed_stdout(&args);
@@ -247,6 +249,10 @@ fn long_commands_end_with_a_summary_on_a_terminal_only() {
     assert!(said.contains("hashed 1 model: "), "{said}");
     let said = on_a_terminal(&["diff", "--values", f, o]);
     assert!(said.contains("compared values: "), "{said}");
+    let said = on_a_terminal(&["stats", "--tensors", "layer.0000?.w", f]);
+    assert!(said.contains("measured 10 tensors: "), "{said}");
+    let said = on_a_terminal(&["stats", "-q", f]);
+    assert!(!said.contains("measured "), "{said}");
     // --quiet, or stderr not a terminal: no summary.
     let said = on_a_terminal(&["convert", "-q", f, o]);
     assert!(!said.contains("wrote "), "{said}");

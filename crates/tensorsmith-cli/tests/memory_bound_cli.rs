@@ -1,6 +1,7 @@
 //! Peak memory of `tensorsmith convert --pread` to zTensor: the writer streams parts through a
 //! bounded window, so the child's peak RSS (ru_maxrss from wait4) stays far below the input
-//! size, for every version, raw and zstd, with one tensor larger than the whole window.
+//! size, for every version, raw and zstd, with one tensor larger than the whole window; and of
+//! `stats --pread`, which reads chunks of a few MiB per thread.
 //! `TS_MEMORY_INPUT_MIB` sets the input size (default 256).
 
 use std::io::Write;
@@ -124,4 +125,29 @@ fn ztensor_convert_peak_rss_stays_far_below_the_input() {
         );
         std::fs::remove_file(&out).unwrap();
     }
+}
+
+/// `stats --pread` reads plain tensors in chunks of a few MiB per thread, one huge tensor
+/// included: peak RSS (all of it anonymous with --pread) stays far below the input.
+#[test]
+fn stats_peak_rss_stays_far_below_the_input() {
+    let mib: u64 = std::env::var("TS_MEMORY_INPUT_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    write_input(&input, mib);
+    let (code, peak) = peak_rss_mib(&[
+        "stats".as_ref(),
+        "--pread".as_ref(),
+        "--json".as_ref(),
+        input.as_os_str(),
+    ]);
+    assert_eq!(code, 0);
+    eprintln!("stats: peak RSS {peak} MiB for a {mib} MiB input");
+    assert!(
+        peak <= 64,
+        "stats: peak RSS {peak} MiB for a {mib} MiB input"
+    );
 }

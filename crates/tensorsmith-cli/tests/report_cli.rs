@@ -247,3 +247,44 @@ fn bad_input_exits_2_and_writes_nothing() {
     let o = run(&["report", junk.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn with_stats_every_row_carries_what_stats_measures() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.safetensors");
+    let page = dir.path().join("m.html");
+    let values: Vec<u8> = [1.0f32, f32::NAN, -2.0, 0.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut w = Writer::new();
+    w.add("a.w", DType::F32, &[4], values).unwrap();
+    w.add("b.w", DType::F32, &[2], vec![0u8; 8]).unwrap();
+    w.write_file(&model).unwrap();
+    let (model, page) = (model.to_str().unwrap(), page.to_str().unwrap());
+
+    let o = run(&["report", model, "-o", page]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plain = embedded(&std::fs::read_to_string(page).unwrap());
+    assert!(plain["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r.get("stats").is_none()));
+
+    let o = run(&["report", model, "-o", page, "--stats"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = embedded(&std::fs::read_to_string(page).unwrap());
+    let o = run(&["stats", "--json", model]);
+    let measured: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(data["stats_schema"], measured["schema"]);
+    let rows = data["tensors"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, m) in rows.iter().zip(measured["tensors"].as_array().unwrap()) {
+        assert_eq!(row["name"], m["name"]);
+        assert_eq!(row["stats"], *m);
+    }
+    assert_eq!(rows[0]["stats"]["nan"], 1);
+    assert_eq!(rows[0]["stats"]["min"], -2.0);
+    assert_eq!(rows[1]["stats"]["zeros"], 2);
+}

@@ -25,6 +25,7 @@ pub fn from_core(py: Python<'_>, e: tensorsmith::Error) -> PyErr {
         ErrorKind::NoSuchTensor => "TensorNotFound",
         ErrorKind::Unsupported(_) | ErrorKind::UnsupportedDtype(_) => "Unsupported",
         ErrorKind::BadSlice(_) => "BadSlice",
+        ErrorKind::BadPattern(_) => "OptionError",
         _ if e.is_invalid_input() => "InvalidFile",
         _ => "TensorsmithError",
     };

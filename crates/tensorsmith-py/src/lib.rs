@@ -11,6 +11,7 @@ mod ops;
 mod quant;
 mod reader;
 mod save;
+mod stats;
 
 use pyo3::prelude::*;
 
@@ -26,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::inspect_json, m)?)?;
     m.add_function(wrap_pyfunction!(ops::hash, m)?)?;
     m.add_function(wrap_pyfunction!(ops::diff_json, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_json, m)?)?;
     m.add_function(wrap_pyfunction!(ops::convert, m)?)?;
     m.add_function(wrap_pyfunction!(ops::report, m)?)?;
     m.add_function(wrap_pyfunction!(ops::parse_size, m)?)?;

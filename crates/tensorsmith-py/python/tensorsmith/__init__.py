@@ -20,6 +20,7 @@ Writing (byte-identical to the reference, atomic for files)
 Tools
     inspect(path)  hash(path, content=True)  diff(a, b, values=True)  convert(src, dst, ...)
     report(path, "model.html")   the HTML page of `tensorsmith report`
+    stats(path)  value statistics per tensor (NaN/Inf/zeros, range, F16/BF16/FP8 fit)
 
 Datasets (the safetensors-spark layout)
     write_dataset(arrow_data, path, batch_size=..., dtype=...);  Dataset(path)[i]
@@ -401,14 +402,38 @@ def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
 def report(target, output, title=None, stats=None, backend="mmap") -> int:
     """Writes `tensorsmith report`'s self-contained HTML page about a model to `output` and
     returns its length in bytes. `stats`, a dict from tensor name to that tensor's statistics
-    (a dict of `tensorsmith.stats/1`'s keys), adds statistics columns to the table.
+    (a dict of `tensorsmith.stats/1`'s keys, as `tensorsmith.stats` returns), adds statistics
+    columns to the table; `stats=True` measures every tensor first (the CLI's `--stats`).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a.w": np.ones((2, 2), np.float32)}, "a.safetensors")
         >>> n = tensorsmith.report("a.safetensors", "a.html", title="a")
     """
-    stats_json = None if stats is None else json.dumps(dict(stats))
+    if stats is True:
+        doc = json.loads(_native.stats_json(os.fspath(target), [], backend))
+        stats = {t["name"]: t for t in doc["tensors"]}
+    stats_json = None if stats is None or stats is False else json.dumps(dict(stats))
     return _native.report(os.fspath(target), os.fspath(output), title, stats_json, backend)
+def stats(target, tensors=None, backend="mmap") -> dict:
+    """Value statistics of every tensor, read once with all cores: a dict from tensor name to
+    a dict of the keys of `tensorsmith stats --json` (schema "tensorsmith.stats/1"): count,
+    min, max, mean, std (population, over the finite values), nan, pos_inf, neg_inf, zeros,
+    subnormals, exponents, overflow and flush (fractions per F16/BF16/FP8 type), histogram
+    (integer tensors); None where a statistic has no value. `tensors`: a name pattern (`*`,
+    `?`, `[a-z]`) or a list of them selecting the tensors measured.
+
+        >>> import numpy as np, tensorsmith
+        >>> tensorsmith.save_file({"w": np.array([1, -2, np.nan], np.float32)}, "w.safetensors")
+        >>> s = tensorsmith.stats("w.safetensors")["w"]
+        >>> s["min"], s["max"], s["nan"], s["mean"]
+        (-2.0, 1.0, 1, -0.5)
+    """
+    if tensors is None:
+        tensors = []
+    elif isinstance(tensors, (str, os.PathLike)):
+        tensors = [os.fspath(tensors)]
+    doc = json.loads(_native.stats_json(os.fspath(target), list(tensors), backend))
+    return {t["name"]: t for t in doc["tensors"]}
 
 
 def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
@@ -699,6 +724,7 @@ class Dataset:
 
 __all__ = [
     "safe_open", "load_file", "save_file", "load", "save", "inspect", "hash", "diff", "convert", "report",
+    "stats",
     "quantize", "write_dataset", "Dataset", "TensorsmithError", "SafetensorError", "TensorSpec", "serialize",
     "serialize_file", "deserialize", "validate", "verify", "dataset_info", "dataset_verify",
     "dataset_clean", "dataset_export",

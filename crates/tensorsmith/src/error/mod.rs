@@ -188,6 +188,9 @@ pub enum ErrorKind {
     NoSuchTensor,
     #[error("bad slice: {0}")]
     BadSlice(String),
+    /// A tensor name pattern (`stats --tensors`) that does not parse.
+    #[error("bad tensor name pattern {0}")]
+    BadPattern(String),
 
     // --- ggml block dequantization
     #[error("cannot dequantize {ggml_type}: {reason}")]
@@ -279,6 +282,7 @@ impl Error {
                 | ErrorKind::ChangedDuringRead { .. }
                 | ErrorKind::NoSuchTensor
                 | ErrorKind::BadSlice(_)
+                | ErrorKind::BadPattern(_)
         )
     }
 }

@@ -1,6 +1,6 @@
 //! Operations written once against the neutral index and the [`crate::Model`]: inspect
-//! (summaries and a stable JSON form), hash, diff, convert, densify, verify and the HTML
-//! report page.
+//! (summaries and a stable JSON form), hash, diff, convert, densify, verify, value
+//! statistics and the HTML report page.
 
 pub mod convert;
 mod convert_gguf;
@@ -13,12 +13,22 @@ pub mod densify;
 pub mod dequantize;
 pub mod diff;
 pub mod diff_json;
+pub mod fp_fit;
 pub mod hash;
 pub mod inspect;
+pub mod name_glob;
 mod onnx_wi;
 pub mod report;
 pub mod report_data;
 mod report_page;
+pub mod stats;
+pub mod stats_check;
+mod stats_decode;
+mod stats_float;
+mod stats_int;
+pub mod stats_json;
+mod stats_measure;
+mod stats_patterns;
 pub mod tree;
 pub mod verify;
 pub mod wi_hash;

@@ -8,6 +8,8 @@
 //! Written directly, not through a JSON tree: 100,000 rows take milliseconds.
 
 use super::inspect::{bits_per_weight, meta_json};
+use super::stats::StatsReport;
+use super::stats_json::{tensor_json, STATS_SCHEMA};
 use crate::index::{LayoutNames, MetaValue, TensorInfo};
 use crate::model::Model;
 use serde_json::{json, Map, Value};
@@ -49,6 +51,17 @@ impl ReportOptions {
         self.stats_schema = Some(schema.to_owned());
         self.stats = Some(stats);
         self
+    }
+
+    /// The statistics `ops::stats` measured, each tensor's object as `tensorsmith stats
+    /// --json` gives it.
+    pub fn with_stats_report(self, report: &StatsReport) -> ReportOptions {
+        let by_name = report
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), tensor_json(t)))
+            .collect();
+        self.with_stats(STATS_SCHEMA, by_name)
     }
 }
 
