@@ -84,32 +84,33 @@
     var box = document.getElementById("chart");
     box.textContent = "";
     var m = document.getElementById("metric").value;
-    var pts = {}, layers = [], lo = Infinity, hi = -Infinity;
+    var pts = {}, layers = [], lo = Infinity, hi = -Infinity, zero = false;
     rows.forEach(function (r) {
       if (r.layer === null || r.layer === undefined) return;
       var y = metric(r, m);
       if (y === null || !isFinite(y)) return;
       (pts[r.role] = pts[r.role] || []).push([r.layer, y]);
       layers.push(r.layer);
-      if (y > 0) { lo = Math.min(lo, y); hi = Math.max(hi, y); }
+      if (y > 0) { lo = Math.min(lo, y); hi = Math.max(hi, y); } else zero = true;
     });
     if (!isFinite(lo)) { lo = 1e-12; hi = 1; }
     var yMin = Math.floor(Math.log10(lo)) - (lo === hi ? 1 : 0), yMax = Math.ceil(Math.log10(hi));
     if (yMax <= yMin) yMax = yMin + 1;
+    // Zeros (and negatives of 1 − cosine) get a line of their own, one decade below.
+    var zeroAt = zero ? yMin - 1 : null;
+    if (zero) yMin -= 1;
     var xMin = layers.length ? Math.min.apply(null, layers) : 0;
     var xMax = layers.length ? Math.max.apply(null, layers) : 1;
     if (xMax === xMin) xMax = xMin + 1;
     var W = Math.max(box.clientWidth || 800, 400), H = 320, L = 56, R = 14, T = 10, B = 30;
     var s = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "error by layer" });
     function X(x) { return L + (x - xMin) / (xMax - xMin) * (W - L - R); }
-    function Y(y) {
-      var e = y > 0 ? Math.max(Math.log10(y), yMin) : yMin;
-      return T + (yMax - e) / (yMax - yMin) * (H - T - B);
-    }
+    function Ye(e) { return T + (yMax - e) / (yMax - yMin) * (H - T - B); }
+    function Y(y) { return Ye(y > 0 ? Math.max(Math.log10(y), zero ? yMin + 1 : yMin) : yMin); }
     for (var e = yMin; e <= yMax; e++) {
-      s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: Y(Math.pow(10, e)), y2: Y(Math.pow(10, e)) }));
-      var lab = svg("text", { x: L - 6, y: Y(Math.pow(10, e)) + 3, "text-anchor": "end" });
-      lab.textContent = "1e" + e;
+      s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: Ye(e), y2: Ye(e) }));
+      var lab = svg("text", { x: L - 6, y: Ye(e) + 3, "text-anchor": "end" });
+      lab.textContent = e === zeroAt ? "0" : "1e" + e;
       s.appendChild(lab);
     }
     var step = Math.max(1, Math.ceil((xMax - xMin) / 16));
