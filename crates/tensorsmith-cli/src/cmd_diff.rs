@@ -1,13 +1,16 @@
 //! `tensorsmith diff A B`: what differs between two models, in any formats, local or remote.
-//! Exit 0 when they are the same, 1 when they differ, 2 on error.
+//! Exit 0 when they are the same, 1 when they differ, 2 on error. With `--values --html PAGE`
+//! also a self-contained page of the value errors (the library's `diff_page`).
 
 use crate::render::{grouped, printable};
 use crate::{fail, OpenArgs, EXIT_NO, EXIT_OK};
 use clap::{Args, ValueEnum};
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use tensorsmith::index::MetaValue;
-use tensorsmith::ops::diff::{compare_values, diff_structure, Diff, TensorDesc};
+use tensorsmith::ops::diff::{compare_paired, diff_paired, Diff, TensorDesc};
 use tensorsmith::ops::diff_json::to_json;
+use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
 use tensorsmith::ops::inspect::meta_json;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -15,6 +18,16 @@ enum Style {
     Text,
     Json,
     Md,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MapArg {
+    /// The llama map when exactly one side is GGUF with general.architecture = llama.
+    Auto,
+    /// The llama map (Hugging Face <-> GGUF names, Q/K rows put back in order).
+    Llama,
+    /// Names as they are (and --rename).
+    None,
 }
 
 #[derive(Args)]
@@ -29,6 +42,18 @@ pub struct DiffArgs {
     /// With --values, list identical tensors too.
     #[arg(long, requires = "values")]
     all: bool,
+    /// With --values, also write a self-contained HTML page of the value errors (error by
+    /// layer per tensor role, the worst twenty tensors, every pair).
+    #[arg(long, value_name = "PAGE.html", requires = "values")]
+    html: Option<PathBuf>,
+    /// Pair A's tensor FROM with B's tensor TO (repeatable; the first matching rule wins).
+    /// Whole-name patterns: `*` matches any text, `{N}` digits; TO reuses the captures in
+    /// order: 'model.*=*', 'h.{N}.attn=blk.{N}.attn_qkv'.
+    #[arg(long, value_name = "FROM=TO")]
+    rename: Vec<String>,
+    /// Name map between Hugging Face and GGUF llama names (after --rename).
+    #[arg(long, value_enum, default_value = "auto")]
+    name_map: MapArg,
     /// Same as --format json.
     #[arg(long, conflicts_with = "format")]
     json: bool,
@@ -49,11 +74,30 @@ pub fn run(a: &DiffArgs) -> u8 {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => return fail(&e),
     };
-    let mut d = diff_structure(&ma.index, &mb.index);
+    let rules: Result<Vec<RenameRule>, String> =
+        a.rename.iter().map(|r| RenameRule::parse(r)).collect();
+    let opts = PairOptions {
+        rules: match rules {
+            Ok(r) => r,
+            Err(e) => return fail(&e),
+        },
+        name_map: match a.name_map {
+            MapArg::Auto => NameMap::Auto,
+            MapArg::Llama => NameMap::Llama,
+            MapArg::None => NameMap::None,
+        },
+    };
+    let pairing = match pair_tensors(&ma.index, &mb.index, &opts) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let mut d = diff_paired(&ma.index, &mb.index, &pairing);
     if a.values {
         let show = a.progress.shows();
+        // The page shows every pair, identical ones too.
+        let all = a.all || a.html.is_some();
         let (r, took) = crate::progress_view::with_bar(show, "diff", || {
-            compare_values(&mut d, &ma, &mb, a.all)
+            compare_paired(&mut d, &ma, &mb, &pairing, all)
         });
         if let Err(e) = r {
             return fail(&e);
@@ -66,10 +110,24 @@ pub fn run(a: &DiffArgs) -> u8 {
             );
         }
     }
+    let json = to_json(&a.a, &a.b, &d);
+    if let Some(page) = &a.html {
+        let title = format!("diff {} → {}", file_name(&a.a), file_name(&a.b));
+        match tensorsmith::ops::diff_page::write_diff_page(page, &title, &json) {
+            Ok(len) if a.progress.shows() => eprintln!(
+                "wrote {}: {}, {}",
+                crate::shown(page),
+                crate::render::count(d.values.len(), "pair"),
+                crate::render::human_bytes(len)
+            ),
+            Ok(_) => {}
+            Err(e) => return fail(&e),
+        }
+    }
     let style = if a.json { Style::Json } else { a.format };
     let out = match style {
         Style::Json => {
-            let mut s = serde_json::to_string_pretty(&to_json(&a.a, &a.b, &d)).expect("JSON");
+            let mut s = serde_json::to_string_pretty(&json).expect("JSON");
             s.push('\n');
             s
         }
@@ -82,6 +140,16 @@ pub fn run(a: &DiffArgs) -> u8 {
     } else {
         EXIT_NO
     }
+}
+
+fn file_name(l: &str) -> &str {
+    let l = l.trim_end_matches('/');
+    l.rsplit('/').next().unwrap_or(l)
+}
+
+/// An optional metric as text (`-` where undefined).
+fn opt(x: Option<f64>) -> String {
+    x.map_or("-".to_owned(), |x| format!("{x:.4e}"))
 }
 
 fn shape(s: &[u64]) -> String {
@@ -130,8 +198,13 @@ fn text(a: &str, b: &str, d: &Diff) -> String {
     for c in &d.changed {
         let _ = writeln!(
             s,
-            "~ tensor {}  {} {} ({} B) -> {} {} ({} B)",
+            "~ tensor {}{}  {} {} ({} B) -> {} {} ({} B)",
             printable(&c.a.name),
+            if c.a.name == c.b.name {
+                String::new()
+            } else {
+                format!(" -> {}", printable(&c.b.name))
+            },
             c.a.dtype,
             shape(&c.a.shape),
             grouped(c.a.byte_length),
@@ -161,12 +234,22 @@ fn text(a: &str, b: &str, d: &Diff) -> String {
         } else {
             let _ = writeln!(
                 s,
-                "~ values {}: {} of {} elements differ, max |a-b| {:e}, mean |a-b| {:e}",
+                "~ values {}{}: {} of {} elements differ, max |a-b| {:e}, mean |a-b| {:e}, \
+                 RMSE {}, rel RMSE {}, cosine {}, SNR {} dB",
                 printable(&v.name),
+                v.b_name
+                    .as_ref()
+                    .map_or(String::new(), |b| format!(" -> {}", printable(b))),
                 grouped(v.differing),
                 grouped(v.elements),
                 v.max_abs_diff,
-                v.mean_abs_diff
+                v.mean_abs_diff,
+                opt(v.metrics.rmse),
+                opt(v.metrics.rel_rmse),
+                opt(v.metrics.cosine),
+                v.metrics
+                    .snr_db
+                    .map_or("-".to_owned(), |x| format!("{x:.2}"))
             );
         }
     }

@@ -74,17 +74,58 @@ pub fn hash(
     }
 }
 
-/// The diff of two models as `tensorsmith.diff/1` JSON text.
+/// The diff of two models as `tensorsmith.diff/1` JSON text. `rename` holds `FROM=TO` rules
+/// for A's names, `name_map` is "auto", "llama" or "none"; with `values`, `html` also writes
+/// the diff page there (every pair listed).
 #[pyfunction]
-#[pyo3(signature = (a, b, values = false, all = false))]
-pub fn diff_json(py: Python<'_>, a: &str, b: &str, values: bool, all: bool) -> PyResult<String> {
+#[pyo3(signature = (a, b, values = false, all = false, rename = Vec::new(), name_map = "auto", html = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn diff_json(
+    py: Python<'_>,
+    a: &str,
+    b: &str,
+    values: bool,
+    all: bool,
+    rename: Vec<String>,
+    name_map: &str,
+    html: Option<std::path::PathBuf>,
+) -> PyResult<String> {
+    use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
+    let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
+    let name_map = match name_map {
+        "auto" => NameMap::Auto,
+        "llama" => NameMap::Llama,
+        "none" => NameMap::None,
+        other => {
+            return Err(value_error(format!(
+                "name_map must be 'auto', 'llama' or 'none', not {other:?}"
+            )))
+        }
+    };
+    if html.is_some() && !values {
+        return Err(value_error("html= needs values=True".to_owned()));
+    }
+    let rules = rename
+        .iter()
+        .map(|r| RenameRule::parse(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(value_error)?;
     let (ma, mb) = (open_model(py, a, "mmap")?, open_model(py, b, "mmap")?);
-    let mut d = tensorsmith::ops::diff::diff_structure(&ma.index, &mb.index);
+    let opts = PairOptions { rules, name_map };
+    let pairing = pair_tensors(&ma.index, &mb.index, &opts).map_err(value_error)?;
+    let mut d = tensorsmith::ops::diff::diff_paired(&ma.index, &mb.index, &pairing);
     if values {
-        py.detach(|| tensorsmith::ops::diff::compare_values(&mut d, &ma, &mb, all))
+        let all = all || html.is_some();
+        py.detach(|| tensorsmith::ops::diff::compare_paired(&mut d, &ma, &mb, &pairing, all))
             .py_err(py)?;
     }
-    Ok(tensorsmith::ops::diff_json::to_json(a, b, &d).to_string())
+    let json = tensorsmith::ops::diff_json::to_json(a, b, &d);
+    if let Some(page) = html {
+        let title = format!("diff {a} → {b}");
+        py.detach(|| tensorsmith::ops::diff_page::write_diff_page(&page, &title, &json))
+            .py_err(py)?;
+    }
+    Ok(json.to_string())
 }
 
 /// `report`: the HTML page of a model written to `output`; `stats_json`, a JSON object from

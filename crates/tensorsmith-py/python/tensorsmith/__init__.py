@@ -387,16 +387,21 @@ def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A
     return out
 
 
-def diff(a, b, values=False, all=False) -> dict:  # noqa: A002
+def diff(a, b, values=False, all=False, rename=(), name_map="auto", html=None) -> dict:  # noqa: A002
     """What differs between two models (schema "tensorsmith.diff/1"); `values=True` compares
-    the values of tensors present in both.
+    the values of tensors present in both, with RMSE, relative RMSE, cosine and SNR per pair.
+    Tensors pair by name after `rename` ("FROM=TO" rules for A's names, `*` and `{N}`
+    captures) and the llama name map (`name_map`: "auto", "llama" or "none"). With
+    `values=True`, `html` writes the self-contained diff page to that path.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
         >>> tensorsmith.save_file({"a": np.arange(3), "b": np.ones(1)}, "b.safetensors")
         >>> d = tensorsmith.diff("a.safetensors", "b.safetensors")  # added: b
     """
-    return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all))
+    page = None if html is None else os.fspath(html)
+    return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all,
+                                        list(rename), name_map, page))
 
 
 def report(target, output, title=None, stats=None, backend="mmap") -> int:

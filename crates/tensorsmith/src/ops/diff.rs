@@ -1,13 +1,17 @@
 //! Structural and value comparison of two models in any formats: tensors added, removed and
 //! changed (type, shape, byte length), metadata added, removed and changed, and with
-//! [`compare_values`] the element-wise difference of matching tensors across dtypes.
+//! [`compare_values`] the element-wise difference of matching tensors across dtypes, with
+//! error metrics (`diff_metrics`). Tensors pair by name, or through rename rules and the llama
+//! name map ([`diff_paired`], [`compare_paired`] over a `diff_pairing::Pairing`).
 
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
 use crate::model::Model;
+use crate::ops::diff_metrics::{ErrorSums, Metrics};
+use crate::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, Pairing, RowOrder};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A tensor as the diff describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +41,8 @@ pub struct TensorChange {
 }
 
 impl TensorChange {
-    /// Which of `dtype`, `shape`, `byte_length` differ.
+    /// Which of `dtype`, `shape`, `byte_length` differ (names may differ too: a pair by
+    /// rename rules or a name map, which is no change in itself).
     pub fn fields(&self) -> Vec<&'static str> {
         let mut f = Vec::new();
         if self.a.dtype != self.b.dtype {
@@ -64,6 +69,12 @@ pub struct ValueDiff {
     pub differing: u64,
     pub max_abs_diff: f64,
     pub mean_abs_diff: f64,
+    /// B's name when it differs from A's (`name`): paired by rename rules or a name map.
+    pub b_name: Option<String>,
+    /// RMSE, relative RMSE, cosine and SNR (see `diff_metrics` for the conventions).
+    pub metrics: Metrics,
+    /// One side's rows were read in the other's order (llama Q/K, `diff_llama`).
+    pub reordered: bool,
 }
 
 /// Why a tensor's values were not compared.
@@ -85,6 +96,8 @@ pub struct Diff {
     pub values: Vec<ValueDiff>,
     pub not_compared: Vec<NotCompared>,
     pub values_compared: bool,
+    /// `Some("llama")` when tensors were paired through the llama name map.
+    pub name_map: Option<&'static str>,
 }
 
 impl Diff {
@@ -101,26 +114,42 @@ impl Diff {
     }
 }
 
+/// Tensors paired by their names alone.
+pub fn by_name(a: &TensorIndex, b: &TensorIndex) -> Pairing {
+    let opts = PairOptions {
+        rules: Vec::new(),
+        name_map: NameMap::None,
+    };
+    pair_tensors(a, b, &opts).unwrap_or_default()
+}
+
 /// Compares structure: names in byte order, metadata by key.
 pub fn diff_structure(a: &TensorIndex, b: &TensorIndex) -> Diff {
-    let ta: BTreeMap<&str, &TensorInfo> = a.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
-    let tb: BTreeMap<&str, &TensorInfo> = b.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
-    let mut d = Diff::default();
-    for (name, t) in &ta {
-        match tb.get(name) {
-            None => d.removed.push(TensorDesc::of(t)),
-            Some(u) => {
-                let (x, y) = (TensorDesc::of(t), TensorDesc::of(u));
-                if x != y {
-                    d.changed.push(TensorChange { a: x, b: y });
-                }
-            }
+    diff_paired(a, b, &by_name(a, b))
+}
+
+/// Compares structure with tensors paired by `p`: a pair whose type, shape or byte length
+/// differ is changed (a name alone is not); tensors without a pair are removed or added.
+pub fn diff_paired(a: &TensorIndex, b: &TensorIndex, p: &Pairing) -> Diff {
+    let mut d = Diff {
+        name_map: p.name_map,
+        ..Diff::default()
+    };
+    for &i in &p.only_a {
+        d.removed.push(TensorDesc::of(&a.tensors[i]));
+    }
+    for pair in &p.pairs {
+        let (x, y) = (
+            TensorDesc::of(&a.tensors[pair.a]),
+            TensorDesc::of(&b.tensors[pair.b]),
+        );
+        let c = TensorChange { a: x, b: y };
+        if !c.fields().is_empty() {
+            d.changed.push(c);
         }
     }
-    for (name, u) in &tb {
-        if !ta.contains_key(name) {
-            d.added.push(TensorDesc::of(u));
-        }
+    for &i in &p.only_b {
+        d.added.push(TensorDesc::of(&b.tensors[i]));
     }
     // A checkpoint's write id names a write, not the model: two writes of one model are equal.
     let keys: BTreeSet<&String> = a
@@ -190,25 +219,28 @@ fn decoder(d: DType) -> Option<Decoder> {
 /// Compares the values of every tensor present in both models with equal element counts.
 /// Tensors are read one at a time (bounded memory: two tensors at once).
 pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<()> {
+    let p = by_name(&a.index, &b.index);
+    compare_paired(d, a, b, &p, all)
+}
+
+/// [`compare_values`] over the pairs of `p` (in its order: A's names).
+pub fn compare_paired(d: &mut Diff, a: &Model, b: &Model, p: &Pairing, all: bool) -> Result<()> {
     d.values_compared = true;
-    let tb: BTreeMap<&str, &TensorInfo> = b
-        .index
-        .tensors
-        .iter()
-        .map(|t| (t.name.as_str(), t))
-        .collect();
-    let mut ta: Vec<&TensorInfo> = a.index.tensors.iter().collect();
-    ta.sort_by(|x, y| x.name.cmp(&y.name));
     let work = |t: &TensorInfo, u: &TensorInfo| t.byte_len() + u.byte_len();
+    let tensors = |pair: &crate::ops::diff_pairing::Pair| {
+        (&a.index.tensors[pair.a], &b.index.tensors[pair.b])
+    };
     crate::progress::expect(
-        ta.iter()
-            .filter_map(|t| tb.get(t.name.as_str()).map(|u| work(t, u)))
+        p.pairs
+            .iter()
+            .map(|pair| {
+                let (t, u) = tensors(pair);
+                work(t, u)
+            })
             .sum(),
     );
-    for t in ta {
-        let Some(u) = tb.get(t.name.as_str()) else {
-            continue;
-        };
+    for pair in &p.pairs {
+        let (t, u) = tensors(pair);
         crate::progress::advance(work(t, u));
         let skip = |reason: String| NotCompared {
             name: t.name.clone(),
@@ -232,11 +264,25 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
             d.not_compared.push(skip(why));
             continue;
         }
+        let order = match &pair.rows {
+            Ok(o) => *o,
+            Err(why) => {
+                d.not_compared.push(skip(why.clone()));
+                continue;
+            }
+        };
+        let b_name = (u.name != t.name).then(|| u.name.clone());
         let same_layout = t.layout == u.layout && t.dtype == u.dtype;
         let xa = a.tensor_bytes(t)?;
         let xb = b.tensor_bytes(u)?;
-        if same_layout && xa == xb {
-            if all {
+        let same_bytes = order.is_none() && same_layout && xa == xb;
+        if same_bytes && !all {
+            continue;
+        }
+        let (va, vb) = match (side(a, t, xa)?, side(b, u, xb)?) {
+            (Some(va), Some(vb)) => (va, vb),
+            _ if same_bytes => {
+                // Equal bytes of a type no decoder covers: identical, without metrics.
                 d.values.push(ValueDiff {
                     name: t.name.clone(),
                     identical: true,
@@ -244,12 +290,12 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
                     differing: 0,
                     max_abs_diff: 0.0,
                     mean_abs_diff: 0.0,
+                    b_name,
+                    metrics: Metrics::default(),
+                    reordered: false,
                 });
+                continue;
             }
-            continue;
-        }
-        let (va, vb) = match (side(a, t, xa)?, side(b, u, xb)?) {
-            (Some(va), Some(vb)) => (va, vb),
             _ => {
                 let why = format!(
                     "values of {} and {} are not decoded",
@@ -260,7 +306,14 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
                 continue;
             }
         };
-        let v = compare_iter(&t.name, va.iter(), vb.iter());
+        let (ia, ib) = match order {
+            Some(o) if o.in_b => (va.iter(), vb.rows(o)),
+            Some(o) => (va.rows(o), vb.iter()),
+            None => (va.iter(), vb.iter()),
+        };
+        let mut v = compare_iter(&t.name, ia, ib);
+        v.b_name = b_name;
+        v.reordered = order.is_some();
         if all || !v.identical {
             d.values.push(v);
         }
@@ -276,10 +329,34 @@ enum Side<'a> {
 
 impl Side<'_> {
     fn iter(&self) -> Box<dyn Iterator<Item = f64> + '_> {
+        self.range(0, usize::MAX)
+    }
+
+    fn len(&self) -> usize {
         match self {
-            Side::Stored(bytes, (size, f)) => Box::new(bytes.chunks_exact(*size).map(*f)),
-            Side::Dequantized(v) => Box::new(v.iter().map(|&x| f64::from(x))),
+            Side::Stored(bytes, (size, _)) => bytes.len() / size,
+            Side::Dequantized(v) => v.len(),
         }
+    }
+
+    /// Elements `start..start + len` (cut at the end).
+    fn range(&self, start: usize, len: usize) -> Box<dyn Iterator<Item = f64> + '_> {
+        let end = start.saturating_add(len).min(self.len());
+        match self {
+            Side::Stored(bytes, (size, f)) => {
+                Box::new(bytes[start * size..end * size].chunks_exact(*size).map(*f))
+            }
+            Side::Dequantized(v) => Box::new(v[start..end].iter().map(|&x| f64::from(x))),
+        }
+    }
+
+    /// The elements with their rows read in Hugging Face order (`o`: this side is permuted).
+    fn rows(&self, o: RowOrder) -> Box<dyn Iterator<Item = f64> + '_> {
+        let cols = (self.len() as u64 / o.rows) as usize;
+        Box::new((0..o.rows).flat_map(move |r| {
+            let g = crate::ops::diff_llama::gguf_row(r, o.rows, o.groups) as usize;
+            self.range(g * cols, cols)
+        }))
     }
 }
 
@@ -312,8 +389,10 @@ fn compare_iter(
     b: impl Iterator<Item = f64>,
 ) -> ValueDiff {
     let (mut differing, mut max, mut sum, mut n) = (0u64, 0f64, 0f64, 0u64);
+    let mut sums = ErrorSums::new();
     for (x, y) in a.zip(b) {
         n += 1;
+        sums.add(x, y);
         if x == y || (x.is_nan() && y.is_nan()) {
             continue;
         }
@@ -331,6 +410,9 @@ fn compare_iter(
         differing,
         max_abs_diff: max,
         mean_abs_diff: if n == 0 { 0.0 } else { sum / n as f64 },
+        b_name: None,
+        metrics: sums.finish(),
+        reordered: false,
     }
 }
 
