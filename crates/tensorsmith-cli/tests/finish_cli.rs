@@ -260,3 +260,23 @@ fn long_commands_end_with_a_summary_on_a_terminal_only() {
     assert_eq!(code, Some(0));
     assert!(err.is_empty(), "{err}");
 }
+
+#[test]
+fn an_output_in_a_missing_folder_names_the_folder() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("a.safetensors");
+    let mut w = Writer::new();
+    w.add("w", DType::F32, &[2], vec![0u8; 8]).unwrap();
+    w.write_file(&src).unwrap();
+    let missing = d.path().join("no").join("such");
+    for out in ["out.safetensors", "out.zt", "out.gguf"] {
+        let out = missing.join(out);
+        let (code, _, err) = run(&["convert", src.to_str().unwrap(), out.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(&format!("the folder {} does not exist", missing.display())),
+            "{err}"
+        );
+        assert!(!d.path().join("no").exists());
+    }
+}

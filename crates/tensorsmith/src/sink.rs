@@ -54,7 +54,7 @@ impl AtomicFile {
             .write(true)
             .create_new(true)
             .open(&temp)
-            .map_err(|e| Error::from(e).in_file(dest))?;
+            .map_err(|e| crate::error::creating(e, dest).in_file(dest))?;
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
             temp,

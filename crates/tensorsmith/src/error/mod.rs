@@ -319,3 +319,22 @@ impl std::error::Error for Error {
         }
     }
 }
+
+/// An error creating `file`, said plainly when the cause is that its folder does not exist
+/// (the OS says only "No such file or directory", and names neither: the path it failed on
+/// may be a temporary or lock file beside the output).
+pub(crate) fn creating(e: io::Error, file: &Path) -> Error {
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let e = if e.kind() == io::ErrorKind::NotFound && !dir.is_dir() {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("the folder {} does not exist", dir.display()),
+        )
+    } else {
+        e
+    };
+    Error::from(e)
+}
