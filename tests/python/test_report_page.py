@@ -380,7 +380,8 @@ def test_measured_stats_on_the_page(browser, tmp_path, tsm):
     assert rows["model.layers.1.mlp.w"]["stats"]["nan"] == 1
     py_page = tmp_path / "py.html"
     ts.report(model, py_page, stats=True)
-    assert [r["stats"] for r in embedded(py_page)["tensors"]] == [rows[n]["stats"] for n in tensors]
+    assert {r["name"]: r["stats"] for r in embedded(py_page)["tensors"]} == {
+        n: r["stats"] for n, r in rows.items()}
     open_page(browser, page)
     assert severe_logs(browser) == []
     heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#tensors th")]

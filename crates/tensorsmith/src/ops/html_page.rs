@@ -1,27 +1,53 @@
-//! Self-contained HTML pages (the report page, the diff page): a template whose markers
-//! `{{TITLE}}`, `{{STYLE}}`, `{{SCRIPT}}` and `{{DATA}}` are filled with the escaped title,
-//! the style and script text and the page's JSON, escaped to stay inside its
-//! `<script type="application/json">` element.
+//! Self-contained HTML pages (the report page, the diff page): one skeleton
+//! (`html_page/skeleton.html`: the head with a Content-Security-Policy that allows no network,
+//! the title, the footer, the page's JSON in a `<script type="application/json">` element and
+//! its script) around each page's own body, with the helpers of `html_page/common.js` placed
+//! before each page's script. The JSON is escaped to stay inside its element.
 
-/// `template` with its markers filled: `title` (as text), `style`, `script`, `data_json`.
-pub fn fill(template: &str, title: &str, style: &str, script: &str, data_json: &str) -> String {
-    let title = escape_html(title);
-    let data = escape_script_json(data_json);
-    let mut out = String::with_capacity(template.len() + style.len() + script.len() + data.len());
-    // Markers are looked for in the template only, never in what replaced one.
+const SKELETON: &str = include_str!("html_page/skeleton.html");
+const COMMON_SCRIPT: &str = include_str!("html_page/common.js");
+
+/// What one kind of page brings to the skeleton.
+pub struct Page {
+    /// The page's `<main>` element.
+    pub body: &'static str,
+    /// The id of the element holding the page's JSON (the script finds it by this id).
+    pub data_id: &'static str,
+    pub script: &'static str,
+}
+
+impl Page {
+    /// The page: `title` (as text), `style`, and `data_json`, the page's JSON.
+    pub fn render(&self, title: &str, style: &str, data_json: &str) -> String {
+        let script = format!("{COMMON_SCRIPT}\n{}", self.script);
+        fill(
+            SKELETON,
+            &[
+                ("{{TITLE}}", &escape_html(title)),
+                ("{{STYLE}}", style),
+                ("{{BODY}}", self.body),
+                ("{{DATA_ID}}", self.data_id),
+                ("{{DATA}}", &escape_script_json(data_json)),
+                ("{{SCRIPT}}", &script),
+            ],
+        )
+    }
+}
+
+/// `template` with each marker replaced by its text. Markers are looked for in the template
+/// only, never in what replaced one; a `{{` that starts no marker stays.
+fn fill(template: &str, markers: &[(&str, &str)]) -> String {
+    let mut out =
+        String::with_capacity(template.len() + markers.iter().map(|m| m.1.len()).sum::<usize>());
     let mut rest = template;
     while let Some(at) = rest.find("{{") {
         out.push_str(&rest[..at]);
         let after = &rest[at..];
-        let (marker, with) = [
-            ("{{TITLE}}", title.as_str()),
-            ("{{STYLE}}", style),
-            ("{{SCRIPT}}", script),
-            ("{{DATA}}", data.as_str()),
-        ]
-        .into_iter()
-        .find(|(m, _)| after.starts_with(m))
-        .unwrap_or(("{{", "{{"));
+        let (marker, with) = markers
+            .iter()
+            .copied()
+            .find(|(m, _)| after.starts_with(m))
+            .unwrap_or(("{{", "{{"));
         out.push_str(with);
         rest = &after[marker.len()..];
     }
@@ -80,11 +106,35 @@ mod tests {
     fn markers_are_filled_once_from_the_template() {
         let page = fill(
             "<t>{{TITLE}}</t>{{DATA}}{{x",
-            "a<b",
-            "",
-            "",
-            "{\"k\":\"{{SCRIPT}}\"}",
+            &[("{{TITLE}}", "a"), ("{{DATA}}", "{\"k\":\"{{TITLE}}\"}")],
         );
-        assert_eq!(page, "<t>a&lt;b</t>{\"k\":\"{{SCRIPT}}\"}{{x");
+        assert_eq!(page, "<t>a</t>{\"k\":\"{{TITLE}}\"}{{x");
+    }
+
+    #[test]
+    fn the_skeleton_and_the_shared_script_cannot_be_broken_out_of() {
+        assert!(!COMMON_SCRIPT.to_ascii_lowercase().contains("</script"));
+        for m in [
+            "{{TITLE}}",
+            "{{STYLE}}",
+            "{{BODY}}",
+            "{{DATA_ID}}",
+            "{{DATA}}",
+            "{{SCRIPT}}",
+        ] {
+            assert!(SKELETON.contains(m), "{m}");
+        }
+        let p = Page {
+            body: "<main>{{DATA}}</main>",
+            data_id: "d",
+            script: "go();",
+        };
+        let html = p.render("x<y", "b{}", "{\"a\":\"</script>\"}");
+        assert!(html.contains("<title>x&lt;y</title>"));
+        assert!(html.contains("<main>{{DATA}}</main>"));
+        assert!(html.contains("id=\"d\">{\"a\":\"\\u003c/script\\u003e\"}</script>"));
+        assert!(
+            html.contains("var tsPage") && html.ends_with("go();</script>\n</body>\n</html>\n")
+        );
     }
 }

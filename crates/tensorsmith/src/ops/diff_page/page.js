@@ -5,7 +5,7 @@
 // (milliseconds since navigation).
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
+  var grouped = tsPage.grouped, el = tsPage.el, svg = tsPage.svg;
   var data = JSON.parse(document.getElementById("diff-data").textContent);
   var values = data.values || { compared: [], not_compared: [] };
   var rows = values.compared;
@@ -18,26 +18,12 @@
     if (x === "-inf") return -Infinity;
     return x === null || x === undefined ? null : x;
   }
-  function grouped(n) { return n === null || n === undefined ? "" : Number(n).toLocaleString("en-US"); }
   function num(x) {
     x = val(x);
     if (x === null) return "–";
     if (x === Infinity) return "∞";
     if (x === -Infinity) return "−∞";
-    if (Number.isInteger(x) && Math.abs(x) < 1e15) return grouped(x);
-    var a = Math.abs(x);
-    return a !== 0 && (a < 1e-3 || a >= 1e6) ? x.toExponential(3) : x.toPrecision(4);
-  }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    for (var k in attrs) if (attrs[k] !== undefined) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function svg(tag, attrs) {
-    var e = document.createElementNS(SVG, tag);
-    for (var k in attrs) e.setAttribute(k, attrs[k]);
-    return e;
+    return tsPage.finite(x);
   }
 
   // ---- metrics of a row ----

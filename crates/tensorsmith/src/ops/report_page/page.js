@@ -4,15 +4,12 @@
 // and the table's first page are drawn, <html> gets data-ready (milliseconds since navigation).
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
+  var grouped = tsPage.grouped, el = tsPage.el, svg = tsPage.svg;
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var rows = data.tensors;
   var root = document.documentElement;
 
   // ---- formatting ----
-  function grouped(n) {
-    return n === null || n === undefined ? "" : Number(n).toLocaleString("en-US");
-  }
   function human(n, units, step) {
     var i = 0;
     while (Math.abs(n) >= step && i < units.length - 1) { n /= step; i++; }
@@ -23,20 +20,7 @@
   function num(x) {
     if (x === null || x === undefined) return "";
     if (typeof x !== "number") return String(x);
-    if (Number.isInteger(x) && Math.abs(x) < 1e15) return grouped(x);
-    var a = Math.abs(x);
-    return a !== 0 && (a < 1e-3 || a >= 1e6) ? x.toExponential(3) : x.toPrecision(4);
-  }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    for (var k in attrs) if (attrs[k] !== undefined) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function svg(tag, attrs) {
-    var e = document.createElementNS(SVG, tag);
-    for (var k in attrs) e.setAttribute(k, attrs[k]);
-    return e;
+    return tsPage.finite(x);
   }
 
   // ---- colours: one per type, in the summary's order ----
