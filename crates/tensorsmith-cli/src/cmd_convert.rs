@@ -124,6 +124,10 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 pub fn run(a: &ConvertArgs) -> u8 {
+    // An output URL is refused before the input is opened.
+    if let Err(e) = tensorsmith::bytes::refuse_write(&a.output.to_string_lossy()) {
+        return fail(&e);
+    }
     let input = match crate::open_model(&a.input.to_string_lossy(), &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),

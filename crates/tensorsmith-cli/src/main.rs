@@ -100,6 +100,40 @@ pub struct OpenArgs {
     /// model, and a part that cannot is refused).
     #[arg(long)]
     part_only: bool,
+    /// A setting for s3:// and hf:// URLs, KEY=VALUE (repeatable): key, secret, token,
+    /// endpoint_url, region, profile, anon (and the aws_* spellings). Unset ones come from
+    /// the environment (AWS_*, HF_TOKEN, HF_ENDPOINT) and ~/.aws.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = StorageOptionParser)]
+    storage_option: Vec<tensorsmith::bytes::StorageOption>,
+}
+
+/// Parses `--storage-option KEY=VALUE`; a refusal names the key, never echoes the value (it
+/// may be a secret).
+#[derive(Clone)]
+struct StorageOptionParser;
+
+impl clap::builder::TypedValueParser for StorageOptionParser {
+    type Value = tensorsmith::bytes::StorageOption;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let refuse = |msg: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--storage-option: {msg}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let s = value
+            .to_str()
+            .ok_or_else(|| refuse("not UTF-8".to_owned()))?;
+        s.parse()
+            .map_err(|e: tensorsmith::Error| refuse(e.to_string()))
+    }
 }
 
 impl OpenArgs {
@@ -115,6 +149,7 @@ impl OpenArgs {
             Backend::Mmap
         })
         .with_part_only(self.part_only)
+        .with_storage_options(self.storage_option.iter().cloned().collect())
     }
 }
 

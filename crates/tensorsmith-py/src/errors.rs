@@ -21,7 +21,10 @@ pub fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 pub fn from_core(py: Python<'_>, e: tensorsmith::Error) -> PyErr {
     let class = match e.kind() {
         ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => "FileNotFound",
-        ErrorKind::Io(_) | ErrorKind::Http(_) => "IOFailure",
+        ErrorKind::NoSuchBucket(_) | ErrorKind::RemoteNotFound(_) => "FileNotFound",
+        ErrorKind::AccessDenied(_) => "AccessDenied",
+        ErrorKind::BadStorageOption(_) => "OptionError",
+        ErrorKind::Io(_) | ErrorKind::Http(_) | ErrorKind::Unreachable(_) => "IOFailure",
         ErrorKind::NoSuchTensor => "TensorNotFound",
         ErrorKind::Unsupported(_) | ErrorKind::UnsupportedDtype(_) => "Unsupported",
         ErrorKind::BadSlice(_) => "BadSlice",

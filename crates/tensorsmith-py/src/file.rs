@@ -53,6 +53,20 @@ impl File {
     }
 }
 
+/// The `storage_options` pairs (keys and values as text; Python turns the dict into them),
+/// checked: an unknown key is an `OptionError` naming it.
+pub fn storage_options(
+    py: Python<'_>,
+    pairs: Vec<(String, String)>,
+) -> PyResult<tensorsmith::bytes::StorageOptions> {
+    let mut o = tensorsmith::bytes::StorageOptions::new();
+    for (k, v) in pairs {
+        o.set(&k, &v)
+            .map_err(|e| raise(py, "OptionError", format!("storage_options: {}", e.kind())))?;
+    }
+    Ok(o)
+}
+
 pub fn parse_backend(py: Python<'_>, backend: &str) -> PyResult<Backend> {
     match backend {
         "mmap" => Ok(Backend::Mmap),
@@ -89,9 +103,16 @@ fn has_metadata_key(header: &[u8]) -> bool {
 #[pymethods]
 impl File {
     #[new]
-    #[pyo3(signature = (path, backend = "mmap"))]
-    fn new(py: Python<'_>, path: &str, backend: &str) -> PyResult<Self> {
-        let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
+    #[pyo3(signature = (path, backend = "mmap", storage = Vec::new()))]
+    fn new(
+        py: Python<'_>,
+        path: &str,
+        backend: &str,
+        storage: Vec<(String, String)>,
+    ) -> PyResult<Self> {
+        let opts = OpenOptions::default()
+            .with_backend(parse_backend(py, backend)?)
+            .with_storage_options(storage_options(py, storage)?);
         let target = path.to_owned();
         let model = py.detach(|| open(&target, &opts)).py_err(py)?;
         Ok(File {

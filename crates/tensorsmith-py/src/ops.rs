@@ -14,22 +14,44 @@ use tensorsmith::ztensor::{Compression, DigestKind};
 use tensorsmith::{open, Model, OpenOptions};
 
 fn open_model(py: Python<'_>, target: &str, backend: &str) -> PyResult<Model> {
-    open_part(py, target, backend, false)
+    open_part(py, target, backend, false, Vec::new())
 }
 
-/// As `open_model`; with `part_only`, a split GGUF part is read alone.
-fn open_part(py: Python<'_>, target: &str, backend: &str, part_only: bool) -> PyResult<Model> {
+/// As `open_model`, with `storage_options` pairs for s3:// and hf:// URLs.
+fn open_stored(
+    py: Python<'_>,
+    target: &str,
+    backend: &str,
+    storage: Vec<(String, String)>,
+) -> PyResult<Model> {
+    open_part(py, target, backend, false, storage)
+}
+
+/// As `open_stored`; with `part_only`, a split GGUF part is read alone.
+fn open_part(
+    py: Python<'_>,
+    target: &str,
+    backend: &str,
+    part_only: bool,
+    storage: Vec<(String, String)>,
+) -> PyResult<Model> {
     let opts = OpenOptions::default()
         .with_backend(parse_backend(py, backend)?)
-        .with_part_only(part_only);
+        .with_part_only(part_only)
+        .with_storage_options(crate::file::storage_options(py, storage)?);
     py.detach(|| open(target, &opts)).py_err(py)
 }
 
 /// `inspect --json` of a file, folder of shards, shard index or URL (`tensorsmith.inspect/1`).
 #[pyfunction]
-#[pyo3(signature = (target, backend = "mmap"))]
-pub fn inspect_json(py: Python<'_>, target: &str, backend: &str) -> PyResult<String> {
-    let m = open_model(py, target, backend)?;
+#[pyo3(signature = (target, backend = "mmap", storage = Vec::new()))]
+pub fn inspect_json(
+    py: Python<'_>,
+    target: &str,
+    backend: &str,
+    storage: Vec<(String, String)>,
+) -> PyResult<String> {
+    let m = open_stored(py, target, backend, storage)?;
     Ok(tensorsmith::ops::inspect::inspect_json_text(
         Path::new(target),
         &m,
@@ -48,7 +70,7 @@ pub fn hash(
     backend: &str,
 ) -> PyResult<(String, Option<String>)> {
     // weight-inspect hashes the one file it is given, a split GGUF part included.
-    let m = open_part(py, target, backend, compat.is_some())?;
+    let m = open_part(py, target, backend, compat.is_some(), Vec::new())?;
     match compat {
         Some("weight-inspect") => {
             let wi = tensorsmith::ops::wi_hash::weight_inspect(&m.index).py_err(py)?;
@@ -178,7 +200,7 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
     append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
     split_small_first = false, onnx_template = None, external_data = false,
-    allow_extra = false))]
+    allow_extra = false, storage = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -200,6 +222,7 @@ pub fn convert(
     onnx_template: Option<PathBuf>,
     external_data: bool,
     allow_extra: bool,
+    storage: Vec<(String, String)>,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -212,7 +235,7 @@ pub fn convert(
         }
     };
     let dtype = dtype_arg(py, dtype)?;
-    let m = open_model(py, src, "mmap")?;
+    let m = open_stored(py, src, "mmap", storage)?;
     let version = match zt_version {
         None => None,
         Some("0.1") => Some(ZtVersion::V0_1),

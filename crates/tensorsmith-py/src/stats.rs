@@ -13,14 +13,17 @@ use tensorsmith::{open, OpenOptions};
 /// `stats --json` of a file, folder of shards, shard index or URL; `tensors`: name patterns
 /// (`*`, `?`, `[a-z]`), any of which selects a tensor (all when empty).
 #[pyfunction]
-#[pyo3(signature = (target, tensors = Vec::new(), backend = "mmap"))]
+#[pyo3(signature = (target, tensors = Vec::new(), backend = "mmap", storage = Vec::new()))]
 pub fn stats_json(
     py: Python<'_>,
     target: &str,
     tensors: Vec<String>,
     backend: &str,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
-    let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
+    let opts = OpenOptions::default()
+        .with_backend(parse_backend(py, backend)?)
+        .with_storage_options(crate::file::storage_options(py, storage)?);
     let select = parse_all(&tensors).py_err(py)?;
     let m = py.detach(|| open(target, &opts)).py_err(py)?;
     let report = py

@@ -5,7 +5,7 @@
 //! rules). Adding a format is one module implementing this trait plus one line in
 //! `formats.rs`.
 
-use crate::bytes::{Backend, ReadAt};
+use crate::bytes::{Backend, ReadAt, StorageOptions};
 use crate::decode::decode_part;
 use crate::error::{Error, Result};
 use crate::index::{Part, TensorIndex, TensorInfo};
@@ -117,7 +117,8 @@ pub const DEFAULT_MAX_MANIFEST_LEN: u64 = 1 << 30;
 /// Deepest nesting of GGUF arrays inside arrays (each level costs a stack frame).
 pub const DEFAULT_MAX_ARRAY_DEPTH: usize = 64;
 
-/// How to open a file: the backend for local files and the limits every reader enforces.
+/// How to open a file: the backend for local files, the settings of object stores and the
+/// Hub, and the limits every reader enforces.
 /// Built from [`OpenOptions::new`] (safe defaults) with `with_*` methods.
 ///
 /// ```
@@ -134,6 +135,7 @@ pub struct OpenOptions {
     max_array_depth: Option<usize>,
     packed_ints: bool,
     part_only: bool,
+    storage: StorageOptions,
 }
 
 impl Default for OpenOptions {
@@ -145,6 +147,7 @@ impl Default for OpenOptions {
             max_array_depth: None,
             packed_ints: true,
             part_only: false,
+            storage: StorageOptions::new(),
         }
     }
 }
@@ -195,6 +198,17 @@ impl OpenOptions {
     pub fn with_part_only(mut self, yes: bool) -> Self {
         self.part_only = yes;
         self
+    }
+
+    /// Settings for `s3://` and `hf://` URLs (credentials, endpoint, region): the CLI's
+    /// `--storage-option`s, Python's `storage_options`. Unset ones come from the environment.
+    pub fn with_storage_options(mut self, storage: StorageOptions) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    pub fn storage_options(&self) -> &StorageOptions {
+        &self.storage
     }
 
     pub fn part_only(&self) -> bool {

@@ -87,9 +87,24 @@ def _out(arr: np.ndarray, framework: str, dtype: str):
     return to_torch(arr, dtype)
 
 
-def _open_native(target, backend):
-    """A `_native.File` of a path, URL, folder or shard index, or of a file object (its
-    descriptor mapped when it has one, else read through `seek`/`read`)."""
+def _storage(storage_options):
+    """`storage_options` (a dict, fsspec's convention) as the (key, value) text pairs the
+    native layer checks: booleans as "true"/"false". Keys: key, secret, token, endpoint_url,
+    region, profile, anon, and the aws_* spellings; an unknown key is an OptionError."""
+    if storage_options is None:
+        return []
+    if not isinstance(storage_options, dict):
+        raise OptionError(f"storage_options must be a dict, not {type(storage_options).__name__}")
+
+    def text(v):
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    return [(str(k), text(v)) for k, v in storage_options.items()]
+
+
+def _open_native(target, backend, storage_options=None):
+    """A `_native.File` of a path, URL (http(s)://, s3://, hf://), folder or shard index, or of
+    a file object (its descriptor mapped when it has one, else read through `seek`/`read`)."""
     if hasattr(target, "read") and hasattr(target, "seek"):
         name = str(getattr(target, "name", "<file object>"))
         try:
@@ -104,14 +119,17 @@ def _open_native(target, backend):
         path = os.fsdecode(path)
     if "://" not in path and not os.path.exists(path):
         raise FileNotFound(f"No such file or directory: {path}")
-    return _native.File(path, backend)
+    return _native.File(path, backend, _storage(storage_options))
 
 
 class safe_open:
     """Opens a model for reading tensors one at a time: a file (safetensors, zTensor, GGUF),
-    a folder or index of safetensors shards, an http(s) URL, or an open binary file object
-    (anything with `read`, `seek` and `tell`: `open(...)`, `io.BytesIO`, fsspec and S3 files;
-    one with a real descriptor is mapped through it).
+    a folder or index of safetensors shards, an http(s), s3:// (s3a://) or hf:// URL, or an
+    open binary file object (anything with `read`, `seek` and `tell`: `open(...)`,
+    `io.BytesIO`, fsspec and S3 files; one with a real descriptor is mapped through it).
+    `storage_options` (a dict: key, secret, token, endpoint_url, region, profile, anon, and
+    the aws_* spellings) sets credentials and endpoints for s3:// and hf:// URLs; unset ones
+    come from the environment (AWS_*, ~/.aws, HF_TOKEN, HF_ENDPOINT).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"w": np.eye(2, dtype=np.float32)}, "m.safetensors")
@@ -120,14 +138,15 @@ class safe_open:
         (['w'], (2, 2), (1, 2))
     """
 
-    def __init__(self, filename, framework="np", device="cpu", backend="mmap"):
+    def __init__(self, filename, framework="np", device="cpu", backend="mmap",
+                 storage_options=None):
         self._framework = _framework(framework)
         self._torch = self._device = None
         if self._framework == "np" and device not in ("cpu", None):
             raise OptionError(f"device applies to framework='pt'; NumPy arrays are on the "
                               f"CPU, not {device!r}")
         # A missing file is told first, as the reference tells it.
-        self._native = _open_native(filename, backend)
+        self._native = _open_native(filename, backend, storage_options)
         if self._framework == "pt":
             from . import _torch
 
@@ -278,7 +297,7 @@ class _safe_open_handle(safe_open):
         super().__init__(f, framework, device, backend)
 
 
-def load_file(filename, framework="np", backend="mmap", device="cpu"):
+def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None):
     """Every tensor of a file as a dict (name -> array; with framework="pt", tensors on
     `device`: CPU tensors are views of a private mapping of the file, CUDA ones are read
     through a pinned pipeline straight into their device memory).
@@ -288,7 +307,8 @@ def load_file(filename, framework="np", backend="mmap", device="cpu"):
         >>> tensorsmith.load_file("a.safetensors")["a"].tolist()
         [0, 1, 2]
     """
-    with safe_open(filename, framework=framework, backend=backend, device=device) as f:
+    with safe_open(filename, framework=framework, backend=backend, device=device,
+                   storage_options=storage_options) as f:
         return f.get_tensors()
 
 
@@ -357,7 +377,7 @@ def load(data: bytes, framework="np"):
     return out
 
 
-def inspect(target, backend="mmap") -> dict:
+def inspect(target, backend="mmap", storage_options=None) -> dict:
     """What `tensorsmith inspect --json` prints (schema "tensorsmith.inspect/1"), as a dict.
 
         >>> import numpy as np, tensorsmith
@@ -365,7 +385,8 @@ def inspect(target, backend="mmap") -> dict:
         >>> tensorsmith.inspect("a.safetensors")["format"]["name"]  # doctest: +SKIP
         'safetensors'
     """
-    return json.loads(_native.inspect_json(os.fspath(target), backend))
+    return json.loads(_native.inspect_json(os.fspath(target), backend,
+                                           _storage(storage_options)))
 
 
 def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A001
@@ -419,7 +440,7 @@ def report(target, output, title=None, stats=None, backend="mmap") -> int:
         stats = {t["name"]: t for t in doc["tensors"]}
     stats_json = None if stats is None or stats is False else json.dumps(dict(stats))
     return _native.report(os.fspath(target), os.fspath(output), title, stats_json, backend)
-def stats(target, tensors=None, backend="mmap") -> dict:
+def stats(target, tensors=None, backend="mmap", storage_options=None) -> dict:
     """Value statistics of every tensor, read once with all cores: a dict from tensor name to
     a dict of the keys of `tensorsmith stats --json` (schema "tensorsmith.stats/1"): count,
     min, max, mean, std (population, over the finite values), nan, pos_inf, neg_inf, zeros,
@@ -437,7 +458,8 @@ def stats(target, tensors=None, backend="mmap") -> dict:
         tensors = []
     elif isinstance(tensors, (str, os.PathLike)):
         tensors = [os.fspath(tensors)]
-    doc = json.loads(_native.stats_json(os.fspath(target), list(tensors), backend))
+    doc = json.loads(_native.stats_json(os.fspath(target), list(tensors), backend,
+                                        _storage(storage_options)))
     return {t["name"]: t for t in doc["tensors"]}
 
 
@@ -445,7 +467,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
             digest=None, densify=False, drop_metadata=False, shard_size=None,
             append=False, quantize=None, gguf_set=None, split_max_tensors=None,
             split_small_first=False, onnx_template=None, external_data=False,
-            allow_extra=False) -> list:
+            allow_extra=False, storage_options=None) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
@@ -476,7 +498,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
                             append, quantize, list(gguf_set or []), split_max_tensors,
                             split_small_first,
                             None if onnx_template is None else os.fspath(onnx_template),
-                            external_data, allow_extra)
+                            external_data, allow_extra, _storage(storage_options))
     return [os.fspath(p) for p in files]
 
 

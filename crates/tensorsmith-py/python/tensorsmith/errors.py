@@ -28,6 +28,10 @@ class IOFailure(TensorsmithError, OSError):
     """Reading or writing failed (I/O or HTTP)."""
 
 
+class AccessDenied(TensorsmithError, PermissionError):
+    """An object store or the Hub refused the credentials (403), or wants some (401)."""
+
+
 class TensorNotFound(TensorsmithError, KeyError):
     """No tensor of that name in the file."""
 
@@ -76,6 +80,6 @@ class DatasetIOError(DatasetFailure, OSError):
 
 __all__ = [
     "TensorsmithError", "InvalidFile", "InvalidInput", "OptionError", "FileNotFound",
-    "IOFailure", "TensorNotFound", "BadSlice", "Unsupported", "DatasetFailure", "DatasetExists",
-    "DatasetNotFound", "DatasetKeyError", "DatasetInputError", "DatasetCorrupt", "DatasetIOError",
+    "IOFailure", "AccessDenied", "TensorNotFound", "BadSlice", "Unsupported", "DatasetFailure",
+    "DatasetExists", "DatasetNotFound", "DatasetKeyError", "DatasetInputError", "DatasetCorrupt", "DatasetIOError",
 ]

@@ -12,6 +12,11 @@
 //! included, is checked against it too, for servers that ignore preconditions. A file
 //! replaced during a read is [`ErrorKind::ChangedDuringRead`], never a mix of two versions.
 //! Errors name the URL without credentials ([`redact_url`]).
+//!
+//! Where the requests go is a [`Target`]: a plain URL, or an object store's or the Hub's
+//! (`s3.rs`, `hf.rs`), which signs each request's URL, adds a token, and words the errors of
+//! its store. A target's `Authorization` header is sent to its own host only: a redirect to
+//! another host (the Hub's CDN) drops it.
 
 use super::{check_range, redact_url, Pinned, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
@@ -24,10 +29,72 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Where an [`HttpFile`]'s requests go, and what its failures mean.
+pub(crate) trait Target: Send + Sync + std::fmt::Debug {
+    /// The name errors and messages show: never a credential or a signature.
+    fn name(&self) -> &str;
+
+    /// The URL of the next request (signed now, for a store that signs URLs).
+    fn url(&self) -> String;
+
+    /// The `Authorization` header's value for the target's own host, if any.
+    fn authorization(&self) -> Option<String> {
+        None
+    }
+
+    /// The error for a response of status `status` (not 200, 206, 412, 416), given its
+    /// `X-Error-Code` header and the start of its body.
+    fn status_error(&self, status: u16, error_code: Option<&str>, body: &str) -> ErrorKind {
+        let _ = (error_code, body);
+        ErrorKind::Http(format!("HTTP status {status}"))
+    }
+
+    /// The error for a request that got no response (`msg` has no URL in it).
+    fn transport_error(&self, e: &ureq::Error, msg: String) -> ErrorKind {
+        let _ = e;
+        ErrorKind::Http(msg)
+    }
+}
+
+/// Whether a request failed for want of a connection: refused, unknown host, timed out.
+pub(crate) fn is_unreachable(e: &ureq::Error) -> bool {
+    matches!(
+        e,
+        ureq::Error::Io(_)
+            | ureq::Error::HostNotFound
+            | ureq::Error::ConnectionFailed
+            | ureq::Error::Timeout(_)
+    )
+}
+
+/// A plain `http(s)://` URL, which may carry credentials (userinfo, a signed query): sent as
+/// given, named without them.
+struct PlainUrl {
+    url: String,
+    name: String,
+}
+
+impl std::fmt::Debug for PlainUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PlainUrl({:?})", self.name)
+    }
+}
+
+impl Target for PlainUrl {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+}
+
 /// A remote file of known length.
 #[derive(Debug)]
 pub struct HttpFile {
     agent: ureq::Agent,
+    target: Box<dyn Target>,
+    /// The target's name (no credentials), for errors.
     url: String,
     len: u64,
     /// The first bytes of the file, fetched at open.
@@ -52,6 +119,8 @@ struct Reply {
 
 /// Timeout of each request, connection to last byte.
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// Timeout of a connection (an endpoint that does not answer fails in this time).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn http_err(url: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Http(msg.into())).in_file(Path::new(&redact_url(url)))
@@ -73,14 +142,28 @@ impl HttpFile {
     /// Opens `url`, learning its length and reading its first `first` bytes (fewer if the file
     /// is shorter) in one request; reads inside them are served from memory.
     pub fn open(url: &str, first: u64) -> Result<HttpFile> {
+        HttpFile::open_target(
+            Box::new(PlainUrl {
+                url: url.to_owned(),
+                name: redact_url(url),
+            }),
+            first,
+        )
+    }
+
+    /// Opens the file `target` names, as [`HttpFile::open`] does a URL.
+    pub(crate) fn open_target(target: Box<dyn Target>, first: u64) -> Result<HttpFile> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(TIMEOUT))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
             .http_status_as_error(false)
+            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
             .build()
             .into();
         let f = HttpFile {
             agent,
-            url: url.to_owned(),
+            url: target.name().to_owned(),
+            target,
             len: 0,
             prefix: Vec::new(),
             ranges: true,
@@ -113,11 +196,44 @@ impl HttpFile {
 
     /// A GET of the URL, with the pinned version's precondition once the file is open.
     fn request(&self) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
-        let req = self.agent.get(&self.url);
+        let mut req = self.agent.get(self.target.url());
+        if let Some(auth) = self.target.authorization() {
+            req = req.header("Authorization", auth);
+        }
         match self.pin.as_ref().and_then(Pinned::precondition) {
             Some((name, value)) => req.header(name, value),
             None => req,
         }
+    }
+
+    /// A request that got no response, named without the URL it was sent to.
+    fn transport_err(&self, e: ureq::Error) -> Error {
+        // Any URL the message quotes (the signed one, a redirect's) without credentials.
+        let msg = e
+            .to_string()
+            .split(' ')
+            .map(|w| match w.contains("://") {
+                true => redact_url(w),
+                false => w.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        Error::new(self.target.transport_error(&e, msg)).in_file(Path::new(&self.url))
+    }
+
+    /// A response of a status that brings no bytes, worded by the target.
+    fn status_err(&self, resp: &mut ureq::http::Response<ureq::Body>) -> Error {
+        let status = resp.status().as_u16();
+        let code = header(resp, "x-error-code");
+        let mut body = Vec::new();
+        let _ = resp
+            .body_mut()
+            .as_reader()
+            .take(4096)
+            .read_to_end(&mut body);
+        let body = String::from_utf8_lossy(&body);
+        Error::new(self.target.status_error(status, code.as_deref(), &body))
+            .in_file(Path::new(&self.url))
     }
 
     /// Checks a later response against the pinned version: 412 (a precondition failed) or
@@ -174,13 +290,10 @@ impl HttpFile {
     fn download(&self) -> Result<File> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let url = &self.url;
-        let mut resp = self
-            .request()
-            .call()
-            .map_err(|e| http_err(url, e.to_string()))?;
+        let mut resp = self.request().call().map_err(|e| self.transport_err(e))?;
         let status = resp.status().as_u16();
         if status != 200 && status != 412 {
-            return Err(http_err(url, format!("HTTP status {status}")));
+            return Err(self.status_err(&mut resp));
         }
         let length = header(&resp, "content-length").and_then(|v| v.parse().ok());
         self.check_version(&resp, length)?;
@@ -232,7 +345,7 @@ impl HttpFile {
             .request()
             .header("Range", format!("bytes={}-{}", range.start, range.end - 1))
             .call()
-            .map_err(|e| http_err(url, e.to_string()))?;
+            .map_err(|e| self.transport_err(e))?;
         let status = resp.status().as_u16();
         if status == 412 {
             self.check_version(&resp, None)?;
@@ -275,8 +388,8 @@ impl HttpFile {
                     last_modified: header("last-modified"),
                 });
             }
-            s => {
-                return Err(http_err(url, format!("HTTP status {s}")));
+            _ => {
+                return Err(self.status_err(&mut resp));
             }
         };
         // A 206 of another version, or a 200 (Range ignored, or If-Range failed) whose body

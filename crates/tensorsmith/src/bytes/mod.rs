@@ -1,19 +1,31 @@
 //! The byte layer: one positioned-read trait, [`ReadAt`], through which every format parses
 //! and every operation reads. It is implemented by a local file ([`LocalFile`]: a memory map
 //! with zero-copy views, or `pread`), an HTTP(S) file read by range requests ([`HttpFile`],
-//! behind the `remote` feature) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
+//! behind the `remote` feature; `s3://` and `hf://` URLs too, through it) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
 //! the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
+#[cfg(feature = "remote")]
+mod aws_config;
+#[cfg(feature = "remote")]
+mod hf;
 #[cfg(feature = "remote")]
 mod http;
 mod local;
 mod redact;
+#[cfg(feature = "remote")]
+mod s3;
+mod storage_options;
+mod url_scheme;
 mod validator;
 
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
+pub use storage_options::{storage_option_names, StorageKey, StorageOption, StorageOptions};
+#[cfg(feature = "remote")]
+pub use url_scheme::open_url;
+pub use url_scheme::{is_http_url, is_url, refuse_write, scheme_name, url_scheme, UrlScheme};
 pub use validator::{Pinned, Validator};
 
 use crate::error::{ErrorKind, Result};
@@ -133,13 +145,6 @@ pub(crate) fn copy_chunked(
         off += n as u64;
     }
     Ok(())
-}
-
-/// Whether `s` names a remote file (`http://` or `https://`). Known with or without the
-/// `remote` feature, so that a build without it can say why it refuses a URL.
-pub fn is_url(s: &str) -> bool {
-    let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
-    lower.starts_with("http://") || lower.starts_with("https://")
 }
 
 /// The first bytes of a file that is not what it was taken for, in hex and as text, with what

@@ -97,6 +97,23 @@ pub enum ErrorKind {
         now: String,
     },
 
+    /// A storage option (`--storage-option`, `storage_options=`) that is unknown or whose value
+    /// is not valid; or a store setting (a profile, an endpoint) that cannot be used.
+    #[error("storage option: {0}")]
+    BadStorageOption(String),
+    /// An object store's bucket that does not exist.
+    #[error("no such bucket '{0}'")]
+    NoSuchBucket(String),
+    /// An object, a Hub repository, revision or file that does not exist.
+    #[error("not found: {0}")]
+    RemoteNotFound(String),
+    /// The store or the Hub refused the credentials (403), or wants some (401).
+    #[error("access denied: {0}")]
+    AccessDenied(String),
+    /// The endpoint could not be reached: a refused connection, an unknown host, a timeout.
+    #[error("cannot reach the endpoint: {0}")]
+    Unreachable(String),
+
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
     Gguf(#[from] GgufRule),
@@ -280,6 +297,11 @@ impl Error {
             ErrorKind::Io(_)
                 | ErrorKind::Http(_)
                 | ErrorKind::ChangedDuringRead { .. }
+                | ErrorKind::BadStorageOption(_)
+                | ErrorKind::NoSuchBucket(_)
+                | ErrorKind::RemoteNotFound(_)
+                | ErrorKind::AccessDenied(_)
+                | ErrorKind::Unreachable(_)
                 | ErrorKind::NoSuchTensor
                 | ErrorKind::BadSlice(_)
                 | ErrorKind::BadPattern(_)

@@ -1,8 +1,8 @@
-//! One file of a model: its bytes (a local file or an `http(s)://` URL, through the byte
+//! One file of a model: its bytes (a local file or a URL: `http(s)://`, `s3://`, `hf://`, through the byte
 //! layer), the format its first bytes name (one loop over the registered formats), and the
 //! index that format's reader validated.
 
-use crate::bytes::{is_url, LocalFile, ReadAt};
+use crate::bytes::{is_url, scheme_name, LocalFile, ReadAt};
 use crate::error::{Error, Result};
 use crate::format::{FileFormat, OpenOptions, SNIFF_LEN};
 use crate::formats;
@@ -68,30 +68,25 @@ impl ModelFile {
     }
 }
 
-/// The scheme of a `scheme://…` location that is not http(s) (`s3`, `hf`, `gs`), which no
-/// byte source reads yet.
+/// The scheme of a `scheme://…` location that no byte source reads (`gs`, `az`, `ftp`).
 fn unread_scheme(location: &str) -> Option<&str> {
-    let (scheme, _) = location.split_once("://")?;
-    let plausible = !scheme.is_empty()
-        && scheme.len() <= 16
-        && scheme
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.');
-    (plausible && !is_url(location)).then_some(scheme)
+    scheme_name(location).filter(|_| !is_url(location))
 }
 
 /// The bytes of a local path or a URL.
 pub(crate) fn open_bytes(location: &str, opts: &OpenOptions) -> Result<Box<dyn ReadAt>> {
     if let Some(scheme) = unread_scheme(location) {
         return Err(Error::new(crate::error::ErrorKind::Unsupported(format!(
-            "{scheme}:// URLs (local paths and http(s):// URLs are read)"
+            "unsupported URL scheme \"{scheme}\" (local paths and http(s)://, s3://, s3a:// \
+             and hf:// URLs are read)"
         )))
         .in_file(Path::new(location)));
     }
     if is_url(location) {
         #[cfg(feature = "remote")]
-        return Ok(Box::new(crate::bytes::HttpFile::open(
+        return Ok(Box::new(crate::bytes::open_url(
             location,
+            opts.storage_options(),
             REMOTE_FIRST_READ,
         )?));
         #[cfg(not(feature = "remote"))]

@@ -11,7 +11,7 @@
 
 use super::file::{open_file, ModelFile};
 use super::{Model, Split};
-use crate::bytes::is_url;
+use crate::bytes::is_http_url;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::OpenOptions;
 use crate::gguf::split::{bad, is_split_key, parse_part_name, part_name, split_keys, SplitKeys};
@@ -29,7 +29,7 @@ pub(super) fn keys_of(index: &TensorIndex, location: &str) -> Result<Option<Spli
 
 /// `location` split into the part before the file name, the file name, and a URL's query.
 fn name_parts(location: &str) -> (&str, &str, &str) {
-    let (path, query) = match (is_url(location), location.find(['?', '#'])) {
+    let (path, query) = match (is_http_url(location), location.find(['?', '#'])) {
         (true, Some(i)) => location.split_at(i),
         _ => (location, ""),
     };

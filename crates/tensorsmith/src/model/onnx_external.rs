@@ -6,7 +6,7 @@
 
 use super::file::{open_bytes, ModelFile};
 use super::Model;
-use crate::bytes::is_url;
+use crate::bytes::{is_http_url, is_url};
 use crate::error::{Error, OnnxRule, Result};
 use crate::format::OpenOptions;
 use crate::index::{Format, MetaValue, TensorIndex};
@@ -52,6 +52,11 @@ fn resolve(model: &str, location: &str) -> Result<String> {
     if is_url(model) {
         let path_end = model.find(['?', '#']).unwrap_or(model.len());
         let base = &model[..model[..path_end].rfind('/').map_or(0, |i| i + 1)];
+        // An http(s) URL's path is percent-encoded; an s3:// key or hf:// path is the text
+        // itself (the store's reader encodes it).
+        if !is_http_url(model) {
+            return Ok(format!("{base}{location}"));
+        }
         return Ok(format!("{base}{}", url_path(location)));
     }
     let dir = match Path::new(model).parent() {

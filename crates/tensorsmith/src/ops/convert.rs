@@ -21,6 +21,7 @@ pub fn writes_ztensor(out: &Path, opts: &ConvertOptions) -> bool {
 /// Writes `input` as the format [`writes_ztensor`] picks; returns the files written.
 pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<PathBuf>> {
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
+    crate::bytes::refuse_write(&out.to_string_lossy())?;
     let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
     let onnx_out = out
         .extension()

@@ -1,0 +1,110 @@
+//! Which locations are URLs, and of which scheme: `http(s)://` (read as given), `s3://` and
+//! `s3a://` (an S3 object, `s3.rs`), `hf://` (the Hugging Face Hub, `hf.rs`). Every one is
+//! read through the HTTP file; any other `scheme://` is refused by name, never taken for a
+//! local path. Writing to a URL is not supported yet; to `hf://` it never will be.
+
+use crate::error::{Error, ErrorKind, Result};
+use std::path::Path;
+
+/// A URL scheme the byte layer reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UrlScheme {
+    Http,
+    S3,
+    Hf,
+}
+
+/// The scheme of `scheme://…`, when it could be one (letters, digits, `+-.`), as written.
+pub fn scheme_name(location: &str) -> Option<&str> {
+    let (scheme, _) = location.split_once("://")?;
+    let plausible = !scheme.is_empty()
+        && scheme.len() <= 16
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.');
+    plausible.then_some(scheme)
+}
+
+/// The scheme of a URL the byte layer reads; `None` for a path or another scheme.
+pub fn url_scheme(location: &str) -> Option<UrlScheme> {
+    match scheme_name(location)?.to_ascii_lowercase().as_str() {
+        "http" | "https" => Some(UrlScheme::Http),
+        "s3" | "s3a" => Some(UrlScheme::S3),
+        "hf" => Some(UrlScheme::Hf),
+        _ => None,
+    }
+}
+
+/// Whether `s` names a remote file the byte layer reads (`http(s)://`, `s3://`, `s3a://`,
+/// `hf://`). Known with or without the `remote` feature, so that a build without it can say
+/// why it refuses a URL.
+pub fn is_url(s: &str) -> bool {
+    url_scheme(s).is_some()
+}
+
+/// Whether `s` is an `http(s)://` URL (whose query and fragment are not part of its path).
+pub fn is_http_url(s: &str) -> bool {
+    url_scheme(s) == Some(UrlScheme::Http)
+}
+
+/// Refuses an output that is a URL: the Hub is read only, and writing to object stores and
+/// HTTP servers is not supported yet.
+pub fn refuse_write(out: &str) -> Result<()> {
+    let Some(scheme) = scheme_name(out) else {
+        return Ok(());
+    };
+    let why = match url_scheme(out) {
+        Some(UrlScheme::Hf) => "hf:// is read only: the Hugging Face Hub is not written to \
+             (write a local file and upload it with `hf upload`)"
+            .to_owned(),
+        Some(_) => format!("writing to {scheme}:// URLs (write a local file and upload it)"),
+        None => format!("unsupported URL scheme \"{scheme}\" (outputs are local paths)"),
+    };
+    Err(Error::new(ErrorKind::Unsupported(why)).in_file(Path::new(&super::redact_url(out))))
+}
+
+/// Opens a URL the byte layer reads, with the store settings `storage`, fetching its first
+/// `first` bytes.
+#[cfg(feature = "remote")]
+pub fn open_url(
+    location: &str,
+    storage: &super::StorageOptions,
+    first: u64,
+) -> Result<super::HttpFile> {
+    use super::http::HttpFile;
+    match url_scheme(location) {
+        Some(UrlScheme::S3) => HttpFile::open_target(
+            Box::new(super::s3::S3Object::resolve(location, storage)?),
+            first,
+        ),
+        Some(UrlScheme::Hf) => HttpFile::open_target(
+            Box::new(super::hf::HfFile::resolve(location, storage)?),
+            first,
+        ),
+        _ => HttpFile::open(location, first),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes() {
+        assert_eq!(url_scheme("S3A://b/k"), Some(UrlScheme::S3));
+        assert_eq!(url_scheme("hf://o/r/f"), Some(UrlScheme::Hf));
+        assert_eq!(url_scheme("gs://b/k"), None);
+        assert_eq!(scheme_name("gs://b/k"), Some("gs"));
+        assert_eq!(scheme_name("a b://x"), None);
+        assert!(!is_url("model.safetensors"));
+        let e = refuse_write("hf://o/r/x.safetensors")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("read only"), "{e}");
+        assert!(refuse_write("ftp://x/y")
+            .unwrap_err()
+            .to_string()
+            .contains("\"ftp\""));
+        assert!(refuse_write("out/model.safetensors").is_ok());
+    }
+}
