@@ -15,7 +15,7 @@
 //!
 //! The Hub is read only: a write to `hf://` is refused (`url_scheme::refuse_write`).
 
-use super::http::{is_unreachable, Target};
+use super::http::{other_status, Target};
 use super::redact_url;
 use super::storage_options::{StorageKey, StorageOptions};
 use crate::error::{Error, ErrorKind, Result};
@@ -252,16 +252,12 @@ impl Target for HfFile {
             (404, _) => ErrorKind::RemoteNotFound(format!(
                 "file '{path}' in repo {repo} at revision '{rev}'"
             )),
-            (s, "") => ErrorKind::Http(format!("HTTP status {s}")),
-            (s, c) => ErrorKind::Http(format!("HTTP status {s} ({c})")),
+            (s, c) => other_status(s, c),
         }
     }
 
-    fn transport_error(&self, e: &ureq::Error, msg: String) -> ErrorKind {
-        if is_unreachable(e) {
-            return ErrorKind::Unreachable(format!("{} ({msg})", self.endpoint));
-        }
-        ErrorKind::Http(msg)
+    fn endpoint(&self) -> Option<&str> {
+        Some(&self.endpoint)
     }
 }
 

@@ -45,14 +45,32 @@ pub(crate) trait Target: Send + Sync + std::fmt::Debug {
     /// The error for a response of status `status` (not 200, 206, 412, 416), given its
     /// `X-Error-Code` header and the start of its body.
     fn status_error(&self, status: u16, error_code: Option<&str>, body: &str) -> ErrorKind {
-        let _ = (error_code, body);
-        ErrorKind::Http(format!("HTTP status {status}"))
+        let _ = body;
+        other_status(status, error_code.unwrap_or(""))
+    }
+
+    /// The endpoint a store's requests go to (without credentials), named when it does not
+    /// answer; `None` for a plain URL, whose name says it.
+    fn endpoint(&self) -> Option<&str> {
+        None
     }
 
     /// The error for a request that got no response (`msg` has no URL in it).
     fn transport_error(&self, e: &ureq::Error, msg: String) -> ErrorKind {
-        let _ = e;
-        ErrorKind::Http(msg)
+        match self.endpoint() {
+            Some(endpoint) if is_unreachable(e) => {
+                ErrorKind::Unreachable(format!("{endpoint} ({msg})"))
+            }
+            _ => ErrorKind::Http(msg),
+        }
+    }
+}
+
+/// A status no store names more precisely, with the store's error code when it sent one.
+pub(crate) fn other_status(status: u16, code: &str) -> ErrorKind {
+    match code {
+        "" => ErrorKind::Http(format!("HTTP status {status}")),
+        c => ErrorKind::Http(format!("HTTP status {status} ({c})")),
     }
 }
 

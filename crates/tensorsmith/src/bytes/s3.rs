@@ -11,7 +11,7 @@
 //! there too for bucket names a host name cannot hold (dots).
 
 use super::aws_config::{self, AwsSettings};
-use super::http::{is_unreachable, Target};
+use super::http::{other_status, Target};
 use super::redact_url;
 use super::storage_options::StorageOptions;
 use crate::error::{Error, ErrorKind, Result};
@@ -155,16 +155,12 @@ impl Target for S3Object {
                 };
                 ErrorKind::AccessDenied(format!("{code}: {why}"))
             }
-            (s, "") => ErrorKind::Http(format!("HTTP status {s}")),
-            (s, c) => ErrorKind::Http(format!("HTTP status {s} ({c})")),
+            (s, c) => other_status(s, c),
         }
     }
 
-    fn transport_error(&self, e: &ureq::Error, msg: String) -> ErrorKind {
-        if is_unreachable(e) {
-            return ErrorKind::Unreachable(format!("{} ({msg})", self.endpoint));
-        }
-        ErrorKind::Http(msg)
+    fn endpoint(&self) -> Option<&str> {
+        Some(&self.endpoint)
     }
 }
 

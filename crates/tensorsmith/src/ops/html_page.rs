@@ -34,6 +34,15 @@ impl Page {
     }
 }
 
+/// For each page's tests: its style and script cannot end their elements, and its body holds
+/// no marker (markers belong to the skeleton).
+#[cfg(test)]
+pub fn assert_sealed(page: &Page, style: &str) {
+    assert!(!page.script.to_ascii_lowercase().contains("</script"));
+    assert!(!style.to_ascii_lowercase().contains("</style"));
+    assert!(!page.body.contains("{{"));
+}
+
 /// `template` with each marker replaced by its text. Markers are looked for in the template
 /// only, never in what replaced one; a `{{` that starts no marker stays.
 fn fill(template: &str, markers: &[(&str, &str)]) -> String {
