@@ -1,7 +1,7 @@
 //! The inspect summary: what a file holds, per dtype and per tensor, as a stable JSON value
 //! (`schema: "tensorsmith.inspect/1"`; fields are only ever added, never renamed).
 
-use crate::index::MetaValue;
+use crate::index::{MetaValue, TensorIndex};
 use crate::model::Model;
 use serde_json::{json, Map, Value};
 use std::path::Path;
@@ -43,20 +43,26 @@ pub fn meta_text(v: &MetaValue) -> String {
     }
 }
 
-/// The full inspect document for one model (a file, or a sharded checkpoint), as indented
-/// JSON text with one line per tensor. Written directly, not through a JSON tree: a header of
-/// 100,000 tensors must print faster than other tools can merely parse it.
-pub fn inspect_json_text(path: &Path, model: &Model) -> String {
-    use std::fmt::Write as _;
-    let index = &model.index;
-    let dtypes: Vec<Value> = index
+/// Tensors, parameters, bytes and bits per weight of each stored type, as the inspect document
+/// and the report page list them.
+pub fn dtype_totals_json(index: &TensorIndex) -> Vec<Value> {
+    index
         .dtype_totals()
         .into_iter()
         .map(|(d, count, elements, bytes)| {
             json!({"dtype": d, "tensors": count, "parameters": elements, "bytes": bytes,
                    "bits_per_weight": bits_per_weight(bytes, elements)})
         })
-        .collect();
+        .collect()
+}
+
+/// The full inspect document for one model (a file, or a sharded checkpoint), as indented
+/// JSON text with one line per tensor. Written directly, not through a JSON tree: a header of
+/// 100,000 tensors must print faster than other tools can merely parse it.
+pub fn inspect_json_text(path: &Path, model: &Model) -> String {
+    use std::fmt::Write as _;
+    let index = &model.index;
+    let dtypes = dtype_totals_json(index);
     let metadata: Map<String, Value> = index
         .metadata
         .iter()

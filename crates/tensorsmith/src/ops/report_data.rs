@@ -7,7 +7,7 @@
 //!
 //! Written directly, not through a JSON tree: 100,000 rows take milliseconds.
 
-use super::inspect::{bits_per_weight, meta_json};
+use super::inspect::{bits_per_weight, dtype_totals_json, meta_json};
 use super::stats::StatsReport;
 use super::stats_json::{tensor_json, STATS_SCHEMA};
 use crate::index::{LayoutNames, MetaValue, TensorInfo};
@@ -118,14 +118,7 @@ pub fn report_json(model: &Model, opts: &ReportOptions) -> String {
     let ix = &model.index;
     let total_bytes: u64 = ix.tensors.iter().map(|t| t.byte_len()).sum();
     let params = ix.total_elements();
-    let dtypes: Vec<Value> = ix
-        .dtype_totals()
-        .into_iter()
-        .map(|(d, count, elements, bytes)| {
-            json!({"dtype": d, "tensors": count, "parameters": elements, "bytes": bytes,
-                   "bits_per_weight": bits_per_weight(bytes, elements)})
-        })
-        .collect();
+    let dtypes = dtype_totals_json(ix);
     let metadata: Map<String, Value> = ix
         .metadata
         .iter()
