@@ -262,6 +262,8 @@ def test_inspect_validate_verify_diff(tmp_path, tsm):
     tsm.run("validate", b)
     tsm.run("verify", b)
     tsm.run("diff", "--values", a, b)
+    if not MNIST.exists():  # ../shared is beside the checkout in CI, not in any clone
+        return
     st = tmp_path / "c.safetensors"
     tsm.run("convert", MNIST, st)
     # Across formats the metadata differs in type (typed facts vs strings); tensors agree.
