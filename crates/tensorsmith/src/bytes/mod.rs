@@ -22,7 +22,9 @@ mod validator;
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
-pub use storage_options::{storage_option_names, StorageKey, StorageOption, StorageOptions};
+pub use storage_options::{
+    storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
+};
 #[cfg(feature = "remote")]
 pub use url_scheme::open_url;
 pub use url_scheme::{is_http_url, is_url, refuse_write, scheme_name, url_scheme, UrlScheme};

@@ -26,6 +26,18 @@ pub enum StorageKey {
     Profile,
     /// `true`: no credentials, unsigned requests (a public bucket or repository).
     Anon,
+    /// Requests one transfer keeps in flight at once (ranged GETs of a large read, parts of
+    /// an upload).
+    MaxConcurrency,
+    /// The size of each ranged GET of a large read and of each part of an upload.
+    PartSize,
+    /// Attempts of one request before its failure is final (5xx, throttling, a dropped
+    /// connection).
+    MaxAttempts,
+    /// Seconds one request may take, connection to last byte.
+    Timeout,
+    /// Seconds a connection may take to open.
+    ConnectTimeout,
 }
 
 /// Every accepted name, lower case, with the setting it names.
@@ -50,6 +62,12 @@ const NAMES: &[(&str, StorageKey)] = &[
     ("profile", StorageKey::Profile),
     ("aws_profile", StorageKey::Profile),
     ("anon", StorageKey::Anon),
+    ("max_concurrency", StorageKey::MaxConcurrency),
+    ("part_size", StorageKey::PartSize),
+    ("multipart_chunksize", StorageKey::PartSize),
+    ("max_attempts", StorageKey::MaxAttempts),
+    ("timeout", StorageKey::Timeout),
+    ("connect_timeout", StorageKey::ConnectTimeout),
 ];
 
 impl StorageKey {
@@ -57,6 +75,14 @@ impl StorageKey {
     pub fn from_name(name: &str) -> Option<StorageKey> {
         let name = name.trim().to_ascii_lowercase();
         NAMES.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+    }
+
+    /// The setting's first name in the table (for messages).
+    pub fn name(self) -> &'static str {
+        NAMES
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| *n)
     }
 
     /// Whether values of this setting are secrets (never shown).
@@ -96,6 +122,7 @@ impl StorageOption {
             parse_bool(value)
                 .ok_or_else(|| bad(format!("anon must be true or false, not \"{value}\"")))?;
         }
+        Transfer::default().with(key, value)?;
         Ok(StorageOption {
             key,
             value: value.to_owned(),
@@ -135,6 +162,91 @@ fn parse_bool(v: &str) -> Option<bool> {
         "true" | "1" | "yes" => Some(true),
         "false" | "0" | "no" | "" => Some(false),
         _ => None,
+    }
+}
+
+/// How one transfer moves its bytes: the numeric storage options, checked, with their
+/// defaults (boto3's `TransferConfig`: 10 requests at once, 8 MiB parts; 5 attempts as its
+/// legacy retry mode; a request that takes over 60 s, or a connection over 10 s, fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub max_concurrency: usize,
+    pub part_size: u64,
+    pub max_attempts: u32,
+    pub timeout: std::time::Duration,
+    pub connect_timeout: std::time::Duration,
+}
+
+impl Default for Transfer {
+    fn default() -> Transfer {
+        Transfer {
+            max_concurrency: 10,
+            part_size: 8 << 20,
+            max_attempts: 5,
+            timeout: std::time::Duration::from_secs(60),
+            connect_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// A byte count: digits with an optional `K`/`M`/`G` suffix (`KiB`, `MB`… read as powers of
+/// 1024, as boto3's and s5cmd's part sizes are).
+fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (digits, unit) = v.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// Seconds, whole or decimal, above zero.
+fn parse_seconds(v: &str) -> Option<std::time::Duration> {
+    let s: f64 = v.trim().parse().ok()?;
+    (s.is_finite() && s > 0.0 && s < 1e9).then(|| std::time::Duration::from_secs_f64(s))
+}
+
+impl Transfer {
+    /// These settings with `key` = `value` applied (keys other than the numeric ones leave
+    /// them as they are); a value out of range is refused by name.
+    fn with(mut self, key: StorageKey, value: &str) -> Result<Transfer> {
+        let refuse = |what: &str| {
+            Err(bad(format!(
+                "{} must be {what}, not \"{}\"",
+                key.name(),
+                value.escape_debug()
+            )))
+        };
+        match key {
+            StorageKey::MaxConcurrency => match value.trim().parse::<usize>() {
+                Ok(n @ 1..=256) => self.max_concurrency = n,
+                _ => return refuse("a whole number from 1 to 256"),
+            },
+            // S3's bounds for a part (the last part may be smaller): 5 MiB to 5 GiB.
+            StorageKey::PartSize => match parse_size(value) {
+                Some(n) if (5 << 20..=5 << 30).contains(&n) => self.part_size = n,
+                _ => return refuse("a size from 5MiB to 5GiB (bytes, or with K, M or G)"),
+            },
+            StorageKey::MaxAttempts => match value.trim().parse::<u32>() {
+                Ok(n @ 1..=100) => self.max_attempts = n,
+                _ => return refuse("a whole number from 1 to 100"),
+            },
+            StorageKey::Timeout => match parse_seconds(value) {
+                Some(d) => self.timeout = d,
+                None => return refuse("a number of seconds above 0"),
+            },
+            StorageKey::ConnectTimeout => match parse_seconds(value) {
+                Some(d) => self.connect_timeout = d,
+                None => return refuse("a number of seconds above 0"),
+            },
+            _ => {}
+        }
+        Ok(self)
     }
 }
 
@@ -180,6 +292,14 @@ impl StorageOptions {
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
     }
+
+    /// The transfer settings: the numeric options given, the defaults for the rest (each
+    /// value was checked when it was set).
+    pub fn transfer(&self) -> Transfer {
+        self.set.iter().fold(Transfer::default(), |t, o| {
+            t.with(o.key, &o.value).unwrap_or(t)
+        })
+    }
 }
 
 impl FromIterator<StorageOption> for StorageOptions {
@@ -219,5 +339,32 @@ mod tests {
         assert!("novalue".parse::<StorageOption>().is_err());
         o.push("anon=true".parse().unwrap());
         assert!(o.anon());
+    }
+
+    #[test]
+    fn transfer_settings() {
+        let mut o = StorageOptions::new();
+        assert_eq!(o.transfer(), Transfer::default());
+        o.set("max_concurrency", "4").unwrap();
+        o.set("multipart_chunksize", "16MiB").unwrap();
+        o.set("max_attempts", "2").unwrap();
+        o.set("timeout", "1.5").unwrap();
+        let t = o.transfer();
+        assert_eq!(t.max_concurrency, 4);
+        assert_eq!(t.part_size, 16 << 20);
+        assert_eq!(t.max_attempts, 2);
+        assert_eq!(t.timeout, std::time::Duration::from_millis(1500));
+        for (k, v, why) in [
+            ("max_concurrency", "0", "from 1 to 256"),
+            ("part_size", "1MiB", "from 5MiB"),
+            ("part_size", "8 parsecs", "from 5MiB"),
+            ("max_attempts", "-1", "from 1 to 100"),
+            ("connect_timeout", "0", "above 0"),
+        ] {
+            let e = o.set(k, v).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains(v), "{e}");
+        }
+        assert_eq!(parse_size("5242880"), Some(5 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
     }
 }
