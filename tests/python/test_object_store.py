@@ -103,3 +103,32 @@ def test_bad_options_and_missing_objects(bucket, opts):
     assert SECRET not in str(e.value) and "Signature" not in str(e.value)
     with pytest.raises(FileNotFoundError, match="no such bucket 'nobucket'"):
         tensorsmith.inspect("s3://nobucket/m.safetensors", storage_options=opts)
+
+
+def test_checks_hash_diff_and_report_read_s3(bucket, opts, tmp_path):
+    """Every function that reads a model takes `storage_options` and gives on the URL what it
+    gives on the local file (one that dropped them would send anonymous requests to AWS)."""
+    url = "s3://pybucket/dir/m.safetensors"
+    local = str(bucket)
+    assert tensorsmith.hash(url, content=True, storage_options=opts) == \
+        tensorsmith.hash(local, content=True)
+    assert tensorsmith.hash(url, compat="weight-inspect", storage_options=opts) == \
+        tensorsmith.hash(local, compat="weight-inspect")
+    assert tensorsmith.validate(url, storage_options=opts) == tensorsmith.validate(local)
+    assert tensorsmith.verify(url, storage_options=opts) == tensorsmith.verify(local)
+    d = tensorsmith.diff(local, url, values=True, storage_options=opts)
+    assert d == tensorsmith.diff(local, local, values=True) | {"b": url}, d
+    a, b = tmp_path / "a.html", tmp_path / "b.html"
+    tensorsmith.report(url, b, title="t", stats=True, storage_options=opts)
+    tensorsmith.report(local, a, title="t", stats=True)
+    assert b.read_text().replace(url, local) == a.read_text()  # the page names its source
+    calls = [lambda u, o: tensorsmith.hash(u, storage_options=o),
+             lambda u, o: tensorsmith.validate(u, storage_options=o),
+             lambda u, o: tensorsmith.verify(u, storage_options=o),
+             lambda u, o: tensorsmith.diff(local, u, storage_options=o),
+             lambda u, o: tensorsmith.report(u, tmp_path / "c.html", storage_options=o)]
+    for call in calls:
+        with pytest.raises(OptionError, match='unknown key "bogus"'):
+            call(url, {"bogus": 1})
+        with pytest.raises(FileNotFoundError, match="no such bucket 'nobucket'"):
+            call("s3://nobucket/m.safetensors", opts)

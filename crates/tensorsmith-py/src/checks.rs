@@ -17,16 +17,18 @@ fn duration(py: Python<'_>, name: &str, s: &str) -> PyResult<std::time::Duration
 
 /// `{"valid", "tensors", "error"}` for one model (file, folder of shards, index or URL).
 #[pyfunction]
-#[pyo3(signature = (target, packed_ints = false, backend = "mmap"))]
+#[pyo3(signature = (target, packed_ints = false, backend = "mmap", storage = Vec::new()))]
 pub fn validate_json(
     py: Python<'_>,
     target: &str,
     packed_ints: bool,
     backend: &str,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     let opts = OpenOptions::default()
         .with_backend(parse_backend(py, backend)?)
-        .with_packed_ints(packed_ints);
+        .with_packed_ints(packed_ints)
+        .with_storage_options(crate::file::storage_options(py, storage)?);
     let r = py.detach(|| {
         open(target, &opts).and_then(|m| tensorsmith::ops::write_id::check(&m).map(|()| m))
     });
@@ -42,9 +44,16 @@ pub fn validate_json(
 
 /// `{"ok", "checked", "undigested", "failures"}`: every digest and full-read data rule.
 #[pyfunction]
-#[pyo3(signature = (target, backend = "mmap"))]
-pub fn verify_json(py: Python<'_>, target: &str, backend: &str) -> PyResult<String> {
-    let opts = OpenOptions::default().with_backend(parse_backend(py, backend)?);
+#[pyo3(signature = (target, backend = "mmap", storage = Vec::new()))]
+pub fn verify_json(
+    py: Python<'_>,
+    target: &str,
+    backend: &str,
+    storage: Vec<(String, String)>,
+) -> PyResult<String> {
+    let opts = OpenOptions::default()
+        .with_backend(parse_backend(py, backend)?)
+        .with_storage_options(crate::file::storage_options(py, storage)?);
     let m = py.detach(|| open(target, &opts)).py_err(py)?;
     let ids = tensorsmith::ops::write_id::check(&m);
     let r = py.detach(|| tensorsmith::ops::verify::verify(&m));

@@ -13,11 +13,7 @@ use tensorsmith::ops::convert::{self as convert_op, writes_ztensor, ConvertOptio
 use tensorsmith::ztensor::{Compression, DigestKind};
 use tensorsmith::{open, Model, OpenOptions};
 
-fn open_model(py: Python<'_>, target: &str, backend: &str) -> PyResult<Model> {
-    open_part(py, target, backend, false, Vec::new())
-}
-
-/// As `open_model`, with `storage_options` pairs for s3:// and hf:// URLs.
+/// A model, with `storage_options` pairs for s3:// and hf:// URLs.
 fn open_stored(
     py: Python<'_>,
     target: &str,
@@ -61,16 +57,17 @@ pub fn inspect_json(
 /// `(structural_id, content_digest or None)`, or with `compat="weight-inspect"` the pair
 /// `(hash, short id)` of weight-inspect's algorithm.
 #[pyfunction]
-#[pyo3(signature = (target, content = false, compat = None, backend = "mmap"))]
+#[pyo3(signature = (target, content = false, compat = None, backend = "mmap", storage = Vec::new()))]
 pub fn hash(
     py: Python<'_>,
     target: &str,
     content: bool,
     compat: Option<&str>,
     backend: &str,
+    storage: Vec<(String, String)>,
 ) -> PyResult<(String, Option<String>)> {
     // weight-inspect hashes the one file it is given, a split GGUF part included.
-    let m = open_part(py, target, backend, compat.is_some(), Vec::new())?;
+    let m = open_part(py, target, backend, compat.is_some(), storage)?;
     match compat {
         Some("weight-inspect") => {
             let wi = tensorsmith::ops::wi_hash::weight_inspect(&m.index).py_err(py)?;
@@ -98,9 +95,9 @@ pub fn hash(
 
 /// The diff of two models as `tensorsmith.diff/1` JSON text. `rename` holds `FROM=TO` rules
 /// for A's names, `name_map` is "auto", "llama" or "none"; with `values`, `html` also writes
-/// the diff page there (every pair listed).
+/// the diff page there (every pair listed). `storage` serves both A and B.
 #[pyfunction]
-#[pyo3(signature = (a, b, values = false, all = false, rename = Vec::new(), name_map = "auto", html = None))]
+#[pyo3(signature = (a, b, values = false, all = false, rename = Vec::new(), name_map = "auto", html = None, storage = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn diff_json(
     py: Python<'_>,
@@ -111,6 +108,7 @@ pub fn diff_json(
     rename: Vec<String>,
     name_map: &str,
     html: Option<std::path::PathBuf>,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
     let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
@@ -132,7 +130,10 @@ pub fn diff_json(
         .map(|r| RenameRule::parse(r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(value_error)?;
-    let (ma, mb) = (open_model(py, a, "mmap")?, open_model(py, b, "mmap")?);
+    let (ma, mb) = (
+        open_stored(py, a, "mmap", storage.clone())?,
+        open_stored(py, b, "mmap", storage)?,
+    );
     let opts = PairOptions { rules, name_map };
     let pairing = pair_tensors(&ma.index, &mb.index, &opts).map_err(value_error)?;
     let mut d = tensorsmith::ops::diff::diff_paired(&ma.index, &mb.index, &pairing);
@@ -154,7 +155,7 @@ pub fn diff_json(
 /// tensor name to that tensor's statistics (`tensorsmith.stats/1`), adds stats columns.
 /// Returns the page's length in bytes.
 #[pyfunction]
-#[pyo3(signature = (target, output, title = None, stats_json = None, backend = "mmap"))]
+#[pyo3(signature = (target, output, title = None, stats_json = None, backend = "mmap", storage = Vec::new()))]
 pub fn report(
     py: Python<'_>,
     target: &str,
@@ -162,9 +163,10 @@ pub fn report(
     title: Option<String>,
     stats_json: Option<&str>,
     backend: &str,
+    storage: Vec<(String, String)>,
 ) -> PyResult<u64> {
     use tensorsmith::ops::report::{write_report, ReportOptions};
-    let m = open_model(py, target, backend)?;
+    let m = open_stored(py, target, backend, storage)?;
     let mut opts = ReportOptions::new();
     if let Some(t) = title {
         opts = opts.with_title(t);

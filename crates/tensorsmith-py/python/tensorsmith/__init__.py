@@ -48,7 +48,7 @@ from ._checks import (  # noqa: F401
 )
 from ._lowlevel import TensorSpec, deserialize, serialize, serialize_file
 from ._dtypes import from_numpy, to_numpy
-from ._options import option_texts
+from ._options import option_texts, storage_pairs as _storage
 from .errors import (  # noqa: F401
     BadSlice, DatasetExists, DatasetFailure, FileNotFound, InvalidFile, InvalidInput,
     IOFailure, OptionError, TensorNotFound, TensorsmithError, Unsupported,
@@ -85,21 +85,6 @@ def _out(arr: np.ndarray, framework: str, dtype: str):
     from ._torch import to_torch
 
     return to_torch(arr, dtype)
-
-
-def _storage(storage_options):
-    """`storage_options` (a dict, fsspec's convention) as the (key, value) text pairs the
-    native layer checks: booleans as "true"/"false". Keys: key, secret, token, endpoint_url,
-    region, profile, anon, and the aws_* spellings; an unknown key is an OptionError."""
-    if storage_options is None:
-        return []
-    if not isinstance(storage_options, dict):
-        raise OptionError(f"storage_options must be a dict, not {type(storage_options).__name__}")
-
-    def text(v):
-        return ("true" if v else "false") if isinstance(v, bool) else str(v)
-
-    return [(str(k), text(v)) for k, v in storage_options.items()]
 
 
 def _open_native(target, backend, storage_options=None):
@@ -389,7 +374,8 @@ def inspect(target, backend="mmap", storage_options=None) -> dict:
                                            _storage(storage_options)))
 
 
-def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A001
+def hash(target, content=False, compat=None, backend="mmap",  # noqa: A001
+         storage_options=None) -> dict:
     """The format-neutral structural ID (`ts1-...`), with `content=True` also the content
     digest (`tc1-...`); with `compat="weight-inspect"` weight-inspect's hash and short ID.
 
@@ -399,7 +385,8 @@ def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A
         >>> h["structural_id"][:4], h["content_digest"][:4]
         ('ts1-', 'tc1-')
     """
-    a, b = _native.hash(os.fspath(target), content, compat, backend)
+    a, b = _native.hash(os.fspath(target), content, compat, backend,
+                        _storage(storage_options))
     if compat is not None:
         return {"structural_hash": a, "id": b}
     out = {"structural_id": a}
@@ -408,12 +395,14 @@ def hash(target, content=False, compat=None, backend="mmap") -> dict:  # noqa: A
     return out
 
 
-def diff(a, b, values=False, all=False, rename=(), name_map="auto", html=None) -> dict:  # noqa: A002
+def diff(a, b, values=False, all=False, rename=(), name_map="auto", html=None,  # noqa: A002
+         storage_options=None) -> dict:
     """What differs between two models (schema "tensorsmith.diff/1"); `values=True` compares
     the values of tensors present in both, with RMSE, relative RMSE, cosine and SNR per pair.
     Tensors pair by name after `rename` ("FROM=TO" rules for A's names, `*` and `{N}`
     captures) and the llama name map (`name_map`: "auto", "llama" or "none"). With
     `values=True`, `html` writes the self-contained diff page to that path.
+    `storage_options` serves both models (URLs of one store).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
@@ -422,10 +411,12 @@ def diff(a, b, values=False, all=False, rename=(), name_map="auto", html=None) -
     """
     page = None if html is None else os.fspath(html)
     return json.loads(_native.diff_json(os.fspath(a), os.fspath(b), values, all,
-                                        list(rename), name_map, page))
+                                        list(rename), name_map, page,
+                                        _storage(storage_options)))
 
 
-def report(target, output, title=None, stats=None, backend="mmap") -> int:
+def report(target, output, title=None, stats=None, backend="mmap",
+           storage_options=None) -> int:
     """Writes `tensorsmith report`'s self-contained HTML page about a model to `output` and
     returns its length in bytes. `stats`, a dict from tensor name to that tensor's statistics
     (a dict of `tensorsmith.stats/1`'s keys, as `tensorsmith.stats` returns), adds statistics
@@ -436,10 +427,12 @@ def report(target, output, title=None, stats=None, backend="mmap") -> int:
         >>> n = tensorsmith.report("a.safetensors", "a.html", title="a")
     """
     if stats is True:
-        doc = json.loads(_native.stats_json(os.fspath(target), [], backend))
+        doc = json.loads(_native.stats_json(os.fspath(target), [], backend,
+                                            _storage(storage_options)))
         stats = {t["name"]: t for t in doc["tensors"]}
     stats_json = None if stats is None or stats is False else json.dumps(dict(stats))
-    return _native.report(os.fspath(target), os.fspath(output), title, stats_json, backend)
+    return _native.report(os.fspath(target), os.fspath(output), title, stats_json, backend,
+                          _storage(storage_options))
 def stats(target, tensors=None, backend="mmap", storage_options=None) -> dict:
     """Value statistics of every tensor, read once with all cores: a dict from tensor name to
     a dict of the keys of `tensorsmith stats --json` (schema "tensorsmith.stats/1"): count,

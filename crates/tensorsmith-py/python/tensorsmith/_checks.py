@@ -7,24 +7,27 @@ import json
 import os
 
 from . import _native
+from ._options import storage_pairs as _storage
 
 
-def validate(target, *, packed_ints=False, backend="mmap") -> dict:
+def validate(target, *, packed_ints=False, backend="mmap", storage_options=None) -> dict:
     """Every rule of the model's format (a file, a folder of shards, an index or a URL):
     `{"valid": bool, "tensors": int or None, "error": str or None}`.
 
     >>> tensorsmith.validate("model.safetensors")["valid"]  # doctest: +SKIP
     True"""
-    return json.loads(_native.validate_json(os.fspath(target), packed_ints, backend))
+    return json.loads(_native.validate_json(os.fspath(target), packed_ints, backend,
+                                            _storage(storage_options)))
 
 
-def verify(target, *, backend="mmap") -> dict:
+def verify(target, *, backend="mmap", storage_options=None) -> dict:
     """Every recorded digest and full-read data rule: `{"ok", "checked", "undigested",
     "failures"}` (`checked`: digests that matched; `undigested`: parts without one).
 
     >>> tensorsmith.verify("model.zt")["ok"]  # doctest: +SKIP
     True"""
-    return json.loads(_native.verify_json(os.fspath(target), backend))
+    return json.loads(_native.verify_json(os.fspath(target), backend,
+                                          _storage(storage_options)))
 
 
 def dataset_info(path) -> dict:

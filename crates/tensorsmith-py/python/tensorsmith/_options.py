@@ -1,7 +1,9 @@
-"""Dataset options as the Rust core takes them: the safetensors-spark connector's names, each
-value as the text Spark's `.option()` would carry."""
+"""Options as the Rust core takes them: dataset options (the safetensors-spark connector's
+names, each value as the text Spark's `.option()` would carry) and `storage_options`."""
 
 import json
+
+from .errors import OptionError
 
 
 def option_text(value) -> str:
@@ -16,3 +18,19 @@ def option_text(value) -> str:
 
 def option_texts(options: dict) -> dict:
     return {k: option_text(v) for k, v in options.items() if v is not None}
+
+
+def storage_pairs(storage_options) -> list:
+    """`storage_options` (a dict, fsspec's convention) as the (key, value) text pairs the
+    native layer checks: booleans as "true"/"false". Keys: key, secret, token, endpoint_url,
+    region, profile, anon, the aws_* spellings, and the transfer settings (max_concurrency,
+    part_size, max_attempts, timeout, connect_timeout); an unknown key is an OptionError."""
+    if storage_options is None:
+        return []
+    if not isinstance(storage_options, dict):
+        raise OptionError(f"storage_options must be a dict, not {type(storage_options).__name__}")
+
+    def text(v):
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    return [(str(k), text(v)) for k, v in storage_options.items()]
