@@ -132,3 +132,83 @@ def test_checks_hash_diff_and_report_read_s3(bucket, opts, tmp_path):
             call(url, {"bogus": 1})
         with pytest.raises(FileNotFoundError, match="no such bucket 'nobucket'"):
             call("s3://nobucket/m.safetensors", opts)
+
+
+AZ_ACCOUNT = "devstoreaccount1"
+AZ_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURITE = os.path.join(os.path.dirname(__file__), "..", "..", ".tools", "azurite",
+                       "node_modules", ".bin", "azurite-blob")
+
+
+def _serve(cmd, port):
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p
+        except OSError:
+            assert time.time() < deadline, f"{cmd[0]} did not start"
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory, bucket):
+    """Azurite (npm; scripts/test installs it into .tools/azurite) with the model in a private
+    container, uploaded by the Azure SDK; its connection string."""
+    assert os.path.exists(AZURITE), "run `npm install --prefix .tools/azurite azurite@3.37.0`"
+    azblob = pytest.importorskip("azure.storage.blob")
+    port = _free_port()
+    p = _serve([AZURITE, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
+                str(tmp_path_factory.mktemp("azurite")), "--silent", "--skipApiVersionCheck",
+                "--loose"], port)
+    cs = (f"DefaultEndpointsProtocol=http;AccountName={AZ_ACCOUNT};AccountKey={AZ_KEY};"
+          f"BlobEndpoint=http://127.0.0.1:{port}/{AZ_ACCOUNT};")
+    svc = azblob.BlobServiceClient.from_connection_string(cs)
+    svc.create_container("models").upload_blob("dir/m.safetensors", bucket.read_bytes())
+    yield cs
+    p.terminate()
+    p.wait(10)
+
+
+@pytest.fixture(scope="module")
+def gcs(bucket):
+    """gcp-storage-emulator (PyPI) with the model in bucket `models`; its endpoint."""
+    import urllib.request
+    pytest.importorskip("gcp_storage_emulator")
+    port = _free_port()
+    p = _serve([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                "--port", str(port), "--in-memory", "-q", "--default-bucket", "models"], port)
+    endpoint = f"http://127.0.0.1:{port}"
+    urllib.request.urlopen(urllib.request.Request(
+        f"{endpoint}/models/dir/m.safetensors", data=bucket.read_bytes(), method="PUT")).read()
+    yield endpoint
+    p.terminate()
+    p.wait(10)
+
+
+def test_azure_and_gcs_read_with_storage_options(bucket, azurite, gcs, monkeypatch):
+    for k in list(os.environ):
+        if k.startswith(("AZURE_", "GOOGLE_")) or k == "STORAGE_EMULATOR_HOST":
+            monkeypatch.delenv(k)
+    want = tensorsmith.load_file(str(bucket))
+    az = {"connection_string": azurite}
+    for url, opts in [("az://models/dir/m.safetensors", az),
+                      ("gs://models/dir/m.safetensors", {"endpoint_url": gcs})]:
+        got = tensorsmith.load_file(url, storage_options=opts)
+        assert got.keys() == want.keys()
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+        with tensorsmith.safe_open(url, framework="np", storage_options=opts) as f:
+            np.testing.assert_array_equal(f.get_slice("w")[1:, :2], want["w"][1:, :2])
+        assert tensorsmith.hash(url, storage_options=opts) == tensorsmith.hash(str(bucket))
+    with pytest.raises(FileNotFoundError, match="no blob 'dir/none' in container 'models'"):
+        tensorsmith.inspect("az://models/dir/none", storage_options=az)
+    with pytest.raises(tensorsmith.errors.AccessDenied) as e:
+        tensorsmith.inspect("az://models/dir/m.safetensors",
+                            storage_options={"connection_string": azurite.replace(
+                                AZ_KEY, "A" * 88)})
+    assert AZ_KEY not in str(e.value) and "A" * 88 not in str(e.value)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
+    assert tensorsmith.inspect("gs://models/dir/m.safetensors")["tensors"] == \
+        tensorsmith.inspect(str(bucket))["tensors"]

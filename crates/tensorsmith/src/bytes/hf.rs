@@ -18,6 +18,7 @@
 use super::http::{other_status, Target};
 use super::redact_url;
 use super::storage_options::{StorageKey, StorageOptions};
+use super::url_path::encode;
 use crate::error::{Error, ErrorKind, Result};
 use std::path::{Path, PathBuf};
 
@@ -66,19 +67,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `s` percent-encoded for a URL path, `/` kept only when `keep_slash`.
-fn encode(s: &str, keep_slash: bool) -> String {
-    let mut o = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || (keep_slash && b == b'/') {
-            o.push(b as char);
-        } else {
-            o.push_str(&format!("%{b:02X}"));
-        }
-    }
-    o
 }
 
 /// The parts of `hf://…`.

@@ -1,11 +1,19 @@
 //! The byte layer: one positioned-read trait, [`ReadAt`], through which every format parses
 //! and every operation reads. It is implemented by a local file ([`LocalFile`]: a memory map
 //! with zero-copy views, or `pread`), an HTTP(S) file read by range requests ([`HttpFile`],
-//! behind the `remote` feature; `s3://` and `hf://` URLs too, through it) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
+//! behind the `remote` feature; `s3://`, `gs://`, `az://` and `hf://` URLs too, through it) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
 //! the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
 #[cfg(feature = "remote")]
 mod aws_config;
+#[cfg(feature = "remote")]
+mod azure;
+#[cfg(feature = "remote")]
+mod azure_config;
+#[cfg(feature = "remote")]
+mod azure_sas;
+#[cfg(feature = "remote")]
+mod gcs;
 #[cfg(feature = "remote")]
 mod hf;
 #[cfg(feature = "remote")]
@@ -15,6 +23,8 @@ mod redact;
 #[cfg(feature = "remote")]
 mod s3;
 mod storage_options;
+#[cfg(feature = "remote")]
+mod url_path;
 mod url_scheme;
 mod validator;
 

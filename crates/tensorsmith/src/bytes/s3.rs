@@ -42,21 +42,7 @@ impl std::fmt::Debug for S3Object {
 
 /// `(bucket, key)` of `s3://bucket/key` or `s3a://bucket/key`.
 pub(crate) fn split_s3_url(location: &str) -> Result<(&str, &str)> {
-    let bad = |why: &str| {
-        Error::new(ErrorKind::BadStorageOption(format!(
-            "an s3:// URL is s3://BUCKET/KEY: {why}"
-        )))
-        .in_file(Path::new(location))
-    };
-    let (_, rest) = location.split_once("://").ok_or_else(|| bad("no scheme"))?;
-    let (bucket, key) = rest.split_once('/').ok_or_else(|| bad("no key"))?;
-    if bucket.is_empty() {
-        return Err(bad("no bucket"));
-    }
-    if key.is_empty() {
-        return Err(bad("no key"));
-    }
-    Ok((bucket, key))
+    super::url_path::split_bucket_url(location)
 }
 
 impl S3Object {
@@ -103,7 +89,7 @@ impl S3Object {
 }
 
 /// The `<Code>` of an S3 error body.
-fn error_code(body: &str) -> Option<&str> {
+pub(crate) fn error_code(body: &str) -> Option<&str> {
     let start = body.find("<Code>")? + "<Code>".len();
     let len = body[start..].find("</Code>")?;
     Some(body[start..start + len].trim())

@@ -3,8 +3,10 @@
 //! `endpoint_url`, `region`, `anon`) and the AWS ones (`aws_access_key_id`, …). A name no
 //! store knows is refused by name. Values of secret keys never appear in `Debug` output.
 //!
-//! `token` is the session token for `s3://` and the access token for `hf://`: one call reads
-//! one URL scheme, so one name serves both, as in fsspec (s3fs, HfFileSystem).
+//! `token` is the session token for `s3://` and the access token for `hf://` and `gs://`: one
+//! call reads one URL scheme, so one name serves all, as in fsspec (s3fs, HfFileSystem,
+//! gcsfs). Azure's settings take adlfs's names (`account_name`, `account_key`, `sas_token`,
+//! `connection_string`).
 
 use crate::error::{Error, ErrorKind, Result};
 use std::fmt;
@@ -26,6 +28,14 @@ pub enum StorageKey {
     Profile,
     /// `true`: no credentials, unsigned requests (a public bucket or repository).
     Anon,
+    /// The Azure storage account.
+    AccountName,
+    /// The Azure storage account's key (base64, as the portal shows it).
+    AccountKey,
+    /// An Azure shared access signature (the query string).
+    SasToken,
+    /// An Azure connection string (`AccountName=…;AccountKey=…;…`).
+    ConnectionString,
     /// Requests one transfer keeps in flight at once (ranged GETs of a large read, parts of
     /// an upload).
     MaxConcurrency,
@@ -62,6 +72,10 @@ const NAMES: &[(&str, StorageKey)] = &[
     ("profile", StorageKey::Profile),
     ("aws_profile", StorageKey::Profile),
     ("anon", StorageKey::Anon),
+    ("account_name", StorageKey::AccountName),
+    ("account_key", StorageKey::AccountKey),
+    ("sas_token", StorageKey::SasToken),
+    ("connection_string", StorageKey::ConnectionString),
     ("max_concurrency", StorageKey::MaxConcurrency),
     ("part_size", StorageKey::PartSize),
     ("multipart_chunksize", StorageKey::PartSize),
@@ -87,7 +101,14 @@ impl StorageKey {
 
     /// Whether values of this setting are secrets (never shown).
     pub fn is_secret(self) -> bool {
-        matches!(self, StorageKey::SecretAccessKey | StorageKey::Token)
+        matches!(
+            self,
+            StorageKey::SecretAccessKey
+                | StorageKey::Token
+                | StorageKey::AccountKey
+                | StorageKey::SasToken
+                | StorageKey::ConnectionString
+        )
     }
 }
 

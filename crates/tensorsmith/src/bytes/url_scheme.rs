@@ -1,7 +1,8 @@
 //! Which locations are URLs, and of which scheme: `http(s)://` (read as given), `s3://` and
-//! `s3a://` (an S3 object, `s3.rs`), `hf://` (the Hugging Face Hub, `hf.rs`). Every one is
-//! read through the HTTP file; any other `scheme://` is refused by name, never taken for a
-//! local path. Writing to a URL is not supported yet; to `hf://` it never will be.
+//! `s3a://` (an S3 object, `s3.rs`), `gs://` (Cloud Storage, `gcs.rs`), `az://`, `abfs://`
+//! and `abfss://` (Azure Blob Storage, `azure.rs`), `hf://` (the Hugging Face Hub, `hf.rs`).
+//! Every one is read through the HTTP file; any other `scheme://` is refused by name, never
+//! taken for a local path. Writing to a URL is not supported yet; to `hf://` it never will be.
 
 use crate::error::{Error, ErrorKind, Result};
 use std::path::Path;
@@ -11,6 +12,8 @@ use std::path::Path;
 pub enum UrlScheme {
     Http,
     S3,
+    Gs,
+    Az,
     Hf,
 }
 
@@ -30,13 +33,15 @@ pub fn url_scheme(location: &str) -> Option<UrlScheme> {
     match scheme_name(location)?.to_ascii_lowercase().as_str() {
         "http" | "https" => Some(UrlScheme::Http),
         "s3" | "s3a" => Some(UrlScheme::S3),
+        "gs" | "gcs" => Some(UrlScheme::Gs),
+        "az" | "abfs" | "abfss" => Some(UrlScheme::Az),
         "hf" => Some(UrlScheme::Hf),
         _ => None,
     }
 }
 
 /// Whether `s` names a remote file the byte layer reads (`http(s)://`, `s3://`, `s3a://`,
-/// `hf://`). Known with or without the `remote` feature, so that a build without it can say
+/// `gs://`, `az://`, `abfs(s)://`, `hf://`). Known with or without the `remote` feature, so that a build without it can say
 /// why it refuses a URL.
 pub fn is_url(s: &str) -> bool {
     url_scheme(s).is_some()
@@ -81,6 +86,14 @@ pub fn open_url(
             Box::new(super::hf::HfFile::resolve(location, storage)?),
             first,
         ),
+        Some(UrlScheme::Gs) => HttpFile::open_target(
+            Box::new(super::gcs::GcsObject::resolve(location, storage)?),
+            first,
+        ),
+        Some(UrlScheme::Az) => HttpFile::open_target(
+            Box::new(super::azure::AzureBlob::resolve(location, storage)?),
+            first,
+        ),
         _ => HttpFile::open(location, first),
     }
 }
@@ -93,8 +106,13 @@ mod tests {
     fn schemes() {
         assert_eq!(url_scheme("S3A://b/k"), Some(UrlScheme::S3));
         assert_eq!(url_scheme("hf://o/r/f"), Some(UrlScheme::Hf));
-        assert_eq!(url_scheme("gs://b/k"), None);
-        assert_eq!(scheme_name("gs://b/k"), Some("gs"));
+        assert_eq!(url_scheme("gs://b/k"), Some(UrlScheme::Gs));
+        assert_eq!(
+            url_scheme("abfss://c@a.dfs.core.windows.net/k"),
+            Some(UrlScheme::Az)
+        );
+        assert_eq!(url_scheme("ftp://h/k"), None);
+        assert_eq!(scheme_name("ftp://h/k"), Some("ftp"));
         assert_eq!(scheme_name("a b://x"), None);
         assert!(!is_url("model.safetensors"));
         let e = refuse_write("hf://o/r/x.safetensors")

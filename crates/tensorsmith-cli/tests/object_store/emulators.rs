@@ -1,0 +1,199 @@
+//! Real Azure and Cloud Storage servers for tests, on free ports of 127.0.0.1, killed when
+//! dropped (and when the test process dies: each exits at the end of its stdin):
+//! - Azurite, Microsoft's Azure Storage emulator, from the npm registry (`scripts/test`
+//!   installs it into `.tools/azurite`); it checks every SAS signature. Blobs are made with
+//!   the Azure SDK for Python (`azure-storage-blob`) in the repository's `.venv`;
+//! - `gcp-storage-emulator` (PyPI, in `.venv`), objects made through its XML API.
+
+#![allow(dead_code)]
+
+use super::moto::{free_port, python, repo_root};
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Azurite's development account and its published key (not a secret).
+pub const AZ_ACCOUNT: &str = "devstoreaccount1";
+pub const AZ_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// A server process that exits when its stdin closes.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut stdin) = self.0.stdin.take() {
+            let _ = stdin.flush();
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not start on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs Python code in the repository's venv, asserting success; its stdout.
+pub fn py(code: &str) -> String {
+    let o = Command::new(python()).args(["-c", code]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub struct Azurite {
+    _server: Server,
+    _dir: tempfile::TempDir,
+    /// The blob endpoint, the account's path included.
+    pub endpoint: String,
+}
+
+fn azurite_bin() -> PathBuf {
+    let bin = repo_root().join(".tools/azurite/node_modules/.bin/azurite-blob");
+    assert!(
+        bin.exists(),
+        "the Azure tests need Azurite in {}: run `npm install --prefix .tools/azurite \
+         azurite@3.37.0` in the repository root (scripts/test does)",
+        bin.display()
+    );
+    bin
+}
+
+impl Azurite {
+    pub fn start() -> Azurite {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        // node exits when its stdin closes: a watcher in the same process group would need a
+        // wrapper; `sh -c` reads stdin to its end, then kills the server it started.
+        let script = format!(
+            "{} --blobHost 127.0.0.1 --blobPort {port} --location {} --silent \
+             --skipApiVersionCheck --loose & pid=$!; cat >/dev/null; kill $pid",
+            azurite_bin().display(),
+            dir.path().display()
+        );
+        let child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server(child);
+        wait_for(port, "Azurite");
+        Azurite {
+            _server: server,
+            _dir: dir,
+            endpoint: format!("http://127.0.0.1:{port}/{AZ_ACCOUNT}"),
+        }
+    }
+
+    /// The connection string of this server with the account key.
+    pub fn connection_string(&self) -> String {
+        format!(
+            "DefaultEndpointsProtocol=http;AccountName={AZ_ACCOUNT};AccountKey={AZ_KEY};\
+             BlobEndpoint={};",
+            self.endpoint
+        )
+    }
+
+    /// Runs Python with `svc`, a `BlobServiceClient` of this server.
+    pub fn py(&self, code: &str) -> String {
+        py(&format!(
+            "from azure.storage.blob import BlobServiceClient\n\
+             svc = BlobServiceClient.from_connection_string({:?})\n{code}",
+            self.connection_string()
+        ))
+    }
+
+    /// A container; `public`: anonymous reads of its blobs allowed.
+    pub fn container(&self, name: &str, public: bool) {
+        let access = if public { "'blob'" } else { "None" };
+        self.py(&format!(
+            "svc.create_container('{name}', public_access={access})"
+        ));
+    }
+
+    pub fn put_file(&self, container: &str, blob: &str, path: &Path) {
+        self.py(&format!(
+            "c = svc.get_container_client('{container}')\n\
+             c.upload_blob({blob:?}, open({:?}, 'rb'), overwrite=True)",
+            path.to_str().unwrap()
+        ));
+    }
+
+    /// A read-only SAS for one blob, made by the Azure SDK.
+    pub fn sdk_sas(&self, container: &str, blob: &str) -> String {
+        py(&format!(
+            "import datetime\n\
+             from azure.storage.blob import generate_blob_sas, BlobSasPermissions\n\
+             print(generate_blob_sas('{AZ_ACCOUNT}', '{container}', {blob:?}, \
+             account_key='{AZ_KEY}', permission=BlobSasPermissions(read=True), \
+             expiry=datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)))"
+        ))
+        .trim()
+        .to_owned()
+    }
+}
+
+pub struct GcsEmulator {
+    _server: Server,
+    pub endpoint: String,
+}
+
+impl GcsEmulator {
+    pub fn start() -> GcsEmulator {
+        let port = free_port();
+        let watcher = "import os, sys, threading\n\
+             threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()\n\
+             from gcp_storage_emulator.__main__ import main\n\
+             main(['start', '--host', '127.0.0.1', '--port', sys.argv[1], '--in-memory', '-q'])\n";
+        let child = Command::new(python())
+            .args(["-c", watcher, &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server(child);
+        wait_for(port, "gcp-storage-emulator");
+        GcsEmulator {
+            _server: server,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    pub fn bucket(&self, name: &str) {
+        py(&format!(
+            "import json, urllib.request\n\
+             r = urllib.request.Request('{}/storage/v1/b', method='POST', \
+             data=json.dumps({{'name': '{name}'}}).encode(), \
+             headers={{'Content-Type': 'application/json'}})\n\
+             urllib.request.urlopen(r).read()",
+            self.endpoint
+        ));
+    }
+
+    pub fn put_file(&self, bucket: &str, object: &str, path: &Path) {
+        py(&format!(
+            "import urllib.request, urllib.parse\n\
+             r = urllib.request.Request('{}/{bucket}/' + urllib.parse.quote({object:?}), \
+             method='PUT', data=open({:?}, 'rb').read())\n\
+             urllib.request.urlopen(r).read()",
+            self.endpoint,
+            path.to_str().unwrap()
+        ));
+    }
+}

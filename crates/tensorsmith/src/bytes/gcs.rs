@@ -1,0 +1,168 @@
+//! `gs://bucket/object` read as an HTTP file through the Cloud Storage XML API
+//! (`ENDPOINT/BUCKET/OBJECT`, ranged GETs, the object's `ETag` pinned as for any HTTP file).
+//!
+//! Settings, first found wins: the `endpoint_url` storage option, else `STORAGE_EMULATOR_HOST`
+//! (the variable Google's client libraries read for an emulator; `host:port` or a URL), else
+//! `https://storage.googleapis.com`. The credential is an OAuth 2 access token, sent as
+//! `Authorization: Bearer` to the endpoint's host only: the `token` storage option, else
+//! `GOOGLE_OAUTH_ACCESS_TOKEN` (`gcloud auth print-access-token` prints one). Without one
+//! (or with `anon=true`) requests go unauthenticated: public objects and emulators.
+//! Service-account and user credential files (`GOOGLE_APPLICATION_CREDENTIALS`) are not read
+//! yet; an access refused says so.
+
+use super::http::{other_status, Target};
+use super::redact_url;
+use super::s3::error_code;
+use super::storage_options::{StorageKey, StorageOptions};
+use super::url_path::{encode, split_bucket_url};
+use crate::error::{ErrorKind, Result};
+
+const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
+
+/// An object in a Cloud Storage bucket, and how to ask for it.
+pub(crate) struct GcsObject {
+    name: String,
+    bucket: String,
+    object: String,
+    url: String,
+    endpoint: String,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for GcsObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GcsObject({:?})", self.name)
+    }
+}
+
+impl GcsObject {
+    /// The object `location` names, with the settings of `opts` and the environment.
+    pub(crate) fn resolve(location: &str, opts: &StorageOptions) -> Result<GcsObject> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        GcsObject::with_env(location, opts, &env)
+    }
+
+    fn with_env(
+        location: &str,
+        opts: &StorageOptions,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<GcsObject> {
+        let (bucket, object) = split_bucket_url(location)?;
+        let endpoint = opts
+            .get(StorageKey::EndpointUrl)
+            .map(str::to_owned)
+            .or_else(|| {
+                env("STORAGE_EMULATOR_HOST").map(|h| match h.contains("://") {
+                    true => h,
+                    false => format!("http://{h}"),
+                })
+            })
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+        let token = match opts.anon() {
+            true => None,
+            false => opts
+                .get(StorageKey::Token)
+                .map(str::to_owned)
+                .or_else(|| env("GOOGLE_OAUTH_ACCESS_TOKEN")),
+        };
+        Ok(GcsObject {
+            name: location.to_owned(),
+            url: format!(
+                "{}/{}/{}",
+                endpoint.trim_end_matches('/'),
+                encode(bucket, false),
+                encode(object, true)
+            ),
+            bucket: bucket.to_owned(),
+            object: object.to_owned(),
+            endpoint: redact_url(&endpoint),
+            token,
+        })
+    }
+}
+
+impl Target for GcsObject {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    fn authorization(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {t}"))
+    }
+
+    fn status_error(&self, status: u16, _: Option<&str>, body: &str) -> ErrorKind {
+        let (bucket, object) = (&self.bucket, &self.object);
+        match (status, error_code(body).unwrap_or_default()) {
+            (_, "NoSuchBucket") => ErrorKind::NoSuchBucket(bucket.clone()),
+            (_, "NoSuchKey") | (404, _) => {
+                ErrorKind::RemoteNotFound(format!("no object '{object}' in bucket '{bucket}'"))
+            }
+            (401 | 403, code) => {
+                let code = match code {
+                    "" => format!("HTTP {status}"),
+                    c => c.to_owned(),
+                };
+                let why = match self.token {
+                    None => {
+                        "no token was sent (anonymous request): set the token storage option \
+                             or GOOGLE_OAUTH_ACCESS_TOKEN (`gcloud auth print-access-token`); \
+                             credential files (GOOGLE_APPLICATION_CREDENTIALS) are not read"
+                    }
+                    Some(_) => {
+                        "the access token was refused (expired, or no access to the \
+                                bucket)"
+                    }
+                };
+                ErrorKind::AccessDenied(format!("{code}: {why}"))
+            }
+            (s, c) => other_status(s, c),
+        }
+    }
+
+    fn endpoint(&self) -> Option<&str> {
+        Some(&self.endpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_settings_and_errors() {
+        let none = |_: &str| None;
+        let o = GcsObject::with_env("gs://b/dir/a b.gguf", &StorageOptions::new(), &none).unwrap();
+        assert_eq!(o.url(), "https://storage.googleapis.com/b/dir/a%20b.gguf");
+        assert_eq!(o.authorization(), None);
+        let env = |k: &str| match k {
+            "STORAGE_EMULATOR_HOST" => Some("127.0.0.1:9023".to_owned()),
+            "GOOGLE_OAUTH_ACCESS_TOKEN" => Some("ya29.secret".to_owned()),
+            _ => None,
+        };
+        let o = GcsObject::with_env("gs://b/k", &StorageOptions::new(), &env).unwrap();
+        assert_eq!(o.url(), "http://127.0.0.1:9023/b/k");
+        assert_eq!(o.authorization().as_deref(), Some("Bearer ya29.secret"));
+        assert!(!format!("{o:?}").contains("ya29"));
+        let mut anon = StorageOptions::new();
+        anon.set("anon", "true").unwrap();
+        assert_eq!(
+            GcsObject::with_env("gs://b/k", &anon, &env)
+                .unwrap()
+                .authorization(),
+            None
+        );
+        assert!(GcsObject::with_env("gs://b", &anon, &env).is_err());
+        let e = o.status_error(404, None, "").to_string();
+        assert!(e.contains("no object 'k' in bucket 'b'"), "{e}");
+        let e = o
+            .status_error(404, None, "<Error><Code>NoSuchBucket</Code></Error>")
+            .to_string();
+        assert!(e.contains("'b'"), "{e}");
+        let e = o.status_error(403, None, "").to_string();
+        assert!(e.contains("HTTP 403") && e.contains("refused"), "{e}");
+    }
+}
