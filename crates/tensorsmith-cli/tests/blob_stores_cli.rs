@@ -2,7 +2,8 @@
 //! (Cloud Storage, against gcp-storage-emulator) read as the local file reads: inspect, hash,
 //! validate and convert give the same answers and bytes; credentials from a connection
 //! string, a SAS the Azure SDK made, the account key, `STORAGE_EMULATOR_HOST` or
-//! `--storage-option`; failures worded by cause, naming the URL and never a key or signature.
+//! `--storage-option`, Google credential files exchanged at a token endpoint stand-in;
+//! failures worded by cause, naming the URL and never a key or signature.
 //! Both servers are required, not skipped (`scripts/test` installs them).
 
 #[path = "object_store/emulators.rs"]
@@ -12,7 +13,7 @@ mod moto;
 #[path = "object_store/proxy.rs"]
 mod proxy;
 
-use emulators::{Azurite, GcsEmulator, AZ_ACCOUNT, AZ_KEY};
+use emulators::{rsa_key, Azurite, GcsEmulator, TokenServer, AZ_ACCOUNT, AZ_KEY};
 use proxy::Proxy;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -27,6 +28,7 @@ fn bin() -> Command {
             c.env_remove(k);
         }
     }
+    c.env("HOME", "/nonexistent"); // no gcloud credentials of the machine's user
     c
 }
 
@@ -219,4 +221,76 @@ fn gcs_objects_read_as_local_files() {
     );
     let (_, e) = fails(bin(), &["inspect", "ftp://h/m.safetensors"]);
     assert!(e.contains("unsupported URL scheme \"ftp\""), "{e}");
+}
+
+#[test]
+fn gcs_credential_files_are_exchanged_for_tokens() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("m.safetensors");
+    model(&file, 1);
+    let gcs = GcsEmulator::start();
+    gcs.bucket("models");
+    gcs.put_file("models", "m.safetensors", &file);
+    let key = rsa_key(&d.path().join("key.pem"));
+    let tokens = TokenServer::start(&d.path().join("key.pem"));
+    let write = |name: &str, v: serde_json::Value| {
+        let p = d.path().join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    };
+    let service = write(
+        "sa.json",
+        serde_json::json!({
+            "type": "service_account", "client_email": "reader@test.iam.gserviceaccount.com",
+            "private_key_id": "k1", "private_key": key, "token_uri": tokens.token_uri,
+        }),
+    );
+    let user = |secret: &str| {
+        serde_json::json!({
+            "type": "authorized_user", "client_id": "cid", "client_secret": secret,
+            "refresh_token": "rt-1", "token_uri": tokens.token_uri,
+        })
+    };
+    let (good_user, bad_user) = (
+        write("u.json", user("cs")),
+        write("bad.json", user("wrong")),
+    );
+    let url = "gs://models/m.safetensors";
+    for (creds, token) in [(&service, "ya29.jwt-ok"), (&good_user, "ya29.refresh-ok")] {
+        let counted = Proxy::start(&gcs.endpoint);
+        let mut c = cmd(&["hash", url], &[("endpoint_url", &counted.endpoint)]);
+        c.env("GOOGLE_APPLICATION_CREDENTIALS", creds);
+        ok(c, &[]);
+        let sent = counted.sent_text().to_ascii_lowercase();
+        assert!(
+            sent.contains(&format!("authorization: bearer {token}")),
+            "{sent}"
+        );
+    }
+    // gcloud's application-default credentials, found under HOME.
+    let home = tempfile::tempdir().unwrap();
+    let adc = home.path().join(".config/gcloud");
+    std::fs::create_dir_all(&adc).unwrap();
+    std::fs::copy(&good_user, adc.join("application_default_credentials.json")).unwrap();
+    let mut c = cmd(&["hash", url], &[("endpoint_url", &gcs.endpoint)]);
+    c.env("HOME", home.path());
+    ok(c, &[]);
+
+    let mut c = cmd(&["inspect", url], &[("endpoint_url", &gcs.endpoint)]);
+    c.env("GOOGLE_APPLICATION_CREDENTIALS", &bad_user);
+    let (_, e) = fails(c, &[]);
+    assert!(
+        e.contains(url)
+            && e.contains(&format!(
+                "the token endpoint {} refused the user",
+                tokens.token_uri
+            ))
+            && e.contains("invalid_grant"),
+        "{e}"
+    );
+    assert!(!e.contains("wrong") && !e.contains("rt-1"), "{e}");
+    let mut c = cmd(&["inspect", url], &[("endpoint_url", &gcs.endpoint)]);
+    c.env("GOOGLE_APPLICATION_CREDENTIALS", d.path().join("none.json"));
+    let (_, e) = fails(c, &[]);
+    assert!(e.contains("none.json: cannot be read"), "{e}");
 }

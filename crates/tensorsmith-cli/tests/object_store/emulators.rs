@@ -197,3 +197,94 @@ impl GcsEmulator {
         ));
     }
 }
+
+/// A stand-in for Google's OAuth token endpoint (`POST /token`): a JWT bearer grant whose
+/// RS256 signature verifies with the key in `key.pem` (and whose issuer, audience and scope
+/// are right) gets `ya29.jwt-ok`; the refresh token `rt-1` gets `ya29.refresh-ok`; anything
+/// else a 400 `invalid_grant`, as Google answers.
+pub struct TokenServer {
+    _server: Server,
+    pub token_uri: String,
+}
+
+const TOKEN_SERVER: &str = r#"
+import base64, json, os, sys, threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import parse_qs
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+port, key_path = int(sys.argv[1]), sys.argv[2]
+public = serialization.load_pem_private_key(open(key_path, 'rb').read(), None).public_key()
+uri = f'http://127.0.0.1:{port}/token'
+def unb64(s):
+    return base64.urlsafe_b64decode(s + '=' * (-len(s) % 4))
+def answer(form):
+    if form.get('grant_type') == 'refresh_token':
+        ok = form.get('refresh_token') == 'rt-1' and form.get('client_secret') == 'cs'
+        return 'ya29.refresh-ok' if ok else None
+    h, c, sig = form['assertion'].split('.')
+    public.verify(unb64(sig), f'{h}.{c}'.encode(), padding.PKCS1v15(), hashes.SHA256())
+    head, claims = json.loads(unb64(h)), json.loads(unb64(c))
+    assert head == {'alg': 'RS256', 'typ': 'JWT', 'kid': 'k1'}, head
+    assert claims['iss'] == 'reader@test.iam.gserviceaccount.com' and claims['aud'] == uri
+    assert claims['scope'].endswith('devstorage.read_write') and claims['exp'] > claims['iat']
+    return 'ya29.jwt-ok'
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers['Content-Length'])).decode()
+        form = {k: v[0] for k, v in parse_qs(body).items()}
+        try:
+            token = answer(form)
+        except Exception:
+            token = None
+        out = {'access_token': token, 'expires_in': 3600} if token else \
+            {'error': 'invalid_grant', 'error_description': 'Bad Request'}
+        data = json.dumps(out).encode()
+        self.send_response(200 if token else 400)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def log_message(self, *a):
+        pass
+HTTPServer(('127.0.0.1', port), H).serve_forever()
+"#;
+
+impl TokenServer {
+    /// A server checking JWTs against the RSA key in `key_pem`.
+    pub fn start(key_pem: &Path) -> TokenServer {
+        let port = free_port();
+        let child = Command::new(python())
+            .args([
+                "-c",
+                TOKEN_SERVER,
+                &port.to_string(),
+                key_pem.to_str().unwrap(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server(child);
+        wait_for(port, "the token server");
+        TokenServer {
+            _server: server,
+            token_uri: format!("http://127.0.0.1:{port}/token"),
+        }
+    }
+}
+
+/// A new RSA key (PKCS#8 PEM) in `path`, made with `cryptography`; its PEM text.
+pub fn rsa_key(path: &Path) -> String {
+    py(&format!(
+        "from cryptography.hazmat.primitives.asymmetric import rsa\n\
+         from cryptography.hazmat.primitives import serialization as s\n\
+         k = rsa.generate_private_key(public_exponent=65537, key_size=2048)\n\
+         pem = k.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, s.NoEncryption())\n\
+         open({:?}, 'wb').write(pem)",
+        path.to_str().unwrap()
+    ));
+    std::fs::read_to_string(path).unwrap()
+}

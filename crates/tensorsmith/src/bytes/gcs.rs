@@ -5,19 +5,29 @@
 //! (the variable Google's client libraries read for an emulator; `host:port` or a URL), else
 //! `https://storage.googleapis.com`. The credential is an OAuth 2 access token, sent as
 //! `Authorization: Bearer` to the endpoint's host only: the `token` storage option, else
-//! `GOOGLE_OAUTH_ACCESS_TOKEN` (`gcloud auth print-access-token` prints one). Without one
-//! (or with `anon=true`) requests go unauthenticated: public objects and emulators.
-//! Service-account and user credential files (`GOOGLE_APPLICATION_CREDENTIALS`) are not read
-//! yet; an access refused says so.
+//! `GOOGLE_OAUTH_ACCESS_TOKEN` (`gcloud auth print-access-token` prints one), else one from a
+//! credential file (`GOOGLE_APPLICATION_CREDENTIALS` or gcloud's application-default
+//! credentials: `gcs_auth.rs`; not read for an emulator named by `STORAGE_EMULATOR_HOST`).
+//! Without any (or with `anon=true`) requests go unauthenticated: public objects, emulators.
 
+use super::gcs_auth::{credential_file, TokenSource};
 use super::http::{other_status, Target};
 use super::redact_url;
 use super::s3::error_code;
 use super::storage_options::{StorageKey, StorageOptions};
 use super::url_path::{encode, split_bucket_url};
 use crate::error::{ErrorKind, Result};
+use std::path::Path;
 
 const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
+
+/// What authorises requests.
+enum Credential {
+    Anonymous,
+    Token(String),
+    /// Tokens from a credential file, fetched through the agent.
+    File(TokenSource, ureq::Agent),
+}
 
 /// An object in a Cloud Storage bucket, and how to ask for it.
 pub(crate) struct GcsObject {
@@ -26,7 +36,7 @@ pub(crate) struct GcsObject {
     object: String,
     url: String,
     endpoint: String,
-    token: Option<String>,
+    credential: Credential,
 }
 
 impl std::fmt::Debug for GcsObject {
@@ -48,22 +58,42 @@ impl GcsObject {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<GcsObject> {
         let (bucket, object) = split_bucket_url(location)?;
+        let emulator = env("STORAGE_EMULATOR_HOST").map(|h| match h.contains("://") {
+            true => h,
+            false => format!("http://{h}"),
+        });
         let endpoint = opts
             .get(StorageKey::EndpointUrl)
             .map(str::to_owned)
-            .or_else(|| {
-                env("STORAGE_EMULATOR_HOST").map(|h| match h.contains("://") {
-                    true => h,
-                    false => format!("http://{h}"),
-                })
-            })
+            .or_else(|| emulator.clone())
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
-        let token = match opts.anon() {
-            true => None,
-            false => opts
-                .get(StorageKey::Token)
-                .map(str::to_owned)
-                .or_else(|| env("GOOGLE_OAUTH_ACCESS_TOKEN")),
+        let token = opts
+            .get(StorageKey::Token)
+            .map(str::to_owned)
+            .or_else(|| env("GOOGLE_OAUTH_ACCESS_TOKEN"));
+        let file = match (&token, &emulator) {
+            (None, None) => credential_file(env),
+            _ => None,
+        };
+        let credential = match (opts.anon(), token, file) {
+            (true, _, _) => Credential::Anonymous,
+            (false, Some(t), _) => Credential::Token(t),
+            (false, None, Some(path)) => {
+                let source =
+                    TokenSource::load(&path).map_err(|e| e.in_file(Path::new(location)))?;
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .timeout_global(Some(opts.transfer().timeout))
+                    .timeout_connect(Some(opts.transfer().connect_timeout))
+                    .build()
+                    .into();
+                // The first token now: a refused credential fails the open, naming the file.
+                source
+                    .token(&agent)
+                    .map_err(|e| e.in_file(Path::new(location)))?;
+                Credential::File(source, agent)
+            }
+            (false, None, None) => Credential::Anonymous,
         };
         Ok(GcsObject {
             name: location.to_owned(),
@@ -76,7 +106,7 @@ impl GcsObject {
             bucket: bucket.to_owned(),
             object: object.to_owned(),
             endpoint: redact_url(&endpoint),
-            token,
+            credential,
         })
     }
 }
@@ -91,7 +121,14 @@ impl Target for GcsObject {
     }
 
     fn authorization(&self) -> Option<String> {
-        self.token.as_ref().map(|t| format!("Bearer {t}"))
+        let token = match &self.credential {
+            Credential::Anonymous => return None,
+            Credential::Token(t) => t.clone(),
+            // A token that cannot be renewed: the request goes without, and its refusal says
+            // which credential was in use.
+            Credential::File(source, agent) => source.token(agent).ok()?,
+        };
+        Some(format!("Bearer {token}"))
     }
 
     fn status_error(&self, status: u16, _: Option<&str>, body: &str) -> ErrorKind {
@@ -106,15 +143,17 @@ impl Target for GcsObject {
                     "" => format!("HTTP {status}"),
                     c => c.to_owned(),
                 };
-                let why = match self.token {
-                    None => {
-                        "no token was sent (anonymous request): set the token storage option \
-                             or GOOGLE_OAUTH_ACCESS_TOKEN (`gcloud auth print-access-token`); \
-                             credential files (GOOGLE_APPLICATION_CREDENTIALS) are not read"
+                let why = match &self.credential {
+                    Credential::Anonymous => "no token was sent (anonymous request): set \
+                        GOOGLE_APPLICATION_CREDENTIALS, the token storage option or \
+                        GOOGLE_OAUTH_ACCESS_TOKEN (`gcloud auth print-access-token`)"
+                        .to_owned(),
+                    Credential::Token(_) => {
+                        "the access token was refused (expired, or no access to the bucket)"
+                            .to_owned()
                     }
-                    Some(_) => {
-                        "the access token was refused (expired, or no access to the \
-                                bucket)"
+                    Credential::File(source, _) => {
+                        format!("{} has no access to the bucket", source.who())
                     }
                 };
                 ErrorKind::AccessDenied(format!("{code}: {why}"))

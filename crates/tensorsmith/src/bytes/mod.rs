@@ -15,6 +15,8 @@ mod azure_sas;
 #[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
+mod gcs_auth;
+#[cfg(feature = "remote")]
 mod hf;
 #[cfg(feature = "remote")]
 mod http;
