@@ -14,6 +14,12 @@ mod local;
 mod redact;
 #[cfg(feature = "remote")]
 mod s3;
+#[cfg(feature = "remote")]
+mod s3_bucket;
+#[cfg(feature = "remote")]
+mod s3_client;
+#[cfg(feature = "remote")]
+mod s3_xml;
 mod storage_options;
 mod url_scheme;
 mod validator;
@@ -22,6 +28,8 @@ mod validator;
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
+#[cfg(feature = "remote")]
+pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
