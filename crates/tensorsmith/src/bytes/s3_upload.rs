@@ -299,3 +299,32 @@ impl Uploader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::StorageOptions;
+
+    #[test]
+    fn part_sizes_grow_and_the_unsent_part_cuts_back() {
+        let mut o = StorageOptions::new();
+        o.set("endpoint_url", "http://127.0.0.1:1").unwrap();
+        o.set("part_size", "5MiB").unwrap();
+        let (c, key) = S3Client::for_url("s3://b/k", &o).unwrap();
+        let mut u = S3Upload::new(c, &key, PutCondition::Always);
+        assert_eq!(u.part_len(0), 5 << 20);
+        assert_eq!(u.part_len(999), 5 << 20);
+        assert_eq!(u.part_len(1000), 10 << 20);
+        assert_eq!(u.part_len(9999), 5 << 29);
+        // 10,000 parts hold far more than 10,000 × 5 MiB.
+        let total: u64 = (0..MAX_PARTS as u32).map(|i| u.part_len(i) as u64).sum();
+        assert!(total > 1 << 40, "{total}");
+        u.write_all(b"0123456789").unwrap();
+        u.rewind_to(4).unwrap();
+        assert_eq!(u.written(), 4);
+        assert!(u.rewind_to(5).is_err());
+        u.write_all(b"xy").unwrap();
+        assert_eq!(u.buf, b"0123xy");
+        // Dropped before any part went up: nothing was started, nothing to abort.
+    }
+}
