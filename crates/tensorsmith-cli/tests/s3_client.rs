@@ -56,6 +56,10 @@ fn every_call_against_moto() {
         .unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::PreconditionFailed(_)), "{e}");
     assert_eq!(c.get(&key).unwrap().unwrap().0, b"two");
+    let e = c
+        .put("none", b"x", PutCondition::IfMatch(e1.clone()))
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::RemoteNotFound(_)), "{e}");
     let meta = c.head(&key).unwrap().unwrap();
     assert_eq!((meta.size, meta.etag.as_str()), (3, e2.as_str()));
 
