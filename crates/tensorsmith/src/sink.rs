@@ -61,8 +61,14 @@ enum Remote {
 }
 
 impl AtomicFile {
-    /// Starts writing what will become `dest` (a URL with the settings of the environment).
+    /// Starts writing what will become the local file `dest`. A URL is refused by name:
+    /// outputs that may be uploaded ask for it, with their store settings
+    /// ([`AtomicFile::create_with`]), so that no writer built for local files (a dataset's
+    /// manifest beside its shards, say) half-uploads by accident.
     pub fn create(dest: &Path) -> Result<AtomicFile> {
+        let name = dest.to_string_lossy();
+        crate::bytes::refuse_write(&name)?;
+        crate::bytes::refuse_remote(&name, "this output")?;
         AtomicFile::create_with(dest, &StorageOptions::new())
     }
 
@@ -270,14 +276,15 @@ fn commit_local(dest: &Path, temp: &Path, out: BufWriter<File>) -> Result<()> {
     Ok(())
 }
 
-/// Writes `path` atomically: `write` fills an [`AtomicFile`], which is committed only if
-/// `write` succeeds (its errors are told as being about `path`). Returns what `write` does.
-/// Every writer ends this way, so none can leave a partial file under the final name.
+/// Writes the local file `path` atomically: `write` fills an [`AtomicFile`], which is
+/// committed only if `write` succeeds (its errors are told as being about `path`). Returns
+/// what `write` does. Every writer ends this way, so none can leave a partial file under the
+/// final name. A URL is refused ([`AtomicFile::create`]); see [`write_atomically_with`].
 pub fn write_atomically<T>(
     path: &Path,
     write: impl FnOnce(&mut AtomicFile) -> Result<T>,
 ) -> Result<T> {
-    write_atomically_with(path, &StorageOptions::new(), write)
+    finish(path, AtomicFile::create(path)?, write)
 }
 
 /// As [`write_atomically`], to a local path or an `s3://` URL (with the store settings
@@ -445,6 +452,23 @@ mod tests {
             "temp of a running process (pid 1) was removed"
         );
         assert!(other.exists(), "temp of another destination was removed");
+    }
+
+    #[test]
+    fn only_outputs_that_ask_for_it_may_be_urls() {
+        let e = AtomicFile::create(Path::new("s3://b/m.safetensors"))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("this output to s3:// URLs"), "{e}");
+        let e = write_atomically(Path::new("hf://o/r/x"), |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("read only"), "{e}");
+        let e = AtomicFile::create_with(Path::new("gs://b/k"), &StorageOptions::new())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("unsupported URL scheme \"gs\""),
+            "{e}"
+        );
     }
 
     #[test]

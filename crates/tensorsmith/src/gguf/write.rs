@@ -191,7 +191,7 @@ impl<'a> Writer<'a> {
 
     /// Writes `path` atomically (temp file, fsync, rename); returns its length.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
-        self.write_file_with(path, &crate::bytes::StorageOptions::new())
+        crate::sink::write_atomically(path.as_ref(), |f| self.write_buffered(f))
     }
 
     /// As [`Writer::write_file`], to a local path or an `s3://` URL (streamed up as a
@@ -201,12 +201,14 @@ impl<'a> Writer<'a> {
         path: impl AsRef<Path>,
         storage: &crate::bytes::StorageOptions,
     ) -> Result<u64> {
-        crate::sink::write_atomically_with(path.as_ref(), storage, |f| {
-            let mut buf = std::io::BufWriter::with_capacity(1 << 20, f);
-            let n = self.write_to(&mut buf)?;
-            buf.flush()?;
-            Ok(n)
-        })
+        crate::sink::write_atomically_with(path.as_ref(), storage, |f| self.write_buffered(f))
+    }
+
+    fn write_buffered(self, f: &mut crate::sink::AtomicFile) -> Result<u64> {
+        let mut buf = std::io::BufWriter::with_capacity(1 << 20, f);
+        let n = self.write_to(&mut buf)?;
+        buf.flush()?;
+        Ok(n)
     }
 }
 
