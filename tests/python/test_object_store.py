@@ -167,7 +167,7 @@ def azurite(tmp_path_factory, bucket):
     svc = azblob.BlobServiceClient.from_connection_string(cs)
     svc.create_container("models").upload_blob("dir/m.safetensors", bucket.read_bytes())
     yield cs
-    p.terminate()
+    p.kill()  # Azurite waits for open connections to close on SIGTERM
     p.wait(10)
 
 

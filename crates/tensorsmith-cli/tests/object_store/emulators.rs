@@ -23,9 +23,18 @@ pub const AZ_KEY: &str =
 struct Server(Child);
 
 impl Drop for Server {
+    /// Closes stdin and gives the process a few seconds to stop what it started (Azurite's
+    /// `sh` kills node), then kills it.
     fn drop(&mut self) {
         if let Some(mut stdin) = self.0.stdin.take() {
             let _ = stdin.flush();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -80,7 +89,7 @@ impl Azurite {
         // wrapper; `sh -c` reads stdin to its end, then kills the server it started.
         let script = format!(
             "{} --blobHost 127.0.0.1 --blobPort {port} --location {} --silent \
-             --skipApiVersionCheck --loose & pid=$!; cat >/dev/null; kill $pid",
+             --skipApiVersionCheck --loose & pid=$!; cat >/dev/null; kill -9 $pid",
             azurite_bin().display(),
             dir.path().display()
         );

@@ -11,7 +11,7 @@ use super::azure_config::{self, AzureAuth, AzureSettings};
 use super::azure_sas;
 use super::http::{other_status, Target};
 use super::redact_url;
-use super::s3::error_code;
+use super::s3_bucket::error_code;
 use super::storage_options::StorageOptions;
 use super::url_path::{encode, split_bucket_url};
 use crate::error::{Error, ErrorKind, Result};

@@ -85,6 +85,19 @@ pub(crate) fn is_unreachable(e: &ureq::Error) -> bool {
     )
 }
 
+/// The message of a request that got no response, with any URL it quotes (the signed one, a
+/// redirect's) without credentials.
+pub(crate) fn transport_message(e: &ureq::Error) -> String {
+    e.to_string()
+        .split(' ')
+        .map(|w| match w.contains("://") {
+            true => redact_url(w),
+            false => w.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A plain `http(s)://` URL, which may carry credentials (userinfo, a signed query): sent as
 /// given, named without them.
 struct PlainUrl {
@@ -226,16 +239,7 @@ impl HttpFile {
 
     /// A request that got no response, named without the URL it was sent to.
     fn transport_err(&self, e: ureq::Error) -> Error {
-        // Any URL the message quotes (the signed one, a redirect's) without credentials.
-        let msg = e
-            .to_string()
-            .split(' ')
-            .map(|w| match w.contains("://") {
-                true => redact_url(w),
-                false => w.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let msg = transport_message(&e);
         Error::new(self.target.transport_error(&e, msg)).in_file(Path::new(&self.url))
     }
 

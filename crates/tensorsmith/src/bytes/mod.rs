@@ -24,6 +24,14 @@ mod local;
 mod redact;
 #[cfg(feature = "remote")]
 mod s3;
+#[cfg(feature = "remote")]
+mod s3_bucket;
+#[cfg(feature = "remote")]
+mod s3_client;
+#[cfg(feature = "remote")]
+mod s3_upload;
+#[cfg(feature = "remote")]
+mod s3_xml;
 mod storage_options;
 #[cfg(feature = "remote")]
 mod url_path;
@@ -34,12 +42,18 @@ mod validator;
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
+#[cfg(feature = "remote")]
+pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
+#[cfg(feature = "remote")]
+pub use s3_upload::S3Upload;
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
 #[cfg(feature = "remote")]
 pub use url_scheme::open_url;
-pub use url_scheme::{is_http_url, is_url, refuse_write, scheme_name, url_scheme, UrlScheme};
+pub use url_scheme::{
+    is_http_url, is_url, refuse_remote, refuse_write, scheme_name, url_scheme, UrlScheme,
+};
 pub use validator::{Pinned, Validator};
 
 use crate::error::{ErrorKind, Result};

@@ -6,17 +6,14 @@
 //! access denied, an endpoint that does not answer), naming `s3://bucket/key`, never the
 //! signed URL.
 //!
-//! Addressing: path-style (`ENDPOINT/bucket/key`) for a custom endpoint (MinIO, moto, R2,
-//! Ceph), virtual-hosted (`https://bucket.s3.REGION.amazonaws.com/key`) on AWS, path-style
-//! there too for bucket names a host name cannot hold (dots).
+//! How the bucket is addressed and signed for, and the wording of failures, are
+//! `s3_bucket.rs`'s, shared with the client that writes (`s3_client.rs`).
 
-use super::aws_config::{self, AwsSettings};
-use super::http::{other_status, Target};
-use super::redact_url;
+use super::http::Target;
+use super::s3_bucket::S3Bucket;
 use super::storage_options::StorageOptions;
-use crate::error::{Error, ErrorKind, Result};
-use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
-use std::path::Path;
+use crate::error::{ErrorKind, Result};
+use rusty_s3::S3Action;
 use std::time::Duration;
 
 /// How long one signed URL is valid (it is used for one request, made at once).
@@ -26,12 +23,8 @@ const EXPIRY: Duration = Duration::from_secs(3600);
 pub(crate) struct S3Object {
     /// The URL as the user wrote it: `s3://bucket/key`.
     name: String,
-    bucket: Bucket,
+    store: S3Bucket,
     key: String,
-    credentials: Option<Credentials>,
-    /// The endpoint, for errors.
-    endpoint: String,
-    region: String,
 }
 
 impl std::fmt::Debug for S3Object {
@@ -40,59 +33,16 @@ impl std::fmt::Debug for S3Object {
     }
 }
 
-/// `(bucket, key)` of `s3://bucket/key` or `s3a://bucket/key`.
-pub(crate) fn split_s3_url(location: &str) -> Result<(&str, &str)> {
-    super::url_path::split_bucket_url(location)
-}
-
 impl S3Object {
     /// The object `location` names, with the settings of `opts` and the environment.
     pub(crate) fn resolve(location: &str, opts: &StorageOptions) -> Result<S3Object> {
-        let settings = aws_config::resolve(opts, &|k| std::env::var(k).ok())
-            .map_err(|e| e.in_file(Path::new(location)))?;
-        S3Object::with_settings(location, settings)
-    }
-
-    fn with_settings(location: &str, s: AwsSettings) -> Result<S3Object> {
-        let (bucket, key) = split_s3_url(location)?;
-        let bad =
-            |msg: String| Error::new(ErrorKind::BadStorageOption(msg)).in_file(Path::new(location));
-        let (endpoint, style) = match &s.endpoint {
-            Some(e) => (e.clone(), UrlStyle::Path),
-            None if bucket.contains('.') => (
-                format!("https://s3.{}.amazonaws.com", s.region),
-                UrlStyle::Path,
-            ),
-            None => (
-                format!("https://s3.{}.amazonaws.com", s.region),
-                UrlStyle::VirtualHost,
-            ),
-        };
-        let shown = redact_url(&endpoint);
-        let url = url::Url::parse(&endpoint)
-            .map_err(|e| bad(format!("endpoint {shown} is not a URL: {e}")))?;
-        let b = Bucket::new(url, style, bucket.to_owned(), s.region.clone())
-            .map_err(|e| bad(format!("endpoint {shown} with bucket '{bucket}': {e:?}")))?;
-        let credentials = s.keys.map(|k| match k.token {
-            Some(t) => Credentials::new_with_token(k.id, k.secret, t),
-            None => Credentials::new(k.id, k.secret),
-        });
+        let (store, key) = S3Bucket::resolve(location, opts)?;
         Ok(S3Object {
             name: location.to_owned(),
-            bucket: b,
-            key: key.to_owned(),
-            credentials,
-            endpoint: shown,
-            region: s.region,
+            store,
+            key,
         })
     }
-}
-
-/// The `<Code>` of an S3 error body.
-pub(crate) fn error_code(body: &str) -> Option<&str> {
-    let start = body.find("<Code>")? + "<Code>".len();
-    let len = body[start..].find("</Code>")?;
-    Some(body[start..start + len].trim())
 }
 
 impl Target for S3Object {
@@ -101,59 +51,36 @@ impl Target for S3Object {
     }
 
     fn url(&self) -> String {
-        self.bucket
-            .get_object(self.credentials.as_ref(), &self.key)
+        self.store
+            .bucket
+            .get_object(self.store.credentials.as_ref(), &self.key)
             .sign(EXPIRY)
             .to_string()
     }
 
     fn status_error(&self, status: u16, _: Option<&str>, body: &str) -> ErrorKind {
-        let bucket = self.bucket.name();
-        let code = error_code(body).unwrap_or_default();
-        match (status, code) {
-            (_, "NoSuchBucket") => ErrorKind::NoSuchBucket(bucket.to_owned()),
-            (_, "NoSuchKey") | (404, _) => {
-                ErrorKind::RemoteNotFound(format!("no object '{}' in bucket '{bucket}'", self.key))
-            }
-            (
-                _,
-                "PermanentRedirect"
-                | "AuthorizationHeaderMalformed"
-                | "IllegalLocationConstraintException",
-            )
-            | (301, _) => ErrorKind::Http(format!(
-                "bucket '{bucket}' is not in region {} (set AWS_REGION or the region storage \
-                 option)",
-                self.region
-            )),
-            (401 | 403, _)
-            | (_, "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch") => {
-                let code = if code.is_empty() { "403" } else { code };
-                let why = match &self.credentials {
-                    None => "no credentials were given (anonymous request): set AWS_ACCESS_KEY_ID \
-                             and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage options key and secret"
-                        .to_owned(),
-                    Some(c) => format!(
-                        "the store refused access key id {} (check the secret, the profile, \
-                         or the bucket's policy)",
-                        c.key()
-                    ),
-                };
-                ErrorKind::AccessDenied(format!("{code}: {why}"))
-            }
-            (s, c) => other_status(s, c),
-        }
+        self.store.status_error(status, &self.key, body)
     }
 
     fn endpoint(&self) -> Option<&str> {
-        Some(&self.endpoint)
+        Some(&self.store.endpoint)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::aws_config::AwsKeys;
+    use crate::bytes::aws_config::{AwsKeys, AwsSettings};
+    use crate::bytes::s3_bucket::split_s3_url;
+
+    fn object(location: &str, s: AwsSettings) -> Result<S3Object> {
+        let (store, key) = S3Bucket::with_settings(location, s)?;
+        Ok(S3Object {
+            name: location.to_owned(),
+            store,
+            key,
+        })
+    }
 
     fn settings(endpoint: Option<&str>, keys: bool) -> AwsSettings {
         AwsSettings {
@@ -169,12 +96,12 @@ mod tests {
 
     #[test]
     fn urls_addressing_and_errors() {
-        let o = S3Object::with_settings("s3://b/dir/m.safetensors", settings(None, false)).unwrap();
+        let o = object("s3://b/dir/m.safetensors", settings(None, false)).unwrap();
         assert_eq!(
             o.url(),
             "https://b.s3.eu-west-1.amazonaws.com/dir/m.safetensors"
         );
-        let o = S3Object::with_settings(
+        let o = object(
             "s3a://b/a b.gguf",
             settings(Some("http://127.0.0.1:9000"), true),
         )

@@ -113,6 +113,11 @@ pub enum ErrorKind {
     /// The endpoint could not be reached: a refused connection, an unknown host, a timeout.
     #[error("cannot reach the endpoint: {0}")]
     Unreachable(String),
+    /// A conditional write the store refused (412, or S3's 409 `ConditionalRequestConflict`):
+    /// the object exists where it was to be created only (`If-None-Match: *`), or is no longer
+    /// the version it was to replace (`If-Match`). Another writer got there first.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
 
     // --- GGUF: one variant per rule, in its own enum
     #[error("{0}")]
@@ -302,6 +307,7 @@ impl Error {
                 | ErrorKind::RemoteNotFound(_)
                 | ErrorKind::AccessDenied(_)
                 | ErrorKind::Unreachable(_)
+                | ErrorKind::PreconditionFailed(_)
                 | ErrorKind::NoSuchTensor
                 | ErrorKind::BadSlice(_)
                 | ErrorKind::BadPattern(_)
