@@ -8,7 +8,7 @@
 //! one's by age alone. `dataset_manifest.json` and the index are written again when they do
 //! not mirror the current version.
 
-use crate::error::Result;
+use crate::error::{DatasetError, Result};
 use crate::manifest::{is_index_file_name, is_shard_file_name, INDEX_NAME, MANIFEST_NAME};
 use crate::retention::CleanReport;
 use crate::store::Store;
@@ -46,8 +46,10 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         }
         Some(_) => {
             for l in &list {
-                let Ok(v) = sv::read(store, l.n) else {
-                    continue;
+                // A version that cannot be read stops the clean: its shards are not judged.
+                let v = match sv::read(store, l.n) {
+                    Err(DatasetError::VersionRemoved { .. }) => continue,
+                    r => r?,
                 };
                 let names = v.manifest.shards.into_iter().map(|s| s.shard_path);
                 if remove.contains(&l.n) {
