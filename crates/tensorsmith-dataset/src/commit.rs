@@ -25,8 +25,13 @@ use std::time::Instant;
 /// Conflicts after which a writer prepares under the lock rather than racing again.
 const OPTIMISTIC_TRIES: u32 = 3;
 
-/// Reports in task order, each naming only shards that are in `staging`.
-fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
+/// Reports in task order, each naming only shards that are in `staging` (or, `uploaded`,
+/// already uploaded from it to an object store).
+fn check_reports(
+    reports: &mut [TaskReport],
+    staging: &Path,
+    uploaded: &HashSet<String>,
+) -> Result<()> {
     reports.sort_by_key(|r| r.task);
     if let Some(w) = reports.windows(2).find(|w| w[0].task == w[1].task) {
         return Err(DatasetError::input(format!(
@@ -50,7 +55,7 @@ fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
                 )));
             }
             let p = staging.join(&s.shard_path);
-            if !p.is_file() {
+            if !uploaded.contains(&s.shard_path) && !p.is_file() {
                 return Err(DatasetError::input(format!(
                     "task {}: shard {} is missing from the staging folder",
                     r.task,
@@ -78,7 +83,7 @@ pub(crate) fn commit(
     job: &JobOptions,
     progress: Option<&Progress>,
 ) -> Result<Manifest> {
-    let written = checked(reports, staging, opts)?;
+    let written = checked(reports, staging, &HashSet::new(), opts)?;
     commit_lock::probe(out)?;
     let mut conflicts = 0u32;
     let manifest = loop {
@@ -131,6 +136,7 @@ pub(crate) fn commit(
 pub(crate) fn checked(
     mut reports: Vec<TaskReport>,
     staging: &Path,
+    uploaded: &HashSet<String>,
     opts: &WriteOptions,
 ) -> Result<Written> {
     if reports.iter().all(|r| r.shards.is_empty()) {
@@ -139,7 +145,7 @@ pub(crate) fn checked(
             n => format!("all {n} rows were dropped (tail_strategy=drop, fewer rows than batch_size): no dataset written"),
         }));
     }
-    check_reports(&mut reports, staging)?;
+    check_reports(&mut reports, staging, uploaded)?;
     if let Naming::Kv { .. } = opts.naming {
         duplicates::across_tasks(&mut reports, staging, opts.duplicates)?;
     }

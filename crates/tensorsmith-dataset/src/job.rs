@@ -110,6 +110,7 @@ fn job_task(
         progress,
         true,
         pipelined,
+        None,
         |ctx| {
             let mut report = run_task(ctx, task, rows)?;
             if let Naming::Kv { .. } = opts.naming {

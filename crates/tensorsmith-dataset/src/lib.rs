@@ -56,6 +56,7 @@ mod store_commit;
 mod store_local;
 mod store_open;
 mod store_s3;
+mod store_upload;
 mod store_versions;
 mod store_write;
 // Reading, verifying, exporting a dataset.

@@ -26,6 +26,7 @@ use crate::store::Store;
 use crate::store_versions::{self as sv, index_key, version_key};
 use crate::task_report::TaskReport;
 use crate::versions::{indexes_dir, to_bytes, Snapshot};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -33,18 +34,40 @@ use std::sync::Mutex;
 /// Versions other writers may commit under this one before it gives up.
 const MAX_CONFLICTS: u32 = 32;
 
-/// Commits the shards `reports` name in `staging` as the next version of the dataset in
-/// `store`. The caller removes `staging` afterwards.
+/// Commits the shards `reports` name in `staging` (those in `uploaded` are in the store
+/// already) as the next version of the dataset in `store`. The caller removes `staging`
+/// afterwards.
 pub(crate) fn commit_to_store(
     store: &dyn Store,
     staging: &Path,
     reports: Vec<TaskReport>,
+    uploaded: &HashSet<String>,
     opts: &WriteOptions,
     job: &JobOptions,
     progress: Option<&Progress>,
 ) -> Result<Manifest> {
-    let written = checked(reports, staging, opts)?;
-    upload_shards(store, staging, &written.shards)?;
+    let checked = checked(reports, staging, uploaded, opts);
+    let written = match checked {
+        Ok(w) => w,
+        Err(e) => {
+            for n in uploaded {
+                let _ = store.delete(n);
+            }
+            return Err(e);
+        }
+    };
+    let rest: Vec<ShardInfo> = written
+        .shards
+        .iter()
+        .filter(|s| !uploaded.contains(&s.shard_path))
+        .cloned()
+        .collect();
+    if let Err(e) = upload_shards(store, staging, &rest) {
+        for s in &written.shards {
+            let _ = store.delete(&s.shard_path);
+        }
+        return Err(e);
+    }
     let committed = commit_uploaded(store, staging, &written, opts, job, progress);
     if committed.is_err() {
         for s in &written.shards {

@@ -7,15 +7,30 @@
 use crate::error::{DatasetError, Result};
 use crate::store::{Entry, Store, Upload};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::UNIX_EPOCH;
 use tensorsmith::bytes::{Backend, LocalFile, ReadAt};
 use tensorsmith::sink::AtomicFile;
 
 pub(crate) struct LocalStore {
     pub dir: PathBuf,
+    /// The most `.safetensors` files seen in the folder of a file being uploaded (a write's
+    /// staging): how much of a write was on local disk at once.
+    pub staged_peak: AtomicUsize,
+    /// Shard uploads left before one fails (`usize::MAX`: none fails), for the tests of a
+    /// failed upload.
+    pub fail_in: AtomicUsize,
 }
 
 impl LocalStore {
+    pub fn new(dir: &Path) -> LocalStore {
+        LocalStore {
+            dir: dir.to_path_buf(),
+            staged_peak: AtomicUsize::new(0),
+            fail_in: AtomicUsize::new(usize::MAX),
+        }
+    }
+
     fn path(&self, key: &str) -> PathBuf {
         self.dir.join(key)
     }
@@ -79,6 +94,19 @@ impl Store for LocalStore {
     }
 
     fn put_file(&self, key: &str, from: &Path) -> Result<()> {
+        if key.starts_with("part-") && self.fail_in.fetch_sub(1, Ordering::Relaxed) == 0 {
+            return Err(DatasetError::io(
+                self.path(key),
+                std::io::Error::other("injected upload failure"),
+            ));
+        }
+        if let Some(Ok(entries)) = from.parent().map(std::fs::read_dir) {
+            let n = entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
+                .count();
+            self.staged_peak.fetch_max(n, Ordering::Relaxed);
+        }
         let p = self.parent_made(key)?;
         let mut f = AtomicFile::create(&p)?;
         let mut src = std::fs::File::open(from).map_err(|e| DatasetError::io(from, e))?;

@@ -56,9 +56,7 @@ fn write(
 #[test]
 fn the_store_protocol_writes_the_local_layout() {
     let d = tempfile::tempdir().unwrap();
-    let store = LocalStore {
-        dir: d.path().to_path_buf(),
-    };
+    let store = LocalStore::new(d.path());
     let m = write(&store, 0..11, WriteMode::ErrorIfExists).unwrap();
     assert_eq!(m.total_samples, 11);
     assert_eq!(sv::list(&store).unwrap().len(), 1);
@@ -75,9 +73,7 @@ fn the_store_protocol_writes_the_local_layout() {
 #[test]
 fn appends_and_overwrites_make_versions_and_clean_takes_retired_shards() {
     let d = tempfile::tempdir().unwrap();
-    let store = LocalStore {
-        dir: d.path().to_path_buf(),
-    };
+    let store = LocalStore::new(d.path());
     let first = write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
     let both = write(&store, 8..12, WriteMode::Append).unwrap();
     assert_eq!(both.total_samples, 12);
@@ -107,9 +103,7 @@ fn appends_and_overwrites_make_versions_and_clean_takes_retired_shards() {
 #[test]
 fn racing_writers_each_commit_a_version_of_their_own() {
     let d = tempfile::tempdir().unwrap();
-    let store = LocalStore {
-        dir: d.path().to_path_buf(),
-    };
+    let store = LocalStore::new(d.path());
     write(&store, 0..4, WriteMode::ErrorIfExists).unwrap();
     let results: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4)
@@ -136,9 +130,7 @@ fn racing_writers_each_commit_a_version_of_their_own() {
 #[test]
 fn verify_reports_a_missing_shard_and_a_stray() {
     let d = tempfile::tempdir().unwrap();
-    let store = LocalStore {
-        dir: d.path().to_path_buf(),
-    };
+    let store = LocalStore::new(d.path());
     let m = write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
     std::fs::remove_file(d.path().join(&m.shards[0].shard_path)).unwrap();
     std::fs::write(
@@ -154,4 +146,37 @@ fn verify_reports_a_missing_shard_and_a_stray() {
     // A fresh unlisted shard may be a live writer's: clean keeps it.
     let c = clean_store(&store, Duration::ZERO).unwrap();
     assert!(c.shards.is_empty(), "{:?}", c.shards);
+}
+
+#[test]
+fn batch_shards_leave_staging_while_the_tasks_write() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    // 100 shards of 4 samples by 2 tasks, one upload thread (the local store's concurrency).
+    let m = write(&store, 0..400, WriteMode::ErrorIfExists).unwrap();
+    assert_eq!(m.shards.len(), 100);
+    let peak = store.staged_peak.load(std::sync::atomic::Ordering::Relaxed);
+    // At most: one being written per task, one queued and one in flight per upload thread
+    // (the one being uploaded counted).
+    assert!(peak <= 2 + 2, "{peak} shards in staging at once");
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    assert_eq!(Dataset::open(d.path()).unwrap().len().unwrap(), 400);
+}
+
+#[test]
+fn a_failed_upload_leaves_no_shard_and_no_version() {
+    for (mode, fail_in) in [(WriteMode::ErrorIfExists, 5), (WriteMode::Append, 0)] {
+        let d = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(d.path());
+        if mode == WriteMode::Append {
+            write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+        }
+        let before = store.list("").unwrap().len();
+        store
+            .fail_in
+            .store(fail_in, std::sync::atomic::Ordering::Relaxed);
+        let e = write(&store, 0..40, mode).unwrap_err();
+        assert!(e.to_string().contains("injected upload failure"), "{e}");
+        assert_eq!(store.list("").unwrap().len(), before);
+    }
 }

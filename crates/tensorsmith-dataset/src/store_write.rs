@@ -1,11 +1,11 @@
 //! `write_dataset_to`: a dataset written at a location that may be a URL. A local path is
 //! `write_dataset` (write.rs). An `s3://` prefix: the tasks write their shards into a local
 //! staging folder (in the temporary directory, `TMPDIR`) exactly as a local write does (same
-//! shards, same bytes), KV duplicates are resolved there, then the object-store commit
-//! (store_commit.rs) uploads each shard to its final name and publishes the version with a
-//! conditional put; retired and abandoned objects older than the retention go after it
-//! (store_clean.rs). The staging folder holds the write's shards until they are uploaded:
-//! local disk for one write's output, memory bounded as a local write's.
+//! shards, same bytes). Batch-mode shards are uploaded to their final names as soon as each
+//! is complete (store_upload.rs: staging then holds a few shards per task and upload thread,
+//! whatever the dataset's size); KV shards once duplicates are resolved, by the object-store
+//! commit (store_commit.rs), which then publishes the version with a conditional put;
+//! retired and abandoned objects older than the retention go after it (store_clean.rs).
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
@@ -18,6 +18,7 @@ use crate::store::Store;
 use crate::store_clean::clean_store;
 use crate::store_commit::commit_to_store;
 use crate::store_open::open_store;
+use crate::store_upload::{check, remove_uploaded, uploading};
 use crate::store_versions as sv;
 use crate::task_context::with_ctx;
 use crate::write::{run_tasks, write_dataset};
@@ -72,23 +73,43 @@ pub(crate) fn write_to_store(
         uuid::Uuid::new_v4().simple()
     )));
     std::fs::create_dir(&staging.0).map_err(|e| DatasetError::io(&staging.0, e))?;
-    let reports = with_ctx(
-        &plan,
-        input,
-        opts,
+    let batch = matches!(opts.naming, Naming::Batch(_));
+    let (reports, mut uploaded) = uploading(store, &staging.0, |queue| {
+        with_ctx(
+            &plan,
+            input,
+            opts,
+            &staging.0,
+            progress,
+            !job.reader_only,
+            job.pipelined,
+            // Batch shards are final once written: uploaded while the tasks go on.
+            batch.then_some(queue),
+            |ctx| {
+                let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
+                if let Naming::Kv { .. } = opts.naming {
+                    kv_resolve::resolve(ctx, &mut reports)?;
+                }
+                Ok(reports)
+            },
+        )
+    });
+    let reports = match reports.and_then(|r| check(&mut uploaded).map(|()| r)) {
+        Ok(r) => r,
+        Err(e) => {
+            remove_uploaded(store, &uploaded);
+            return Err(e);
+        }
+    };
+    let manifest = commit_to_store(
+        store,
         &staging.0,
-        progress,
-        !job.reader_only,
-        job.pipelined,
-        |ctx| {
-            let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
-            if let Naming::Kv { .. } = opts.naming {
-                kv_resolve::resolve(ctx, &mut reports)?;
-            }
-            Ok(reports)
-        },
+        reports,
+        &uploaded.names,
+        opts,
+        job,
+        Some(progress),
     )?;
-    let manifest = commit_to_store(store, &staging.0, reports, opts, job, Some(progress))?;
     drop(staging);
     // Retired shards, old versions and abandoned uploads older than the retention.
     let _ = clean_store(store, job.retain());

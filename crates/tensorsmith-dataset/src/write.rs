@@ -58,6 +58,7 @@ pub fn write_dataset(
             progress,
             !job.reader_only,
             job.pipelined,
+            None,
             |ctx| {
                 let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
                 if let Naming::Kv { .. } = opts.naming {
