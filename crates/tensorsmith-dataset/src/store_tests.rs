@@ -180,3 +180,24 @@ fn a_failed_upload_leaves_no_shard_and_no_version() {
         assert_eq!(store.list("").unwrap().len(), before);
     }
 }
+
+#[test]
+fn a_dataset_written_before_versions_is_adopted_as_version_0() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    let first = write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    // What safetensors-spark leaves: shards and a manifest, no versions, no index.
+    std::fs::remove_dir_all(d.path().join("_tensorsmith")).unwrap();
+    std::fs::remove_file(d.path().join(crate::manifest::INDEX_NAME)).unwrap();
+    let e = write(&store, 8..12, WriteMode::Append).unwrap_err();
+    assert!(e.to_string().contains("generate_index"), "{e}");
+    let job = JobOptions::new().with_mode(WriteMode::Append);
+    let mut o = opts();
+    o.generate_index = false;
+    let m = write_to_store(&input(8..12), &store, &o, &job, &Progress::default()).unwrap();
+    assert_eq!(m.total_samples, 12);
+    let list: Vec<u64> = sv::list(&store).unwrap().iter().map(|l| l.n).collect();
+    assert_eq!(list, vec![0, 1]);
+    assert_eq!(sv::at(&store, 0).unwrap().manifest(), &first);
+    assert!(verify_store(&store, None).unwrap().is_ok());
+}
