@@ -276,6 +276,9 @@ fn appends_overwrites_retired_shards_and_clean_on_s3() {
             .count()
     };
     assert_eq!(parts(&m), 4);
+    // An unfinished multipart upload: moto dates every upload 2010-11-10 (a fixed
+    // `Initiated`), so clean takes it for a dead writer's and aborts it.
+    m.py("s3.create_multipart_upload(Bucket='bkt', Key='ds/part-00000-0000-dead.safetensors')");
     let c = ok(&run(&[
         "dataset",
         "clean",
@@ -283,8 +286,17 @@ fn appends_overwrites_retired_shards_and_clean_on_s3() {
         "--older-than",
         "0",
     ]));
-    assert!(c.contains("2 versions, 3 shards"), "{c}");
+    assert!(
+        c.contains("1 unfinished upload, 2 versions, 3 shards"),
+        "{c}"
+    );
+    assert!(
+        c.contains("aborted s3://bkt/ds/part-00000-0000-dead.safetensors (upload "),
+        "{c}"
+    );
     assert_eq!(parts(&m), 1);
+    let uploads = m.py("print(len(s3.list_multipart_uploads(Bucket='bkt').get('Uploads', [])))");
+    assert_eq!(uploads.trim(), "0");
     let e = err(&run(&[
         "dataset",
         "verify",
@@ -383,6 +395,16 @@ fn verify_reports_damage_and_other_schemes_are_refused() {
         text.contains(&format!("{shard}: 9 bytes, the manifest says")),
         "{text}"
     );
+    // The manifest of another version (a writer stopped after its commit point): verify
+    // says so, --repair writes it again from the current version.
+    m.py("s3.put_object(Bucket='bkt', Key='ds/dataset_manifest.json', Body=b'{}')");
+    let o = run(&["dataset", "verify", "s3://bkt/ds"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("is not version 1's"), "{text}");
+    let o = run(&["dataset", "verify", "s3://bkt/ds", "--repair"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("repaired: s3://bkt/ds"), "{text}");
+    assert!(!text.contains("is not version 1's"), "{text}");
     let e = err(&run(&write_args(&inp, "hf://org/repo/ds", "error")));
     assert!(e.contains("read only"), "{e}");
     let e = err(&run(&write_args(&inp, "ftp://host/ds", "error")));

@@ -28,6 +28,8 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
     let now = now_ms();
     let limit = older_than.as_millis() as u64;
     let floor = older_than.max(ABANDONED_FLOOR).as_millis() as u64;
+    // Past the floor; an object the store does not date (0) is never taken for abandoned.
+    let abandoned = |at_ms: u64| at_ms > 0 && now.saturating_sub(at_ms) >= floor;
     let list = sv::list(store)?;
     let mut remove = Vec::new();
     for w in list.windows(2) {
@@ -73,8 +75,7 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         if name.contains('/') || !is_shard_file_name(name) || keep.contains(name) {
             continue;
         }
-        let age = now.saturating_sub(e.modified_ms);
-        if removed_lists.contains(name) || age >= floor {
+        if removed_lists.contains(name) || abandoned(e.modified_ms) {
             store.delete(name)?;
             report.shards.push((e.key.clone(), e.size));
         }
@@ -87,13 +88,13 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         if !is_index_file_name(name) || keep_index.contains(name) {
             continue;
         }
-        if removed_lists.contains(name) || now.saturating_sub(e.modified_ms) >= floor {
+        if removed_lists.contains(name) || abandoned(e.modified_ms) {
             store.delete(&index_key(name))?;
             report.index_files.push(name.to_string());
         }
     }
     for u in store.uploads("")? {
-        if now.saturating_sub(u.started_ms) >= floor {
+        if abandoned(u.started_ms) {
             store.abort(&u)?;
             report
                 .uploads
