@@ -45,6 +45,8 @@ fn parse_compress(s: &str) -> Result<Compression, String> {
 #[derive(Args)]
 pub struct ConvertArgs {
     input: PathBuf,
+    /// The output: a path, or an s3:// URL (one file, uploaded as it is written and visible
+    /// only once complete).
     output: PathBuf,
     /// Cast float tensors (F64, F32, F16, BF16) to this safetensors dtype.
     #[arg(long, value_parser = parse_dtype)]
@@ -124,14 +126,6 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 pub fn run(a: &ConvertArgs) -> u8 {
-    // An output URL is refused before the input is opened.
-    if let Err(e) = tensorsmith::bytes::refuse_write(&a.output.to_string_lossy()) {
-        return fail(&e);
-    }
-    let input = match crate::open_model(&a.input.to_string_lossy(), &a.open.open_options()) {
-        Ok(m) => m,
-        Err(e) => return fail(&e),
-    };
     let mut opts = ConvertOptions::new()
         .with_quantize(a.quantize)
         .with_dtype(a.dtype)
@@ -153,6 +147,7 @@ pub fn run(a: &ConvertArgs) -> u8 {
             "1.1" => ZtVersion::V1_1,
             _ => ZtVersion::V2,
         }))
+        .with_storage_options(a.open.storage_options())
         .with_compression(a.compress)
         .with_digest(a.digest.map(|d| match d {
             DigestArg::Crc32c => DigestKind::Crc32c,
@@ -162,6 +157,18 @@ pub fn run(a: &ConvertArgs) -> u8 {
     for (k, v) in &a.set {
         opts = opts.with_gguf_key(k.clone(), v.clone());
     }
+    // An output this build cannot write, or an s3:// output of several files, is refused
+    // before the input is opened.
+    let out = a.output.to_string_lossy();
+    if let Err(e) = tensorsmith::bytes::refuse_write(&out)
+        .and_then(|()| tensorsmith::ops::convert::refuse_remote_outputs(&out, &opts))
+    {
+        return fail(&e);
+    }
+    let input = match crate::open_model(&a.input.to_string_lossy(), &a.open.open_options()) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
     let show = a.progress.shows();
     let (r, took) = with_bar(show, "convert", || convert(&input, &a.output, &opts));
     match r {
@@ -171,11 +178,15 @@ pub fn run(a: &ConvertArgs) -> u8 {
                 eprintln!("tensorsmith: note: {}", crate::render::printable(&note));
             }
             if show {
-                let bytes: u64 = files
-                    .iter()
-                    .filter_map(|f| std::fs::metadata(f).ok())
-                    .map(|m| m.len())
-                    .sum();
+                let bytes: u64 = match tensorsmith::bytes::is_url(&out) {
+                    // An uploaded object: the tensor bytes the writer counted.
+                    true => tensorsmith::progress::snapshot().1,
+                    false => files
+                        .iter()
+                        .filter_map(|f| std::fs::metadata(f).ok())
+                        .map(|m| m.len())
+                        .sum(),
+                };
                 let what = match files.len() {
                     1 => shown(&files[0]),
                     n => format!("{} ({})", shown(&a.output), count(n, "file")),

@@ -149,7 +149,12 @@ impl OpenArgs {
             Backend::Mmap
         })
         .with_part_only(self.part_only)
-        .with_storage_options(self.storage_option.iter().cloned().collect())
+        .with_storage_options(self.storage_options())
+    }
+
+    /// The `--storage-option` settings (for URL inputs and `s3://` outputs).
+    pub fn storage_options(&self) -> tensorsmith::bytes::StorageOptions {
+        self.storage_option.iter().cloned().collect()
     }
 }
 

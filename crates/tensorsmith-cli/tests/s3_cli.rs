@@ -273,15 +273,18 @@ fn failures_name_the_url_and_the_cause_never_a_secret() {
     );
     no_secret(&e);
 
-    let e = err(&run(
-        bin(home.path()),
-        &[
-            "convert",
-            "s3://bkt/m.safetensors",
-            "s3://bkt/out.safetensors",
-        ],
-    ));
-    assert!(e.contains("writing to s3:// URLs"), "{e}");
+    // Outputs no store takes are refused by name before the input is opened.
+    for (out, why) in [
+        ("hf://o/r/out.safetensors", "hf:// is read only"),
+        ("ftp://h/out.safetensors", "unsupported URL scheme \"ftp\""),
+        ("https://h/out.safetensors", "writing to https:// URLs"),
+    ] {
+        let e = err(&run(
+            bin(home.path()),
+            &["convert", "s3://bkt/m.safetensors", out],
+        ));
+        assert!(e.contains(why), "{e}");
+    }
 
     // A wrong secret, against a moto that checks credentials (IAM mode). moto checks only
     // Authorization headers, not presigned URLs, so it answers 500 rather than 403; what is

@@ -56,6 +56,10 @@ fn every_call_against_moto() {
         .unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::PreconditionFailed(_)), "{e}");
     assert_eq!(c.get(&key).unwrap().unwrap().0, b"two");
+    let e = c
+        .put("none", b"x", PutCondition::IfMatch(e1.clone()))
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::RemoteNotFound(_)), "{e}");
     let meta = c.head(&key).unwrap().unwrap();
     assert_eq!((meta.size, meta.etag.as_str()), (3, e2.as_str()));
 
@@ -245,4 +249,56 @@ fn errors_name_the_url_and_the_cause() {
         "{s}"
     );
     assert!(!s.contains(SECRET), "{s}");
+}
+
+#[test]
+fn streamed_uploads_appear_only_when_committed() {
+    use std::io::Write as _;
+    use tensorsmith::bytes::S3Upload;
+    let m = Moto::start();
+    m.bucket("bkt");
+    let o = options(
+        &m.endpoint,
+        &[("part_size", "5MiB"), ("max_concurrency", "2")],
+    );
+    let (c, _) = S3Client::for_url("s3://bkt/x", &o).unwrap();
+    let data: Vec<u8> = (0..(12 << 20) + 7).map(|i| (i % 253) as u8).collect();
+
+    // Dropped without a commit, after two parts went up: aborted, nothing left.
+    let mut u = S3Upload::new(c.clone(), "s.bin", PutCondition::IfNoneMatch);
+    u.write_all(&data).unwrap();
+    assert_eq!(c.list_uploads("").unwrap().len(), 1);
+    drop(u);
+    assert!(c.list_uploads("").unwrap().is_empty());
+    assert_eq!(c.get("s.bin").unwrap(), None);
+
+    // Committed: the whole object, in three parts; the part being filled can be cut back.
+    let mut u = S3Upload::new(c.clone(), "s.bin", PutCondition::IfNoneMatch);
+    u.write_all(&data).unwrap();
+    u.write_all(b"cut back").unwrap();
+    u.rewind_to(data.len() as u64).unwrap();
+    assert!(
+        u.rewind_to(1 << 20).is_err(),
+        "a part already sent cannot be cut back"
+    );
+    let etag = u.commit().unwrap();
+    assert!(etag.ends_with("-3\""), "{etag}");
+    assert!(c.get("s.bin").unwrap().unwrap().0 == data);
+
+    // Create-only, where the object exists: refused at completion, and aborted.
+    let mut u = S3Upload::new(c.clone(), "s.bin", PutCondition::IfNoneMatch);
+    u.write_all(&data).unwrap();
+    let e = u.commit().unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::PreconditionFailed(_)), "{e}");
+    assert!(c.list_uploads("").unwrap().is_empty());
+    // Below one part: one PutObject, conditional too.
+    let u = S3Upload::new(c.clone(), "s.bin", PutCondition::IfNoneMatch);
+    assert!(matches!(
+        u.commit().unwrap_err().kind(),
+        ErrorKind::PreconditionFailed(_)
+    ));
+    let mut u = S3Upload::new(c.clone(), "small.bin", PutCondition::IfNoneMatch);
+    u.write_all(b"small").unwrap();
+    u.commit().unwrap();
+    assert_eq!(c.get("small.bin").unwrap().unwrap().0, b"small");
 }

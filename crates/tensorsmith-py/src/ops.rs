@@ -235,6 +235,8 @@ pub fn convert(
         }
     };
     let dtype = dtype_arg(py, dtype)?;
+    // One call, one set of store settings: for a URL input and an s3:// output alike.
+    let out_storage = crate::file::storage_options(py, storage.clone())?;
     let m = open_stored(py, src, "mmap", storage)?;
     let version = match zt_version {
         None => None,
@@ -290,7 +292,8 @@ pub fn convert(
         .with_append(append)
         .with_onnx_template(onnx_template)
         .with_external_data(external_data)
-        .with_allow_extra(allow_extra);
+        .with_allow_extra(allow_extra)
+        .with_storage_options(out_storage);
     for a in &gguf_set {
         let (k, v) = tensorsmith::gguf::parse_assignment(a).map_err(opt)?;
         o = o.with_gguf_key(k, v);

@@ -179,21 +179,23 @@ pub fn serialize<'py>(
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, path, metadata = None, digest = None))]
+#[pyo3(signature = (tensors, path, metadata = None, digest = None, storage = Vec::new()))]
 pub fn serialize_file<'py>(
     py: Python<'py>,
     tensors: Vec<PyTensor<'py>>,
     path: std::path::PathBuf,
     metadata: Option<BTreeMap<String, String>>,
     digest: Option<&str>,
+    storage: Vec<(String, String)>,
 ) -> PyResult<u64> {
     let digest = digest_kind(py, digest)?;
+    let storage = crate::file::storage_options(py, storage)?;
     let held = hold(py, tensors)?;
     let w = writer(&held, metadata, digest).py_err(py)?;
     let w = SendWriter(w);
     py.detach(move || {
         let w = w;
-        w.0.write_file(&path)
+        w.0.write_file_with(&path, &storage)
     })
     .py_err(py)
 }

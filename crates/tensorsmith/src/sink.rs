@@ -2,8 +2,20 @@
 //! flushed, fsynced and renamed over the destination only on `commit`. Readers that have the
 //! old file open (or mapped) keep a consistent view; a crash or an error leaves the old file
 //! untouched and, at worst, a temporary file whose name says what it is.
+//!
+//! An `s3://`/`s3a://` destination (feature `remote`) is the same promise kept by the store:
+//! the bytes stream up as a multipart upload ([`S3Upload`]: bounded memory) that completes
+//! only on `commit`, and is aborted otherwise, so no object appears unless complete. A
+//! writer that must cut its output back further than the part still in memory (the zTensor
+//! writers: a duplicate blob is found once it has streamed through) asks for a spooled
+//! output instead ([`AtomicFile::create_spooled`]): the bytes go to an unlinked local
+//! temporary file, uploaded whole at commit (`S3Client::put_file`, parallel parts): memory
+//! stays bounded, local disk holds the whole output for a while.
 
-use crate::error::{Error, Result};
+use crate::bytes::StorageOptions;
+#[cfg(feature = "remote")]
+use crate::bytes::{PutCondition, S3Client, S3Upload};
+use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -14,17 +26,72 @@ pub const TEMP_MARKER: &str = ".tensorsmith-tmp.";
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Where the bytes of an [`AtomicFile`] go until it is committed.
+enum Out {
+    /// A temporary file beside the destination, renamed over it.
+    Local { temp: PathBuf, out: BufWriter<File> },
+    /// A multipart upload, completed at commit.
+    #[cfg(feature = "remote")]
+    Upload(Box<S3Upload>),
+    /// An unlinked local file, uploaded whole at commit.
+    #[cfg(feature = "remote")]
+    Spool(Box<Spool>),
+}
+
+/// An unlinked local file and where it goes at commit.
+#[cfg(feature = "remote")]
+struct Spool {
+    out: BufWriter<File>,
+    client: S3Client,
+    key: String,
+}
+
 /// A file being written; invisible under its final name until [`AtomicFile::commit`].
 pub struct AtomicFile {
     dest: PathBuf,
-    temp: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: Option<Out>,
     written: u64,
 }
 
+/// How an output that is a URL is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Remote {
+    Stream,
+    Spool,
+}
+
 impl AtomicFile {
-    /// Starts writing what will become `dest`.
+    /// Starts writing what will become the local file `dest`. A URL is refused by name:
+    /// outputs that may be uploaded ask for it, with their store settings
+    /// ([`AtomicFile::create_with`]), so that no writer built for local files (a dataset's
+    /// manifest beside its shards, say) half-uploads by accident.
     pub fn create(dest: &Path) -> Result<AtomicFile> {
+        let name = dest.to_string_lossy();
+        crate::bytes::refuse_write(&name)?;
+        crate::bytes::refuse_remote(&name, "this output")?;
+        AtomicFile::create_with(dest, &StorageOptions::new())
+    }
+
+    /// Starts writing what will become `dest`, a local path or an `s3://` URL (streamed up,
+    /// with the store settings `storage`); other URLs are refused by name.
+    pub fn create_with(dest: &Path, storage: &StorageOptions) -> Result<AtomicFile> {
+        AtomicFile::open(dest, storage, Remote::Stream)
+    }
+
+    /// As [`AtomicFile::create_with`], for a writer that may cut its output back anywhere
+    /// ([`Rewind`]) or copy into its file ([`AtomicFile::file`]): a URL is spooled to a local
+    /// temporary file and uploaded at commit.
+    pub fn create_spooled(dest: &Path, storage: &StorageOptions) -> Result<AtomicFile> {
+        AtomicFile::open(dest, storage, Remote::Spool)
+    }
+
+    fn open(dest: &Path, storage: &StorageOptions, how: Remote) -> Result<AtomicFile> {
+        let name = dest.to_string_lossy();
+        crate::bytes::refuse_write(&name)?;
+        if crate::bytes::scheme_name(&name).is_some() {
+            return AtomicFile::remote(dest, storage, how);
+        }
+        let _ = (storage, how);
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -57,10 +124,68 @@ impl AtomicFile {
             .map_err(|e| crate::error::creating(e, dest).in_file(dest))?;
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
-            temp,
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            out: Some(Out::Local {
+                temp,
+                out: BufWriter::with_capacity(1 << 20, file),
+            }),
             written: 0,
         })
+    }
+
+    #[cfg(feature = "remote")]
+    fn remote(dest: &Path, storage: &StorageOptions, how: Remote) -> Result<AtomicFile> {
+        let (client, key) = S3Client::for_url(&dest.to_string_lossy(), storage)?;
+        let out = match how {
+            Remote::Stream => {
+                Out::Upload(Box::new(S3Upload::new(client, &key, PutCondition::Always)))
+            }
+            Remote::Spool => {
+                let file = tempfile::tempfile().map_err(|e| {
+                    Error::from(io::Error::new(
+                        e.kind(),
+                        format!("a local temporary file to spool the upload in: {e}"),
+                    ))
+                    .in_file(dest)
+                })?;
+                Out::Spool(Box::new(Spool {
+                    out: BufWriter::with_capacity(1 << 20, file),
+                    client,
+                    key,
+                }))
+            }
+        };
+        Ok(AtomicFile {
+            dest: dest.to_path_buf(),
+            out: Some(out),
+            written: 0,
+        })
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn remote(dest: &Path, _: &StorageOptions, _: Remote) -> Result<AtomicFile> {
+        Err(Error::new(ErrorKind::Unsupported(
+            "URL outputs need the `remote` feature".into(),
+        ))
+        .in_file(dest))
+    }
+
+    /// Whether the output has a file ([`AtomicFile::file`]): false for a streamed upload.
+    pub fn has_file(&self) -> bool {
+        match self.out {
+            #[cfg(feature = "remote")]
+            Some(Out::Upload(_)) => false,
+            _ => true,
+        }
+    }
+
+    fn writer(&mut self) -> &mut dyn Write {
+        match self.out.as_mut().expect("not yet committed") {
+            Out::Local { out, .. } => out,
+            #[cfg(feature = "remote")]
+            Out::Spool(s) => &mut s.out,
+            #[cfg(feature = "remote")]
+            Out::Upload(u) => u.as_mut(),
+        }
     }
 
     /// Bytes written so far.
@@ -70,61 +195,123 @@ impl AtomicFile {
 
     /// The temporary file itself, with everything written so far flushed to it: for
     /// kernel-side copies into it (`copy_file_range`). Writes made through it are not counted
-    /// by [`AtomicFile::written`].
+    /// by [`AtomicFile::written`]. A streamed upload has none ([`AtomicFile::has_file`]).
     pub fn file(&mut self) -> Result<&mut File> {
-        let out = self.out.as_mut().expect("not yet committed");
-        out.flush()
-            .map_err(|e| Error::from(e).in_file(&self.dest))?;
+        let dest = self.dest.clone();
+        let out = match self.out.as_mut().expect("not yet committed") {
+            Out::Local { out, .. } => out,
+            #[cfg(feature = "remote")]
+            Out::Spool(s) => &mut s.out,
+            #[cfg(feature = "remote")]
+            Out::Upload(_) => {
+                return Err(Error::new(ErrorKind::Unsupported(
+                    "a streamed upload has no file to copy into".into(),
+                ))
+                .in_file(&dest))
+            }
+        };
+        out.flush().map_err(|e| Error::from(e).in_file(&dest))?;
         Ok(out.get_mut())
     }
 
     /// Flushes and fsyncs what is written so far, still under the temporary name: the slow
-    /// part of a commit, for callers that want the rename itself to be quick.
+    /// part of a commit, for callers that want the rename itself to be quick. (Nothing to do
+    /// for an upload: the store keeps what it acknowledged.)
     pub fn sync(&mut self) -> Result<()> {
-        let out = self.out.as_mut().expect("not yet committed");
-        out.flush()
-            .and_then(|()| out.get_ref().sync_all())
-            .map_err(|e| Error::from(e).in_file(&self.dest))
+        match self.out.as_mut().expect("not yet committed") {
+            Out::Local { out, .. } => out
+                .flush()
+                .and_then(|()| out.get_ref().sync_all())
+                .map_err(|e| Error::from(e).in_file(&self.dest)),
+            #[cfg(feature = "remote")]
+            _ => Ok(()),
+        }
     }
 
     /// Flushes, fsyncs and renames the temporary file over the destination, then fsyncs the
-    /// folder so the rename itself is durable.
+    /// folder so the rename itself is durable. An upload is completed (a spooled one is
+    /// uploaded first).
     pub fn commit(mut self) -> Result<()> {
-        let out = self.out.take().expect("not yet committed");
-        let finish = || -> io::Result<()> {
-            let file = out.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&self.temp, &self.dest)
-        };
-        if let Err(e) = finish() {
-            // `out` is gone, so Drop will not clean up: do it here.
-            let _ = std::fs::remove_file(&self.temp);
-            return Err(Error::from(e).in_file(&self.dest));
-        }
-        if let Some(dir) = self.dest.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            // Best effort: some filesystems refuse to open or sync a directory.
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
+        match self.out.take().expect("not yet committed") {
+            Out::Local { temp, out } => commit_local(&self.dest, &temp, out),
+            #[cfg(feature = "remote")]
+            Out::Upload(u) => u.commit().map(|_| ()),
+            #[cfg(feature = "remote")]
+            Out::Spool(s) => {
+                let Spool { out, client, key } = *s;
+                let file = out
+                    .into_inner()
+                    .map_err(|e| Error::from(e.into_error()).in_file(&self.dest))?;
+                client
+                    .put_file(&key, &file, PutCondition::Always)
+                    .map(|_| ())
             }
         }
-        Ok(())
     }
 }
 
-/// Writes `path` atomically: `write` fills an [`AtomicFile`], which is committed only if
-/// `write` succeeds (its errors are told as being about `path`). Returns what `write` does.
-/// Every writer ends this way, so none can leave a partial file under the final name.
+fn commit_local(dest: &Path, temp: &Path, out: BufWriter<File>) -> Result<()> {
+    let finish = || -> io::Result<()> {
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(temp, dest)
+    };
+    if let Err(e) = finish() {
+        // `out` is gone, so Drop will not clean up: do it here.
+        let _ = std::fs::remove_file(temp);
+        return Err(Error::from(e).in_file(dest));
+    }
+    if let Some(dir) = dest.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        // Best effort: some filesystems refuse to open or sync a directory.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Writes the local file `path` atomically: `write` fills an [`AtomicFile`], which is
+/// committed only if `write` succeeds (its errors are told as being about `path`). Returns
+/// what `write` does. Every writer ends this way, so none can leave a partial file under the
+/// final name. A URL is refused ([`AtomicFile::create`]); see [`write_atomically_with`].
 pub fn write_atomically<T>(
     path: &Path,
     write: impl FnOnce(&mut AtomicFile) -> Result<T>,
 ) -> Result<T> {
-    let mut f = AtomicFile::create(path)?;
+    finish(path, AtomicFile::create(path)?, write)
+}
+
+/// As [`write_atomically`], to a local path or an `s3://` URL (with the store settings
+/// `storage`), streamed up: for writers that only write forward.
+pub fn write_atomically_with<T>(
+    path: &Path,
+    storage: &StorageOptions,
+    write: impl FnOnce(&mut AtomicFile) -> Result<T>,
+) -> Result<T> {
+    finish(path, AtomicFile::create_with(path, storage)?, write)
+}
+
+/// As [`write_atomically_with`], a URL spooled to a local temporary file and uploaded at
+/// commit: for writers that cut their output back ([`Rewind`]) or copy into its file.
+pub fn write_atomically_spooled<T>(
+    path: &Path,
+    storage: &StorageOptions,
+    write: impl FnOnce(&mut AtomicFile) -> Result<T>,
+) -> Result<T> {
+    finish(path, AtomicFile::create_spooled(path, storage)?, write)
+}
+
+fn finish<T>(
+    path: &Path,
+    mut f: AtomicFile,
+    write: impl FnOnce(&mut AtomicFile) -> Result<T>,
+) -> Result<T> {
     let out = write(&mut f).map_err(|e| e.in_file(path))?;
     f.commit()?;
     Ok(out)
@@ -191,9 +378,19 @@ impl Rewind for File {
 
 impl Rewind for AtomicFile {
     fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
-        let out = self.out.as_mut().expect("not yet committed");
-        out.flush()?;
-        out.get_mut().rewind_to(pos)?;
+        match self.out.as_mut().expect("not yet committed") {
+            Out::Local { out, .. } => {
+                out.flush()?;
+                out.get_mut().rewind_to(pos)?;
+            }
+            #[cfg(feature = "remote")]
+            Out::Spool(s) => {
+                s.out.flush()?;
+                s.out.get_mut().rewind_to(pos)?;
+            }
+            #[cfg(feature = "remote")]
+            Out::Upload(u) => u.rewind_to(pos)?,
+        }
         self.written = pos;
         Ok(())
     }
@@ -201,29 +398,28 @@ impl Rewind for AtomicFile {
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.out.as_mut().expect("not yet committed").write(buf)?;
+        let n = self.writer().write(buf)?;
         self.written += n as u64;
         Ok(n)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.out
-            .as_mut()
-            .expect("not yet committed")
-            .write_all(buf)?;
+        self.writer().write_all(buf)?;
         self.written += buf.len() as u64;
         Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.out.as_mut().expect("not yet committed").flush()
+        self.writer().flush()
     }
 }
 
 impl Drop for AtomicFile {
+    /// Not committed: the temporary file is removed; an upload is aborted (by its own drop);
+    /// a spool file was never linked.
     fn drop(&mut self) {
-        if self.out.take().is_some() {
-            let _ = std::fs::remove_file(&self.temp);
+        if let Some(Out::Local { temp, .. }) = self.out.take() {
+            let _ = std::fs::remove_file(temp);
         }
     }
 }
@@ -256,6 +452,23 @@ mod tests {
             "temp of a running process (pid 1) was removed"
         );
         assert!(other.exists(), "temp of another destination was removed");
+    }
+
+    #[test]
+    fn only_outputs_that_ask_for_it_may_be_urls() {
+        let e = AtomicFile::create(Path::new("s3://b/m.safetensors"))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("this output to s3:// URLs"), "{e}");
+        let e = write_atomically(Path::new("hf://o/r/x"), |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("read only"), "{e}");
+        let e = AtomicFile::create_with(Path::new("gs://b/k"), &StorageOptions::new())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("unsupported URL scheme \"gs\""),
+            "{e}"
+        );
     }
 
     #[test]

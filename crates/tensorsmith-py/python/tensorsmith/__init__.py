@@ -343,9 +343,13 @@ def save(tensors: dict, metadata=None, *, digest=False) -> bytes:
     return _native.serialize(_flatten(tensors), metadata, _digest(digest))
 
 
-def save_file(tensors: dict, filename, metadata=None, *, digest=False) -> None:
+def save_file(tensors: dict, filename, metadata=None, *, digest=False,
+              storage_options=None) -> None:
     """Writes a dict of NumPy arrays as a safetensors file, atomically (a temporary file
-    renamed into place). `digest=True` records each tensor's content digest under the
+    renamed into place). `filename` may be an s3:// (or s3a://) URL: the file streams up as a
+    multipart upload that becomes the object only once complete (a failed write leaves no
+    object), with credentials, endpoint, part_size and max_concurrency from
+    `storage_options` (a dict, as `safe_open` takes) or the environment. `digest=True` records each tensor's content digest under the
     metadata key "tensorsmith.digest" (tensor bytes unchanged; the reference reads the file as
     any other); `tensorsmith verify FILE` then names any tensor whose bytes changed.
 
@@ -354,7 +358,8 @@ def save_file(tensors: dict, filename, metadata=None, *, digest=False) -> None:
         >>> sorted(tensorsmith.safe_open("a.safetensors").metadata())
         ['tensorsmith.digest']
     """
-    _native.serialize_file(_flatten(tensors), os.fspath(filename), metadata, _digest(digest))
+    _native.serialize_file(_flatten(tensors), os.fspath(filename), metadata, _digest(digest),
+                           _storage(storage_options))
 
 
 def load(data: bytes, framework="np"):
@@ -481,7 +486,10 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     `small_first_shard`). A part of a split GGUF as `src` converts the whole model. `dst`
     ending in .onnx writes the graph of the ONNX model `onnx_template` with `src`'s tensors
     (tensors over 1,024 bytes, or all with `external_data`, in `dst` + ".data";
-    `allow_extra` leaves out tensors the template lacks). Returns the paths written.
+    `allow_extra` leaves out tensors the template lacks). `src` may be a URL, and `dst` an
+    s3:// URL (one safetensors, GGUF or zTensor file: uploaded as it is written, a zTensor
+    file spooled to a local temporary file first; visible only once complete), with
+    `storage_options` for both. Returns the paths written.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3.0)}, "a.safetensors")
@@ -499,6 +507,10 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
                             split_small_first,
                             None if onnx_template is None else os.fspath(onnx_template),
                             external_data, allow_extra, _storage(storage_options))
+    dst = os.fspath(dst)
+    if "://" in dst:
+        # One object, named as given (a path type would fold "s3://" into "s3:/").
+        return [dst]
     return [os.fspath(p) for p in files]
 
 

@@ -19,6 +19,8 @@ mod s3_bucket;
 #[cfg(feature = "remote")]
 mod s3_client;
 #[cfg(feature = "remote")]
+mod s3_upload;
+#[cfg(feature = "remote")]
 mod s3_xml;
 mod storage_options;
 mod url_scheme;
@@ -30,12 +32,16 @@ pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
 #[cfg(feature = "remote")]
 pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
+#[cfg(feature = "remote")]
+pub use s3_upload::S3Upload;
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
 #[cfg(feature = "remote")]
 pub use url_scheme::open_url;
-pub use url_scheme::{is_http_url, is_url, refuse_write, scheme_name, url_scheme, UrlScheme};
+pub use url_scheme::{
+    is_http_url, is_url, refuse_remote, refuse_write, scheme_name, url_scheme, UrlScheme,
+};
 pub use validator::{Pinned, Validator};
 
 use crate::error::{ErrorKind, Result};

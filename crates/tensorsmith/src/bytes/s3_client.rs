@@ -42,7 +42,8 @@ pub enum PutCondition {
     Always,
     /// Only if no object has the key (`If-None-Match: *`): create, never replace.
     IfNoneMatch,
-    /// Only if the object is still the version with this `ETag` (`If-Match`).
+    /// Only if the object is still the version with this `ETag` (`If-Match`). Where there
+    /// is no object at all, S3 answers 404: [`ErrorKind::RemoteNotFound`].
     IfMatch(String),
 }
 
@@ -509,7 +510,8 @@ impl S3Client {
         }
     }
 
-    /// What the store tells of `key` (`None`: no such key).
+    /// What the store tells of `key` (`None`: no such key; a HEAD's 404 has no body, so a
+    /// missing bucket is `None` too).
     pub fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         let reply = self.send(Method::Head, Some(key), &[], &[], Body::Empty)?;
         match reply.status {

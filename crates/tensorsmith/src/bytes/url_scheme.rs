@@ -1,7 +1,7 @@
 //! Which locations are URLs, and of which scheme: `http(s)://` (read as given), `s3://` and
 //! `s3a://` (an S3 object, `s3.rs`), `hf://` (the Hugging Face Hub, `hf.rs`). Every one is
 //! read through the HTTP file; any other `scheme://` is refused by name, never taken for a
-//! local path. Writing to a URL is not supported yet; to `hf://` it never will be.
+//! local path. Outputs may be `s3://` URLs (`sink.rs` uploads them); `hf://` is read only.
 
 use crate::error::{Error, ErrorKind, Result};
 use std::path::Path;
@@ -47,8 +47,10 @@ pub fn is_http_url(s: &str) -> bool {
     url_scheme(s) == Some(UrlScheme::Http)
 }
 
-/// Refuses an output that is a URL: the Hub is read only, and writing to object stores and
-/// HTTP servers is not supported yet.
+/// Refuses an output this build cannot write: the Hub is read only, HTTP servers are not
+/// written to, unknown schemes are refused by name. `s3://`/`s3a://` pass with the `remote`
+/// feature (the sink uploads them; outputs of several files are refused where they are made:
+/// [`refuse_remote`]).
 pub fn refuse_write(out: &str) -> Result<()> {
     let Some(scheme) = scheme_name(out) else {
         return Ok(());
@@ -57,10 +59,28 @@ pub fn refuse_write(out: &str) -> Result<()> {
         Some(UrlScheme::Hf) => "hf:// is read only: the Hugging Face Hub is not written to \
              (write a local file and upload it with `hf upload`)"
             .to_owned(),
+        Some(UrlScheme::S3) if cfg!(feature = "remote") => return Ok(()),
+        Some(UrlScheme::S3) => "writing to s3:// URLs needs the `remote` feature".to_owned(),
         Some(_) => format!("writing to {scheme}:// URLs (write a local file and upload it)"),
-        None => format!("unsupported URL scheme \"{scheme}\" (outputs are local paths)"),
+        None => {
+            format!("unsupported URL scheme \"{scheme}\" (outputs are local paths or s3:// URLs)")
+        }
     };
     Err(Error::new(ErrorKind::Unsupported(why)).in_file(Path::new(&super::redact_url(out))))
+}
+
+/// Refuses an output URL for `what`, an output not written to object stores yet (several
+/// files, a lock beside them, an existing file to extend): say so by name rather than write
+/// half of it.
+pub fn refuse_remote(out: &str, what: &str) -> Result<()> {
+    match scheme_name(out) {
+        None => Ok(()),
+        Some(scheme) => Err(Error::new(ErrorKind::Unsupported(format!(
+            "{what} to {scheme}:// URLs is not supported (write it to a local folder and upload \
+             it)"
+        )))
+        .in_file(Path::new(&super::redact_url(out)))),
+    }
 }
 
 /// Opens a URL the byte layer reads, with the store settings `storage`, fetching its first
@@ -106,5 +126,9 @@ mod tests {
             .to_string()
             .contains("\"ftp\""));
         assert!(refuse_write("out/model.safetensors").is_ok());
+        assert_eq!(refuse_write("s3a://b/k").is_ok(), cfg!(feature = "remote"));
+        assert!(refuse_write("https://h/k").is_err());
+        let e = refuse_remote("s3://b/m.onnx", "ONNX output").unwrap_err();
+        assert!(e.to_string().contains("ONNX output to s3:// URLs"), "{e}");
     }
 }

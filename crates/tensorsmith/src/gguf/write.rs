@@ -12,7 +12,6 @@ use crate::error::{Error, ErrorKind, GgufRule, Result};
 use crate::ggml_type::GgmlType;
 use crate::index::Shape;
 use crate::safetensors::TensorData;
-use crate::sink::write_atomically;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
@@ -192,12 +191,24 @@ impl<'a> Writer<'a> {
 
     /// Writes `path` atomically (temp file, fsync, rename); returns its length.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
-        write_atomically(path.as_ref(), |f| {
-            let mut buf = std::io::BufWriter::with_capacity(1 << 20, f);
-            let n = self.write_to(&mut buf)?;
-            buf.flush()?;
-            Ok(n)
-        })
+        crate::sink::write_atomically(path.as_ref(), |f| self.write_buffered(f))
+    }
+
+    /// As [`Writer::write_file`], to a local path or an `s3://` URL (streamed up as a
+    /// multipart upload, visible only once complete) with the store settings `storage`.
+    pub fn write_file_with(
+        self,
+        path: impl AsRef<Path>,
+        storage: &crate::bytes::StorageOptions,
+    ) -> Result<u64> {
+        crate::sink::write_atomically_with(path.as_ref(), storage, |f| self.write_buffered(f))
+    }
+
+    fn write_buffered(self, f: &mut crate::sink::AtomicFile) -> Result<u64> {
+        let mut buf = std::io::BufWriter::with_capacity(1 << 20, f);
+        let n = self.write_to(&mut buf)?;
+        buf.flush()?;
+        Ok(n)
     }
 }
 

@@ -18,10 +18,37 @@ pub fn writes_ztensor(out: &Path, opts: &ConvertOptions) -> bool {
     opts.zt_version.is_some() || out.extension().is_some_and(|e| e == "zt")
 }
 
+/// Refuses an `s3://` output the sink cannot write as one object (several files, a lock
+/// beside them, an existing file to extend), by name, before anything is read or written.
+pub fn refuse_remote_outputs(out: &str, opts: &ConvertOptions) -> Result<()> {
+    use crate::bytes::refuse_remote;
+    let path = Path::new(out);
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        return refuse_remote(out, "ONNX output (a model and its external data file)");
+    }
+    if opts.append {
+        return refuse_remote(out, "appending to a zTensor file");
+    }
+    if writes_gguf(path)
+        && (opts.shard_size.is_some() || opts.split_max_tensors.is_some() || opts.split_small_first)
+    {
+        return refuse_remote(out, "a split GGUF model");
+    }
+    if opts.shard_size.is_some() {
+        return refuse_remote(out, "a sharded checkpoint (--shard-size)");
+    }
+    Ok(())
+}
+
 /// Writes `input` as the format [`writes_ztensor`] picks; returns the files written.
 pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<PathBuf>> {
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
-    crate::bytes::refuse_write(&out.to_string_lossy())?;
+    let name = out.to_string_lossy();
+    crate::bytes::refuse_write(&name)?;
+    refuse_remote_outputs(&name, opts)?;
     let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
     let onnx_out = out
         .extension()

@@ -196,6 +196,11 @@ pub fn convert_gguf(
         max_size: opts.shard_size.unwrap_or(0),
         small_first: opts.split_small_first,
     };
+    if crate::bytes::is_url(&out.to_string_lossy()) {
+        // One file streamed up (a split model is several: refused before anything is read).
+        let n = w.write_file_with(out, &opts.storage)?;
+        return Ok(vec![(out.to_path_buf(), n)]);
+    }
     gguf::write_split(w, out, &limits)
 }
 

@@ -51,6 +51,8 @@ pub struct ConvertOptions {
     pub(crate) external_data: bool,
     /// ONNX output: input tensors the template lacks are left out instead of refused.
     pub(crate) allow_extra: bool,
+    /// The store settings of an `s3://` output (`--storage-option`, `storage_options=`).
+    pub(crate) storage: crate::bytes::StorageOptions,
 }
 
 impl ConvertOptions {
@@ -115,6 +117,13 @@ impl ConvertOptions {
     /// (names already there are refused; see `ztensor::append`).
     pub fn with_append(mut self, yes: bool) -> Self {
         self.append = yes;
+        self
+    }
+
+    /// The store settings of an `s3://` output (credentials, endpoint, part size and
+    /// concurrency of the upload); unset ones come from the environment.
+    pub fn with_storage_options(mut self, storage: crate::bytes::StorageOptions) -> Self {
+        self.storage = storage;
         self
     }
 

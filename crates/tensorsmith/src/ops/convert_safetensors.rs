@@ -206,8 +206,11 @@ fn write_group(
                 .flatten()
         })
         .collect();
-    let Some(files) = files else {
-        return writer_for(input, tensors, meta, opts)?.write_file(path);
+    // An upload is streamed (there is no file to copy into); so is an input without local
+    // files.
+    let remote = crate::bytes::is_url(&path.to_string_lossy());
+    let (Some(files), false) = (files, remote) else {
+        return writer_for(input, tensors, meta, opts)?.write_file_with(path, &opts.storage);
     };
     let mut w = new_writer(meta, opts);
     for (t, f) in tensors.iter().zip(&files) {

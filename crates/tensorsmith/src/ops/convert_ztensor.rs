@@ -90,7 +90,7 @@ impl PartSource for ModelPart<'_> {
 
 /// Writes `input` to `out` as zTensor; returns the bytes written.
 pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
-    ztensor_writer(input, out, opts)?.write_file(out)
+    ztensor_writer(input, out, opts)?.write_file_with(out, &opts.storage)
 }
 
 /// Adds `input`'s tensors to the zTensor v2 file `existing` (crash-safe; names already in it

@@ -413,6 +413,16 @@ impl<'a> Writer<'a> {
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
         write_atomically(path.as_ref(), |f| self.write_to(f))
     }
+
+    /// As [`Writer::write_file`], to a local path or an `s3://` URL (streamed up as a
+    /// multipart upload, visible only once complete) with the store settings `storage`.
+    pub fn write_file_with(
+        self,
+        path: impl AsRef<Path>,
+        storage: &crate::bytes::StorageOptions,
+    ) -> Result<u64> {
+        crate::sink::write_atomically_with(path.as_ref(), storage, |f| self.write_to(f))
+    }
 }
 
 /// Counts bytes on their way through, so a lying `TensorData` is caught.

@@ -652,4 +652,16 @@ impl<'a> Writer<'a> {
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
         write_atomically(path.as_ref(), |f| self.write_to(f))
     }
+
+    /// As [`Writer::write_file`], to a local path or an `s3://` URL with the store settings
+    /// `storage`. An upload is spooled to a local temporary file and uploaded at commit: the
+    /// v2 writer cuts a duplicate blob back once it has streamed through, which may be
+    /// further back than an upload's part in memory.
+    pub fn write_file_with(
+        self,
+        path: impl AsRef<Path>,
+        storage: &crate::bytes::StorageOptions,
+    ) -> Result<u64> {
+        crate::sink::write_atomically_spooled(path.as_ref(), storage, |f| self.write_to(f))
+    }
 }
