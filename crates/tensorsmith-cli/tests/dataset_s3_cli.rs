@@ -418,3 +418,79 @@ fn verify_reports_damage_and_other_schemes_are_refused() {
     let e = err(&run(&write_args(&inp, "s3://missing-bucket/ds", "error")));
     assert!(e.contains("s3://missing-bucket/"), "{e}");
 }
+
+/// A writer paused at `step` of its object-store commit (TENSORSMITH_TEST_COMMIT_PAUSE), then
+/// killed.
+fn killed_at(home: &Path, endpoint: &str, inp: &Path, out: &str, step: &str) {
+    use std::io::BufRead;
+    let mut child = cli(home, endpoint)
+        .args(write_args(inp, out, "append"))
+        .env("TENSORSMITH_TEST_COMMIT_PAUSE", step)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    assert!(
+        err.lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("PAUSED")),
+        "the writer never paused at step {step}"
+    );
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
+#[test]
+fn writers_killed_before_and_after_the_commit_point() {
+    let m = Moto::start();
+    m.bucket("bkt");
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path();
+    let (a, b) = (t.path().join("a.arrow"), t.path().join("b.arrow"));
+    input(&a, 1, 8);
+    input(&b, 2, 8);
+    let run = |args: &[&str]| cli(home, &m.endpoint).args(args).output().unwrap();
+    ok(&run(&write_args(&a, "s3://bkt/k", "error")));
+    // Killed with its shards uploaded, before the commit point: the dataset is version 1,
+    // whole; its shards are strays that verify names and clean keeps for an hour (they
+    // could be a live writer's).
+    killed_at(home, &m.endpoint, &b, "s3://bkt/k", "10");
+    let info = ok(&run(&["dataset", "info", "s3://bkt/k"]));
+    assert!(
+        info.contains("version: 1 ") && info.contains("samples: 8"),
+        "{info}"
+    );
+    let o = run(&["dataset", "verify", "s3://bkt/k"]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        text.matches("a shard no version lists").count(),
+        2,
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let c = ok(&run(&[
+        "dataset",
+        "clean",
+        "s3://bkt/k",
+        "--older-than",
+        "0",
+    ]));
+    assert!(c.contains("0 versions, 0 shards"), "{c}");
+    // Killed just after the commit point: version 2 is committed and read; the manifest is
+    // still version 1's until verify --repair (or the next commit) writes it again.
+    killed_at(home, &m.endpoint, &b, "s3://bkt/k", "13");
+    let info = ok(&run(&["dataset", "info", "s3://bkt/k"]));
+    assert!(
+        info.contains("version: 2 ") && info.contains("samples: 16"),
+        "{info}"
+    );
+    let o = run(&["dataset", "verify", "s3://bkt/k"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("is not version 2's"), "{text}");
+    let o = run(&["dataset", "verify", "s3://bkt/k", "--repair"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("repaired: s3://bkt/k"), "{text}");
+    assert!(!text.contains("is not version 2's"), "{text}");
+}

@@ -22,6 +22,7 @@ use crate::error::{DatasetError, Result};
 use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Duplicates, Naming, WriteOptions};
+use crate::publish::test_pause;
 use crate::store::Store;
 use crate::store_versions::{self as sv, index_key, version_key};
 use crate::task_report::TaskReport;
@@ -194,7 +195,9 @@ fn commit_uploaded(
             // Another writer adopting it at the same time writes the same version 0.
             store.create(&version_key(0), &to_bytes(&a.version))?;
         }
+        test_pause(10);
         if store.create(&version_key(version.version), &to_bytes(version))? {
+            test_pause(13);
             let index = match &prepared.index {
                 Some(i) => Some(std::fs::read(&i.path).map_err(|e| DatasetError::io(&i.path, e))?),
                 None => None,
