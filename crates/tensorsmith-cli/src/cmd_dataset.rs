@@ -6,8 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use tensorsmith_dataset::{
-    format_utc, write_dataset, Input, JobOptions, Manifest, Progress, Snapshot, WriteMode,
-    WriteOptions,
+    format_utc, write_dataset_to, Input, JobOptions, Progress, WriteMode, WriteOptions,
 };
 
 #[derive(Subcommand)]
@@ -31,10 +30,34 @@ pub enum DatasetCommand {
     Export(ExportArgs),
 }
 
+/// Settings of a dataset on object storage.
+#[derive(Args, Clone)]
+pub struct StoreArgs {
+    /// A setting for s3:// datasets, KEY=VALUE (repeatable): key, secret, token,
+    /// endpoint_url, region, profile, anon, max_concurrency, part_size… (and the aws_*
+    /// spellings). Unset ones come from the environment (AWS_*) and ~/.aws.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = crate::StorageOptionParser)]
+    storage_option: Vec<tensorsmith::bytes::StorageOption>,
+}
+
+impl StoreArgs {
+    fn options(&self) -> tensorsmith::bytes::StorageOptions {
+        self.storage_option.iter().cloned().collect()
+    }
+}
+
+/// A dataset location as text: a local folder or a URL (`s3://bucket/prefix`).
+fn location(p: &std::path::Path) -> Result<&str, u8> {
+    p.to_str()
+        .ok_or_else(|| fail(&format!("{}: a dataset path must be UTF-8", shown(p))))
+}
+
 #[derive(Args)]
 pub struct ExportArgs {
     dir: PathBuf,
     out: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
     /// KV datasets: export only this name (every tensor NAME__COLUMN) or full tensor key
     /// (repeat for more), in the order given; only the shards holding them are opened (found
     /// through the tensor index).
@@ -110,6 +133,8 @@ pub struct WriteArgs {
     /// How long the commit waits for another writer's commit (the dataset's commit lock).
     #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "10m")]
     lock_timeout: std::time::Duration,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Read Parquet only through the Parquet reader, never copying or decoding shards
     /// straight from pages (same output; for comparisons).
     #[arg(long, hide = true)]
@@ -119,6 +144,8 @@ pub struct WriteArgs {
 #[derive(Args)]
 pub struct InfoArgs {
     dir: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Print the manifest as JSON.
     #[arg(long)]
     json: bool,
@@ -127,6 +154,8 @@ pub struct InfoArgs {
 #[derive(Args)]
 pub struct VerifyArgs {
     dir: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Check this version instead of the current one.
     #[arg(long)]
     version: Option<u64>,
@@ -142,6 +171,8 @@ pub struct VerifyArgs {
 #[derive(Args)]
 pub struct CleanArgs {
     dir: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Remove what has been retired or abandoned for longer than this (24h, 30m, 90s; 0: now).
     #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "24h")]
     older_than: std::time::Duration,
@@ -156,24 +187,33 @@ pub fn run(c: &DatasetCommand) -> u8 {
         DatasetCommand::Info(a) => info(a),
         DatasetCommand::Verify(a) => verify(a),
         DatasetCommand::Clean(a) => clean(a),
-        DatasetCommand::Export(a) => match tensorsmith_dataset::export_keys(
-            &a.dir,
-            &a.out,
-            (!a.keys.is_empty()).then_some(&a.keys[..]),
-            &a.kv_separator,
-        ) {
-            Ok(rows) => {
+        DatasetCommand::Export(a) => match location(&a.dir).map(|dir| {
+            tensorsmith_dataset::export_at(
+                dir,
+                &a.store.options(),
+                &a.out,
+                (!a.keys.is_empty()).then_some(&a.keys[..]),
+                &a.kv_separator,
+            )
+        }) {
+            Err(code) => code,
+            Ok(Ok(rows)) => {
                 eprintln!("{}: {}", shown(&a.out), count(rows, "row"));
                 EXIT_OK
             }
-            Err(e) => fail(&e),
+            Ok(Err(e)) => fail(&e),
         },
     }
 }
 
 fn clean(a: &CleanArgs) -> u8 {
-    let r = match tensorsmith_dataset::clean_with(
-        &a.dir,
+    let dir = match location(&a.dir) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let r = match tensorsmith_dataset::clean_at(
+        dir,
+        &a.store.options(),
         a.older_than,
         a.older_than.max(tensorsmith_dataset::STAGING_FLOOR),
         a.lock_timeout,
@@ -190,13 +230,17 @@ fn clean(a: &CleanArgs) -> u8 {
     for (s, b) in &r.shards {
         outln!("removed {} ({b} bytes)", crate::render::printable(s));
     }
+    for u in &r.uploads {
+        outln!("aborted {}", crate::render::printable(u));
+    }
     if r.repaired {
         outln!("repaired dataset_manifest.json from the current version");
     }
     outln!(
-        "{}: {}, {}, {} ({} bytes) removed",
+        "{}: {}, {}, {}, {} ({} bytes) removed",
         shown(&a.dir),
         count(r.staging.len(), "stale staging folder"),
+        count(r.uploads.len(), "unfinished upload"),
         count(r.versions.len(), "version"),
         count(r.shards.len(), "shard"),
         r.shards.iter().map(|(_, b)| b).sum::<u64>()
@@ -205,8 +249,17 @@ fn clean(a: &CleanArgs) -> u8 {
 }
 
 fn verify(a: &VerifyArgs) -> u8 {
+    let dir = match location(&a.dir) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let storage = a.store.options();
     if a.repair {
-        match tensorsmith_dataset::repair(&a.dir, tensorsmith_dataset::DEFAULT_LOCK_TIMEOUT) {
+        match tensorsmith_dataset::repair_at(
+            dir,
+            &storage,
+            tensorsmith_dataset::DEFAULT_LOCK_TIMEOUT,
+        ) {
             Ok(true) => outln!(
                 "repaired: {}: dataset_manifest.json written again from the current version",
                 shown(&a.dir)
@@ -215,7 +268,7 @@ fn verify(a: &VerifyArgs) -> u8 {
             Err(e) => return fail(&e),
         }
     }
-    match tensorsmith_dataset::verify_version(&a.dir, a.version, a.stale_after) {
+    match tensorsmith_dataset::verify_at(dir, &storage, a.version, a.stale_after) {
         Ok(r) if r.is_ok() => {
             outln!(
                 "ok: {} ({}, {})",
@@ -238,6 +291,10 @@ fn verify(a: &VerifyArgs) -> u8 {
 fn write(a: &WriteArgs) -> u8 {
     let (inputs, out) = a.paths.split_at(a.paths.len() - 1);
     let out = &out[0];
+    let out_loc = match location(out) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
     let mut pairs: Vec<(String, String)> = Vec::new();
     let flags = [
         ("batch_size", &a.batch_size),
@@ -288,7 +345,7 @@ fn write(a: &WriteArgs) -> u8 {
     let progress = Progress::default();
     let t = std::time::Instant::now();
     let result = with_progress_bar(&progress, || {
-        write_dataset(&input, out, &opts, &job, &progress)
+        write_dataset_to(&input, out_loc, &a.store.options(), &opts, &job, &progress)
     });
     match result {
         Ok(m) => {
@@ -297,16 +354,23 @@ fn write(a: &WriteArgs) -> u8 {
             let decoded = progress.decoded_shards.load(Ordering::Relaxed);
             let written = progress.shards.load(Ordering::Relaxed);
             let reader = written.saturating_sub(copied + decoded);
+            let retries = count(progress.commit_retries.load(Ordering::Relaxed), "retry");
+            // A store has no commit lock: its conflicts are versions created first by others.
+            let commit = match tensorsmith::bytes::scheme_name(out_loc) {
+                Some(_) => format!("commit: {retries}"),
+                None => format!(
+                    "commit lock held {:.1} ms, {retries}",
+                    progress.lock_held_us.load(Ordering::Relaxed) as f64 / 1e3
+                ),
+            };
             eprintln!(
-                "{}: {} in {} ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s); commit lock held {:.1} ms, {}",
+                "{}: {} in {} ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s); {commit}",
                 shown(out),
                 count(m.total_samples, "sample"),
                 count(m.shards.len(), "shard"),
                 m.total_bytes,
                 secs,
                 m.total_bytes as f64 / 1e6 / secs.max(1e-9),
-                progress.lock_held_us.load(Ordering::Relaxed) as f64 / 1e3,
-                count(progress.commit_retries.load(Ordering::Relaxed), "retry")
             );
             EXIT_OK
         }
@@ -315,22 +379,18 @@ fn write(a: &WriteArgs) -> u8 {
 }
 
 fn info(a: &InfoArgs) -> u8 {
-    let m = match Snapshot::current(&a.dir) {
-        Ok(Some(s)) => s.version.manifest,
-        Ok(None) => match Manifest::read(&a.dir) {
-            Ok(m) => m,
-            Err(e) => return fail(&e),
-        },
+    let dir = match location(&a.dir) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let (m, versions, retired) = match tensorsmith_dataset::info_at(dir, &a.store.options()) {
+        Ok(v) => v,
         Err(e) => return fail(&e),
     };
     if a.json {
         out!("{}", m.to_json());
         return EXIT_OK;
     }
-    let (versions, retired) = match tensorsmith_dataset::versions_info(&a.dir) {
-        Ok(v) => v,
-        Err(e) => return fail(&e),
-    };
     outln!("dataset: {}", shown(&a.dir));
     if let Some(v) = versions.last() {
         outln!("version: {} (of {} kept)", v.version, versions.len());

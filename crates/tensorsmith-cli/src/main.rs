@@ -110,7 +110,7 @@ pub struct OpenArgs {
 /// Parses `--storage-option KEY=VALUE`; a refusal names the key, never echoes the value (it
 /// may be a secret).
 #[derive(Clone)]
-struct StorageOptionParser;
+pub(crate) struct StorageOptionParser;
 
 impl clap::builder::TypedValueParser for StorageOptionParser {
     type Value = tensorsmith::bytes::StorageOption;

@@ -25,8 +25,13 @@ use std::time::Instant;
 /// Conflicts after which a writer prepares under the lock rather than racing again.
 const OPTIMISTIC_TRIES: u32 = 3;
 
-/// Reports in task order, each naming only shards that are in `staging`.
-fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
+/// Reports in task order, each naming only shards that are in `staging` (or, `uploaded`,
+/// already uploaded from it to an object store).
+fn check_reports(
+    reports: &mut [TaskReport],
+    staging: &Path,
+    uploaded: &HashSet<String>,
+) -> Result<()> {
     reports.sort_by_key(|r| r.task);
     if let Some(w) = reports.windows(2).find(|w| w[0].task == w[1].task) {
         return Err(DatasetError::input(format!(
@@ -50,7 +55,7 @@ fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
                 )));
             }
             let p = staging.join(&s.shard_path);
-            if !p.is_file() {
+            if !uploaded.contains(&s.shard_path) && !p.is_file() {
                 return Err(DatasetError::input(format!(
                     "task {}: shard {} is missing from the staging folder",
                     r.task,
@@ -73,22 +78,12 @@ fn check_reports(reports: &mut [TaskReport], staging: &Path) -> Result<()> {
 pub(crate) fn commit(
     out: &Path,
     staging: &Path,
-    mut reports: Vec<TaskReport>,
+    reports: Vec<TaskReport>,
     opts: &WriteOptions,
     job: &JobOptions,
     progress: Option<&Progress>,
 ) -> Result<Manifest> {
-    if reports.iter().all(|r| r.shards.is_empty()) {
-        return Err(DatasetError::Empty(match reports.iter().map(|r| r.rows).sum::<u64>() {
-            0 => "the input has no rows: no dataset written".into(),
-            n => format!("all {n} rows were dropped (tail_strategy=drop, fewer rows than batch_size): no dataset written"),
-        }));
-    }
-    check_reports(&mut reports, staging)?;
-    if let Naming::Kv { .. } = opts.naming {
-        duplicates::across_tasks(&mut reports, staging, opts.duplicates)?;
-    }
-    let written = gather(reports, opts)?;
+    let written = checked(reports, staging, &HashSet::new(), opts)?;
     commit_lock::probe(out)?;
     let mut conflicts = 0u32;
     let manifest = loop {
@@ -133,6 +128,28 @@ pub(crate) fn commit(
         job.lock_timeout(),
     );
     Ok(manifest)
+}
+
+/// What a write's reports add, checked against `staging` (every shard there, none empty),
+/// duplicate keys between tasks resolved (KV): the part of a commit that does not depend on
+/// where the dataset lives.
+pub(crate) fn checked(
+    mut reports: Vec<TaskReport>,
+    staging: &Path,
+    uploaded: &HashSet<String>,
+    opts: &WriteOptions,
+) -> Result<Written> {
+    if reports.iter().all(|r| r.shards.is_empty()) {
+        return Err(DatasetError::Empty(match reports.iter().map(|r| r.rows).sum::<u64>() {
+            0 => "the input has no rows: no dataset written".into(),
+            n => format!("all {n} rows were dropped (tail_strategy=drop, fewer rows than batch_size): no dataset written"),
+        }));
+    }
+    check_reports(&mut reports, staging, uploaded)?;
+    if let Naming::Kv { .. } = opts.naming {
+        duplicates::across_tasks(&mut reports, staging, opts.duplicates)?;
+    }
+    gather(reports, opts)
 }
 
 /// The shards, index entries and schema of a write's reports (task order).

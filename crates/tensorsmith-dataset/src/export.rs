@@ -84,7 +84,12 @@ pub fn export(dir: &Path, out: &Path) -> Result<u64> {
 /// `NAME{sep}COLUMN`, in key order), as the Spark source's `keys` option takes it. One that
 /// matches nothing is an error; batch datasets have no keys to choose.
 pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
-    let ds = Dataset::open(dir)?;
+    export_dataset(&Dataset::open(dir)?, out, keys, sep)
+}
+
+/// As [`export_keys`], of a dataset already open (a local folder or a store's).
+pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
+    let dir = ds.dir();
     if keys.is_some() && ds.mode() == DatasetMode::Batch {
         return Err(DatasetError::input(format!(
             "{}: a batch-mode dataset has no tensor keys to export by (keys name KV tensors)",

@@ -24,6 +24,13 @@ use std::time::Duration;
 /// The job's staging folder in `dir`. Job ids are 1 to 64 of `[A-Za-z0-9_-]`, so the folder
 /// is always a child of `dir`.
 pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
+    // Never a local folder named after a URL (`s3:/bucket/ds`).
+    if let Some(scheme) = dir.to_str().and_then(tensorsmith::bytes::scheme_name) {
+        return Err(DatasetError::input(format!(
+            "{}: distributed jobs (the Spark source, Ray) write into a folder every node sees; {scheme}:// is not supported for them yet (write_dataset and `dataset write` take s3://)",
+            tensorsmith::bytes::redact_url(&dir.to_string_lossy())
+        )));
+    }
     let ok = (1..=64).contains(&job_id.len())
         && job_id
             .bytes()
@@ -110,6 +117,7 @@ fn job_task(
         progress,
         true,
         pipelined,
+        None,
         |ctx| {
             let mut report = run_task(ctx, task, rows)?;
             if let Naming::Kv { .. } = opts.naming {

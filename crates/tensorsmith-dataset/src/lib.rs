@@ -47,18 +47,36 @@ mod task;
 mod task_context;
 mod task_report;
 mod write;
+// The object-store protocol: the store seam, its local folder and S3 implementations, the
+// versions read through it, the commit on conditional writes, clean, and the URL dispatch.
+mod store;
+mod store_clean;
+mod store_commit;
+#[cfg(test)]
+mod store_local;
+mod store_open;
+mod store_s3;
+mod store_upload;
+mod store_versions;
+mod store_write;
 // Reading, verifying, exporting a dataset.
 mod export;
 mod read;
 mod verify;
+// Reading, verifying and cleaning a dataset on a store, and the commands by location.
+mod located;
+#[cfg(test)]
+mod store_tests;
+mod store_verify;
 
 pub use commit_lock::{lock_path, DEFAULT_LOCK_TIMEOUT};
 pub use error::{DatasetError, Result};
-pub use export::{export, export_keys};
+pub use export::{export, export_dataset, export_keys};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
 pub use job::{abort_job, commit_job, commit_job_with, start_job, write_task, write_task_range};
 pub use job_options::{JobOptions, Progress, WriteMode};
+pub use located::{clean_at, export_at, info_at, repair_at, verify_at};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{ColumnView, Dataset, DatasetMode, Tensor};
@@ -69,6 +87,8 @@ pub use staging::{
     parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder, DEFAULT_HEARTBEAT,
     DEFAULT_STALE_AFTER,
 };
+pub use store_clean::ABANDONED_FLOOR;
+pub use store_write::write_dataset_to;
 pub use task_report::TaskReport;
 pub use tensor_index_file::IndexEntry;
 pub use verify::{verify, verify_version, verify_with, DatasetReport};

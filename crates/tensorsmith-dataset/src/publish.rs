@@ -69,8 +69,10 @@ pub(crate) fn publish(
 
 /// For the kill tests: with `TENSORSMITH_TEST_COMMIT_PAUSE=N`, the commit says so on stderr
 /// and stops for a minute at its step `N` (0: before the shards move in, 3: just after the
-/// commit point, 5: between the manifest and the index), holding the lock.
-fn test_pause(step: u32) {
+/// commit point, 5: between the manifest and the index), holding the lock. The object-store
+/// commit (store_commit.rs) has steps 10 (shards uploaded, before the commit point) and 13
+/// (just after it).
+pub(crate) fn test_pause(step: u32) {
     static AT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let at = AT.get_or_init(|| {
         std::env::var("TENSORSMITH_TEST_COMMIT_PAUSE")

@@ -9,6 +9,9 @@
 
 use crate::error::{DatasetError, Result};
 use crate::manifest::Manifest;
+use crate::store::Store;
+use crate::store_open::open_store;
+use crate::store_versions as sv;
 use crate::tensor_index_file;
 use crate::versions::{self, Snapshot};
 use std::borrow::Cow;
@@ -16,7 +19,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use tensorsmith::bytes::ReadAt;
+use tensorsmith::bytes::{ReadAt, StorageOptions};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::SafetensorsFile;
 
@@ -61,6 +64,8 @@ pub struct Dataset {
     index: Option<Vec<tensor_index_file::IndexEntry>>,
     /// Shards opened so far (for tests: which shards a read needed).
     opened: std::sync::atomic::AtomicUsize,
+    /// The store of a dataset on object storage (`None`: a local folder, `dir`).
+    store: Option<Box<dyn Store>>,
 }
 
 impl Dataset {
@@ -83,8 +88,44 @@ impl Dataset {
         Self::from_snapshot(dir, s)
     }
 
+    /// Opens the dataset at `location`, a local folder or `s3://bucket/prefix` (with the
+    /// settings of `storage` and the environment): the current version, or `version`. A
+    /// shard on a store is downloaded once, when first read, into an unlinked temporary file
+    /// that is then mapped (reads are views of it, as of a local shard).
+    pub fn open_at(
+        location: &str,
+        storage: &StorageOptions,
+        version: Option<u64>,
+    ) -> Result<Dataset> {
+        let Some(store) = open_store(location, storage, false)? else {
+            return match version {
+                Some(v) => Dataset::open_version(location, v),
+                None => Dataset::open(location),
+            };
+        };
+        let snap = match version {
+            Some(v) => sv::at(&*store, v)?,
+            None => sv::current(&*store)?.ok_or_else(|| DatasetError::Corrupt {
+                path: PathBuf::from(store.location()),
+                msg: "no dataset here (no versions, no dataset_manifest.json)".into(),
+            })?,
+        };
+        let index = sv::index_entries(&*store, &snap).ok().flatten();
+        Self::with_index(PathBuf::from(store.location()), snap, index, Some(store))
+    }
+
     fn from_snapshot(dir: PathBuf, snap: Snapshot) -> Result<Dataset> {
-        let index = snap.index_entries(&dir).ok().flatten().filter(|e| {
+        let index = snap.index_entries(&dir).ok().flatten();
+        Self::with_index(dir, snap, index, None)
+    }
+
+    fn with_index(
+        dir: PathBuf,
+        snap: Snapshot,
+        index: Option<Vec<tensor_index_file::IndexEntry>>,
+        store: Option<Box<dyn Store>>,
+    ) -> Result<Dataset> {
+        let index = index.filter(|e| {
             let shards: std::collections::HashSet<&str> = snap
                 .manifest()
                 .shards
@@ -112,6 +153,7 @@ impl Dataset {
             keys: OnceLock::new(),
             index,
             opened: Default::default(),
+            store,
         };
         d.mode = d.detect_mode()?;
         Ok(d)
@@ -137,16 +179,7 @@ impl Dataset {
                 .map(|t| (t.name.as_str(), t.shape.first().copied()))
                 .collect(),
         };
-        let batch = !self.manifest.schema.is_empty()
-            && tensors.len() == self.manifest.schema.len()
-            && tensors.iter().all(|(name, first)| {
-                self.manifest.schema.contains_key(*name) && *first == Some(samples)
-            });
-        Ok(if batch {
-            DatasetMode::Batch
-        } else {
-            DatasetMode::Kv
-        })
+        Ok(mode_of(&self.manifest, samples, &tensors))
     }
 
     pub fn mode(&self) -> DatasetMode {
@@ -181,6 +214,16 @@ impl Dataset {
     pub fn file(&self, shard: usize) -> Result<&SafetensorsFile> {
         if let Some(f) = self.files[shard].get() {
             return Ok(f);
+        }
+        if let Some(store) = &self.store {
+            let f = fetch_shard(
+                &**store,
+                &self.manifest.shards[shard].shard_path,
+                self.version,
+            )?;
+            self.opened
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(self.files[shard].get_or_init(|| f));
         }
         let path = self.dir.join(&self.manifest.shards[shard].shard_path);
         let f = match SafetensorsFile::open(&path) {
@@ -409,6 +452,60 @@ impl Dataset {
             data: f.tensor(key)?.bytes().to_vec(),
         })
     }
+}
+
+/// Batch mode when the first shard (of `samples` samples) holds exactly the schema's
+/// tensors (name, first dimension), each with the shard's sample count first; else KV.
+pub(crate) fn mode_of(m: &Manifest, samples: u64, tensors: &[(&str, Option<u64>)]) -> DatasetMode {
+    let batch = !m.schema.is_empty()
+        && tensors.len() == m.schema.len()
+        && tensors
+            .iter()
+            .all(|(name, first)| m.schema.contains_key(*name) && *first == Some(samples));
+    if batch {
+        DatasetMode::Batch
+    } else {
+        DatasetMode::Kv
+    }
+}
+
+/// A shard of a store downloaded into an unlinked temporary file and opened from it.
+fn fetch_shard(store: &dyn Store, key: &str, version: u64) -> Result<SafetensorsFile> {
+    let shown = PathBuf::from(store.show(key));
+    let src = match store.open(key) {
+        Ok(s) => s,
+        Err(e) => {
+            // A shard gone from under a version that `dataset clean` removed.
+            if let Some(at) = sv::removed_at(store, version) {
+                return Err(DatasetError::VersionRemoved {
+                    dir: PathBuf::from(store.location()),
+                    version,
+                    at: versions::format_utc(at),
+                });
+            }
+            return Err(e);
+        }
+    };
+    let temp = std::env::temp_dir().join(format!(
+        ".tensorsmith-shard-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let io = |e| DatasetError::io(&temp, e);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .map_err(io)?;
+    let _ = std::fs::remove_file(&temp);
+    src.copy_to(0..src.len(), &mut file)
+        .map_err(|e| DatasetError::Tensor(e.in_file(&shown)))?;
+    Ok(SafetensorsFile::from_file(
+        &shown,
+        file,
+        &tensorsmith::OpenOptions::new(),
+    )?)
 }
 
 fn unreachable_dataset(dir: &Path) -> Result<Dataset> {

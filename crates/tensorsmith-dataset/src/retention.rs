@@ -32,6 +32,8 @@ pub struct CleanReport {
     /// Shard files removed, with their bytes.
     pub shards: Vec<(String, u64)>,
     pub index_files: Vec<String>,
+    /// Multipart uploads never completed that were aborted (object stores), as `URL (upload ID)`.
+    pub uploads: Vec<String>,
     /// Whether `dataset_manifest.json` was written again from the current version.
     pub repaired: bool,
 }

@@ -222,6 +222,9 @@ pub(crate) fn note_shard(
         bytes,
         content_digest,
     });
+    if let Some(f) = ctx.on_shard {
+        f(name);
+    }
 }
 
 pub(crate) fn note_sample(out: &mut TaskReport, key: &str, s: &Samples) -> Result<()> {

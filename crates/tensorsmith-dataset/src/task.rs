@@ -37,7 +37,7 @@ pub(crate) fn run_task(ctx: &Ctx, task: u64, rows: Range<u64>) -> Result<TaskRep
         // Shards are written without waiting for the disk; the task's are flushed together
         // at its end, on the machine that wrote them (in a cluster a driver's commit could
         // not flush another node's page cache), before anyone may commit them.
-        if !synced {
+        if !synced && ctx.on_shard.is_none() {
             sync_files(ctx.staging, &report.shards)?;
         }
         Ok(report)

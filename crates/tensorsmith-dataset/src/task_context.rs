@@ -20,6 +20,7 @@ pub(crate) fn with_ctx<T>(
     progress: &Progress,
     direct: bool,
     pipelined: bool,
+    on_shard: Option<&(dyn Fn(&str) + Sync)>,
     f: impl FnOnce(&Ctx) -> Result<T>,
 ) -> Result<T> {
     let first_failed = AtomicU64::new(u64::MAX);
@@ -32,6 +33,7 @@ pub(crate) fn with_ctx<T>(
         first_failed: &first_failed,
         direct,
         pipelined,
+        on_shard,
     };
     f(&ctx)
 }
@@ -52,6 +54,10 @@ pub(crate) struct Ctx<'a> {
     /// fills the next (`shard_pipe`): for tasks fed by a stream that costs its producer time
     /// (a Spark task).
     pub pipelined: bool,
+    /// Called with each shard's name once it is complete in staging (batch mode on an object
+    /// store: uploaded at once, store_upload.rs); such shards are not fsynced at the task's
+    /// end, and may be gone from staging by then.
+    pub on_shard: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 /// Rows per record batch a task reads (batch mode: at most one shard's).

@@ -3,7 +3,7 @@
 //! present) naming only listed shards and tensors that exist; no stray shard files.
 
 use crate::error::Result;
-use crate::manifest::{content_digest_of, INDEX_NAME};
+use crate::manifest::{content_digest_of, Manifest, ShardInfo, INDEX_NAME};
 use crate::publish::is_published;
 use crate::read::{Dataset, DatasetMode};
 use crate::staging::{stale_folders, DEFAULT_STALE_AFTER};
@@ -12,6 +12,7 @@ use crate::versions::{self, indexes_dir, Snapshot};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
+use tensorsmith::index::TensorIndex;
 
 /// What `verify` found: problems, one line each (empty when the dataset is sound).
 #[derive(Debug, Default)]
@@ -86,73 +87,17 @@ pub fn verify_version(
                 continue;
             }
         };
-        if let Some(want) = &s.content_digest {
-            match content_digest_of(f.metadata()) {
-                Some(got) if &got == want => {}
-                Some(got) => r.problems.push(format!(
-                    "{p}: its digest record hashes to {got}, the manifest says {want} (another shard's content)"
-                )),
-                None => r.problems.push(format!(
-                    "{p}: records no digests, the manifest says it was written with them"
-                )),
-            }
-        }
-        let names = tensors_of.entry(p.as_str()).or_default();
-        for t in &f.index().tensors {
-            r.tensors += 1;
-            names.insert(t.name.clone());
-            let dtype = t.dtype.safetensors_name();
-            match mode {
-                DatasetMode::Batch => {
-                    if t.shape.first() != Some(&s.samples_count) {
-                        r.problems.push(format!(
-                            "{p}: tensor '{}' has shape {:?}, the manifest says {} samples",
-                            t.name, t.shape, s.samples_count
-                        ));
-                    }
-                }
-                DatasetMode::Kv => {
-                    if let Some(other) = seen_keys.insert(t.name.clone(), p.clone()) {
-                        r.problems
-                            .push(format!("{p}: tensor '{}' is also in {other}", t.name));
-                    }
-                }
-            }
-            // Batch-mode schema shapes hold the full batch: compare the sample dimensions.
-            let skip = usize::from(mode == DatasetMode::Batch);
-            match m.schema.get(&t.name) {
-                Some(sc) if sc.dtype != dtype || sc.shape.get(skip..) != t.shape.get(skip..) => {
-                    r.problems.push(format!(
-                        "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
-                        t.name, t.shape, sc.dtype, sc.shape
-                    ))
-                }
-                None if !m.schema.is_empty() => r.problems.push(format!(
-                    "{p}: tensor '{}' is not in the manifest's schema",
-                    t.name
-                )),
-                _ => {}
-            }
-        }
+        check_tensors(
+            &mut r,
+            s,
+            f.index(),
+            mode,
+            m,
+            &mut tensors_of,
+            &mut seen_keys,
+        );
     }
-    if mode == DatasetMode::Batch {
-        for col in m.schema.keys() {
-            for s in &m.shards {
-                if tensors_of
-                    .get(s.shard_path.as_str())
-                    .is_some_and(|n| !n.contains(col))
-                {
-                    r.problems
-                        .push(format!("{}: no tensor '{col}'", s.shard_path));
-                }
-            }
-        }
-    } else if !m.schema.is_empty() {
-        for k in m.schema.keys().filter(|k| !seen_keys.contains_key(*k)) {
-            r.problems
-                .push(format!("schema names '{k}', which no shard holds"));
-        }
-    }
+    check_coverage(&mut r, m, mode, &tensors_of, &seen_keys);
     let is_current = versions::list(dir)?
         .last()
         .is_none_or(|&c| c == snap.version.version);
@@ -172,24 +117,7 @@ pub fn verify_version(
         _ => Some((dir.join(INDEX_NAME), INDEX_NAME.to_string())).filter(|(p, _)| p.exists()),
     };
     if let Some((ipath, iname)) = index {
-        match tensor_index_file::read(&ipath) {
-            Ok(entries) => {
-                for e in entries {
-                    match tensors_of.get(&*e.file_name) {
-                        None => r.problems.push(format!(
-                            "{iname}: '{}' points at {}, which the manifest does not list",
-                            e.tensor_key, e.file_name
-                        )),
-                        Some(n) if !n.contains(&e.tensor_key) => r.problems.push(format!(
-                            "{iname}: '{}' is not in {}",
-                            e.tensor_key, e.file_name
-                        )),
-                        _ => {}
-                    }
-                }
-            }
-            Err(e) => r.problems.push(format!("{iname}: unreadable: {e}")),
-        }
+        check_index(&mut r, tensor_index_file::read(&ipath), &iname, &tensors_of);
     }
     // Shards of other versions still kept (retired, or current when checking an old one)
     // are not strays.
@@ -222,6 +150,122 @@ pub fn verify_version(
         ));
     }
     Ok(r)
+}
+
+/// The tensors of shard `s` (its header's `index`) checked against the manifest `m`.
+pub(crate) fn check_tensors<'a>(
+    r: &mut DatasetReport,
+    s: &'a ShardInfo,
+    index: &TensorIndex,
+    mode: DatasetMode,
+    m: &Manifest,
+    tensors_of: &mut HashMap<&'a str, HashSet<String>>,
+    seen_keys: &mut HashMap<String, String>,
+) {
+    let p = &s.shard_path;
+    if let Some(want) = &s.content_digest {
+        match content_digest_of(&index.metadata) {
+            Some(got) if &got == want => {}
+            Some(got) => r.problems.push(format!(
+                "{p}: its digest record hashes to {got}, the manifest says {want} (another shard's content)"
+            )),
+            None => r.problems.push(format!(
+                "{p}: records no digests, the manifest says it was written with them"
+            )),
+        }
+    }
+    let names = tensors_of.entry(p.as_str()).or_default();
+    for t in &index.tensors {
+        r.tensors += 1;
+        names.insert(t.name.clone());
+        let dtype = t.dtype.safetensors_name();
+        match mode {
+            DatasetMode::Batch => {
+                if t.shape.first() != Some(&s.samples_count) {
+                    r.problems.push(format!(
+                        "{p}: tensor '{}' has shape {:?}, the manifest says {} samples",
+                        t.name, t.shape, s.samples_count
+                    ));
+                }
+            }
+            DatasetMode::Kv => {
+                if let Some(other) = seen_keys.insert(t.name.clone(), p.clone()) {
+                    r.problems
+                        .push(format!("{p}: tensor '{}' is also in {other}", t.name));
+                }
+            }
+        }
+        // Batch-mode schema shapes hold the full batch: compare the sample dimensions.
+        let skip = usize::from(mode == DatasetMode::Batch);
+        match m.schema.get(&t.name) {
+            Some(sc) if sc.dtype != dtype || sc.shape.get(skip..) != t.shape.get(skip..) => {
+                r.problems.push(format!(
+                    "{p}: tensor '{}' is {dtype} {:?}, the schema says {} {:?}",
+                    t.name, t.shape, sc.dtype, sc.shape
+                ))
+            }
+            None if !m.schema.is_empty() => r.problems.push(format!(
+                "{p}: tensor '{}' is not in the manifest's schema",
+                t.name
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// Batch mode: every shard holds every column; KV: every schema key is in some shard.
+pub(crate) fn check_coverage(
+    r: &mut DatasetReport,
+    m: &Manifest,
+    mode: DatasetMode,
+    tensors_of: &HashMap<&str, HashSet<String>>,
+    seen_keys: &HashMap<String, String>,
+) {
+    if mode == DatasetMode::Batch {
+        for col in m.schema.keys() {
+            for s in &m.shards {
+                if tensors_of
+                    .get(s.shard_path.as_str())
+                    .is_some_and(|n| !n.contains(col))
+                {
+                    r.problems
+                        .push(format!("{}: no tensor '{col}'", s.shard_path));
+                }
+            }
+        }
+    } else if !m.schema.is_empty() {
+        for k in m.schema.keys().filter(|k| !seen_keys.contains_key(*k)) {
+            r.problems
+                .push(format!("schema names '{k}', which no shard holds"));
+        }
+    }
+}
+
+/// The index's entries (as read) checked against the shards' tensors; `iname` names it.
+pub(crate) fn check_index(
+    r: &mut DatasetReport,
+    entries: Result<Vec<tensor_index_file::IndexEntry>>,
+    iname: &str,
+    tensors_of: &HashMap<&str, HashSet<String>>,
+) {
+    match entries {
+        Ok(entries) => {
+            for e in entries {
+                match tensors_of.get(&*e.file_name) {
+                    None => r.problems.push(format!(
+                        "{iname}: '{}' points at {}, which the manifest does not list",
+                        e.tensor_key, e.file_name
+                    )),
+                    Some(n) if !n.contains(&e.tensor_key) => r.problems.push(format!(
+                        "{iname}: '{}' is not in {}",
+                        e.tensor_key, e.file_name
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        Err(e) => r.problems.push(format!("{iname}: unreadable: {e}")),
+    }
 }
 
 /// `3d 4h`, `5h 12m`, `7m 3s`, `12s`: an idle time for people.

@@ -145,7 +145,13 @@ pub fn read(dir: &Path, n: u64) -> Result<Version> {
         }
         Err(e) => return Err(DatasetError::io(&path, e)),
     };
-    let v: Version = serde_json::from_slice(&text).map_err(|e| DatasetError::Corrupt {
+    parse(&text, &path, n)
+}
+
+/// Version file bytes read as version `n` and checked (`path` is named in errors).
+pub(crate) fn parse(text: &[u8], path: &Path, n: u64) -> Result<Version> {
+    let path = path.to_path_buf();
+    let v: Version = serde_json::from_slice(text).map_err(|e| DatasetError::Corrupt {
         path: path.clone(),
         msg: format!("not a version file: {e}"),
     })?;
@@ -213,7 +219,7 @@ impl Snapshot {
         read(dir, n).map(Snapshot::file)
     }
 
-    fn file(version: Version) -> Snapshot {
+    pub(crate) fn file(version: Version) -> Snapshot {
         Snapshot {
             version,
             versioned: true,
@@ -265,6 +271,13 @@ impl Snapshot {
     }
 }
 
+/// The bytes of a version file.
+pub(crate) fn to_bytes(v: &Version) -> Vec<u8> {
+    let mut text = serde_json::to_string(v).expect("serializable");
+    text.push('\n');
+    text.into_bytes()
+}
+
 /// A version file written and fsynced under a temporary name, to be committed by
 /// [`Prepared::publish`]; removed on drop.
 pub(crate) struct Prepared {
@@ -280,8 +293,7 @@ pub(crate) fn prepare(dir: &Path, v: Version) -> Result<Prepared> {
         v.version,
         uuid::Uuid::new_v4().simple()
     ));
-    let mut text = serde_json::to_string(&v).expect("serializable");
-    text.push('\n');
+    let text = to_bytes(&v);
     let io = |e| DatasetError::io(&temp, e);
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -289,8 +301,7 @@ pub(crate) fn prepare(dir: &Path, v: Version) -> Result<Prepared> {
         .open(&temp)
         .map_err(io)?;
     let p = Prepared { temp, version: v };
-    std::io::Write::write_all(&mut &f, text.as_bytes())
-        .map_err(|e| DatasetError::io(&p.temp, e))?;
+    std::io::Write::write_all(&mut &f, &text).map_err(|e| DatasetError::io(&p.temp, e))?;
     f.sync_all().map_err(|e| DatasetError::io(&p.temp, e))?;
     Ok(p)
 }

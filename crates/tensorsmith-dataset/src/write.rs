@@ -58,6 +58,7 @@ pub fn write_dataset(
             progress,
             !job.reader_only,
             job.pipelined,
+            None,
             |ctx| {
                 let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
                 if let Naming::Kv { .. } = opts.naming {
@@ -105,7 +106,7 @@ fn cut_ranges(total: Option<u64>, naming: &Naming, threads: usize) -> Vec<Range<
 }
 
 /// Runs the tasks of `cut_ranges` as threads.
-fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskReport>> {
+pub(crate) fn run_tasks(ctx: &Ctx, total: Option<u64>, threads: usize) -> Result<Vec<TaskReport>> {
     let ranges = cut_ranges(total, &ctx.opts.naming, threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = ranges

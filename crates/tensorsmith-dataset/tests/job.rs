@@ -975,3 +975,20 @@ fn task_ranges_and_write_task_range_commit_what_write_dataset_writes() {
         }
     }
 }
+
+#[test]
+fn a_job_on_a_url_is_refused_and_writes_no_local_folder() {
+    let e = tensorsmith_dataset::start_job(
+        Path::new("s3://bkt/ds"),
+        "j1",
+        std::time::Duration::from_secs(60),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("s3://bkt/ds") && e.contains("s3:// is not supported"),
+        "{e}"
+    );
+    assert!(!Path::new("s3:").exists(), "a local folder was made");
+}

@@ -72,15 +72,20 @@ pub fn verify_json(
 
 /// `dataset info --json` plus the versions kept and the retired shards.
 #[pyfunction]
-pub fn dataset_info_json(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    let ds = py
-        .detach(|| tensorsmith_dataset::Dataset::open(&path))
+#[pyo3(signature = (path, storage = Vec::new()))]
+pub fn dataset_info_json(
+    py: Python<'_>,
+    path: PathBuf,
+    storage: Vec<(String, String)>,
+) -> PyResult<String> {
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = crate::dataset::location(py, &path)?;
+    let (m, versions, retired) = py
+        .detach(|| tensorsmith_dataset::info_at(&path, &storage))
         .py_err(py)?;
-    let (versions, retired) = py
-        .detach(|| tensorsmith_dataset::versions_info(&path))
-        .py_err(py)?;
+    let current = versions.last().map_or(0, |v| v.version);
     let manifest: serde_json::Value =
-        serde_json::from_str(&ds.manifest().to_json()).expect("the manifest's own JSON");
+        serde_json::from_str(&m.to_json()).expect("the manifest's own JSON");
     let versions: Vec<_> = versions
         .iter()
         .map(|v| {
@@ -96,7 +101,7 @@ pub fn dataset_info_json(py: Python<'_>, path: PathBuf) -> PyResult<String> {
         .map(|r| json!({"shard_path": r.shard_path, "bytes": r.bytes, "last_version": r.last_version}))
         .collect();
     Ok(json!({
-        "version": ds.version(),
+        "version": current,
         "manifest": manifest,
         "versions": versions,
         "retired_shards": retired,
@@ -106,23 +111,26 @@ pub fn dataset_info_json(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 
 /// `dataset verify`: `{"ok", "shards", "tensors", "problems", "repaired"}`.
 #[pyfunction]
-#[pyo3(signature = (path, version = None, stale_after = "24h", repair = false))]
+#[pyo3(signature = (path, version = None, stale_after = "24h", repair = false, storage = Vec::new()))]
 pub fn dataset_verify_json(
     py: Python<'_>,
     path: PathBuf,
     version: Option<u64>,
     stale_after: &str,
     repair: bool,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     let stale = duration(py, "stale_after", stale_after)?;
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = crate::dataset::location(py, &path)?;
     let repaired = if repair {
-        py.detach(|| tensorsmith_dataset::repair(&path, DEFAULT_LOCK_TIMEOUT))
+        py.detach(|| tensorsmith_dataset::repair_at(&path, &storage, DEFAULT_LOCK_TIMEOUT))
             .py_err(py)?
     } else {
         false
     };
     let r = py
-        .detach(|| tensorsmith_dataset::verify_version(&path, version, stale))
+        .detach(|| tensorsmith_dataset::verify_at(&path, &storage, version, stale))
         .py_err(py)?;
     Ok(json!({
         "ok": r.is_ok(), "shards": r.shards, "tensors": r.tensors,
@@ -133,12 +141,21 @@ pub fn dataset_verify_json(
 
 /// `dataset clean --older-than`: what was removed.
 #[pyfunction]
-#[pyo3(signature = (path, older_than = "24h"))]
-pub fn dataset_clean_json(py: Python<'_>, path: PathBuf, older_than: &str) -> PyResult<String> {
+#[pyo3(signature = (path, older_than = "24h", storage = Vec::new()))]
+pub fn dataset_clean_json(
+    py: Python<'_>,
+    path: PathBuf,
+    older_than: &str,
+    storage: Vec<(String, String)>,
+) -> PyResult<String> {
     let older = duration(py, "older_than", older_than)?;
     let idle = older.max(tensorsmith_dataset::STAGING_FLOOR);
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = crate::dataset::location(py, &path)?;
     let r = py
-        .detach(|| tensorsmith_dataset::clean_with(&path, older, idle, DEFAULT_LOCK_TIMEOUT))
+        .detach(|| {
+            tensorsmith_dataset::clean_at(&path, &storage, older, idle, DEFAULT_LOCK_TIMEOUT)
+        })
         .py_err(py)?;
     let shards: Vec<_> = r
         .shards
@@ -148,23 +165,28 @@ pub fn dataset_clean_json(py: Python<'_>, path: PathBuf, older_than: &str) -> Py
     let staging: Vec<String> = r.staging.iter().map(|p| shown(p)).collect();
     Ok(json!({
         "staging": staging, "versions": r.versions, "shards": shards,
-        "index_files": r.index_files, "repaired": r.repaired,
+        "index_files": r.index_files, "uploads": r.uploads, "repaired": r.repaired,
     })
     .to_string())
 }
 
 /// `dataset export`: rows written to `out` (Parquet); `keys` are names or full tensor keys.
 #[pyfunction]
-#[pyo3(signature = (path, out, keys = None, kv_separator = "__"))]
+#[pyo3(signature = (path, out, keys = None, kv_separator = "__", storage = Vec::new()))]
 pub fn dataset_export(
     py: Python<'_>,
     path: PathBuf,
     out: PathBuf,
     keys: Option<Vec<String>>,
     kv_separator: &str,
+    storage: Vec<(String, String)>,
 ) -> PyResult<u64> {
-    py.detach(|| tensorsmith_dataset::export_keys(&path, &out, keys.as_deref(), kv_separator))
-        .py_err(py)
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = crate::dataset::location(py, &path)?;
+    py.detach(|| {
+        tensorsmith_dataset::export_at(&path, &storage, &out, keys.as_deref(), kv_separator)
+    })
+    .py_err(py)
 }
 
 fn shown(p: &Path) -> String {

@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tensorsmith_dataset::{
-    abort_job, commit_job, write_dataset as write_rust, write_task, write_task_range, ColumnView,
-    Dataset, DatasetMode, Input, JobOptions, Progress, TaskReport, WriteMode, WriteOptions,
+    abort_job, commit_job, write_dataset_to as write_rust, write_task, write_task_range,
+    ColumnView, Dataset, DatasetMode, Input, JobOptions, Progress, TaskReport, WriteMode,
+    WriteOptions,
 };
 
 /// Takes the Arrow C stream that `obj.__arrow_c_stream__()` exports.
@@ -81,7 +82,7 @@ pub fn check_options(py: Python<'_>, options: BTreeMap<String, String>) -> PyRes
 /// `threads` > 1 is refused. Otherwise (data already in memory: a Table) every batch is
 /// taken at once, zero-copy, and split between `threads` tasks.
 #[pyfunction]
-#[pyo3(signature = (data, path, options, mode = "error", threads = 0, retain_s = None, lock_timeout_s = None, stream = false))]
+#[pyo3(signature = (data, path, options, mode = "error", threads = 0, retain_s = None, lock_timeout_s = None, stream = false, storage = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn write_dataset(
     py: Python<'_>,
@@ -93,8 +94,11 @@ pub fn write_dataset(
     retain_s: Option<f64>,
     lock_timeout_s: Option<f64>,
     stream: bool,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = location(py, &path)?;
     if stream && threads > 1 {
         return Err(raise(
             py,
@@ -134,12 +138,12 @@ pub fn write_dataset(
         py.detach(|| {
             pipelined(source, |queued| {
                 let input = Input::from_reader(Box::new(queued));
-                write_rust(&input, &path, &opts, &job, &progress)
+                write_rust(&input, &path, &storage, &opts, &job, &progress)
             })
         })
     } else {
         let input = batches(py, data)?;
-        py.detach(|| write_rust(&input, &path, &opts, &job, &progress))
+        py.detach(|| write_rust(&input, &path, &storage, &opts, &job, &progress))
     }
     .py_err(py)?;
     Ok(m.to_json())
@@ -286,13 +290,17 @@ type Item = (String, &'static str, Vec<u64>, Bytes);
 impl DatasetReader {
     /// Opens the current version of the dataset at `path`, or version `version`.
     #[new]
-    #[pyo3(signature = (path, version = None))]
-    fn new(py: Python<'_>, path: PathBuf, version: Option<u64>) -> PyResult<Self> {
+    #[pyo3(signature = (path, version = None, storage = Vec::new()))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        version: Option<u64>,
+        storage: Vec<(String, String)>,
+    ) -> PyResult<Self> {
+        let storage = crate::file::storage_options(py, storage)?;
+        let path = location(py, &path)?;
         let ds = py
-            .detach(|| match version {
-                Some(v) => Dataset::open_version(&path, v),
-                None => Dataset::open(&path),
-            })
+            .detach(|| Dataset::open_at(&path, &storage, version))
             .py_err(py)?;
         let keys = match ds.mode() {
             DatasetMode::Kv => ds.tensor_keys().py_err(py)?,
@@ -407,4 +415,15 @@ impl JobHeartbeat {
     fn stop(&mut self) {
         self.beat = None;
     }
+}
+
+/// A dataset location as text: a local folder or a URL (`s3://bucket/prefix`).
+pub fn location(py: Python<'_>, p: &std::path::Path) -> PyResult<String> {
+    p.to_str().map(str::to_owned).ok_or_else(|| {
+        raise(
+            py,
+            "DatasetInputError",
+            format!("{}: a dataset path must be UTF-8", p.display()),
+        )
+    })
 }

@@ -525,7 +525,7 @@ def quantize(values, qtype) -> np.ndarray:
 
 
 def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_timeout=None,
-                  **options) -> dict:
+                  storage_options=None, **options) -> dict:
     """Writes Arrow data as a dataset in the safetensors-spark layout. Data in memory (a
     pyarrow Table, a RecordBatch, a list of batches) is split between `threads` tasks (0: one
     per core). A stream (a RecordBatchReader, anything else with `__arrow_c_stream__`, an
@@ -539,6 +539,10 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
     dataset's next version under its commit lock (`lock_timeout` seconds of waiting, default
     600), then removes versions and retired shards older than `retain` seconds (default a
     day; 0: now). Returns the manifest.
+    `path` may be `s3://bucket/prefix` (or `s3a://`), with `storage_options` (a dict: key,
+    secret, token, endpoint_url, region, profile, max_concurrency, part_size…; unset ones
+    from the environment and ~/.aws): shards are uploaded to their final names, then the
+    version is committed with a conditional put (a store has no rename or lock).
 
         >>> import pyarrow as pa, tensorsmith
         >>> t = pa.table({"x": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32()))})
@@ -549,7 +553,8 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
     data, stream, pulled = _arrow_input(data)
     try:
         text = _native.write_dataset(data, os.fspath(path), option_texts(options), mode,
-                                     threads, retain, lock_timeout, stream)
+                                     threads, retain, lock_timeout, stream,
+                                     _storage(storage_options))
     except TensorsmithError as e:
         if pulled is not None and pulled.error is not None:
             raise pulled.error from e  # the generator's own exception, not Arrow's wrapping
@@ -618,12 +623,15 @@ class Dataset:
     processes overwrite or append: their commits retire shards rather than delete them, for
     24 hours by default. `Dataset(path, version=N)` opens an older version while `dataset
     clean` keeps it. Pickled (DataLoader workers started by spawn), it reopens its version.
+    `path` may be `s3://bucket/prefix` (with `storage_options`): each shard is downloaded
+    once, when first read, into an unlinked temporary file, then read as a local one.
     """
 
-    def __init__(self, path, framework="np", version=None):
+    def __init__(self, path, framework="np", version=None, storage_options=None):
         self._path = os.fspath(path)
         self._framework = _framework(framework)
-        self._r = _native.DatasetReader(self._path, version)
+        self._storage_options = storage_options
+        self._r = _native.DatasetReader(self._path, version, _storage(storage_options))
         self._len = len(self._r)
         self._keys = self._r.keys() if self._r.mode == "kv" else []
         if self._r.mode == "batch":
@@ -642,7 +650,7 @@ class Dataset:
 
     def __reduce__(self):
         # Workers reopen the same version, not whatever is current when they start.
-        return (Dataset, (self._path, self._framework, self._r.version))
+        return (Dataset, (self._path, self._framework, self._r.version, self._storage_options))
 
     def manifest(self) -> dict:
         """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""

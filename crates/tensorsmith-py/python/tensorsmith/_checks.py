@@ -30,37 +30,41 @@ def verify(target, *, backend="mmap", storage_options=None) -> dict:
                                           _storage(storage_options)))
 
 
-def dataset_info(path) -> dict:
+def dataset_info(path, *, storage_options=None) -> dict:
     """`{"version", "manifest", "versions", "retired_shards"}` of the dataset in `path`.
 
     >>> tensorsmith.dataset_info("ds")["manifest"]["total_samples"]  # doctest: +SKIP
     8"""
-    return json.loads(_native.dataset_info_json(os.fspath(path)))
+    return json.loads(_native.dataset_info_json(os.fspath(path), _storage(storage_options)))
 
 
-def dataset_verify(path, *, version=None, stale_after="24h", repair=False) -> dict:
+def dataset_verify(path, *, version=None, stale_after="24h", repair=False,
+                   storage_options=None) -> dict:
     """The dataset's manifest, index and shards against each other: `{"ok", "shards",
     "tensors", "problems", "repaired"}`; `version` checks an older version still kept.
 
     >>> tensorsmith.dataset_verify("ds")["problems"]  # doctest: +SKIP
     []"""
-    return json.loads(_native.dataset_verify_json(os.fspath(path), version, stale_after, repair))
+    return json.loads(_native.dataset_verify_json(os.fspath(path), version, stale_after, repair,
+                                                  _storage(storage_options)))
 
 
-def dataset_clean(path, *, older_than="24h") -> dict:
+def dataset_clean(path, *, older_than="24h", storage_options=None) -> dict:
     """Removes versions superseded for longer than `older_than` and the shards only they
     list, shards of killed commits and stale staging folders; returns what was removed.
 
     >>> tensorsmith.dataset_clean("ds", older_than="0")["versions"]  # doctest: +SKIP
     [1]"""
-    return json.loads(_native.dataset_clean_json(os.fspath(path), older_than))
+    return json.loads(_native.dataset_clean_json(os.fspath(path), older_than,
+                                                 _storage(storage_options)))
 
 
-def dataset_export(path, out, *, keys=None, kv_separator="__") -> int:
+def dataset_export(path, out, *, keys=None, kv_separator="__", storage_options=None) -> int:
     """Writes the dataset to the Parquet file `out` (batch: a row per sample; KV: a row per
     tensor) and returns the rows written; `keys` (KV) are names or full tensor keys.
 
     >>> tensorsmith.dataset_export("kv", "a.parquet", keys=["a"])  # doctest: +SKIP
     1"""
     return _native.dataset_export(os.fspath(path), os.fspath(out),
-                                  None if keys is None else list(keys), kv_separator)
+                                  None if keys is None else list(keys), kv_separator,
+                                  _storage(storage_options))

@@ -34,6 +34,10 @@ class Shards:
     def __init__(self, path, version=None, columns=None, kv_separator="__",
                  open_shards=OPEN_SHARDS):
         self.path = os.fspath(path)
+        if "://" in str(self.path):
+            raise OptionError(f"{self.path}: the PyTorch datasets read local folders (each "
+                              "worker maps the shards); on object storage use "
+                              "tensorsmith.Dataset(url, storage_options=...)")
         r = _native.DatasetReader(self.path, version)
         self.version, self.mode = r.version, r.mode
         self.kv_separator = kv_separator

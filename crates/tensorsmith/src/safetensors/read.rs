@@ -223,8 +223,24 @@ impl SafetensorsFile {
         Self::open_inner(path, opts).map_err(|e| e.in_file(path))
     }
 
+    /// Validates an already open file (a download of a remote shard, kept in an unlinked
+    /// temporary file); `path` is how errors name it.
+    pub fn from_file(
+        path: impl AsRef<Path>,
+        file: std::fs::File,
+        opts: &OpenOptions,
+    ) -> Result<SafetensorsFile> {
+        let path = path.as_ref();
+        let source = LocalFile::from_file(file, opts.backend()).map_err(|e| e.in_file(path))?;
+        Self::with_source(path, source, opts).map_err(|e| e.in_file(path))
+    }
+
     fn open_inner(path: &Path, opts: &OpenOptions) -> Result<SafetensorsFile> {
         let source = LocalFile::open(path, opts.backend())?;
+        Self::with_source(path, source, opts)
+    }
+
+    fn with_source(path: &Path, source: LocalFile, opts: &OpenOptions) -> Result<SafetensorsFile> {
         let index = read_index(&source, opts)?;
         Ok(SafetensorsFile {
             path: path.to_path_buf(),

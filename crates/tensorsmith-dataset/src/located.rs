@@ -1,0 +1,106 @@
+//! The dataset commands by location, for the CLI and Python: a local folder goes to the
+//! local functions (versions.rs, retention.rs, verify.rs, export.rs), an `s3://` prefix to
+//! their store counterparts (store_versions.rs, store_clean.rs, store_verify.rs, the
+//! reader's `open_at`), any other scheme is refused by name (store_open.rs).
+
+use crate::error::{DatasetError, Result};
+use crate::export::export_dataset;
+use crate::manifest::Manifest;
+use crate::read::Dataset;
+use crate::retention::{self, CleanReport, RetiredShard, VersionInfo};
+use crate::store_clean::{clean_store, republish};
+use crate::store_open::open_store;
+use crate::store_verify::verify_store;
+use crate::store_versions as sv;
+use crate::verify::{verify_version, DatasetReport};
+use crate::versions::Snapshot;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tensorsmith::bytes::StorageOptions;
+
+/// The current version's manifest of the dataset at `location` (a dataset without versions:
+/// its manifest), its versions and its retired shards.
+pub fn info_at(
+    location: &str,
+    storage: &StorageOptions,
+) -> Result<(Manifest, Vec<VersionInfo>, Vec<RetiredShard>)> {
+    let Some(store) = open_store(location, storage, false)? else {
+        let dir = Path::new(location);
+        let m = match Snapshot::current(dir)? {
+            Some(s) => s.version.manifest,
+            None => Manifest::read(dir)?,
+        };
+        let (v, r) = retention::versions_info(dir)?;
+        return Ok((m, v, r));
+    };
+    let m = match sv::current(&*store)? {
+        Some(s) => s.version.manifest,
+        None => {
+            return Err(DatasetError::Corrupt {
+                path: PathBuf::from(store.location()),
+                msg: "no dataset here (no versions, no dataset_manifest.json)".into(),
+            })
+        }
+    };
+    let (v, r) = sv::info(&*store)?;
+    Ok((m, v, r))
+}
+
+/// `dataset verify` at `location` (`stale_after`: staging folders of local datasets).
+pub fn verify_at(
+    location: &str,
+    storage: &StorageOptions,
+    version: Option<u64>,
+    stale_after: Duration,
+) -> Result<DatasetReport> {
+    match open_store(location, storage, false)? {
+        None => verify_version(Path::new(location), version, stale_after),
+        Some(store) => verify_store(&*store, version),
+    }
+}
+
+/// `dataset verify --repair` at `location`: the entry files written again from the current
+/// version when they do not mirror it. Returns whether they were.
+pub fn repair_at(location: &str, storage: &StorageOptions, timeout: Duration) -> Result<bool> {
+    match open_store(location, storage, true)? {
+        None => retention::repair(Path::new(location), timeout),
+        Some(store) => match sv::current(&*store)? {
+            Some(s) if s.versioned => republish(&*store, &s),
+            _ => Ok(false),
+        },
+    }
+}
+
+/// `dataset clean` at `location` (a store has no staging folders nor lock: `staging_idle`
+/// and `timeout` are for local datasets).
+pub fn clean_at(
+    location: &str,
+    storage: &StorageOptions,
+    older_than: Duration,
+    staging_idle: Duration,
+    timeout: Duration,
+) -> Result<CleanReport> {
+    match open_store(location, storage, true)? {
+        None => retention::clean_with(Path::new(location), older_than, staging_idle, timeout),
+        Some(store) => {
+            if sv::current(&*store)?.is_none() {
+                return Err(DatasetError::input(format!(
+                    "{}: not a dataset (no versions, no dataset_manifest.json)",
+                    store.location()
+                )));
+            }
+            clean_store(&*store, older_than)
+        }
+    }
+}
+
+/// `dataset export` of the dataset at `location` to the local Parquet file `out`.
+pub fn export_at(
+    location: &str,
+    storage: &StorageOptions,
+    out: &Path,
+    keys: Option<&[String]>,
+    sep: &str,
+) -> Result<u64> {
+    export_dataset(&Dataset::open_at(location, storage, None)?, out, keys, sep)
+}

@@ -1,0 +1,61 @@
+//! The seam between the object-store commit protocol and where a dataset's files live: named
+//! objects under the dataset's location (`part-….safetensors`, `_tensorsmith/versions/…`,
+//! `dataset_manifest.json`), read whole when small or by range, written whole, created
+//! exclusively (the commit point), listed, deleted. An object store has no rename and no
+//! lock, so the protocol over this seam uses only what S3 gives: a put that fails when the
+//! name exists (`If-None-Match: *`). Implemented by a local folder (`store_local.rs`, where
+//! the exclusive create is a hard link) and an S3 prefix (`store_s3.rs`).
+
+use crate::error::Result;
+use std::path::Path;
+use tensorsmith::bytes::ReadAt;
+
+/// One object of a listing.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    /// The name below the dataset's location (`_tensorsmith/versions/00000001.json`).
+    pub key: String,
+    pub size: u64,
+    /// Last modification (ms since the epoch; 0 when the store does not say).
+    pub modified_ms: u64,
+}
+
+/// An upload started and never completed (a multipart upload of a killed writer).
+#[derive(Debug, Clone)]
+pub(crate) struct Upload {
+    pub key: String,
+    pub id: String,
+    pub started_ms: u64,
+}
+
+pub(crate) trait Store: Send + Sync {
+    /// The dataset's location as errors and reports show it (no credentials).
+    fn location(&self) -> String;
+    /// How many uploads to run at once (the store's transfer setting).
+    fn concurrency(&self) -> usize {
+        1
+    }
+    /// `key` as errors show it.
+    fn show(&self, key: &str) -> String {
+        format!("{}/{key}", self.location().trim_end_matches('/'))
+    }
+    /// The whole object, `None` when there is none.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
+    /// Writes `bytes` as `key`, replacing what is there.
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()>;
+    /// Creates `key` only if no object has that name: `false` when one has (another writer
+    /// created it first).
+    fn create(&self, key: &str, bytes: &[u8]) -> Result<bool>;
+    /// Uploads the local file `from` as `key` (streamed; replaces what is there).
+    fn put_file(&self, key: &str, from: &Path) -> Result<()>;
+    /// Every object whose name starts with `prefix`, in name order.
+    fn list(&self, prefix: &str) -> Result<Vec<Entry>>;
+    /// Removes `key` (no error when it is already gone).
+    fn delete(&self, key: &str) -> Result<()>;
+    /// `key` opened for ranged reads.
+    fn open(&self, key: &str) -> Result<Box<dyn ReadAt>>;
+    /// Uploads started under `prefix` and never completed.
+    fn uploads(&self, prefix: &str) -> Result<Vec<Upload>>;
+    /// Abandons an upload (its parts are freed).
+    fn abort(&self, upload: &Upload) -> Result<()>;
+}

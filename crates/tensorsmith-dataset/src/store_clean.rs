@@ -1,0 +1,134 @@
+//! `dataset clean` and the repair of the entry files on a store (an S3 prefix), as
+//! retention.rs does on disk: versions superseded for longer than the retention removed
+//! (a `.removed` marker first, so their readers get a clear error), the shards and index
+//! files only they listed deleted with them; shards and index files no version lists
+//! (abandoned by writers killed before their commit point) and multipart uploads never
+//! completed, once older than the retention and never younger than [`ABANDONED_FLOOR`]:
+//! a store has no staging folder or lock, so a live writer's uploads are told from a dead
+//! one's by age alone. `dataset_manifest.json` and the index are written again when they do
+//! not mirror the current version.
+
+use crate::error::{DatasetError, Result};
+use crate::manifest::{is_index_file_name, is_shard_file_name, INDEX_NAME, MANIFEST_NAME};
+use crate::retention::CleanReport;
+use crate::store::Store;
+use crate::store_commit::mirror_entry_files;
+use crate::store_versions::{self as sv, index_key, removed_key, version_key, INDEX_PREFIX};
+use crate::versions::{now_ms, Snapshot};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// Objects no version lists, and uploads never completed, are kept at least this long: a
+/// writer may still be uploading the rest of its shards before its commit.
+pub const ABANDONED_FLOOR: Duration = Duration::from_secs(3600);
+
+/// Removes from `store` what has been retired or abandoned for longer than `older_than`.
+pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<CleanReport> {
+    let mut report = CleanReport::default();
+    let now = now_ms();
+    let limit = older_than.as_millis() as u64;
+    let floor = older_than.max(ABANDONED_FLOOR).as_millis() as u64;
+    // Past the floor; an object the store does not date (0) is never taken for abandoned.
+    let abandoned = |at_ms: u64| at_ms > 0 && now.saturating_sub(at_ms) >= floor;
+    let list = sv::list(store)?;
+    let mut remove = Vec::new();
+    for w in list.windows(2) {
+        if now.saturating_sub(w[1].created_ms) >= limit {
+            remove.push(w[0].n);
+        }
+    }
+    let current = sv::current(store)?;
+    let mut keep: HashSet<String> = HashSet::new();
+    let mut keep_index: HashSet<String> = HashSet::new();
+    let mut removed_lists: HashSet<String> = HashSet::new();
+    match &current {
+        None => return Ok(report),
+        Some(s) if !s.versioned => {
+            keep.extend(s.manifest().shards.iter().map(|s| s.shard_path.clone()))
+        }
+        Some(_) => {
+            for l in &list {
+                // A version that cannot be read stops the clean: its shards are not judged.
+                let v = match sv::read(store, l.n) {
+                    Err(DatasetError::VersionRemoved { .. }) => continue,
+                    r => r?,
+                };
+                let names = v.manifest.shards.into_iter().map(|s| s.shard_path);
+                if remove.contains(&l.n) {
+                    removed_lists.extend(names);
+                    removed_lists.extend(v.index);
+                } else {
+                    keep.extend(names);
+                    keep_index.extend(v.index);
+                }
+            }
+        }
+    }
+    for &n in &remove {
+        let marker = format!("{{\"removed_ms\": {}}}\n", now_ms());
+        store.put(&removed_key(n), marker.as_bytes())?;
+        store.delete(&version_key(n))?;
+        report.versions.push(n);
+    }
+    for e in store.list("part-")? {
+        let name = e.key.as_str();
+        if name.contains('/') || !is_shard_file_name(name) || keep.contains(name) {
+            continue;
+        }
+        if removed_lists.contains(name) || abandoned(e.modified_ms) {
+            store.delete(name)?;
+            report.shards.push((e.key.clone(), e.size));
+        }
+    }
+    report.shards.sort();
+    for e in store.list(INDEX_PREFIX)? {
+        let Some(name) = e.key.strip_prefix(INDEX_PREFIX) else {
+            continue;
+        };
+        if !is_index_file_name(name) || keep_index.contains(name) {
+            continue;
+        }
+        if removed_lists.contains(name) || abandoned(e.modified_ms) {
+            store.delete(&index_key(name))?;
+            report.index_files.push(name.to_string());
+        }
+    }
+    for u in store.uploads("")? {
+        if abandoned(u.started_ms) {
+            store.abort(&u)?;
+            report
+                .uploads
+                .push(format!("{} (upload {})", store.show(&u.key), u.id));
+        }
+    }
+    if let Some(s) = current.filter(|s| s.versioned) {
+        report.repaired = republish(store, &s)?;
+    }
+    Ok(report)
+}
+
+/// `dataset_manifest.json` and `_tensor_index.parquet` written again from `snap` when they do
+/// not mirror it (a commit killed after its commit point). Returns whether it wrote them.
+pub(crate) fn republish(store: &dyn Store, snap: &Snapshot) -> Result<bool> {
+    let manifest_ok = store
+        .get(MANIFEST_NAME)?
+        .is_some_and(|b| b == snap.manifest().to_json().as_bytes());
+    let top_index = store
+        .list(INDEX_NAME)?
+        .into_iter()
+        .find(|e| e.key == INDEX_NAME);
+    let index = match &snap.version.index {
+        Some(name) => store.get(&index_key(name))?,
+        None => None,
+    };
+    let index_ok = match (&index, &top_index) {
+        (Some(b), Some(e)) => b.len() as u64 == e.size,
+        (None, None) => true,
+        _ => false,
+    };
+    if manifest_ok && index_ok {
+        return Ok(false);
+    }
+    mirror_entry_files(store, &snap.version, index.as_deref())?;
+    Ok(true)
+}

@@ -1,0 +1,255 @@
+//! The commit of a write into a store without rename or lock (an S3 prefix): the protocol of
+//! the local commit (commit.rs, publish.rs) on conditional writes.
+//!
+//! 1. Each shard is uploaded straight to its final, unique name
+//!    (`part-{task:05}-{n:04}-{uuid}.safetensors`): listed by no version, so no reader sees it.
+//! 2. The next version is prepared against the current one (commit_prepare.rs, in a local
+//!    folder of the staging), its index file uploaded to `_tensorsmith/index/`.
+//! 3. The commit point: `_tensorsmith/versions/0000000N.json` created only if absent
+//!    (`If-None-Match: *`). When another writer created N first, the version is prepared
+//!    again against theirs (append merges with it), as the local commit does on a conflict.
+//! 4. `dataset_manifest.json` and `_tensor_index.parquet` written from the version for the
+//!    layout's other readers (skipped when a newer version is already there: its writer
+//!    writes them). Readers of tensorsmith trust only the versions.
+//!
+//! A failure before the commit point deletes the shards it uploaded; a writer killed there
+//! leaves shards no version lists, which `dataset clean` removes once older than the
+//! retention.
+
+use crate::commit::checked;
+use crate::commit_prepare::prepare;
+use crate::error::{DatasetError, Result};
+use crate::job_options::{JobOptions, Progress, WriteMode};
+use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
+use crate::options::{Duplicates, Naming, WriteOptions};
+use crate::publish::test_pause;
+use crate::store::Store;
+use crate::store_versions::{self as sv, index_key, version_key};
+use crate::task_report::TaskReport;
+use crate::versions::{indexes_dir, to_bytes, Snapshot};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Versions other writers may commit under this one before it gives up.
+const MAX_CONFLICTS: u32 = 32;
+
+/// Commits the shards `reports` name in `staging` (those in `uploaded` are in the store
+/// already) as the next version of the dataset in `store`. The caller removes `staging`
+/// afterwards.
+pub(crate) fn commit_to_store(
+    store: &dyn Store,
+    staging: &Path,
+    reports: Vec<TaskReport>,
+    uploaded: &HashSet<String>,
+    opts: &WriteOptions,
+    job: &JobOptions,
+    progress: Option<&Progress>,
+) -> Result<Manifest> {
+    let checked = checked(reports, staging, uploaded, opts);
+    let written = match checked {
+        Ok(w) => w,
+        Err(e) => {
+            for n in uploaded {
+                let _ = store.delete(n);
+            }
+            return Err(e);
+        }
+    };
+    let rest: Vec<ShardInfo> = written
+        .shards
+        .iter()
+        .filter(|s| !uploaded.contains(&s.shard_path))
+        .cloned()
+        .collect();
+    if let Err(e) = upload_shards(store, staging, &rest) {
+        for s in &written.shards {
+            let _ = store.delete(&s.shard_path);
+        }
+        return Err(e);
+    }
+    let committed = commit_uploaded(store, staging, &written, opts, job, progress);
+    if committed.is_err() {
+        for s in &written.shards {
+            let _ = store.delete(&s.shard_path);
+        }
+    }
+    committed
+}
+
+/// Uploads each shard to its final name, `store.concurrency()` at a time; each local copy is
+/// removed once uploaded.
+fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardInfo]) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let first_err: Mutex<Option<DatasetError>> = Mutex::new(None);
+    let threads = store.concurrency().clamp(1, shards.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(shard) = shards.get(i) else { return };
+                if first_err
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_some()
+                {
+                    return;
+                }
+                let local = staging.join(&shard.shard_path);
+                match store.put_file(&shard.shard_path, &local) {
+                    Ok(()) => {
+                        let _ = std::fs::remove_file(&local);
+                    }
+                    Err(e) => {
+                        first_err
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(e);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    match first_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// What an object-store commit cannot do yet, refused before it prepares anything.
+fn refuse_unsupported(
+    store: &dyn Store,
+    written: &crate::commit_prepare::Written,
+    base: &Snapshot,
+    opts: &WriteOptions,
+) -> Result<()> {
+    let replaces = matches!(opts.naming, Naming::Kv { .. })
+        && opts.duplicates == Duplicates::LastWin
+        && written
+            .schema
+            .keys()
+            .any(|k| base.manifest().schema.contains_key(k));
+    if replaces {
+        return Err(DatasetError::Conflict {
+            dir: PathBuf::from(store.location()),
+            msg: "an append that replaces tensors already in the dataset (duplicatesStrategy=lastWin) is not supported on object stores yet: write the dataset again with --mode overwrite".into(),
+        });
+    }
+    if opts.generate_index && (base.version.index.is_none() || !base.versioned) {
+        return Err(DatasetError::Conflict {
+            dir: PathBuf::from(store.location()),
+            msg: "generate_index on an append to a dataset on an object store needs the current version to have an index (written with generate_index); append without it or overwrite".into(),
+        });
+    }
+    Ok(())
+}
+
+fn commit_uploaded(
+    store: &dyn Store,
+    staging: &Path,
+    written: &crate::commit_prepare::Written,
+    opts: &WriteOptions,
+    job: &JobOptions,
+    progress: Option<&Progress>,
+) -> Result<Manifest> {
+    // commit_prepare writes the index and version files into this folder (not the store).
+    let mirror = staging.join("_prepared");
+    let mut conflicts = 0u32;
+    loop {
+        let base = sv::current(store)?;
+        if let Some(b) = &base {
+            match job.mode() {
+                WriteMode::ErrorIfExists => {
+                    return Err(DatasetError::Exists(PathBuf::from(store.location())))
+                }
+                WriteMode::Append => {
+                    refuse_unsupported(store, written, b, opts)?;
+                    // The base's index, where prepare reads it.
+                    if let (true, Some(name)) = (opts.generate_index, &b.version.index) {
+                        let key = index_key(name);
+                        let bytes = store.get(&key)?.ok_or_else(|| DatasetError::Corrupt {
+                            path: PathBuf::from(store.show(&key)),
+                            msg: format!(
+                                "the index file of version {} is missing",
+                                b.version.version
+                            ),
+                        })?;
+                        let dir = indexes_dir(&mirror);
+                        std::fs::create_dir_all(&dir).map_err(|e| DatasetError::io(&dir, e))?;
+                        let p = dir.join(name);
+                        std::fs::write(&p, bytes).map_err(|e| DatasetError::io(&p, e))?;
+                    }
+                }
+                WriteMode::Overwrite => {}
+            }
+        }
+        std::fs::create_dir_all(&mirror).map_err(|e| DatasetError::io(&mirror, e))?;
+        let prepared = prepare(&mirror, staging, written, base.as_ref(), opts, job.mode())?;
+        let version = &prepared.version.version;
+        if let Some(i) = &prepared.index {
+            store.put_file(&index_key(&i.name), &i.path)?;
+        }
+        if let Some(a) = &prepared.adopt {
+            // Another writer adopting it at the same time writes the same version 0.
+            store.create(&version_key(0), &to_bytes(&a.version))?;
+        }
+        test_pause(10);
+        if store.create(&version_key(version.version), &to_bytes(version))? {
+            test_pause(13);
+            let index = match &prepared.index {
+                Some(i) => Some(std::fs::read(&i.path).map_err(|e| DatasetError::io(&i.path, e))?),
+                None => None,
+            };
+            mirror_entry_files(store, version, index.as_deref())?;
+            let manifest = version.manifest.clone();
+            drop(prepared);
+            let _ = std::fs::remove_dir_all(&mirror);
+            return Ok(manifest);
+        }
+        // Another writer committed this version number first.
+        if let Some(i) = &prepared.index {
+            let _ = store.delete(&index_key(&i.name));
+        }
+        drop(prepared);
+        let _ = std::fs::remove_dir_all(&mirror);
+        conflicts += 1;
+        if let Some(p) = progress {
+            p.commit_retries.fetch_add(1, Ordering::Relaxed);
+        }
+        if conflicts >= MAX_CONFLICTS {
+            return Err(DatasetError::Conflict {
+                dir: PathBuf::from(store.location()),
+                msg: format!(
+                    "other writers committed {conflicts} versions while this write prepared its own; nothing of this write was committed (its shards were removed)"
+                ),
+            });
+        }
+        // Writers that collided spread out before preparing again.
+        let jitter = uuid::Uuid::new_v4().as_u128() % 50;
+        std::thread::sleep(std::time::Duration::from_millis(
+            10 * u64::from(conflicts.min(10)) + jitter as u64,
+        ));
+    }
+}
+
+/// `dataset_manifest.json` and `_tensor_index.parquet` written from version `v`: the old
+/// index removed first, so no manifest ever stands beside another version's index. Left to
+/// the next writer when a newer version is already there.
+pub(crate) fn mirror_entry_files(
+    store: &dyn Store,
+    v: &crate::versions::Version,
+    index: Option<&[u8]>,
+) -> Result<()> {
+    let newer = sv::list(store)?.last().is_some_and(|l| l.n > v.version);
+    if newer {
+        return Ok(());
+    }
+    store.delete(INDEX_NAME)?;
+    store.put(MANIFEST_NAME, v.manifest.to_json().as_bytes())?;
+    if let Some(bytes) = index {
+        store.put(INDEX_NAME, bytes)?;
+    }
+    Ok(())
+}

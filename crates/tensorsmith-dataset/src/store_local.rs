@@ -1,0 +1,178 @@
+//! The store seam over a local folder: objects are files below it, a replace is written to a
+//! temporary name, fsynced and renamed, an exclusive create is a hard link of such a file
+//! (it fails when the name exists, as `If-None-Match: *` does on S3), a listing walks the
+//! folders below the prefix. Local datasets keep their own protocol (commit lock, shards
+//! renamed in: commit.rs); this runs the object-store protocol on a disk, for its tests.
+
+use crate::error::{DatasetError, Result};
+use crate::store::{Entry, Store, Upload};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::UNIX_EPOCH;
+use tensorsmith::bytes::{Backend, LocalFile, ReadAt};
+use tensorsmith::sink::AtomicFile;
+
+pub(crate) struct LocalStore {
+    pub dir: PathBuf,
+    /// The most `.safetensors` files seen in the folder of a file being uploaded (a write's
+    /// staging): how much of a write was on local disk at once.
+    pub staged_peak: AtomicUsize,
+    /// Shard uploads left before one fails (`usize::MAX`: none fails), for the tests of a
+    /// failed upload.
+    pub fail_in: AtomicUsize,
+}
+
+impl LocalStore {
+    pub fn new(dir: &Path) -> LocalStore {
+        LocalStore {
+            dir: dir.to_path_buf(),
+            staged_peak: AtomicUsize::new(0),
+            fail_in: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(key)
+    }
+
+    fn parent_made(&self, key: &str) -> Result<PathBuf> {
+        let p = self.path(key);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| DatasetError::io(d, e))?;
+        }
+        Ok(p)
+    }
+
+    /// `bytes` written and fsynced under a temporary name beside `p`.
+    fn temp_with(&self, p: &Path, bytes: &[u8]) -> Result<AtomicFile> {
+        let mut f = AtomicFile::create(p)?;
+        std::io::Write::write_all(&mut f, bytes).map_err(|e| DatasetError::io(p, e))?;
+        f.sync()?;
+        Ok(f)
+    }
+}
+
+fn mtime_ms(m: &std::fs::Metadata) -> u64 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Store for LocalStore {
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let p = self.path(key);
+        match std::fs::read(&p) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(DatasetError::io(&p, e)),
+        }
+    }
+
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        let p = self.parent_made(key)?;
+        self.temp_with(&p, bytes)?.commit()?;
+        Ok(())
+    }
+
+    fn create(&self, key: &str, bytes: &[u8]) -> Result<bool> {
+        let p = self.parent_made(key)?;
+        let dir = p.parent().expect("a key has a parent").to_path_buf();
+        let temp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&temp, bytes).map_err(|e| DatasetError::io(&temp, e))?;
+        let linked = std::fs::hard_link(&temp, &p);
+        let _ = std::fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(DatasetError::io(&p, e)),
+        }
+    }
+
+    fn put_file(&self, key: &str, from: &Path) -> Result<()> {
+        if key.starts_with("part-") && self.fail_in.fetch_sub(1, Ordering::Relaxed) == 0 {
+            return Err(DatasetError::io(
+                self.path(key),
+                std::io::Error::other("injected upload failure"),
+            ));
+        }
+        if let Some(Ok(entries)) = from.parent().map(std::fs::read_dir) {
+            let n = entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
+                .count();
+            self.staged_peak.fetch_max(n, Ordering::Relaxed);
+        }
+        let p = self.parent_made(key)?;
+        let mut f = AtomicFile::create(&p)?;
+        let mut src = std::fs::File::open(from).map_err(|e| DatasetError::io(from, e))?;
+        std::io::copy(&mut src, &mut f).map_err(|e| DatasetError::io(&p, e))?;
+        f.commit()?;
+        Ok(())
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<Entry>> {
+        // The folder part of the prefix is walked; names are then filtered by the prefix.
+        let base = match prefix.rfind('/') {
+            Some(i) => &prefix[..i],
+            None => "",
+        };
+        let mut out = Vec::new();
+        let mut stack = vec![base.to_string()];
+        while let Some(rel) = stack.pop() {
+            let d = self.path(&rel);
+            let entries = match std::fs::read_dir(&d) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(DatasetError::io(&d, e)),
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let key = if rel.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{rel}/{name}")
+                };
+                let Ok(m) = e.metadata() else { continue };
+                if m.is_dir() {
+                    if prefix.starts_with(&format!("{key}/")) || key.starts_with(prefix) {
+                        stack.push(key);
+                    }
+                } else if key.starts_with(prefix) && !name.starts_with('.') {
+                    out.push(Entry {
+                        key,
+                        size: m.len(),
+                        modified_ms: mtime_ms(&m),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        let p = self.path(key);
+        match std::fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(DatasetError::io(&p, e)),
+        }
+    }
+
+    fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
+        Ok(Box::new(LocalFile::open(&self.path(key), Backend::Pread)?))
+    }
+
+    fn uploads(&self, _prefix: &str) -> Result<Vec<Upload>> {
+        Ok(vec![])
+    }
+
+    fn abort(&self, _upload: &Upload) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,203 @@
+//! The object-store protocol (store_commit.rs, store_clean.rs, store_verify.rs) run on the
+//! local store: what it writes is the local layout (read back by the local reader and
+//! verify), appends and overwrites make versions, retired shards stay until clean, racing
+//! writers each commit a version of their own (none lost), and verify reports damage. The
+//! same protocol against an S3 server: crates/tensorsmith-cli/tests/dataset_s3_cli.rs.
+
+use crate::job_options::{JobOptions, Progress, WriteMode};
+use crate::options::WriteOptions;
+use crate::store::Store;
+use crate::store_clean::clean_store;
+use crate::store_local::LocalStore;
+use crate::store_verify::verify_store;
+use crate::store_versions as sv;
+use crate::store_write::write_to_store;
+use crate::{Dataset, DatasetError, Input, Manifest};
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use std::sync::Arc;
+use std::time::Duration;
+use tensorsmith::dtype::DType;
+
+fn input(rows: std::ops::Range<usize>) -> Input {
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for i in rows {
+        for j in 0..3 {
+            v.values().append_value((i * 10 + j) as f32);
+        }
+        v.append(true);
+    }
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "v",
+        DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
+        true,
+    )]));
+    let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(v.finish()) as ArrayRef]).unwrap();
+    Input::from_batches(schema, vec![b]).unwrap()
+}
+
+fn opts() -> WriteOptions {
+    let mut o = WriteOptions::batch(4);
+    o.dtype = Some(DType::F32);
+    o.generate_index = true;
+    o
+}
+
+fn write(
+    store: &dyn Store,
+    rows: std::ops::Range<usize>,
+    mode: WriteMode,
+) -> crate::Result<Manifest> {
+    let job = JobOptions::new().with_mode(mode).with_threads(2);
+    write_to_store(&input(rows), store, &opts(), &job, &Progress::default())
+}
+
+#[test]
+fn the_store_protocol_writes_the_local_layout() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    let m = write(&store, 0..11, WriteMode::ErrorIfExists).unwrap();
+    assert_eq!(m.total_samples, 11);
+    assert_eq!(sv::list(&store).unwrap().len(), 1);
+    let ds = Dataset::open(d.path()).unwrap();
+    assert_eq!(ds.len().unwrap(), 11);
+    let s = ds.sample(9).unwrap();
+    assert_eq!(&s[0].1.data[..4], &90f32.to_le_bytes());
+    assert!(crate::verify(d.path()).unwrap().is_ok());
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    let e = write(&store, 0..3, WriteMode::ErrorIfExists).unwrap_err();
+    assert!(matches!(e, DatasetError::Exists(_)), "{e}");
+}
+
+#[test]
+fn appends_and_overwrites_make_versions_and_clean_takes_retired_shards() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    let first = write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let both = write(&store, 8..12, WriteMode::Append).unwrap();
+    assert_eq!(both.total_samples, 12);
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    let over = write(&store, 100..104, WriteMode::Overwrite).unwrap();
+    assert_eq!(over.total_samples, 4);
+    let (versions, retired) = sv::info(&store).unwrap();
+    assert_eq!(versions.len(), 3);
+    assert_eq!(retired.len(), both.shards.len());
+    // Version 2 still reads, from its retired shards.
+    assert_eq!(sv::at(&store, 2).unwrap().manifest(), &both);
+    for s in &first.shards {
+        assert!(d.path().join(&s.shard_path).exists());
+    }
+    let r = clean_store(&store, Duration::ZERO).unwrap();
+    assert_eq!(r.versions, vec![1, 2]);
+    assert_eq!(r.shards.len(), both.shards.len());
+    for s in &both.shards {
+        assert!(!d.path().join(&s.shard_path).exists());
+    }
+    let e = sv::at(&store, 2).unwrap_err();
+    assert!(matches!(e, DatasetError::VersionRemoved { .. }), "{e}");
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    assert_eq!(Dataset::open(d.path()).unwrap().len().unwrap(), 4);
+}
+
+#[test]
+fn racing_writers_each_commit_a_version_of_their_own() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..4, WriteMode::ErrorIfExists).unwrap();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let store = &store;
+                s.spawn(move || write(store, 100 * (i + 1)..100 * (i + 1) + 4, WriteMode::Append))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    for r in &results {
+        if let Err(e) = r {
+            assert!(matches!(e, DatasetError::Conflict { .. }), "{e}");
+        }
+    }
+    let list = sv::list(&store).unwrap();
+    assert_eq!(list.len(), 1 + ok);
+    let current = sv::current(&store).unwrap().unwrap();
+    assert_eq!(current.manifest().total_samples, 4 + 4 * ok as u64);
+    assert!(verify_store(&store, None).unwrap().is_ok());
+}
+
+#[test]
+fn verify_reports_a_missing_shard_and_a_stray() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    let m = write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    std::fs::remove_file(d.path().join(&m.shards[0].shard_path)).unwrap();
+    std::fs::write(
+        d.path()
+            .join("part-00009-0000-00000000-0000-0000-0000-000000000000.safetensors"),
+        b"x",
+    )
+    .unwrap();
+    let r = verify_store(&store, None).unwrap();
+    let text = r.problems.join("\n");
+    assert!(text.contains("missing"), "{text}");
+    assert!(text.contains("no version lists"), "{text}");
+    // A fresh unlisted shard may be a live writer's: clean keeps it.
+    let c = clean_store(&store, Duration::ZERO).unwrap();
+    assert!(c.shards.is_empty(), "{:?}", c.shards);
+}
+
+#[test]
+fn batch_shards_leave_staging_while_the_tasks_write() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    // 100 shards of 4 samples by 2 tasks, one upload thread (the local store's concurrency).
+    let m = write(&store, 0..400, WriteMode::ErrorIfExists).unwrap();
+    assert_eq!(m.shards.len(), 100);
+    let peak = store.staged_peak.load(std::sync::atomic::Ordering::Relaxed);
+    // At most: one being written per task, one queued and one in flight per upload thread
+    // (the one being uploaded counted).
+    assert!(peak <= 2 + 2, "{peak} shards in staging at once");
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    assert_eq!(Dataset::open(d.path()).unwrap().len().unwrap(), 400);
+}
+
+#[test]
+fn a_failed_upload_leaves_no_shard_and_no_version() {
+    for (mode, fail_in) in [(WriteMode::ErrorIfExists, 5), (WriteMode::Append, 0)] {
+        let d = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(d.path());
+        if mode == WriteMode::Append {
+            write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+        }
+        let before = store.list("").unwrap().len();
+        store
+            .fail_in
+            .store(fail_in, std::sync::atomic::Ordering::Relaxed);
+        let e = write(&store, 0..40, mode).unwrap_err();
+        assert!(e.to_string().contains("injected upload failure"), "{e}");
+        assert_eq!(store.list("").unwrap().len(), before);
+    }
+}
+
+#[test]
+fn a_dataset_written_before_versions_is_adopted_as_version_0() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    let first = write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    // What safetensors-spark leaves: shards and a manifest, no versions, no index.
+    std::fs::remove_dir_all(d.path().join("_tensorsmith")).unwrap();
+    std::fs::remove_file(d.path().join(crate::manifest::INDEX_NAME)).unwrap();
+    let e = write(&store, 8..12, WriteMode::Append).unwrap_err();
+    assert!(e.to_string().contains("generate_index"), "{e}");
+    let job = JobOptions::new().with_mode(WriteMode::Append);
+    let mut o = opts();
+    o.generate_index = false;
+    let m = write_to_store(&input(8..12), &store, &o, &job, &Progress::default()).unwrap();
+    assert_eq!(m.total_samples, 12);
+    let list: Vec<u64> = sv::list(&store).unwrap().iter().map(|l| l.n).collect();
+    assert_eq!(list, vec![0, 1]);
+    assert_eq!(sv::at(&store, 0).unwrap().manifest(), &first);
+    assert!(verify_store(&store, None).unwrap().is_ok());
+}
