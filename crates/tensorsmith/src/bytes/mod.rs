@@ -6,12 +6,17 @@
 
 #[cfg(feature = "remote")]
 mod aws_config;
+mod chunks;
 #[cfg(feature = "remote")]
 mod hf;
 #[cfg(feature = "remote")]
 mod http;
 mod local;
+#[cfg(feature = "remote")]
+mod parts;
 mod redact;
+#[cfg(feature = "remote")]
+mod retry;
 #[cfg(feature = "remote")]
 mod s3;
 mod storage_options;
@@ -20,6 +25,7 @@ mod validator;
 
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
+pub use chunks::for_each_chunk;
 pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
 pub use storage_options::{

@@ -143,7 +143,8 @@ impl Model {
 
     /// Calls `each` on `t`'s bytes (as `tensor_bytes` gives them) `chunk` bytes at a time:
     /// read from the file piece by piece when stored plain, so memory stays bounded whatever
-    /// the tensor size; decoded whole, then cut, otherwise. The last piece may be shorter.
+    /// the tensor size (from a remote file, through its parallel streaming copy); decoded
+    /// whole, then cut, otherwise. The last piece may be shorter.
     pub fn for_each_chunk(
         &self,
         t: &TensorInfo,
@@ -156,6 +157,12 @@ impl Model {
             return bytes.chunks(chunk as usize).try_for_each(each);
         }
         let r = t.data_range();
+        let f = self.file_of(t);
+        if f.bytes().local_file().is_none() && f.bytes().as_slice().is_none() {
+            // A remote file: its own streaming copy (parallel ranged GETs), cut to size.
+            return crate::bytes::for_each_chunk(f.bytes(), r, chunk, &mut each)
+                .map_err(|e| f.at(e.at_tensor(&t.name)));
+        }
         let mut off = r.start;
         while off < r.end {
             let end = (off + chunk).min(r.end);

@@ -1,2 +1,3 @@
 pub mod http_server;
 pub mod versioned_server;
+pub mod faulty_server;

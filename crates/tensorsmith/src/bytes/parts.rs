@@ -1,0 +1,245 @@
+//! Large remote reads as parallel ranged requests: a range cut into parts of `part_size`
+//! bytes, up to `max_concurrency` of them fetched at once on scoped threads (no async
+//! runtime), each part by its own `fetch` (which retries on its own). Two shapes:
+//! - [`read_parallel`]: into one buffer the caller holds (a large `read`);
+//! - [`copy_parallel`]: streamed to a writer in order (a download), memory bounded by
+//!   `max_concurrency × part_size`: a part is fetched only while fewer than
+//!   `max_concurrency` parts are fetched or waiting to be written, and part buffers are
+//!   reused.
+//!
+//! The first failure stops the others from starting new parts and is the one returned.
+
+use super::storage_options::Transfer;
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::ops::Range;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Fetches the bytes of a range (within the file) into a buffer of exactly its length.
+pub type Fetch<'a> = dyn Fn(Range<u64>, &mut [u8]) -> Result<()> + Sync + 'a;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The parts of `range`: `part_size` bytes each, the last one shorter.
+fn parts(range: &Range<u64>, part_size: u64) -> impl Iterator<Item = Range<u64>> + '_ {
+    let part_size = part_size.max(1);
+    (range.start..range.end)
+        .step_by(part_size as usize)
+        .map(move |s| s..(s + part_size).min(range.end))
+}
+
+/// How many parts of `part_size` make `len` bytes.
+fn count(len: u64, part_size: u64) -> usize {
+    len.div_ceil(part_size.max(1)) as usize
+}
+
+/// Fills `dst` with the bytes of `range` (of the same length), its parts fetched in
+/// parallel.
+pub fn read_parallel(
+    range: Range<u64>,
+    dst: &mut [u8],
+    transfer: &Transfer,
+    fetch: &Fetch<'_>,
+) -> Result<()> {
+    debug_assert_eq!(dst.len() as u64, range.end - range.start);
+    let size = transfer.part_size.max(1);
+    let n = count(range.end - range.start, size);
+    let threads = transfer.max_concurrency.min(n);
+    if threads <= 1 {
+        return fetch(range, dst);
+    }
+    let work = Mutex::new(parts(&range, size).zip(dst.chunks_mut(size as usize)));
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let next = lock(&work).next();
+                let Some((r, buf)) = next else { return };
+                if lock(&failed).is_some() {
+                    return;
+                }
+                if let Err(e) = fetch(r, buf) {
+                    lock(&failed).get_or_insert(e);
+                    return;
+                }
+            });
+        }
+    });
+    failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
+}
+
+/// What the fetching threads and the writing one share.
+struct Pipeline {
+    /// The next part to fetch.
+    next: usize,
+    /// Parts written so far (the next to write).
+    written: usize,
+    /// Parts fetched and not yet written, by number.
+    done: BTreeMap<usize, Vec<u8>>,
+    /// Buffers of written parts, for the next fetches.
+    free: Vec<Vec<u8>>,
+    failed: Option<Error>,
+    stop: bool,
+}
+
+/// Writes the bytes of `range` to `out` in order, its parts fetched in parallel, at most
+/// `max_concurrency` part buffers alive at once.
+pub fn copy_parallel(
+    range: Range<u64>,
+    out: &mut dyn Write,
+    transfer: &Transfer,
+    fetch: &Fetch<'_>,
+) -> Result<()> {
+    let size = transfer.part_size.max(1);
+    let all: Vec<Range<u64>> = parts(&range, size).collect();
+    let n = all.len();
+    let window = transfer.max_concurrency.max(1);
+    let threads = window.min(n);
+    if threads <= 1 {
+        let mut buf = Vec::new();
+        for r in all {
+            buf.resize((r.end - r.start) as usize, 0);
+            fetch(r, &mut buf)?;
+            out.write_all(&buf)?;
+        }
+        return Ok(());
+    }
+    let state = Mutex::new(Pipeline {
+        next: 0,
+        written: 0,
+        done: BTreeMap::new(),
+        free: Vec::new(),
+        failed: None,
+        stop: false,
+    });
+    let changed = Condvar::new();
+    let wait = |g| changed.wait(g).unwrap_or_else(|p| p.into_inner());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let (i, mut buf) = {
+                    let mut st = lock(&state);
+                    loop {
+                        if st.stop || st.next >= n {
+                            return;
+                        }
+                        if st.next < st.written + window {
+                            break;
+                        }
+                        st = wait(st);
+                    }
+                    st.next += 1;
+                    let buf = st.free.pop().unwrap_or_default();
+                    (st.next - 1, buf)
+                };
+                let r = all[i].clone();
+                buf.resize((r.end - r.start) as usize, 0);
+                let got = fetch(r, &mut buf);
+                let mut st = lock(&state);
+                match got {
+                    Ok(()) => {
+                        st.done.insert(i, buf);
+                    }
+                    Err(e) => {
+                        st.failed.get_or_insert(e);
+                        st.stop = true;
+                    }
+                }
+                changed.notify_all();
+            });
+        }
+        let result = (|| -> Result<()> {
+            for i in 0..n {
+                let buf = {
+                    let mut st = lock(&state);
+                    loop {
+                        if let Some(e) = st.failed.take() {
+                            return Err(e);
+                        }
+                        if let Some(b) = st.done.remove(&i) {
+                            break b;
+                        }
+                        st = wait(st);
+                    }
+                };
+                let wrote = out.write_all(&buf);
+                let mut st = lock(&state);
+                st.written = i + 1;
+                st.free.push(buf);
+                changed.notify_all();
+                drop(st);
+                wrote?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            lock(&state).stop = true;
+            changed.notify_all();
+        }
+        result
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn transfer(conc: usize, part: u64) -> Transfer {
+        Transfer {
+            max_concurrency: conc,
+            part_size: part,
+            ..Transfer::default()
+        }
+    }
+
+    #[test]
+    fn parts_arrive_in_order_with_bounded_buffers() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let alive = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let fetch = |r: Range<u64>, buf: &mut [u8]| {
+            let now = alive.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            // Later parts finish first.
+            std::thread::sleep(std::time::Duration::from_micros(3000 - r.start / 40));
+            buf.copy_from_slice(&data[r.start as usize..r.end as usize]);
+            alive.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        };
+        for (conc, part, range) in [(4, 1000, 3..99_999), (3, 7777, 0..100_000), (1, 999, 5..6000)]
+        {
+            let mut out = Vec::new();
+            copy_parallel(range.clone(), &mut out, &transfer(conc, part), &fetch).unwrap();
+            assert_eq!(out, &data[range.start as usize..range.end as usize]);
+            let mut buf = vec![0; (range.end - range.start) as usize];
+            read_parallel(range.clone(), &mut buf, &transfer(conc, part), &fetch).unwrap();
+            assert_eq!(buf, out);
+            assert!(peak.swap(0, Ordering::SeqCst) <= conc);
+        }
+    }
+
+    #[test]
+    fn the_first_failure_is_returned_and_stops_the_rest() {
+        let calls = AtomicUsize::new(0);
+        let fetch = |r: Range<u64>, _: &mut [u8]| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            match r.start {
+                3000 => Err(ErrorKind::Http("part 3 failed".into()).into()),
+                _ => Ok(()),
+            }
+        };
+        let mut out = Vec::new();
+        let e = copy_parallel(0..1_000_000, &mut out, &transfer(2, 1000), &fetch).unwrap_err();
+        assert!(e.to_string().contains("part 3 failed"), "{e}");
+        assert!(calls.load(Ordering::SeqCst) < 10);
+        assert!(out.len() <= 3000);
+        let mut buf = vec![0; 1_000_000];
+        let e = read_parallel(0..1_000_000, &mut buf, &transfer(2, 1000), &fetch).unwrap_err();
+        assert!(e.to_string().contains("part 3 failed"), "{e}");
+    }
+}
