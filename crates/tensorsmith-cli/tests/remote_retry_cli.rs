@@ -27,7 +27,8 @@ fn model(fill: u8) -> Vec<u8> {
         .map(|i: u32| (i.wrapping_mul(2654435761) >> 11) as u8 ^ fill)
         .collect();
     w.add("big", DType::U8, &[16 << 20], big).unwrap();
-    w.add("small", DType::U8, &[1000], vec![fill; 1000]).unwrap();
+    w.add("small", DType::U8, &[1000], vec![fill; 1000])
+        .unwrap();
     w.to_bytes().unwrap()
 }
 
@@ -59,7 +60,11 @@ fn throttled_and_dropped_reads_are_retried_and_the_output_is_the_local_one() {
     let local_in = dir.path().join("in.safetensors");
     std::fs::write(&local_in, &data).unwrap();
     let local_out = dir.path().join("local.safetensors");
-    let o = tensorsmith(&["convert", local_in.to_str().unwrap(), local_out.to_str().unwrap()]);
+    let o = tensorsmith(&[
+        "convert",
+        local_in.to_str().unwrap(),
+        local_out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     // The open is throttled twice; then the first request of the big tensor's first three
@@ -100,8 +105,13 @@ fn throttled_and_dropped_reads_are_retried_and_the_output_is_the_local_one() {
         .filter_map(|r| r.range.map(|(a, b)| b + 1 - a))
         .collect();
     assert!(sizes.iter().all(|&s| s <= 5 * MIB), "{seen:?}");
-    assert!(sizes.iter().filter(|&&s| s == 5 * MIB).count() >= 3, "{seen:?}");
-    assert!(seen.iter().any(|r| r.range.is_some_and(|(a, _)| a == 256 * 1024 + 6 * MIB)));
+    assert!(
+        sizes.iter().filter(|&&s| s == 5 * MIB).count() >= 3,
+        "{seen:?}"
+    );
+    assert!(seen
+        .iter()
+        .any(|r| r.range.is_some_and(|(a, _)| a == 256 * 1024 + 6 * MIB)));
 }
 
 #[test]
@@ -120,7 +130,10 @@ fn an_object_replaced_between_two_parallel_parts_exits_3() {
     let o = convert(&url, &dir.path().join("out.safetensors"), &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(err.contains(&url) && err.contains("changed during the read"), "{err}");
+    assert!(
+        err.contains(&url) && err.contains("changed during the read"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 

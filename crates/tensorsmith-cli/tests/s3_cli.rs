@@ -446,7 +446,11 @@ fn a_large_object_downloads_in_parts_as_the_storage_options_say() {
         let proxy = Proxy::start(&m.endpoint);
         let out = d.path().join("remote.safetensors");
         let mut c = signed(home.path(), &proxy.endpoint);
-        c.args(["convert", "s3://models/big/m.safetensors", out.to_str().unwrap()]);
+        c.args([
+            "convert",
+            "s3://models/big/m.safetensors",
+            out.to_str().unwrap(),
+        ]);
         for o in &options {
             c.args(["--storage-option", o]);
         }

@@ -88,7 +88,11 @@ fn a_connection_dropped_mid_body_is_resumed_from_the_missing_bytes() {
         .collect();
     assert_eq!(resumed.len(), 1, "{seen:?}");
     assert_eq!(resumed[0].range, Some((cut + MIB + 123, cut + 5 * MIB - 1)));
-    assert_eq!(resumed[0].if_match.as_deref(), Some(ETAG), "the pinned version");
+    assert_eq!(
+        resumed[0].if_match.as_deref(),
+        Some(ETAG),
+        "the pinned version"
+    );
     // Open (twice), 3 parts, one resume.
     assert_eq!(server.requests(), 6, "{seen:?}");
     // A large read is the same parts, into one buffer.
@@ -171,5 +175,8 @@ fn parallel_parts_cover_odd_ranges() {
     }
     // The first 4096 bytes, fetched at open, are not asked for again.
     let seen = server.seen();
-    assert!(seen.iter().skip(1).all(|r| r.range.unwrap().0 >= 4096), "{seen:?}");
+    assert!(
+        seen.iter().skip(1).all(|r| r.range.unwrap().0 >= 4096),
+        "{seen:?}"
+    );
 }

@@ -13,6 +13,13 @@
 //! replaced during a read is [`ErrorKind::ChangedDuringRead`], never a mix of two versions.
 //! Errors name the URL without credentials ([`redact_url`]).
 //!
+//! How requests are made is the file's [`Transfer`] (from the storage options): every GET is
+//! retried as `retry.rs` says (5xx, 429, a broken connection; backoff with jitter or the
+//! server's `Retry-After`; all attempts of one GET within `timeout`), a body cut short is
+//! resumed from its first missing byte with the pinned version's precondition (so a changed
+//! object is still refused, never mixed), and a read larger than `part_size`, or a streaming
+//! copy (a download), goes as parallel ranged GETs (`parts.rs`).
+//!
 //! Where the requests go is a [`Target`]: a plain URL, or an object store's or the Hub's
 //! (`s3.rs`, `hf.rs`), which signs each request's URL, adds a token, and words the errors of
 //! its store. A target's `Authorization` header is sent to its own host only: a redirect to
@@ -145,14 +152,19 @@ struct Reply {
 
 /// A failed attempt: worth another (`Retry`, after what the server asked for) or final.
 enum Failed {
-    Retry(Error, Option<Duration>),
-    Final(Error),
+    Retry(Box<Error>, Option<Duration>),
+    Final(Box<Error>),
 }
 
 impl From<Error> for Failed {
     fn from(e: Error) -> Failed {
-        Failed::Final(e)
+        Failed::Final(Box::new(e))
     }
+}
+
+/// A failure worth another attempt, after `after` if the server asked for a wait.
+fn again(e: Error, after: Option<Duration>) -> Failed {
+    Failed::Retry(Box::new(e), after)
 }
 
 fn http_err(url: &str, msg: impl Into<String>) -> Error {
@@ -334,8 +346,8 @@ impl HttpFile {
             ),
         };
         match retry {
-            true => Failed::Retry(err, None),
-            false => Failed::Final(err),
+            true => again(err, None),
+            false => err.into(),
         }
     }
 
@@ -427,7 +439,7 @@ impl HttpFile {
         let mut resp = self.send(None, time)?;
         let length = header(&resp, "content-length").and_then(|v| v.parse().ok());
         if resp.status().as_u16() != 200 {
-            return Err(Failed::Final(self.status_err(&mut resp)));
+            return Err(self.status_err(&mut resp).into());
         }
         self.check_version(&resp, length)?;
         let mut got = 0u64;
@@ -449,7 +461,7 @@ impl HttpFile {
         if got != self.len {
             // A body without Content-Length that turned out another length: another version.
             self.check_version(&resp, Some(got))?;
-            return Err(Failed::Final(http_err(
+            return Err(Failed::from(http_err(
                 url,
                 format!(
                     "the body has {got} bytes, the file had {} when opened",
@@ -462,10 +474,7 @@ impl HttpFile {
 
     /// `attempt(time left)` until it succeeds, fails for good, or its attempts or time run
     /// out (the retry policy: `retry.rs`); the final error says how many attempts were made.
-    fn with_retries<T>(
-        &self,
-        mut attempt: impl FnMut(Duration) -> Result<T, Failed>,
-    ) -> Result<T> {
+    fn with_retries<T>(&self, mut attempt: impl FnMut(Duration) -> Result<T, Failed>) -> Result<T> {
         let mut backoff = Backoff::new(&self.transfer);
         loop {
             let time = backoff.remaining();
@@ -474,7 +483,7 @@ impl HttpFile {
             }
             match attempt(time) {
                 Ok(v) => return Ok(v),
-                Err(Failed::Final(e)) => return Err(e),
+                Err(Failed::Final(e)) => return Err(*e),
                 Err(Failed::Retry(e, after)) => {
                     if !backoff.wait(after) {
                         let kind = retry::gave_up(e.kind(), backoff.attempts());
@@ -503,8 +512,8 @@ impl HttpFile {
                 let retry = retryable_transport(&e);
                 let err = self.transport_err(e);
                 return Err(match retry {
-                    true => Failed::Retry(err, None),
-                    false => Failed::Final(err),
+                    true => again(err, None),
+                    false => err.into(),
                 });
             }
         };
@@ -513,13 +522,13 @@ impl HttpFile {
             200 | 206 | 416 => Ok(resp),
             412 => {
                 self.check_version(&resp, None)?;
-                Err(Failed::Final(self.status_err(&mut resp)))
+                Err(self.status_err(&mut resp).into())
             }
             s if retry::retryable_status(s) => {
                 let after = retry::retry_after(header(&resp, "retry-after").as_deref());
-                Err(Failed::Retry(self.status_err(&mut resp), after))
+                Err(again(self.status_err(&mut resp), after))
             }
-            _ => Err(Failed::Final(self.status_err(&mut resp))),
+            _ => Err(self.status_err(&mut resp).into()),
         }
     }
 
@@ -590,7 +599,7 @@ impl HttpFile {
                     return Err(self.body_failed(e, n, want));
                 }
                 if (n as u64) < want {
-                    return Err(Failed::Retry(
+                    return Err(again(
                         http_err(&self.url, format!("body ended after {n} of {want} bytes")),
                         None,
                     ));
@@ -616,7 +625,7 @@ impl HttpFile {
             let mut resp = self.send(Some(rest.clone()), time)?;
             let (total, skip) = self.span(&resp, &rest)?;
             if rest.end > total || skip.is_none() {
-                return Err(Failed::Final(http_err(
+                return Err(Failed::from(http_err(
                     &self.url,
                     format!("range ends at {} but the file has {total} bytes", rest.end),
                 )));
@@ -633,7 +642,7 @@ impl HttpFile {
                 return Err(self.body_failed(e, filled, range.end - range.start));
             }
             if filled < dst.len() {
-                return Err(Failed::Retry(
+                return Err(again(
                     http_err(
                         &self.url,
                         format!(

@@ -23,9 +23,9 @@ mod storage_options;
 mod url_scheme;
 mod validator;
 
+pub use chunks::for_each_chunk;
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
-pub use chunks::for_each_chunk;
 pub use local::{Backend, LocalFile};
 pub use redact::redact_url;
 pub use storage_options::{

@@ -68,7 +68,10 @@ pub fn read_parallel(
             });
         }
     });
-    failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
+    failed
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .map_or(Ok(()), Err)
 }
 
 /// What the fetching threads and the writing one share.
@@ -211,8 +214,11 @@ mod tests {
             alive.fetch_sub(1, Ordering::SeqCst);
             Ok(())
         };
-        for (conc, part, range) in [(4, 1000, 3..99_999), (3, 7777, 0..100_000), (1, 999, 5..6000)]
-        {
+        for (conc, part, range) in [
+            (4, 1000, 3..99_999),
+            (3, 7777, 0..100_000),
+            (1, 999, 5..6000),
+        ] {
             let mut out = Vec::new();
             copy_parallel(range.clone(), &mut out, &transfer(conc, part), &fetch).unwrap();
             assert_eq!(out, &data[range.start as usize..range.end as usize]);

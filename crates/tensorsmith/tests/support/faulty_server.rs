@@ -110,7 +110,11 @@ fn serve(
             let value = value.trim().to_owned();
             match name.trim().to_ascii_lowercase().as_str() {
                 "range" => {
-                    let (a, b) = value.strip_prefix("bytes=").unwrap().split_once('-').unwrap();
+                    let (a, b) = value
+                        .strip_prefix("bytes=")
+                        .unwrap()
+                        .split_once('-')
+                        .unwrap();
                     range = Some((a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()));
                 }
                 "if-match" => if_match = Some(value),
@@ -133,9 +137,8 @@ fn serve(
         );
         match script(&req) {
             None if req.if_match.as_ref().is_some_and(|m| m != ETAG) => {
-                let _ = out.write_all(
-                    b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n",
-                );
+                let _ =
+                    out.write_all(b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n");
             }
             None => {
                 let _ = out.write_all(head.as_bytes());
