@@ -17,7 +17,9 @@ The object: S3_BENCH_GIB (default 4) GiB of random bytes as a safetensors file o
 tensors (F32, F32, BF16, BF16), uploaded once with boto3. The server: `s3s-fs` (a filesystem
 behind the S3 protocol, from crates.io; S3S_FS_BIN, default target/s3s-fs/bin/s3s-fs) on
 127.0.0.1 over a temporary folder. Environment: S3_BENCH_RUNS (default 3), S3_BENCH_DIR
-(default /tmp/s3-bench; removed at the end unless S3_BENCH_KEEP=1), TENSORSMITH_BIN (default
+(default /tmp/s3-bench: the server's store; removed at the end unless S3_BENCH_KEEP=1),
+S3_BENCH_OUT (default S3_BENCH_DIR: the uploaded source and the downloads, one at a time; a
+tmpfs such as /dev/shm where the disk cannot hold two copies), TENSORSMITH_BIN (default
 target/release/tensorsmith), S3_BENCH_OPTIONS (extra `--storage-option`s for our convert,
 space-separated KEY=VALUE).
 
@@ -41,6 +43,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 GIB = float(os.environ.get("S3_BENCH_GIB", "4"))
 RUNS = int(os.environ.get("S3_BENCH_RUNS", "3"))
 DIR = pathlib.Path(os.environ.get("S3_BENCH_DIR", "/tmp/s3-bench"))
+OUT = pathlib.Path(os.environ.get("S3_BENCH_OUT", str(DIR)))
 BIN = os.environ.get("TENSORSMITH_BIN", str(REPO / "target" / "release" / "tensorsmith"))
 S3S = os.environ.get("S3S_FS_BIN", str(REPO / "target" / "s3s-fs" / "bin" / "s3s-fs"))
 OPTIONS = os.environ.get("S3_BENCH_OPTIONS", "").split()
@@ -197,7 +200,7 @@ def storage_options():
 
 def download(endpoint):
     """Jobs of the download direction, and the files they leave."""
-    ours, boto = DIR / "ours.safetensors", DIR / "boto.safetensors"
+    ours, boto = OUT / "ours.safetensors", OUT / "boto.safetensors"
     py = [sys.executable, "-c", BOTO, endpoint, BUCKET, OBJECT, str(boto)]
     jobs = {
         "ours": [BIN, "convert", URL, str(ours)] + storage_options(),
@@ -258,6 +261,7 @@ def main():
             sys.exit(f"{exe} missing: {how}")
     import boto3
     DIR.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
     root = DIR / "store"
     root.mkdir(exist_ok=True)
     server, endpoint = start_server(root)
@@ -266,7 +270,7 @@ def main():
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
                           aws_secret_access_key=SECRET, region_name=REGION)
         if not (root / BUCKET / OBJECT).exists():
-            local = DIR / "source.safetensors"
+            local = OUT / "source.safetensors"
             write_model(local)
             if BUCKET not in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
                 s3.create_bucket(Bucket=BUCKET)
@@ -274,8 +278,8 @@ def main():
             local.unlink()
         size = s3.head_object(Bucket=BUCKET, Key=OBJECT)["ContentLength"]
         print(f"{URL}: {size / (1 << 30):.2f} GiB in 4 tensors, s3s-fs on {endpoint} over "
-              f"{root}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {BIN} "
-              f"{' '.join(OPTIONS)}")
+              f"{root}, downloads to {OUT}; {os.cpu_count()} CPUs, load "
+              f"{os.getloadavg()[0]:.2f}; {BIN} {' '.join(OPTIONS)}")
         for cmd in ("inspect", "hash"):
             n = moved([BIN, cmd, URL], endpoint)
             print(f"{cmd:8} moved {n / 1024:8.1f} KiB   (target < 1 MiB)")
@@ -286,6 +290,8 @@ def main():
         server.wait(10)
         if os.environ.get("S3_BENCH_KEEP") != "1":
             shutil.rmtree(DIR)
+            if OUT != DIR:
+                shutil.rmtree(OUT, ignore_errors=True)
 
 
 if __name__ == "__main__":
