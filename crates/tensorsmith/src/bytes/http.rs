@@ -425,7 +425,7 @@ impl HttpFile {
     fn download(&self) -> Result<File> {
         let mut file = tempfile::tempfile()
             .map_err(|e| http_err(&self.url, format!("a temporary file for the body: {e}")))?;
-        self.with_retries(|time| {
+        self.with_retries(&mut |time| {
             file.set_len(0)
                 .and_then(|()| file.rewind())
                 .map_err(|e| http_err(&self.url, format!("a temporary file for the body: {e}")))?;
@@ -474,7 +474,8 @@ impl HttpFile {
 
     /// `attempt(time left)` until it succeeds, fails for good, or its attempts or time run
     /// out (the retry policy: `retry.rs`); the final error says how many attempts were made.
-    fn with_retries<T>(&self, mut attempt: impl FnMut(Duration) -> Result<T, Failed>) -> Result<T> {
+    /// (Not generic, to keep one copy of the loop in the binaries.)
+    fn with_retries(&self, attempt: &mut dyn FnMut(Duration) -> Result<(), Failed>) -> Result<()> {
         let mut backoff = Backoff::new(&self.transfer);
         loop {
             let time = backoff.remaining();
@@ -482,7 +483,7 @@ impl HttpFile {
                 return Err(self.transport_err(ureq::Error::Timeout(ureq::Timeout::Global)));
             }
             match attempt(time) {
-                Ok(v) => return Ok(v),
+                Ok(()) => return Ok(()),
                 Err(Failed::Final(e)) => return Err(*e),
                 Err(Failed::Retry(e, after)) => {
                     if !backoff.wait(after) {
@@ -585,7 +586,8 @@ impl HttpFile {
     /// starts over (nothing is pinned yet to resume against).
     fn get_first(&self, first: u64) -> Result<Reply> {
         let range = 0..first;
-        self.with_retries(|time| {
+        let mut reply = None;
+        self.with_retries(&mut |time| {
             let mut resp = self.send(Some(range.clone()), time)?;
             let (total, skip) = self.span(&resp, &range)?;
             let (etag, last_modified) = (header(&resp, "etag"), header(&resp, "last-modified"));
@@ -605,14 +607,16 @@ impl HttpFile {
                     ));
                 }
             }
-            Ok(Reply {
+            reply = Some(Reply {
                 total,
                 bytes,
                 status,
                 etag,
                 last_modified,
-            })
-        })
+            });
+            Ok(())
+        })?;
+        Ok(reply.expect("set by the attempt that succeeded"))
     }
 
     /// The bytes of `range` (within the file, past the open) into `dst`, of its length, by
@@ -620,7 +624,7 @@ impl HttpFile {
     /// mid-body resumed from the first byte still missing.
     fn get_into(&self, range: Range<u64>, dst: &mut [u8]) -> Result<()> {
         let mut filled = 0usize;
-        self.with_retries(|time| {
+        self.with_retries(&mut |time| {
             let rest = range.start + filled as u64..range.end;
             let mut resp = self.send(Some(rest.clone()), time)?;
             let (total, skip) = self.span(&resp, &rest)?;
@@ -668,7 +672,12 @@ impl HttpFile {
             return self.read_spooled(range);
         }
         let mut buf = vec![0u8; (range.end - range.start) as usize];
-        parts::read_parallel(range, &mut buf, &self.transfer, &|r, b| self.get_into(r, b))?;
+        if range.end - range.start <= self.transfer.part_size {
+            self.get_into(range, &mut buf)?;
+        } else {
+            let fetch = |r, b: &mut [u8]| self.get_into(r, b);
+            parts::copy_parallel(range, &mut &mut buf[..], &self.transfer, &fetch)?;
+        }
         Ok(buf)
     }
 }

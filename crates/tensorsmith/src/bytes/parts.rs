@@ -1,17 +1,16 @@
 //! Large remote reads as parallel ranged requests: a range cut into parts of `part_size`
 //! bytes, up to `max_concurrency` of them fetched at once on scoped threads (no async
-//! runtime), each part by its own `fetch` (which retries on its own). Two shapes:
-//! - [`read_parallel`]: into one buffer the caller holds (a large `read`);
-//! - [`copy_parallel`]: streamed to a writer in order (a download), memory bounded by
-//!   `max_concurrency × part_size`: a part is fetched only while fewer than
-//!   `max_concurrency` parts are fetched or waiting to be written, and part buffers are
-//!   reused.
+//! runtime), each part by its own `fetch` (which retries on its own), and written to a
+//! writer in order ([`copy_parallel`]: a download; a large `read` writes into its buffer).
+//! Memory is bounded by `max_concurrency × part_size`: a part is fetched only while fewer
+//! than `max_concurrency` parts are being fetched or waiting to be written, and part buffers
+//! are reused. The first failure stops the others from starting new parts and is the one
+//! returned.
 //!
-//! The first failure stops the others from starting new parts and is the one returned.
+//! One pipeline serves both shapes (reads and copies) to keep the Python extension small.
 
 use super::storage_options::Transfer;
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::Range;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -23,65 +22,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The parts of `range`: `part_size` bytes each, the last one shorter.
-fn parts(range: &Range<u64>, part_size: u64) -> impl Iterator<Item = Range<u64>> + '_ {
-    let part_size = part_size.max(1);
-    (range.start..range.end)
-        .step_by(part_size as usize)
-        .map(move |s| s..(s + part_size).min(range.end))
-}
-
-/// How many parts of `part_size` make `len` bytes.
-fn count(len: u64, part_size: u64) -> usize {
-    len.div_ceil(part_size.max(1)) as usize
-}
-
-/// Fills `dst` with the bytes of `range` (of the same length), its parts fetched in
-/// parallel.
-pub fn read_parallel(
-    range: Range<u64>,
-    dst: &mut [u8],
-    transfer: &Transfer,
-    fetch: &Fetch<'_>,
-) -> Result<()> {
-    debug_assert_eq!(dst.len() as u64, range.end - range.start);
-    let size = transfer.part_size.max(1);
-    let n = count(range.end - range.start, size);
-    let threads = transfer.max_concurrency.min(n);
-    if threads <= 1 {
-        return fetch(range, dst);
-    }
-    let work = Mutex::new(parts(&range, size).zip(dst.chunks_mut(size as usize)));
-    let failed: Mutex<Option<Error>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let next = lock(&work).next();
-                let Some((r, buf)) = next else { return };
-                if lock(&failed).is_some() {
-                    return;
-                }
-                if let Err(e) = fetch(r, buf) {
-                    lock(&failed).get_or_insert(e);
-                    return;
-                }
-            });
-        }
-    });
-    failed
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .map_or(Ok(()), Err)
-}
-
 /// What the fetching threads and the writing one share.
 struct Pipeline {
     /// The next part to fetch.
-    next: usize,
+    next: u64,
     /// Parts written so far (the next to write).
-    written: usize,
-    /// Parts fetched and not yet written, by number.
-    done: BTreeMap<usize, Vec<u8>>,
+    written: u64,
+    /// Parts fetched and not yet written: part `i` in slot `i % window`.
+    done: Vec<Option<Vec<u8>>>,
     /// Buffers of written parts, for the next fetches.
     free: Vec<Vec<u8>>,
     failed: Option<Error>,
@@ -97,87 +45,77 @@ pub fn copy_parallel(
     fetch: &Fetch<'_>,
 ) -> Result<()> {
     let size = transfer.part_size.max(1);
-    let all: Vec<Range<u64>> = parts(&range, size).collect();
-    let n = all.len();
-    let window = transfer.max_concurrency.max(1);
-    let threads = window.min(n);
-    if threads <= 1 {
-        let mut buf = Vec::new();
-        for r in all {
-            buf.resize((r.end - r.start) as usize, 0);
-            fetch(r, &mut buf)?;
-            out.write_all(&buf)?;
-        }
-        return Ok(());
-    }
+    let n = (range.end - range.start).div_ceil(size);
+    let part = |i: u64| {
+        let start = range.start + i * size;
+        start..(start + size).min(range.end)
+    };
+    let window = (transfer.max_concurrency.max(1) as u64).min(n);
     let state = Mutex::new(Pipeline {
         next: 0,
         written: 0,
-        done: BTreeMap::new(),
+        done: vec![None; window as usize],
         free: Vec::new(),
         failed: None,
         stop: false,
     });
     let changed = Condvar::new();
     let wait = |g| changed.wait(g).unwrap_or_else(|p| p.into_inner());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let (i, mut buf) = {
-                    let mut st = lock(&state);
-                    loop {
-                        if st.stop || st.next >= n {
-                            return;
-                        }
-                        if st.next < st.written + window {
-                            break;
-                        }
-                        st = wait(st);
-                    }
-                    st.next += 1;
-                    let buf = st.free.pop().unwrap_or_default();
-                    (st.next - 1, buf)
-                };
-                let r = all[i].clone();
-                buf.resize((r.end - r.start) as usize, 0);
-                let got = fetch(r, &mut buf);
-                let mut st = lock(&state);
-                match got {
-                    Ok(()) => {
-                        st.done.insert(i, buf);
-                    }
-                    Err(e) => {
-                        st.failed.get_or_insert(e);
-                        st.stop = true;
-                    }
-                }
-                changed.notify_all();
-            });
-        }
-        let result = (|| -> Result<()> {
-            for i in 0..n {
-                let buf = {
-                    let mut st = lock(&state);
-                    loop {
-                        if let Some(e) = st.failed.take() {
-                            return Err(e);
-                        }
-                        if let Some(b) = st.done.remove(&i) {
-                            break b;
-                        }
-                        st = wait(st);
-                    }
-                };
-                let wrote = out.write_all(&buf);
-                let mut st = lock(&state);
-                st.written = i + 1;
-                st.free.push(buf);
-                changed.notify_all();
-                drop(st);
-                wrote?;
+    let worker = || loop {
+        let (i, mut buf) = {
+            let mut st = lock(&state);
+            while !st.stop && st.next < n && st.next >= st.written + window {
+                st = wait(st);
             }
-            Ok(())
-        })();
+            if st.stop || st.next >= n {
+                return;
+            }
+            st.next += 1;
+            let buf = st.free.pop().unwrap_or_default();
+            (st.next - 1, buf)
+        };
+        let r = part(i);
+        buf.resize((r.end - r.start) as usize, 0);
+        let got = fetch(r, &mut buf);
+        let mut st = lock(&state);
+        match got {
+            Ok(()) => st.done[(i % window) as usize] = Some(buf),
+            Err(e) => {
+                st.failed.get_or_insert(e);
+                st.stop = true;
+            }
+        }
+        changed.notify_all();
+    };
+    let mut writer = || -> Result<()> {
+        for i in 0..n {
+            let buf = {
+                let mut st = lock(&state);
+                loop {
+                    if let Some(e) = st.failed.take() {
+                        return Err(e);
+                    }
+                    if let Some(b) = st.done[(i % window) as usize].take() {
+                        break b;
+                    }
+                    st = wait(st);
+                }
+            };
+            let wrote = out.write_all(&buf);
+            let mut st = lock(&state);
+            st.written = i + 1;
+            st.free.push(buf);
+            changed.notify_all();
+            drop(st);
+            wrote?;
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        for _ in 0..window {
+            s.spawn(&worker);
+        }
+        let result = writer();
         if result.is_err() {
             lock(&state).stop = true;
             changed.notify_all();
@@ -223,7 +161,13 @@ mod tests {
             copy_parallel(range.clone(), &mut out, &transfer(conc, part), &fetch).unwrap();
             assert_eq!(out, &data[range.start as usize..range.end as usize]);
             let mut buf = vec![0; (range.end - range.start) as usize];
-            read_parallel(range.clone(), &mut buf, &transfer(conc, part), &fetch).unwrap();
+            copy_parallel(
+                range.clone(),
+                &mut &mut buf[..],
+                &transfer(conc, part),
+                &fetch,
+            )
+            .unwrap();
             assert_eq!(buf, out);
             assert!(peak.swap(0, Ordering::SeqCst) <= conc);
         }
@@ -244,8 +188,5 @@ mod tests {
         assert!(e.to_string().contains("part 3 failed"), "{e}");
         assert!(calls.load(Ordering::SeqCst) < 10);
         assert!(out.len() <= 3000);
-        let mut buf = vec![0; 1_000_000];
-        let e = read_parallel(0..1_000_000, &mut buf, &transfer(2, 1000), &fetch).unwrap_err();
-        assert!(e.to_string().contains("part 3 failed"), "{e}");
     }
 }
