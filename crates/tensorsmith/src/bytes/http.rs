@@ -306,6 +306,7 @@ impl HttpFile {
 
     /// A request that got no response (or a body cut short), named without the URL it was
     /// sent to; a timeout says which.
+    #[inline(never)]
     fn transport_err(&self, e: ureq::Error) -> Error {
         let msg = match &e {
             ureq::Error::Timeout(t) => {
@@ -335,6 +336,7 @@ impl HttpFile {
     }
 
     /// A failure to read a body: retried when the connection broke, final otherwise.
+    #[inline(never)]
     fn body_failed(&self, e: std::io::Error, got: usize, want: u64) -> Failed {
         let e = ureq::Error::from(e);
         let retry = retryable_transport(&e);
@@ -352,6 +354,7 @@ impl HttpFile {
     }
 
     /// A response of a status that brings no bytes, worded by the target.
+    #[inline(never)]
     fn status_err(&self, resp: &mut ureq::http::Response<ureq::Body>) -> Error {
         let status = resp.status().as_u16();
         let code = header(resp, "x-error-code");
@@ -368,6 +371,7 @@ impl HttpFile {
 
     /// Checks a later response against the pinned version: 412 (a precondition failed) or
     /// other validators or another length are [`ErrorKind::ChangedDuringRead`].
+    #[inline(never)]
     fn check_version(
         &self,
         resp: &ureq::http::Response<ureq::Body>,
@@ -497,6 +501,7 @@ impl HttpFile {
 
     /// One attempt of a GET (of `range`, if given): the response of a status that brings
     /// bytes (200, 206, 416), or why not. A 412 is the pinned version refused.
+    #[inline(never)]
     fn send(
         &self,
         range: Option<Range<u64>>,
@@ -536,6 +541,7 @@ impl HttpFile {
     /// The file's total length and the bytes to skip before `range.start` in a response to
     /// a GET of `range` (206; or 200, Range ignored: the whole file), checked against the
     /// pinned version. `None` for a 416 (nothing at `range.start`), with the total.
+    #[inline(never)]
     fn span(
         &self,
         resp: &ureq::http::Response<ureq::Body>,
@@ -622,6 +628,7 @@ impl HttpFile {
     /// The bytes of `range` (within the file, past the open) into `dst`, of its length, by
     /// ranged GETs of the pinned version: retried on their own, a connection that breaks
     /// mid-body resumed from the first byte still missing.
+    #[inline(never)]
     fn get_into(&self, range: Range<u64>, dst: &mut [u8]) -> Result<()> {
         let mut filled = 0usize;
         self.with_retries(&mut |time| {

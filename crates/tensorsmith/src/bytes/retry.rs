@@ -15,7 +15,6 @@
 
 use super::storage_options::Transfer;
 use crate::error::ErrorKind;
-use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
 /// The first backoff's upper bound.
@@ -112,13 +111,19 @@ fn ceiling(n: u32) -> Duration {
     BASE.saturating_mul(1u32 << (n - 1).min(16)).min(CAP)
 }
 
-/// A uniformly random duration in `[0, max]` (std's per-process random hash keys, a fresh
-/// sequence for each call: jitter needs no better randomness).
+/// A uniformly random duration in `[0, max]`: the clock's nanoseconds and a process-wide
+/// counter mixed by SplitMix64 (jitter needs no better randomness).
 fn jitter(max: Duration) -> Duration {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u8(0);
-    let unit = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
-    max.mul_f64(unit)
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut z = nanos ^ calls.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    max.mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// The final error of a request whose attempts ran out: the last failure, saying how many
