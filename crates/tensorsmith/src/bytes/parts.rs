@@ -113,7 +113,7 @@ pub fn copy_parallel(
     };
     std::thread::scope(|s| {
         for _ in 0..window {
-            s.spawn(&worker);
+            s.spawn(worker);
         }
         let result = writer();
         if result.is_err() {
