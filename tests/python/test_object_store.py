@@ -212,3 +212,64 @@ def test_azure_and_gcs_read_with_storage_options(bucket, azurite, gcs, monkeypat
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
     assert tensorsmith.inspect("gs://models/dir/m.safetensors")["tensors"] == \
         tensorsmith.inspect(str(bucket))["tensors"]
+
+
+class _CountingProxy:
+    """A TCP forwarder on 127.0.0.1 in front of moto that counts the requests sent through it
+    (to see the part size of a download)."""
+
+    def __init__(self, upstream):
+        import threading
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._upstream = upstream.removeprefix("http://").split(":")
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while True:
+            client, _ = self._listener.accept()
+            server = socket.create_connection((self._upstream[0], int(self._upstream[1])))
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, src, dst, count):
+        try:
+            while data := src.recv(1 << 16):
+                if count:
+                    with self._lock:
+                        self.requests += data.count(b"GET ")
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+
+def test_transfer_storage_options_reach_the_reader(moto_endpoint, opts, tmp_path):
+    # A 12 MiB tensor: past the first 256 KiB read at open, 5 MiB parts make 3 requests, the
+    # default 8 MiB parts 2.
+    local = tmp_path / "big.safetensors"
+    want = {"w": np.arange(3 << 20, dtype=np.float32)}
+    tensorsmith.save_file(want, str(local))
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    s3.upload_file(str(local), "pybucket", "big/m.safetensors")
+    for extra, gets in [({"part_size": "5MiB", "max_concurrency": 4, "max_attempts": 2}, 1 + 3),
+                        ({}, 1 + 2)]:
+        proxy = _CountingProxy(moto_endpoint)
+        got = tensorsmith.load_file("s3://pybucket/big/m.safetensors",
+                                    storage_options={**opts, **extra,
+                                                     "endpoint_url": proxy.endpoint})
+        np.testing.assert_array_equal(got["w"], want["w"])
+        assert proxy.requests == gets, (extra, proxy.requests)
+    with pytest.raises(OptionError, match="max_concurrency must be a whole number"):
+        tensorsmith.load_file("s3://pybucket/big/m.safetensors",
+                              storage_options={**opts, "max_concurrency": 0})

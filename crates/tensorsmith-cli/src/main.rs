@@ -100,9 +100,10 @@ pub struct OpenArgs {
     /// model, and a part that cannot is refused).
     #[arg(long)]
     part_only: bool,
-    /// A setting for s3:// and hf:// URLs, KEY=VALUE (repeatable): key, secret, token,
-    /// endpoint_url, region, profile, anon (and the aws_* spellings). Unset ones come from
-    /// the environment (AWS_*, HF_TOKEN, HF_ENDPOINT) and ~/.aws.
+    /// A setting for URLs, KEY=VALUE (repeatable): for s3:// and hf://, key, secret, token,
+    /// endpoint_url, region, profile, anon (and the aws_* spellings; unset ones come from the
+    /// environment (AWS_*, HF_TOKEN, HF_ENDPOINT) and ~/.aws); for every URL, http(s) too,
+    /// max_concurrency, part_size, max_attempts, timeout, connect_timeout.
     #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = StorageOptionParser)]
     storage_option: Vec<tensorsmith::bytes::StorageOption>,
 }

@@ -412,3 +412,54 @@ fn shard_indexes_and_onnx_external_data_resolve_beside_the_url() {
     );
     ok(&o);
 }
+
+/// A model of over 20 MiB: a 22 MiB F32 tensor and a small BF16 one.
+fn large_model(path: &Path) {
+    let mut w = Writer::new();
+    let big: Vec<u8> = (0..22u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 9) as u8)
+        .collect();
+    w.add("big", DType::F32, &[22 << 18], big).unwrap();
+    w.add("small", DType::BF16, &[500], vec![7u8; 1000])
+        .unwrap();
+    w.write_file(path).unwrap();
+}
+
+#[test]
+fn a_large_object_downloads_in_parts_as_the_storage_options_say() {
+    let home = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let m = Moto::start();
+    m.bucket("models");
+    let st = d.path().join("m.safetensors");
+    large_model(&st);
+    m.put_file("models", "big/m.safetensors", &st);
+    let local = d.path().join("local.safetensors");
+    ok(&run(
+        bin(home.path()),
+        &["convert", st.to_str().unwrap(), local.to_str().unwrap()],
+    ));
+    let want = std::fs::read(&local).unwrap();
+    // The big tensor past the first 256 KiB read at open: 21.75 MiB, in 5 MiB parts (5
+    // requests) or in the default 8 MiB ones (3); then the small tensor (1).
+    for (options, gets) in [
+        (vec!["part_size=5MiB", "max_concurrency=4"], 1 + 5 + 1),
+        (vec![], 1 + 3 + 1),
+    ] {
+        let proxy = Proxy::start(&m.endpoint);
+        let out = d.path().join("remote.safetensors");
+        let mut c = signed(home.path(), &proxy.endpoint);
+        c.args([
+            "convert",
+            "s3://models/big/m.safetensors",
+            out.to_str().unwrap(),
+        ]);
+        for o in &options {
+            c.args(["--storage-option", o]);
+        }
+        ok(&c.output().unwrap());
+        assert!(std::fs::read(&out).unwrap() == want, "{options:?}");
+        let n = proxy.requests.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(n, gets, "{options:?}");
+    }
+}

@@ -13,19 +13,28 @@
 //! replaced during a read is [`ErrorKind::ChangedDuringRead`], never a mix of two versions.
 //! Errors name the URL without credentials ([`redact_url`]).
 //!
+//! How requests are made is the file's [`Transfer`] (from the storage options): every GET is
+//! retried as `retry.rs` says (5xx, 429, a broken connection; backoff with jitter or the
+//! server's `Retry-After`; all attempts of one GET within `timeout`), a body cut short is
+//! resumed from its first missing byte with the pinned version's precondition (so a changed
+//! object is still refused, never mixed), and a read larger than `part_size`, or a streaming
+//! copy (a download), goes as parallel ranged GETs (`parts.rs`).
+//!
 //! Where the requests go is a [`Target`]: a plain URL, or an object store's or the Hub's
 //! (`s3.rs`, `hf.rs`), which signs each request's URL, adds a token, and words the errors of
 //! its store. A target's `Authorization` header is sent to its own host only: a redirect to
 //! another host (the Hub's CDN) drops it.
 
-use super::{check_range, redact_url, Pinned, ReadAt};
+use super::retry::{self, Backoff};
+use super::storage_options::Transfer;
+use super::{check_range, parts, redact_url, Pinned, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, Write};
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -134,12 +143,18 @@ pub struct HttpFile {
     ranges: bool,
     /// Without ranges: the whole body, downloaded once at the first read past `prefix`.
     spool: Mutex<Option<File>>,
+    /// Attempts of requests made so far (a retried request counts each attempt).
     requests: AtomicU32,
+    /// Body bytes received so far.
+    received: AtomicU64,
     /// The version opened; `None` only while the first request is made.
     pin: Option<Pinned>,
+    /// Parts, concurrency, attempts and timeouts of this file's requests.
+    transfer: Transfer,
 }
 
-/// One response to a GET: the file's total length, the bytes, the status, the validators.
+/// One response to the first GET: the file's total length, the bytes, the status, the
+/// validators.
 struct Reply {
     total: u64,
     bytes: Vec<u8>,
@@ -148,10 +163,22 @@ struct Reply {
     last_modified: Option<String>,
 }
 
-/// Timeout of each request, connection to last byte.
-const TIMEOUT: Duration = Duration::from_secs(60);
-/// Timeout of a connection (an endpoint that does not answer fails in this time).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A failed attempt: worth another (`Retry`, after what the server asked for) or final.
+enum Failed {
+    Retry(Box<Error>, Option<Duration>),
+    Final(Box<Error>),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed::Final(Box::new(e))
+    }
+}
+
+/// A failure worth another attempt, after `after` if the server asked for a wait.
+fn again(e: Error, after: Option<Duration>) -> Failed {
+    Failed::Retry(Box::new(e), after)
+}
 
 fn http_err(url: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Http(msg.into())).in_file(Path::new(&redact_url(url)))
@@ -169,24 +196,65 @@ fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String>
         .map(str::to_owned)
 }
 
+/// Whether a request that got no response is worth another attempt: the connection was
+/// refused, reset or closed, or the response was garbled; not a timeout, an unknown host or
+/// a TLS failure.
+fn retryable_transport(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Io(io) => retry::retryable_io(io),
+        ureq::Error::ConnectionFailed | ureq::Error::Protocol(_) => true,
+        _ => false,
+    }
+}
+
+/// Reads `reader` into `dst` until `dst` is full or the body ends; the bytes read, and the
+/// error that stopped it early, if any.
+fn fill(reader: &mut impl Read, dst: &mut [u8]) -> (usize, Option<std::io::Error>) {
+    let mut n = 0;
+    while n < dst.len() {
+        match reader.read(&mut dst[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (n, Some(e)),
+        }
+    }
+    (n, None)
+}
+
 impl HttpFile {
     /// Opens `url`, learning its length and reading its first `first` bytes (fewer if the file
-    /// is shorter) in one request; reads inside them are served from memory.
+    /// is shorter) in one request; reads inside them are served from memory. Default
+    /// transfer settings.
     pub fn open(url: &str, first: u64) -> Result<HttpFile> {
+        HttpFile::open_with(url, first, &Transfer::default())
+    }
+
+    /// [`HttpFile::open`] with these transfer settings (parts, concurrency, attempts,
+    /// timeouts).
+    pub fn open_with(url: &str, first: u64, transfer: &Transfer) -> Result<HttpFile> {
         HttpFile::open_target(
             Box::new(PlainUrl {
                 url: url.to_owned(),
                 name: redact_url(url),
             }),
             first,
+            transfer,
         )
     }
 
-    /// Opens the file `target` names, as [`HttpFile::open`] does a URL.
-    pub(crate) fn open_target(target: Box<dyn Target>, first: u64) -> Result<HttpFile> {
+    /// Opens the file `target` names, as [`HttpFile::open_with`] does a URL.
+    pub(crate) fn open_target(
+        target: Box<dyn Target>,
+        first: u64,
+        transfer: &Transfer,
+    ) -> Result<HttpFile> {
+        let idle = transfer.max_concurrency + 1;
         let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_global(Some(transfer.timeout))
+            .timeout_connect(Some(transfer.connect_timeout))
+            .max_idle_connections(idle.max(10))
+            .max_idle_connections_per_host(idle)
             .http_status_as_error(false)
             .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
             .build()
@@ -200,20 +268,21 @@ impl HttpFile {
             ranges: true,
             spool: Mutex::new(None),
             requests: AtomicU32::new(0),
+            received: AtomicU64::new(0),
             pin: None,
+            transfer: *transfer,
         };
-        let mut first_reply = f.get(0..first.max(1), true)?;
-        first_reply
-            .bytes
-            .truncate(first.min(first_reply.total) as usize);
+        let first_reply = f.get_first(first.max(1))?;
         let pin = Pinned::new(
             first_reply.etag.as_deref(),
             first_reply.last_modified.as_deref(),
             first_reply.total,
         );
+        let mut prefix = first_reply.bytes;
+        prefix.truncate(first.min(first_reply.total) as usize);
         Ok(HttpFile {
             len: first_reply.total,
-            prefix: first_reply.bytes,
+            prefix,
             ranges: first_reply.status != 200,
             pin: Some(pin),
             ..f
@@ -225,9 +294,20 @@ impl HttpFile {
         self.pin.as_ref()
     }
 
-    /// A GET of the URL, with the pinned version's precondition once the file is open.
-    fn request(&self) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
-        let mut req = self.agent.get(self.target.url());
+    /// The transfer settings reads use.
+    pub fn transfer(&self) -> &Transfer {
+        &self.transfer
+    }
+
+    /// A GET of the URL, with the pinned version's precondition once the file is open, that
+    /// must end within `time`.
+    fn request(&self, time: Duration) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        let mut req = self
+            .agent
+            .get(self.target.url())
+            .config()
+            .timeout_global(Some(time))
+            .build();
         if let Some(auth) = self.target.authorization() {
             req = req.header("Authorization", auth);
         }
@@ -237,13 +317,49 @@ impl HttpFile {
         }
     }
 
-    /// A request that got no response, named without the URL it was sent to.
+    /// A request that got no response (or a body cut short), named without the URL it was
+    /// sent to; a timeout says which.
+    #[inline(never)]
     fn transport_err(&self, e: ureq::Error) -> Error {
-        let msg = transport_message(&e);
+        let msg = match &e {
+            ureq::Error::Timeout(t) => {
+                let (what, d) = match t {
+                    ureq::Timeout::Connect | ureq::Timeout::Resolve => {
+                        ("connect_timeout", self.transfer.connect_timeout)
+                    }
+                    _ => ("timeout", self.transfer.timeout),
+                };
+                format!(
+                    "no answer within {} s (the {what} storage option; {e})",
+                    d.as_secs_f64()
+                )
+            }
+            // Any URL the message quotes (the signed one, a redirect's) without credentials.
+            _ => transport_message(&e),
+        };
         Error::new(self.target.transport_error(&e, msg)).in_file(Path::new(&self.url))
     }
 
+    /// A failure to read a body: retried when the connection broke, final otherwise.
+    #[inline(never)]
+    fn body_failed(&self, e: std::io::Error, got: usize, want: u64) -> Failed {
+        let e = ureq::Error::from(e);
+        let retry = retryable_transport(&e);
+        let err = match e {
+            ureq::Error::Timeout(_) => self.transport_err(e),
+            e => http_err(
+                &self.url,
+                format!("body ended after {got} of {want} bytes ({e})"),
+            ),
+        };
+        match retry {
+            true => again(err, None),
+            false => err.into(),
+        }
+    }
+
     /// A response of a status that brings no bytes, worded by the target.
+    #[inline(never)]
     fn status_err(&self, resp: &mut ureq::http::Response<ureq::Body>) -> Error {
         let status = resp.status().as_u16();
         let code = header(resp, "x-error-code");
@@ -260,6 +376,7 @@ impl HttpFile {
 
     /// Checks a later response against the pinned version: 412 (a precondition failed) or
     /// other validators or another length are [`ErrorKind::ChangedDuringRead`].
+    #[inline(never)]
     fn check_version(
         &self,
         resp: &ureq::http::Response<ureq::Body>,
@@ -283,9 +400,14 @@ impl HttpFile {
         &self.url
     }
 
-    /// HTTP requests made so far.
+    /// HTTP requests made so far, each attempt of a retried one counted.
     pub fn requests(&self) -> u32 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes received so far (the prefix, ranges, a whole-body download).
+    pub fn bytes_received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
     }
 
     /// Whether the server answers range requests (else the body is downloaded once).
@@ -308,72 +430,131 @@ impl HttpFile {
     }
 
     /// The whole body in an unlinked temporary file, streamed (bounded memory), its length
-    /// checked against the one learnt at open.
+    /// checked against the one learnt at open; a failed attempt starts over.
     fn download(&self) -> Result<File> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        let url = &self.url;
-        let mut resp = self.request().call().map_err(|e| self.transport_err(e))?;
-        let status = resp.status().as_u16();
-        if status != 200 && status != 412 {
-            return Err(self.status_err(&mut resp));
-        }
-        let length = header(&resp, "content-length").and_then(|v| v.parse().ok());
-        self.check_version(&resp, length)?;
         let mut file = tempfile::tempfile()
-            .map_err(|e| http_err(url, format!("a temporary file for the body: {e}")))?;
-        let got = std::io::copy(&mut resp.body_mut().as_reader(), &mut file)
-            .map_err(|e| http_err(url, e.to_string()))?;
+            .map_err(|e| http_err(&self.url, format!("a temporary file for the body: {e}")))?;
+        self.with_retries(&mut |time| {
+            file.set_len(0)
+                .and_then(|()| file.rewind())
+                .map_err(|e| http_err(&self.url, format!("a temporary file for the body: {e}")))?;
+            self.download_once(&mut file, time)
+        })?;
+        Ok(file)
+    }
+
+    fn download_once(&self, file: &mut File, time: Duration) -> Result<(), Failed> {
+        let url = &self.url;
+        let mut resp = self.send(None, time)?;
+        let length = header(&resp, "content-length").and_then(|v| v.parse().ok());
+        if resp.status().as_u16() != 200 {
+            return Err(self.status_err(&mut resp).into());
+        }
+        self.check_version(&resp, length)?;
+        let mut got = 0u64;
+        let mut reader = resp.body_mut().as_reader();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let (n, err) = fill(&mut reader, &mut buf);
+            self.received.fetch_add(n as u64, Ordering::Relaxed);
+            file.write_all(&buf[..n])
+                .map_err(|e| http_err(url, format!("a temporary file for the body: {e}")))?;
+            got += n as u64;
+            if let Some(e) = err {
+                return Err(self.body_failed(e, got as usize, self.len));
+            }
+            if n < buf.len() {
+                break;
+            }
+        }
         if got != self.len {
             // A body without Content-Length that turned out another length: another version.
             self.check_version(&resp, Some(got))?;
-            return Err(http_err(
+            return Err(Failed::from(http_err(
                 url,
                 format!(
                     "the body has {got} bytes, the file had {} when opened",
                     self.len
                 ),
-            ));
+            )));
         }
-        Ok(file)
+        Ok(())
     }
 
-    /// The bytes of `range`, which must lie within the file, in one request.
-    fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>> {
-        check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&redact_url(&self.url))))?;
-        if range.is_empty() {
-            return Ok(Vec::new());
+    /// `attempt(time left)` until it succeeds, fails for good, or its attempts or time run
+    /// out (the retry policy: `retry.rs`); the final error says how many attempts were made.
+    /// (Not generic, to keep one copy of the loop in the binaries.)
+    fn with_retries(&self, attempt: &mut dyn FnMut(Duration) -> Result<(), Failed>) -> Result<()> {
+        let mut backoff = Backoff::new(&self.transfer);
+        loop {
+            let time = backoff.remaining();
+            if time.is_zero() {
+                return Err(self.transport_err(ureq::Error::Timeout(ureq::Timeout::Global)));
+            }
+            match attempt(time) {
+                Ok(()) => return Ok(()),
+                Err(Failed::Final(e)) => return Err(*e),
+                Err(Failed::Retry(e, after)) => {
+                    if !backoff.wait(after) {
+                        let kind = retry::gave_up(e.kind(), backoff.attempts());
+                        return Err(Error::new(kind).in_file(Path::new(&self.url)));
+                    }
+                }
+            }
         }
-        let want = range.end - range.start;
-        if !self.ranges {
-            return self.read_spooled(range);
-        }
-        let bytes = self.get(range, false)?.bytes;
-        if bytes.len() as u64 != want {
-            return Err(http_err(
-                &self.url,
-                format!("server sent {} bytes for a range of {want}", bytes.len()),
-            ));
-        }
-        Ok(bytes)
     }
 
-    /// One GET of `range`: the file's total length, the bytes of the range (or as many as
-    /// the file has, when `may_be_short`), the status (200: Range ignored) and the
-    /// validators. Once the file is open, the response must be of the pinned version.
-    fn get(&self, range: Range<u64>, may_be_short: bool) -> Result<Reply> {
+    /// One attempt of a GET (of `range`, if given): the response of a status that brings
+    /// bytes (200, 206, 416), or why not. A 412 is the pinned version refused.
+    #[inline(never)]
+    fn send(
+        &self,
+        range: Option<Range<u64>>,
+        time: Duration,
+    ) -> Result<ureq::http::Response<ureq::Body>, Failed> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let url = &self.url;
-        let mut resp = self
-            .request()
-            .header("Range", format!("bytes={}-{}", range.start, range.end - 1))
-            .call()
-            .map_err(|e| self.transport_err(e))?;
-        let status = resp.status().as_u16();
-        if status == 412 {
-            self.check_version(&resp, None)?;
+        let mut req = self.request(time);
+        if let Some(r) = &range {
+            req = req.header("Range", format!("bytes={}-{}", r.start, r.end - 1));
         }
-        let header = |name: &str| header(&resp, name);
-        let (total, skip) = match status {
+        let mut resp = match req.call() {
+            Ok(resp) => resp,
+            Err(e) => {
+                let retry = retryable_transport(&e);
+                let err = self.transport_err(e);
+                return Err(match retry {
+                    true => again(err, None),
+                    false => err.into(),
+                });
+            }
+        };
+        let status = resp.status().as_u16();
+        match status {
+            200 | 206 | 416 => Ok(resp),
+            412 => {
+                self.check_version(&resp, None)?;
+                Err(self.status_err(&mut resp).into())
+            }
+            s if retry::retryable_status(s) => {
+                let after = retry::retry_after(header(&resp, "retry-after").as_deref());
+                Err(again(self.status_err(&mut resp), after))
+            }
+            _ => Err(self.status_err(&mut resp).into()),
+        }
+    }
+
+    /// The file's total length and the bytes to skip before `range.start` in a response to
+    /// a GET of `range` (206; or 200, Range ignored: the whole file), checked against the
+    /// pinned version. `None` for a 416 (nothing at `range.start`), with the total.
+    #[inline(never)]
+    fn span(
+        &self,
+        resp: &ureq::http::Response<ureq::Body>,
+        range: &Range<u64>,
+    ) -> Result<(u64, Option<u64>)> {
+        let url = &self.url;
+        let header = |name: &str| header(resp, name);
+        match resp.status().as_u16() {
             206 => {
                 let cr = header("content-range")
                     .ok_or_else(|| http_err(url, "206 response without Content-Range"))?;
@@ -385,7 +566,8 @@ impl HttpFile {
                         format!("asked for byte {}, got {cr}", range.start),
                     ));
                 }
-                (total, 0)
+                self.check_version(resp, Some(total))?;
+                Ok((total, Some(0)))
             }
             200 => {
                 // The server ignored Range: the body is the whole file.
@@ -394,60 +576,121 @@ impl HttpFile {
                     .ok_or_else(|| {
                         http_err(url, "server ignores Range and sends no Content-Length")
                     })?;
-                (total, range.start)
+                // A 200 (Range ignored, or If-Range failed) whose body is another version
+                // is refused before a byte of it is used.
+                self.check_version(resp, Some(total))?;
+                Ok((total, Some(range.start)))
             }
-            416 => {
-                // Nothing to send: the file is shorter than the range's start (empty, for 0-).
+            _ => {
+                // 416: the file is shorter than the range's start (empty, for 0-).
                 let total = header("content-range")
                     .and_then(|cr| cr.strip_prefix("bytes */").and_then(|t| t.parse().ok()))
                     .unwrap_or(0);
-                self.check_version(&resp, Some(total))?;
-                return Ok(Reply {
-                    total,
-                    bytes: Vec::new(),
-                    status,
-                    etag: header("etag"),
-                    last_modified: header("last-modified"),
-                });
+                self.check_version(resp, Some(total))?;
+                Ok((total, None))
             }
-            _ => {
-                return Err(self.status_err(&mut resp));
+        }
+    }
+
+    /// The first GET, at open: the file's length, its first `first` bytes (fewer if it is
+    /// shorter), the status (200: Range ignored) and the validators to pin. A failed attempt
+    /// starts over (nothing is pinned yet to resume against).
+    fn get_first(&self, first: u64) -> Result<Reply> {
+        let range = 0..first;
+        let mut reply = None;
+        self.with_retries(&mut |time| {
+            let mut resp = self.send(Some(range.clone()), time)?;
+            let (total, skip) = self.span(&resp, &range)?;
+            let (etag, last_modified) = (header(&resp, "etag"), header(&resp, "last-modified"));
+            let status = resp.status().as_u16();
+            let want = first.min(total);
+            let mut bytes = vec![0u8; want as usize];
+            if skip.is_some() {
+                let (n, err) = fill(&mut resp.body_mut().as_reader(), &mut bytes);
+                self.received.fetch_add(n as u64, Ordering::Relaxed);
+                if let Some(e) = err {
+                    return Err(self.body_failed(e, n, want));
+                }
+                if (n as u64) < want {
+                    return Err(again(
+                        http_err(&self.url, format!("body ended after {n} of {want} bytes")),
+                        None,
+                    ));
+                }
             }
-        };
-        // A 206 of another version, or a 200 (Range ignored, or If-Range failed) whose body
-        // is another version, is refused before a byte of it is used.
-        self.check_version(&resp, Some(total))?;
-        let (etag, last_modified) = (header("etag"), header("last-modified"));
-        let want = range.end.min(total).saturating_sub(range.start);
-        if !may_be_short && range.end > total {
-            return Err(http_err(
-                url,
-                format!("range ends at {} but the file has {total} bytes", range.end),
-            ));
-        }
-        let mut reader = resp.body_mut().as_reader();
-        if skip > 0 {
-            std::io::copy(&mut (&mut reader).take(skip), &mut std::io::sink())
-                .map_err(|e| http_err(url, e.to_string()))?;
-        }
-        let mut bytes = Vec::with_capacity(want.min(64 << 20) as usize);
-        reader
-            .take(want)
-            .read_to_end(&mut bytes)
-            .map_err(|e| http_err(url, e.to_string()))?;
-        if (bytes.len() as u64) < want {
-            return Err(http_err(
-                url,
-                format!("body ended after {} of {want} bytes", bytes.len()),
-            ));
-        }
-        Ok(Reply {
-            total,
-            bytes,
-            status,
-            etag,
-            last_modified,
+            reply = Some(Reply {
+                total,
+                bytes,
+                status,
+                etag,
+                last_modified,
+            });
+            Ok(())
+        })?;
+        Ok(reply.expect("set by the attempt that succeeded"))
+    }
+
+    /// The bytes of `range` (within the file, past the open) into `dst`, of its length, by
+    /// ranged GETs of the pinned version: retried on their own, a connection that breaks
+    /// mid-body resumed from the first byte still missing.
+    #[inline(never)]
+    fn get_into(&self, range: Range<u64>, dst: &mut [u8]) -> Result<()> {
+        let mut filled = 0usize;
+        self.with_retries(&mut |time| {
+            let rest = range.start + filled as u64..range.end;
+            let mut resp = self.send(Some(rest.clone()), time)?;
+            let (total, skip) = self.span(&resp, &rest)?;
+            if rest.end > total || skip.is_none() {
+                return Err(Failed::from(http_err(
+                    &self.url,
+                    format!("range ends at {} but the file has {total} bytes", rest.end),
+                )));
+            }
+            let mut reader = resp.body_mut().as_reader();
+            if let Some(skip @ 1..) = skip {
+                std::io::copy(&mut (&mut reader).take(skip), &mut std::io::sink())
+                    .map_err(|e| self.body_failed(e, 0, rest.end - rest.start))?;
+            }
+            let (n, err) = fill(&mut reader, &mut dst[filled..]);
+            self.received.fetch_add(n as u64, Ordering::Relaxed);
+            filled += n;
+            if let Some(e) = err {
+                return Err(self.body_failed(e, filled, range.end - range.start));
+            }
+            if filled < dst.len() {
+                return Err(again(
+                    http_err(
+                        &self.url,
+                        format!(
+                            "body ended after {filled} of {} bytes",
+                            range.end - range.start
+                        ),
+                    ),
+                    None,
+                ));
+            }
+            Ok(())
         })
+    }
+
+    /// The bytes of `range`, which must lie within the file: parts fetched in parallel when
+    /// it is larger than a part.
+    fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>> {
+        check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&redact_url(&self.url))))?;
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !self.ranges {
+            return self.read_spooled(range);
+        }
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        if range.end - range.start <= self.transfer.part_size {
+            self.get_into(range, &mut buf)?;
+        } else {
+            let fetch = |r, b: &mut [u8]| self.get_into(r, b);
+            parts::copy_parallel(range, &mut &mut buf[..], &self.transfer, &fetch)?;
+        }
+        Ok(buf)
     }
 }
 
@@ -463,6 +706,25 @@ impl ReadAt for HttpFile {
             ));
         }
         self.fetch(range).map(Cow::Owned)
+    }
+
+    /// The bytes of `range` streamed to `out` in order: what the prefix holds from memory,
+    /// the rest as parallel ranged GETs (memory bounded by `max_concurrency × part_size`).
+    fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
+        check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&self.url)))?;
+        // The first byte the prefix does not hold.
+        let held = (self.prefix.len() as u64).clamp(range.start, range.end);
+        if range.start < held {
+            out.write_all(&self.prefix[range.start as usize..held as usize])?;
+        }
+        let rest = held..range.end;
+        if rest.is_empty() {
+            return Ok(());
+        }
+        if !self.ranges {
+            return super::copy_chunked(rest, out, |off, buf| self.read_exact_at(off, buf));
+        }
+        parts::copy_parallel(rest, out, &self.transfer, &|r, b| self.get_into(r, b))
     }
 }
 

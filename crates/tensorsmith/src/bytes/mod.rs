@@ -12,6 +12,7 @@ mod azure;
 mod azure_config;
 #[cfg(feature = "remote")]
 mod azure_sas;
+mod chunks;
 #[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
@@ -21,7 +22,11 @@ mod hf;
 #[cfg(feature = "remote")]
 mod http;
 mod local;
+#[cfg(feature = "remote")]
+mod parts;
 mod redact;
+#[cfg(feature = "remote")]
+mod retry;
 #[cfg(feature = "remote")]
 mod s3;
 #[cfg(feature = "remote")]
@@ -38,6 +43,7 @@ mod url_path;
 mod url_scheme;
 mod validator;
 
+pub use chunks::for_each_chunk;
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};

@@ -89,8 +89,8 @@ pub fn refuse_remote(out: &str, what: &str) -> Result<()> {
     }
 }
 
-/// Opens a URL the byte layer reads, with the store settings `storage`, fetching its first
-/// `first` bytes.
+/// Opens a URL the byte layer reads, with the store settings `storage` (for every scheme,
+/// plain `http(s)` too: its transfer settings), fetching its first `first` bytes.
 #[cfg(feature = "remote")]
 pub fn open_url(
     location: &str,
@@ -98,24 +98,29 @@ pub fn open_url(
     first: u64,
 ) -> Result<super::HttpFile> {
     use super::http::HttpFile;
+    let transfer = storage.transfer();
     match url_scheme(location) {
         Some(UrlScheme::S3) => HttpFile::open_target(
             Box::new(super::s3::S3Object::resolve(location, storage)?),
             first,
+            &transfer,
         ),
         Some(UrlScheme::Hf) => HttpFile::open_target(
             Box::new(super::hf::HfFile::resolve(location, storage)?),
             first,
+            &transfer,
         ),
         Some(UrlScheme::Gs) => HttpFile::open_target(
             Box::new(super::gcs::GcsObject::resolve(location, storage)?),
             first,
+            &transfer,
         ),
         Some(UrlScheme::Az) => HttpFile::open_target(
             Box::new(super::azure::AzureBlob::resolve(location, storage)?),
             first,
+            &transfer,
         ),
-        _ => HttpFile::open(location, first),
+        _ => HttpFile::open_with(location, first, &transfer),
     }
 }
 

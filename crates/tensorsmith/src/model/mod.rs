@@ -141,9 +141,25 @@ impl Model {
         self.part_bytes(t, 0)
     }
 
+    /// Writes `t`'s bytes (as `tensor_bytes` gives them) to `out`: a plain tensor of a
+    /// remote file through the file's streaming copy (parallel ranged GETs written as they
+    /// come, no re-chunking), any other as [`Model::for_each_chunk`] gives them, `chunk`
+    /// bytes at a time.
+    pub fn copy_to(&self, t: &TensorInfo, chunk: u64, out: &mut dyn std::io::Write) -> Result<()> {
+        let f = self.file_of(t);
+        if self.is_plain(t) && is_remote(f.bytes()) {
+            return f
+                .bytes()
+                .copy_to(t.data_range(), out)
+                .map_err(|e| f.at(e.at_tensor(&t.name)));
+        }
+        self.for_each_chunk(t, chunk, |b| Ok(out.write_all(b)?))
+    }
+
     /// Calls `each` on `t`'s bytes (as `tensor_bytes` gives them) `chunk` bytes at a time:
     /// read from the file piece by piece when stored plain, so memory stays bounded whatever
-    /// the tensor size; decoded whole, then cut, otherwise. The last piece may be shorter.
+    /// the tensor size (from a remote file, through its parallel streaming copy); decoded
+    /// whole, then cut, otherwise. The last piece may be shorter.
     pub fn for_each_chunk(
         &self,
         t: &TensorInfo,
@@ -156,6 +172,12 @@ impl Model {
             return bytes.chunks(chunk as usize).try_for_each(each);
         }
         let r = t.data_range();
+        let f = self.file_of(t);
+        if is_remote(f.bytes()) {
+            // A remote file: its own streaming copy (parallel ranged GETs), cut to size.
+            return crate::bytes::for_each_chunk(f.bytes(), r, chunk, &mut each)
+                .map_err(|e| f.at(e.at_tensor(&t.name)));
+        }
         let mut off = r.start;
         while off < r.end {
             let end = (off + chunk).min(r.end);
@@ -164,4 +186,10 @@ impl Model {
         }
         Ok(())
     }
+}
+
+/// Bytes that are neither mapped nor a local file: a remote file (or a reader the caller
+/// gave), read best through its own streaming copy.
+fn is_remote(bytes: &dyn crate::bytes::ReadAt) -> bool {
+    bytes.local_file().is_none() && bytes.as_slice().is_none()
 }

@@ -63,7 +63,7 @@ impl TensorData for Source<'_> {
             Step::Dequantize(to, rounding) => {
                 dequantize::for_each_chunk_as(model, t, to, rounding, |b| Ok(out.write_all(b)?))
             }
-            Step::Copy => model.for_each_chunk(t, 8 << 20, |b| Ok(out.write_all(b)?)),
+            Step::Copy => model.copy_to(t, 8 << 20, out),
             Step::Cast(from, to, r) => model.for_each_chunk(t, CHUNK_ELEMENTS * elem, |b| {
                 Ok(out.write_all(&cast(b, from, to, r)?)?)
             }),

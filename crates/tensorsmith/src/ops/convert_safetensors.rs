@@ -45,6 +45,9 @@ impl TensorData for ModelRange<'_> {
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        if self.cast.is_none() {
+            return self.model.copy_to(self.tensor, COPY_CHUNK, out);
+        }
         let step = match self.cast {
             None => COPY_CHUNK,
             Some((from, _, _)) => CAST_CHUNK_ELEMENTS * from.byte_size().expect("float") as u64,
