@@ -13,6 +13,8 @@ mod azure_config;
 #[cfg(feature = "remote")]
 mod azure_sas;
 #[cfg(feature = "remote")]
+mod azure_upload;
+#[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
 mod gcs_auth;
@@ -21,7 +23,11 @@ mod hf;
 #[cfg(feature = "remote")]
 mod http;
 mod local;
+#[cfg(feature = "remote")]
+mod part_upload;
 mod redact;
+#[cfg(feature = "remote")]
+mod retried;
 #[cfg(feature = "remote")]
 mod s3;
 #[cfg(feature = "remote")]
@@ -45,12 +51,14 @@ pub use redact::redact_url;
 #[cfg(feature = "remote")]
 pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
 #[cfg(feature = "remote")]
+pub use part_upload::ObjectUpload;
+#[cfg(feature = "remote")]
 pub use s3_upload::S3Upload;
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
 #[cfg(feature = "remote")]
-pub use url_scheme::open_url;
+pub use url_scheme::{create_upload, open_url};
 pub use url_scheme::{
     is_http_url, is_url, refuse_remote, refuse_write, scheme_name, url_scheme, UrlScheme,
 };
