@@ -11,7 +11,7 @@ mod moto;
 #[path = "object_store/proxy.rs"]
 mod proxy;
 
-use emulators::{py, Azurite, AZ_ACCOUNT, AZ_KEY};
+use emulators::{py, Azurite, GcsEmulator, AZ_ACCOUNT, AZ_KEY};
 use proxy::Proxy;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -149,7 +149,11 @@ fn azure_outputs_are_the_bytes_of_a_local_convert() {
         let got = az_download(&az, "out", &format!("dir/m.{ext}"), &d.path().join("got"));
         assert!(got == std::fs::read(&local).unwrap(), "{url}");
         let hash = |p: &str, o: &[(&str, &str)]| ok(cmd(&["hash", p], o)).replace(p, "X");
-        assert_eq!(hash(&url, &key), hash(local.to_str().unwrap(), &[]), "{url}");
+        assert_eq!(
+            hash(&url, &key),
+            hash(local.to_str().unwrap(), &[]),
+            "{url}"
+        );
     }
     // Smaller than one part (one Put Blob), to Hadoop's abfs:// form, with the connection
     // string's key.
@@ -249,14 +253,20 @@ fn azure_failures_leave_no_blob_and_name_the_url() {
         e.contains("az://out/w.safetensors") && e.contains("account key was refused"),
         "{e}"
     );
-    let e2 = err(cmd(&["convert", v1s, "az://nocontainer/w.safetensors"], &key));
+    let e2 = err(cmd(
+        &["convert", v1s, "az://nocontainer/w.safetensors"],
+        &key,
+    ));
     assert!(
         e2.contains("az://nocontainer/w.safetensors")
             && e2.contains("no container 'nocontainer' in storage account"),
         "{e2}"
     );
     for e in [&e, &e2] {
-        assert!(!e.contains(AZ_KEY) && !e.contains(&wrong) && !e.contains("sig="), "{e}");
+        assert!(
+            !e.contains(AZ_KEY) && !e.contains(&wrong) && !e.contains("sig="),
+            "{e}"
+        );
     }
     assert!(blobs(&az, "out").is_empty());
     // The Hub stays read only; unknown schemes are refused by name.
@@ -292,4 +302,175 @@ fn azure_peak_memory_is_bounded_by_the_parts_not_the_model() {
         assert!(peak < 48, "{url}: peak RssAnon {peak} MiB");
     }
     assert_eq!(blobs(&az, "out"), vec!["big.gguf", "big.safetensors"]);
+}
+
+/// The names of the objects of `bucket`.
+fn objects(gcs: &GcsEmulator, bucket: &str) -> Vec<String> {
+    let s = py(&format!(
+        "import json, urllib.request\n\
+         r = json.load(urllib.request.urlopen('{}/storage/v1/b/{bucket}/o'))\n\
+         print(json.dumps(sorted(i['name'] for i in r.get('items', []))))",
+        gcs.endpoint
+    ));
+    serde_json::from_str(s.trim()).unwrap()
+}
+
+fn gcs_download(gcs: &GcsEmulator, bucket: &str, object: &str, to: &Path) -> Vec<u8> {
+    py(&format!(
+        "import urllib.request, urllib.parse\n\
+         open({:?}, 'wb').write(urllib.request.urlopen('{}/{bucket}/' + \
+         urllib.parse.quote({object:?})).read())",
+        to.to_str().unwrap(),
+        gcs.endpoint
+    ));
+    std::fs::read(to).unwrap()
+}
+
+#[test]
+fn gcs_outputs_are_the_bytes_of_a_local_convert() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("in.safetensors");
+    model(&input, 16, 5);
+    let inp = input.to_str().unwrap();
+    let gcs = GcsEmulator::start();
+    gcs.bucket("out");
+    // 16 MiB through 5 MiB chunks of a resumable upload, the last with the total.
+    for ext in ["safetensors", "gguf", "zt"] {
+        let local = d.path().join(format!("local.{ext}"));
+        ok(cmd(&["convert", inp, local.to_str().unwrap()], &[]));
+        let url = format!("gs://out/dir/m.{ext}");
+        let mut c = cmd(&["convert", inp, &url], &[("part_size", "5MiB")]);
+        c.env("STORAGE_EMULATOR_HOST", &gcs.endpoint);
+        ok(c);
+        let got = gcs_download(&gcs, "out", &format!("dir/m.{ext}"), &d.path().join("got"));
+        assert!(got == std::fs::read(&local).unwrap(), "{url}");
+        let from = ok(cmd(&["hash", &url], &[("endpoint_url", &gcs.endpoint)]));
+        let want = ok(cmd(&["hash", local.to_str().unwrap()], &[]));
+        assert_eq!(
+            from.replace(&url, "X"),
+            want.replace(local.to_str().unwrap(), "X")
+        );
+    }
+    // Exactly one 5 MiB chunk: the commit sends no bytes, only the total; then the same file
+    // smaller than one part: one media upload.
+    let src = d.path().join("exact.safetensors");
+    let target = 5 << 20;
+    let write = |n: usize| {
+        let mut w = Writer::new();
+        w.add("t", DType::I8, &[n as u64], vec![7; n]).unwrap();
+        w.write_file(&src).unwrap();
+        std::fs::metadata(&src).unwrap().len() as usize
+    };
+    let first = target - 1000;
+    let len = write(first);
+    assert_eq!(write(first + target - len), target);
+    for (name, part) in [("exact", "5MiB"), ("small", "8MiB")] {
+        let url = format!("gs://out/{name}.safetensors");
+        ok(cmd(
+            &["convert", src.to_str().unwrap(), &url],
+            &[("endpoint_url", &gcs.endpoint), ("part_size", part)],
+        ));
+        let got = gcs_download(
+            &gcs,
+            "out",
+            &format!("{name}.safetensors"),
+            &d.path().join("g"),
+        );
+        assert!(
+            got == std::fs::read(&src).unwrap(),
+            "{url} ({} bytes)",
+            got.len()
+        );
+    }
+}
+
+#[test]
+fn gcs_failures_leave_no_object_and_name_the_url() {
+    let d = tempfile::tempdir().unwrap();
+    let (v1, v2) = (d.path().join("v1"), d.path().join("v2"));
+    model(&v1, 16, 6);
+    model(&v2, 16, 7);
+    let gcs = GcsEmulator::start();
+    gcs.bucket("out");
+    // The input is read over plain HTTP from Azurite (the emulator serves one request at a
+    // time, so it cannot replace an object mid-read) through a forwarder that replaces it
+    // before its 6th request: by then chunks of the output are up, and the next read fails.
+    let az = Azurite::start();
+    az.container("public", true);
+    az.put_file("public", "in.safetensors", &v1);
+    let (cs, v2s) = (az.connection_string(), v2.to_str().unwrap().to_owned());
+    let origin = az.endpoint.replace(&format!("/{AZ_ACCOUNT}"), "");
+    let proxy = Proxy::start_with_hook(
+        &origin,
+        6,
+        Box::new(move || {
+            py(&format!(
+                "from azure.storage.blob import BlobServiceClient\n\
+                 svc = BlobServiceClient.from_connection_string({cs:?})\n\
+                 svc.get_container_client('public').upload_blob('in.safetensors', \
+                 open({v2s:?}, 'rb'), overwrite=True)"
+            ));
+        }),
+    );
+    let input = format!("{}/{AZ_ACCOUNT}/public/in.safetensors", proxy.endpoint);
+    for ext in ["safetensors", "gguf"] {
+        az.put_file("public", "in.safetensors", &v1);
+        proxy.requests.store(0, Ordering::SeqCst);
+        let url = format!("gs://out/m.{ext}");
+        let opts = [
+            ("endpoint_url", gcs.endpoint.as_str()),
+            ("part_size", "5MiB"),
+        ];
+        let e = err(cmd(&["convert", "--pread", &input, &url], &opts));
+        assert!(e.contains("changed during the read"), "{e}");
+        assert!(objects(&gcs, "out").is_empty(), "{url}");
+    }
+    // A missing bucket, large and small outputs; a refused token: named, never shown.
+    let v1s = v1.to_str().unwrap();
+    for part in ["5MiB", "64MiB"] {
+        let url = "gs://nobucket/m.safetensors";
+        let e = err(cmd(
+            &["convert", v1s, url],
+            &[("endpoint_url", &gcs.endpoint), ("part_size", part)],
+        ));
+        assert!(
+            e.contains(url) && e.contains("no such bucket 'nobucket'"),
+            "{e}"
+        );
+    }
+    let closed = format!("http://127.0.0.1:{}", moto::free_port());
+    let e = err(cmd(
+        &["convert", v1s, "gs://out/m.safetensors"],
+        &[
+            ("endpoint_url", &closed),
+            ("token", "ya29.secret"),
+            ("max_attempts", "2"),
+        ],
+    ));
+    assert!(
+        e.contains("gs://out/m.safetensors") && e.contains("cannot reach the endpoint"),
+        "{e}"
+    );
+    assert!(!e.contains("ya29"), "{e}");
+    assert!(objects(&gcs, "out").is_empty());
+}
+
+#[test]
+fn gcs_peak_memory_is_bounded_by_the_parts_not_the_model() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("in.safetensors");
+    model(&input, 96, 8);
+    let gcs = GcsEmulator::start();
+    gcs.bucket("out");
+    // 96 MiB through 5 MiB chunks, one at a time: 2 × 5 MiB in parts.
+    let url = "gs://out/big.safetensors";
+    let c = cmd(
+        &["convert", "--pread", input.to_str().unwrap(), url],
+        &[("endpoint_url", &gcs.endpoint), ("part_size", "5MiB")],
+    );
+    let (success, peak) = peak_rss_anon_mib(c);
+    assert!(success, "{url}");
+    eprintln!("convert of 96 MiB to {url}: peak RssAnon {peak} MiB");
+    assert!(peak < 40, "{url}: peak RssAnon {peak} MiB");
+    assert_eq!(objects(&gcs, "out"), vec!["big.safetensors"]);
 }

@@ -104,7 +104,10 @@ mod tests {
         );
         assert!(q.ends_with(PINNED), "{q}");
         let w = write_sas(&[0; 32], "acct", "c", "dir/m a.bin", "2026-11-27T05:00:00Z");
-        assert!(w.contains("&sr=b&sp=cw&sig=") && !w.ends_with(PINNED), "{w}");
+        assert!(
+            w.contains("&sr=b&sp=cw&sig=") && !w.ends_with(PINNED),
+            "{w}"
+        );
         let e = expiry_in_an_hour();
         assert_eq!((e.len(), &e[10..11], &e[19..]), (20, "T", "Z"), "{e}");
     }

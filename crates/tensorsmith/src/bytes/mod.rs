@@ -19,6 +19,8 @@ mod gcs;
 #[cfg(feature = "remote")]
 mod gcs_auth;
 #[cfg(feature = "remote")]
+mod gcs_upload;
+#[cfg(feature = "remote")]
 mod hf;
 #[cfg(feature = "remote")]
 mod http;
@@ -47,11 +49,11 @@ mod validator;
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
+#[cfg(feature = "remote")]
+pub use part_upload::ObjectUpload;
 pub use redact::redact_url;
 #[cfg(feature = "remote")]
 pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
-#[cfg(feature = "remote")]
-pub use part_upload::ObjectUpload;
 #[cfg(feature = "remote")]
 pub use s3_upload::S3Upload;
 pub use storage_options::{

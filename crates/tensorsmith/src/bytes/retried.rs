@@ -27,12 +27,14 @@ pub(crate) enum Method {
     Delete,
 }
 
-/// An agent for uploads with the transfer settings.
+/// An agent for uploads with the transfer settings. Redirects are not followed: a resumable
+/// upload answers its chunks with 308 (Resume Incomplete), which is no redirect.
 pub(crate) fn agent(transfer: &Transfer) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(transfer.timeout))
         .timeout_connect(Some(transfer.connect_timeout))
         .http_status_as_error(false)
+        .max_redirects(0)
         .max_idle_connections_per_host(transfer.max_concurrency.max(3))
         .build()
         .into()

@@ -65,8 +65,10 @@ pub fn refuse_write(out: &str) -> Result<()> {
         Some(UrlScheme::Hf) => "hf:// is read only: the Hugging Face Hub is not written to \
              (write a local file and upload it with `hf upload`)"
             .to_owned(),
-        Some(UrlScheme::S3 | UrlScheme::Az) if cfg!(feature = "remote") => return Ok(()),
-        Some(UrlScheme::S3 | UrlScheme::Az) => {
+        Some(UrlScheme::S3 | UrlScheme::Az | UrlScheme::Gs) if cfg!(feature = "remote") => {
+            return Ok(())
+        }
+        Some(UrlScheme::S3 | UrlScheme::Az | UrlScheme::Gs) => {
             format!("writing to {scheme}:// URLs needs the `remote` feature")
         }
         Some(_) => format!("writing to {scheme}:// URLs (write a local file and upload it)"),
@@ -144,11 +146,13 @@ pub fn create_upload(
         Some(UrlScheme::Az) => Ok(Box::new(super::azure_upload::AzureUpload::create(
             location, storage,
         )?)),
-
-        _ => Err(Error::new(ErrorKind::Unsupported(
-            "uploads to this kind of URL".into(),
-        ))
-        .in_file(Path::new(&super::redact_url(location)))),
+        Some(UrlScheme::Gs) => Ok(Box::new(super::gcs_upload::GcsUpload::create(
+            location, storage,
+        )?)),
+        _ => Err(
+            Error::new(ErrorKind::Unsupported("uploads to this kind of URL".into()))
+                .in_file(Path::new(&super::redact_url(location))),
+        ),
     }
 }
 
