@@ -51,7 +51,7 @@ struct Spool {
 #[cfg(feature = "remote")]
 enum SpoolTo {
     /// An S3 key: the file is uploaded by ranges, in parallel.
-    S3(S3Client, String),
+    S3(Box<(S3Client, String)>),
     /// Another store: the file streams through its upload (nothing is sent before commit).
     Stream(Box<dyn ObjectUpload>),
 }
@@ -151,7 +151,7 @@ impl AtomicFile {
                 let to = match crate::bytes::url_scheme(&location) {
                     Some(crate::bytes::UrlScheme::S3) => {
                         let (client, key) = S3Client::for_url(&location, storage)?;
-                        SpoolTo::S3(client, key)
+                        SpoolTo::S3(Box::new((client, key)))
                     }
                     _ => SpoolTo::Stream(crate::bytes::create_upload(&location, storage)?),
                 };
@@ -257,9 +257,10 @@ impl AtomicFile {
                     .into_inner()
                     .map_err(|e| Error::from(e.into_error()).in_file(&self.dest))?;
                 match to {
-                    SpoolTo::S3(client, key) => client
-                        .put_file(&key, &file, PutCondition::Always)
-                        .map(|_| ()),
+                    SpoolTo::S3(to) => {
+                        to.0.put_file(&to.1, &file, PutCondition::Always)
+                            .map(|_| ())
+                    }
                     SpoolTo::Stream(mut upload) => {
                         use std::io::{Seek, SeekFrom};
                         let mut file = file;
