@@ -182,7 +182,14 @@ mod tests {
             .to_string()
             .contains("\"ftp\""));
         assert!(refuse_write("out/model.safetensors").is_ok());
-        assert_eq!(refuse_write("s3a://b/k").is_ok(), cfg!(feature = "remote"));
+        for out in [
+            "s3a://b/k",
+            "az://c/k",
+            "abfss://c@a.dfs.core.windows.net/k",
+            "gs://b/k",
+        ] {
+            assert_eq!(refuse_write(out).is_ok(), cfg!(feature = "remote"), "{out}");
+        }
         assert!(refuse_write("https://h/k").is_err());
         let e = refuse_remote("s3://b/m.onnx", "ONNX output").unwrap_err();
         assert!(e.to_string().contains("ONNX output to s3:// URLs"), "{e}");
