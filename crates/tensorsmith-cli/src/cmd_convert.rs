@@ -45,8 +45,8 @@ fn parse_compress(s: &str) -> Result<Compression, String> {
 #[derive(Args)]
 pub struct ConvertArgs {
     input: PathBuf,
-    /// The output: a path, or an s3:// URL (one file, uploaded as it is written and visible
-    /// only once complete).
+    /// The output: a path, or an s3://, az:// (abfs(s)://) or gs:// URL (one file, uploaded as
+    /// it is written and visible only once complete).
     output: PathBuf,
     /// Cast float tensors (F64, F32, F16, BF16) to this safetensors dtype.
     #[arg(long, value_parser = parse_dtype)]

@@ -153,7 +153,7 @@ impl OpenArgs {
         .with_storage_options(self.storage_options())
     }
 
-    /// The `--storage-option` settings (for URL inputs and `s3://` outputs).
+    /// The `--storage-option` settings (for URL inputs and `s3://`, `az://`, `gs://` outputs).
     pub fn storage_options(&self) -> tensorsmith::bytes::StorageOptions {
         self.storage_option.iter().cloned().collect()
     }

@@ -321,7 +321,6 @@ fn refusals_and_errors_name_the_url() {
         ),
         (vec!["s3://models/m.onnx"], "ONNX output"),
         (vec!["hf://o/r/m.safetensors"], "hf:// is read only"),
-        (vec!["gs://b/m.safetensors"], "writing to gs:// URLs"),
         (
             vec!["ftp://b/m.safetensors"],
             "unsupported URL scheme \"ftp\"",

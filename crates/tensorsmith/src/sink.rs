@@ -3,18 +3,20 @@
 //! old file open (or mapped) keep a consistent view; a crash or an error leaves the old file
 //! untouched and, at worst, a temporary file whose name says what it is.
 //!
-//! An `s3://`/`s3a://` destination (feature `remote`) is the same promise kept by the store:
-//! the bytes stream up as a multipart upload ([`S3Upload`]: bounded memory) that completes
-//! only on `commit`, and is aborted otherwise, so no object appears unless complete. A
-//! writer that must cut its output back further than the part still in memory (the zTensor
-//! writers: a duplicate blob is found once it has streamed through) asks for a spooled
-//! output instead ([`AtomicFile::create_spooled`]): the bytes go to an unlinked local
-//! temporary file, uploaded whole at commit (`S3Client::put_file`, parallel parts): memory
-//! stays bounded, local disk holds the whole output for a while.
+//! An `s3://`/`s3a://`, `az://`/`abfs(s)://` or `gs://` destination (feature `remote`) is the
+//! same promise kept by the store: the bytes stream up in parts ([`ObjectUpload`], from
+//! `bytes::create_upload`: bounded memory) and the object appears only on `commit`; otherwise
+//! the upload is abandoned, so no object appears unless complete. A writer that must cut its
+//! output back further than the part still in memory (the zTensor writers: a duplicate blob
+//! is found once it has streamed through) asks for a spooled output instead
+//! ([`AtomicFile::create_spooled`]): the bytes go to an unlinked local temporary file,
+//! uploaded whole at commit (S3: `S3Client::put_file`, parallel ranged parts; Azure and
+//! Cloud Storage: the file streamed through their upload): memory stays bounded, local disk
+//! holds the whole output for a while.
 
 use crate::bytes::StorageOptions;
 #[cfg(feature = "remote")]
-use crate::bytes::{PutCondition, S3Client, S3Upload};
+use crate::bytes::{ObjectUpload, PutCondition, S3Client};
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -30,9 +32,9 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 enum Out {
     /// A temporary file beside the destination, renamed over it.
     Local { temp: PathBuf, out: BufWriter<File> },
-    /// A multipart upload, completed at commit.
+    /// An upload in parts, completed at commit.
     #[cfg(feature = "remote")]
-    Upload(Box<S3Upload>),
+    Upload(Box<dyn ObjectUpload>),
     /// An unlinked local file, uploaded whole at commit.
     #[cfg(feature = "remote")]
     Spool(Box<Spool>),
@@ -42,8 +44,16 @@ enum Out {
 #[cfg(feature = "remote")]
 struct Spool {
     out: BufWriter<File>,
-    client: S3Client,
-    key: String,
+    to: SpoolTo,
+}
+
+/// Where a spooled file goes.
+#[cfg(feature = "remote")]
+enum SpoolTo {
+    /// An S3 key: the file is uploaded by ranges, in parallel.
+    S3(Box<(S3Client, String)>),
+    /// Another store: the file streams through its upload (nothing is sent before commit).
+    Stream(Box<dyn ObjectUpload>),
 }
 
 /// A file being written; invisible under its final name until [`AtomicFile::commit`].
@@ -134,12 +144,17 @@ impl AtomicFile {
 
     #[cfg(feature = "remote")]
     fn remote(dest: &Path, storage: &StorageOptions, how: Remote) -> Result<AtomicFile> {
-        let (client, key) = S3Client::for_url(&dest.to_string_lossy(), storage)?;
+        let location = dest.to_string_lossy();
         let out = match how {
-            Remote::Stream => {
-                Out::Upload(Box::new(S3Upload::new(client, &key, PutCondition::Always)))
-            }
+            Remote::Stream => Out::Upload(crate::bytes::create_upload(&location, storage)?),
             Remote::Spool => {
+                let to = match crate::bytes::url_scheme(&location) {
+                    Some(crate::bytes::UrlScheme::S3) => {
+                        let (client, key) = S3Client::for_url(&location, storage)?;
+                        SpoolTo::S3(Box::new((client, key)))
+                    }
+                    _ => SpoolTo::Stream(crate::bytes::create_upload(&location, storage)?),
+                };
                 let file = tempfile::tempfile().map_err(|e| {
                     Error::from(io::Error::new(
                         e.kind(),
@@ -149,8 +164,7 @@ impl AtomicFile {
                 })?;
                 Out::Spool(Box::new(Spool {
                     out: BufWriter::with_capacity(1 << 20, file),
-                    client,
-                    key,
+                    to,
                 }))
             }
         };
@@ -238,13 +252,24 @@ impl AtomicFile {
             Out::Upload(u) => u.commit().map(|_| ()),
             #[cfg(feature = "remote")]
             Out::Spool(s) => {
-                let Spool { out, client, key } = *s;
+                let Spool { out, to } = *s;
                 let file = out
                     .into_inner()
                     .map_err(|e| Error::from(e.into_error()).in_file(&self.dest))?;
-                client
-                    .put_file(&key, &file, PutCondition::Always)
-                    .map(|_| ())
+                match to {
+                    SpoolTo::S3(to) => {
+                        to.0.put_file(&to.1, &file, PutCondition::Always)
+                            .map(|_| ())
+                    }
+                    SpoolTo::Stream(mut upload) => {
+                        use std::io::{Seek, SeekFrom};
+                        let mut file = file;
+                        file.seek(SeekFrom::Start(0))
+                            .and_then(|_| io::copy(&mut file, &mut upload))
+                            .map_err(|e| Error::from(e).in_file(&self.dest))?;
+                        upload.commit().map(|_| ())
+                    }
+                }
             }
         }
     }
@@ -462,17 +487,21 @@ mod tests {
         assert!(e.to_string().contains("this output to s3:// URLs"), "{e}");
         let e = write_atomically(Path::new("hf://o/r/x"), |_| Ok(())).unwrap_err();
         assert!(e.to_string().contains("read only"), "{e}");
-        let e = AtomicFile::create_with(Path::new("gs://b/k"), &StorageOptions::new())
+        let e = AtomicFile::create(Path::new("az://c/m.safetensors"))
             .err()
             .unwrap();
-        assert!(e.to_string().contains("writing to gs:// URLs"), "{e}");
-        let e = AtomicFile::create_with(Path::new("ftp://h/k"), &StorageOptions::new())
+        assert!(e.to_string().contains("this output to az:// URLs"), "{e}");
+        let e = AtomicFile::create_with(Path::new("https://h/k"), &StorageOptions::new())
             .err()
             .unwrap();
-        assert!(
-            e.to_string().contains("unsupported URL scheme \"ftp\""),
-            "{e}"
-        );
+        assert!(e.to_string().contains("writing to https:// URLs"), "{e}");
+        // A gs:// output asks nothing of the store before its first part or its commit.
+        #[cfg(feature = "remote")]
+        {
+            let mut anon = StorageOptions::new();
+            anon.set("anon", "true").unwrap();
+            drop(AtomicFile::create_with(Path::new("gs://b/k"), &anon).unwrap());
+        }
     }
 
     #[test]

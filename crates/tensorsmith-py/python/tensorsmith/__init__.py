@@ -333,9 +333,9 @@ def save(tensors: dict, metadata=None, *, digest=False) -> bytes:
 def save_file(tensors: dict, filename, metadata=None, *, digest=False,
               storage_options=None) -> None:
     """Writes a dict of NumPy arrays as a safetensors file, atomically (a temporary file
-    renamed into place). `filename` may be an s3:// (or s3a://) URL: the file streams up as a
-    multipart upload that becomes the object only once complete (a failed write leaves no
-    object), with credentials, endpoint, part_size and max_concurrency from
+    renamed into place). `filename` may be an s3:// (s3a://), az:// (abfs(s)://) or gs://
+    URL: the file streams up in parts and becomes the object only once complete (a failed
+    write leaves no object), with credentials, endpoint, part_size and max_concurrency from
     `storage_options` (a dict, as `safe_open` takes) or the environment. `digest=True` records each tensor's content digest under the
     metadata key "tensorsmith.digest" (tensor bytes unchanged; the reference reads the file as
     any other); `tensorsmith verify FILE` then names any tensor whose bytes changed.
@@ -482,7 +482,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     ending in .onnx writes the graph of the ONNX model `onnx_template` with `src`'s tensors
     (tensors over 1,024 bytes, or all with `external_data`, in `dst` + ".data";
     `allow_extra` leaves out tensors the template lacks). `src` may be a URL, and `dst` an
-    s3:// URL (one safetensors, GGUF or zTensor file: uploaded as it is written, a zTensor
+    s3://, az:// (abfs(s)://) or gs:// URL (one safetensors, GGUF or zTensor file: uploaded as it is written, a zTensor
     file spooled to a local temporary file first; visible only once complete), with
     `storage_options` for both. Returns the paths written.
 

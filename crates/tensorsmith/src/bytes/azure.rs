@@ -24,6 +24,8 @@ pub(crate) struct AzureBlob {
     blob: String,
     settings: AzureSettings,
     endpoint: String,
+    /// Whether requests are signed for writing (`sp=cw`) rather than reading.
+    writing: bool,
 }
 
 impl std::fmt::Debug for AzureBlob {
@@ -78,7 +80,21 @@ impl AzureBlob {
             blob: blob.to_owned(),
             endpoint: redact_url(&settings.endpoint),
             settings,
+            writing: false,
         })
+    }
+}
+
+impl AzureBlob {
+    /// The same blob, its requests signed for creating and writing it.
+    pub(crate) fn for_writing(mut self) -> AzureBlob {
+        self.writing = true;
+        self
+    }
+
+    /// The blob endpoint, without credentials, for errors.
+    pub(crate) fn redacted_endpoint(&self) -> &str {
+        &self.endpoint
     }
 }
 
@@ -100,8 +116,11 @@ impl Target for AzureBlob {
             AzureAuth::Sas(sas) => format!("{base}?{sas}"),
             AzureAuth::Key(key) => {
                 let expiry = azure_sas::expiry_in_an_hour();
-                let sas =
-                    azure_sas::read_sas(key, &s.account, &self.container, &self.blob, &expiry);
+                let sign = match self.writing {
+                    true => azure_sas::write_sas,
+                    false => azure_sas::read_sas,
+                };
+                let sas = sign(key, &s.account, &self.container, &self.blob, &expiry);
                 format!("{base}?{sas}")
             }
         }
@@ -127,6 +146,10 @@ impl Target for AzureBlob {
                         account_key or sas_token (storage options), AZURE_STORAGE_ACCOUNT_KEY, \
                         AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING; Microsoft \
                         Entra ID is not read"
+                    }
+                    AzureAuth::Sas(_) if self.writing => {
+                        "the SAS token was refused (expired, or without create and write \
+                        permissions on this blob)"
                     }
                     AzureAuth::Sas(_) => {
                         "the SAS token was refused (expired, or without read \

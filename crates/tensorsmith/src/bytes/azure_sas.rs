@@ -1,4 +1,5 @@
-//! A service SAS for reading one blob, signed with the account key: the Azure counterpart of
+//! A service SAS for reading one blob (`sp=r`), or for creating and writing it (`sp=cw`: Put
+//! Blob, Put Block, Put Block List), signed with the account key: the Azure counterpart of
 //! an S3 presigned URL, made afresh for each request, valid one hour. The string to sign is
 //! the one Azure Storage defines for signed versions 2020-12-06 and later (permissions, start,
 //! expiry, the canonical resource `/blob/ACCOUNT/CONTAINER/BLOB`, identifier, IP, protocol,
@@ -21,8 +22,31 @@ pub(crate) fn read_sas(
     blob: &str,
     expiry: &str,
 ) -> String {
+    blob_sas(key, "r", account, container, blob, expiry)
+}
+
+/// As [`read_sas`], for creating and writing the blob (`sp=cw`).
+pub(crate) fn write_sas(
+    key: &[u8],
+    account: &str,
+    container: &str,
+    blob: &str,
+    expiry: &str,
+) -> String {
+    blob_sas(key, "cw", account, container, blob, expiry)
+}
+
+/// The SAS of `permissions` on one blob.
+fn blob_sas(
+    key: &[u8],
+    permissions: &str,
+    account: &str,
+    container: &str,
+    blob: &str,
+    expiry: &str,
+) -> String {
     use base64::Engine as _;
-    let (permissions, protocol, resource) = ("r", "https,http", "b");
+    let (protocol, resource) = ("https,http", "b");
     let string_to_sign = [
         permissions,
         "",
@@ -79,6 +103,11 @@ mod tests {
             "{q}"
         );
         assert!(q.ends_with(PINNED), "{q}");
+        let w = write_sas(&[0; 32], "acct", "c", "dir/m a.bin", "2026-11-27T05:00:00Z");
+        assert!(
+            w.contains("&sr=b&sp=cw&sig=") && !w.ends_with(PINNED),
+            "{w}"
+        );
         let e = expiry_in_an_hour();
         assert_eq!((e.len(), &e[10..11], &e[19..]), (20, "T", "Z"), "{e}");
     }

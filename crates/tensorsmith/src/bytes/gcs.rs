@@ -35,6 +35,8 @@ pub(crate) struct GcsObject {
     bucket: String,
     object: String,
     url: String,
+    /// The endpoint as given (requests go to it), and without credentials (errors name it).
+    base: String,
     endpoint: String,
     credential: Credential,
 }
@@ -105,9 +107,22 @@ impl GcsObject {
             ),
             bucket: bucket.to_owned(),
             object: object.to_owned(),
+            base: endpoint.trim_end_matches('/').to_owned(),
             endpoint: redact_url(&endpoint),
             credential,
         })
+    }
+}
+
+impl GcsObject {
+    /// The bucket and the object's name in it.
+    pub(crate) fn bucket_and_object(&self) -> (&str, &str) {
+        (&self.bucket, &self.object)
+    }
+
+    /// The endpoint requests go to (`https://storage.googleapis.com`, an emulator's).
+    pub(crate) fn base(&self) -> &str {
+        &self.base
     }
 }
 

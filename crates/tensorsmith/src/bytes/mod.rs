@@ -12,19 +12,27 @@ mod azure;
 mod azure_config;
 #[cfg(feature = "remote")]
 mod azure_sas;
+#[cfg(feature = "remote")]
+mod azure_upload;
 mod chunks;
 #[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
 mod gcs_auth;
 #[cfg(feature = "remote")]
+mod gcs_upload;
+#[cfg(feature = "remote")]
 mod hf;
 #[cfg(feature = "remote")]
 mod http;
 mod local;
 #[cfg(feature = "remote")]
+mod part_upload;
+#[cfg(feature = "remote")]
 mod parts;
 mod redact;
+#[cfg(feature = "remote")]
+mod retried;
 #[cfg(feature = "remote")]
 mod retry;
 #[cfg(feature = "remote")]
@@ -47,6 +55,8 @@ pub use chunks::for_each_chunk;
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
+#[cfg(feature = "remote")]
+pub use part_upload::ObjectUpload;
 pub use redact::redact_url;
 #[cfg(feature = "remote")]
 pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
@@ -56,7 +66,7 @@ pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
 #[cfg(feature = "remote")]
-pub use url_scheme::open_url;
+pub use url_scheme::{create_upload, open_url};
 pub use url_scheme::{
     is_http_url, is_url, refuse_remote, refuse_write, scheme_name, url_scheme, UrlScheme,
 };

@@ -143,7 +143,7 @@ fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String>
 }
 
 /// Whether a status (with the store's error code) is worth another attempt.
-fn retryable_status(status: u16, code: &str) -> bool {
+pub(crate) fn retryable_status(status: u16, code: &str) -> bool {
     matches!(status, 429 | 500 | 502 | 503 | 504)
         || matches!(
             code,
@@ -152,7 +152,7 @@ fn retryable_status(status: u16, code: &str) -> bool {
 }
 
 /// Whether a request that got no response is worth another attempt: not an unknown host.
-fn retryable_transport(e: &ureq::Error) -> bool {
+pub(crate) fn retryable_transport(e: &ureq::Error) -> bool {
     matches!(
         e,
         ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::Timeout(_)
@@ -161,7 +161,7 @@ fn retryable_transport(e: &ureq::Error) -> bool {
 
 /// The wait before attempt `attempt` (2, 3, …): exponential, with up to half of it random
 /// so that threads that failed together do not retry together.
-fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     let base = FIRST_BACKOFF
         .saturating_mul(1 << (attempt - 2).min(10))
         .min(MAX_BACKOFF);

@@ -2,8 +2,8 @@
 //! `s3a://` (an S3 object, `s3.rs`), `gs://` (Cloud Storage, `gcs.rs`), `az://`, `abfs://`
 //! and `abfss://` (Azure Blob Storage, `azure.rs`), `hf://` (the Hugging Face Hub, `hf.rs`).
 //! Every one is read through the HTTP file; any other `scheme://` is refused by name, never
-//! taken for a local path. Outputs may be `s3://` URLs (`sink.rs` uploads them); `hf://` is
-//! read only.
+//! taken for a local path. Outputs may be `s3://`, `az://`/`abfs(s)://` and `gs://` URLs
+//! ([`create_upload`]; `sink.rs` uploads them); `hf://` is read only.
 
 use crate::error::{Error, ErrorKind, Result};
 use std::path::Path;
@@ -54,8 +54,8 @@ pub fn is_http_url(s: &str) -> bool {
 }
 
 /// Refuses an output this build cannot write: the Hub is read only, HTTP servers are not
-/// written to, unknown schemes are refused by name. `s3://`/`s3a://` pass with the `remote`
-/// feature (the sink uploads them; outputs of several files are refused where they are made:
+/// written to, unknown schemes are refused by name. `s3://`/`s3a://`, `az://`/`abfs(s)://`
+/// and `gs://` pass with the `remote` feature (the sink uploads them; outputs of several files are refused where they are made:
 /// [`refuse_remote`]).
 pub fn refuse_write(out: &str) -> Result<()> {
     let Some(scheme) = scheme_name(out) else {
@@ -65,11 +65,18 @@ pub fn refuse_write(out: &str) -> Result<()> {
         Some(UrlScheme::Hf) => "hf:// is read only: the Hugging Face Hub is not written to \
              (write a local file and upload it with `hf upload`)"
             .to_owned(),
-        Some(UrlScheme::S3) if cfg!(feature = "remote") => return Ok(()),
-        Some(UrlScheme::S3) => "writing to s3:// URLs needs the `remote` feature".to_owned(),
+        Some(UrlScheme::S3 | UrlScheme::Az | UrlScheme::Gs) if cfg!(feature = "remote") => {
+            return Ok(())
+        }
+        Some(UrlScheme::S3 | UrlScheme::Az | UrlScheme::Gs) => {
+            format!("writing to {scheme}:// URLs needs the `remote` feature")
+        }
         Some(_) => format!("writing to {scheme}:// URLs (write a local file and upload it)"),
         None => {
-            format!("unsupported URL scheme \"{scheme}\" (outputs are local paths or s3:// URLs)")
+            format!(
+                "unsupported URL scheme \"{scheme}\" (outputs are local paths or s3://, az:// \
+                 or gs:// URLs)"
+            )
         }
     };
     Err(Error::new(ErrorKind::Unsupported(why)).in_file(Path::new(&super::redact_url(out))))
@@ -124,6 +131,36 @@ pub fn open_url(
     }
 }
 
+/// Starts an upload of one object to `location` (`s3://`, `az://`, `abfs(s)://`, `gs://`),
+/// with the store settings `storage`: written as a stream, visible only once committed.
+#[cfg(feature = "remote")]
+pub fn create_upload(
+    location: &str,
+    storage: &super::StorageOptions,
+) -> Result<Box<dyn super::ObjectUpload>> {
+    refuse_write(location)?;
+    match url_scheme(location) {
+        Some(UrlScheme::S3) => {
+            let (client, key) = super::S3Client::for_url(location, storage)?;
+            Ok(Box::new(super::S3Upload::new(
+                client,
+                &key,
+                super::PutCondition::Always,
+            )))
+        }
+        Some(UrlScheme::Az) => Ok(Box::new(super::azure_upload::AzureUpload::create(
+            location, storage,
+        )?)),
+        Some(UrlScheme::Gs) => Ok(Box::new(super::gcs_upload::GcsUpload::create(
+            location, storage,
+        )?)),
+        _ => Err(
+            Error::new(ErrorKind::Unsupported("uploads to this kind of URL".into()))
+                .in_file(Path::new(&super::redact_url(location))),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,7 +187,14 @@ mod tests {
             .to_string()
             .contains("\"ftp\""));
         assert!(refuse_write("out/model.safetensors").is_ok());
-        assert_eq!(refuse_write("s3a://b/k").is_ok(), cfg!(feature = "remote"));
+        for out in [
+            "s3a://b/k",
+            "az://c/k",
+            "abfss://c@a.dfs.core.windows.net/k",
+            "gs://b/k",
+        ] {
+            assert_eq!(refuse_write(out).is_ok(), cfg!(feature = "remote"), "{out}");
+        }
         assert!(refuse_write("https://h/k").is_err());
         let e = refuse_remote("s3://b/m.onnx", "ONNX output").unwrap_err();
         assert!(e.to_string().contains("ONNX output to s3:// URLs"), "{e}");

@@ -1,0 +1,128 @@
+//! One HTTP request of an Azure or Cloud Storage upload, retried per the transfer settings
+//! (the statuses and transport failures S3 writes retry, with the same backoff), for the
+//! clients that have no request layer of their own. The URL is made afresh for each attempt
+//! (a SAS signed now); errors name the object's URL, never the request's.
+
+use super::http::{is_unreachable, transport_message};
+use super::s3_client::{backoff, retryable_status, retryable_transport};
+use super::storage_options::Transfer;
+use crate::error::{Error, ErrorKind, Result};
+use std::io::Read;
+use std::path::Path;
+
+/// A response: status, `Location`, `ETag` and body (small: these replies are
+/// acknowledgements).
+pub(crate) struct Reply {
+    pub status: u16,
+    pub location: Option<String>,
+    pub etag: Option<String>,
+    pub body: String,
+}
+
+/// The methods uploads use.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Method {
+    Put,
+    Post,
+    Delete,
+}
+
+/// An agent for uploads with the transfer settings. Redirects are not followed: a resumable
+/// upload answers its chunks with 308 (Resume Incomplete), which is no redirect.
+pub(crate) fn agent(transfer: &Transfer) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(transfer.timeout))
+        .timeout_connect(Some(transfer.connect_timeout))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_idle_connections_per_host(transfer.max_concurrency.max(3))
+        .build()
+        .into()
+}
+
+/// Sends `method url()` with `headers` and `body`, retried; `name` (the object's URL) and
+/// `endpoint` (redacted) word the error when no response came.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send(
+    agent: &ureq::Agent,
+    transfer: &Transfer,
+    method: Method,
+    url: &dyn Fn() -> String,
+    headers: &[(&str, String)],
+    body: &[u8],
+    name: &str,
+    endpoint: &str,
+) -> Result<Reply> {
+    let mut attempt = 1;
+    loop {
+        match send_once(agent, method, &url(), headers, body) {
+            Ok(r) if attempt < transfer.max_attempts && retryable_status(r.status, "") => {}
+            Ok(r) => return Ok(r),
+            Err(e) if attempt < transfer.max_attempts && retryable_transport(&e) => {}
+            Err(e) => {
+                let msg = match (transport_message(&e), attempt) {
+                    (m, 1) => m,
+                    (m, n) => format!("{m} (after {n} attempts)"),
+                };
+                let kind = match is_unreachable(&e) {
+                    true => ErrorKind::Unreachable(format!("{endpoint} ({msg})")),
+                    false => ErrorKind::Http(msg),
+                };
+                return Err(Error::new(kind).in_file(Path::new(name)));
+            }
+        }
+        attempt += 1;
+        std::thread::sleep(backoff(attempt));
+    }
+}
+
+fn send_once(
+    agent: &ureq::Agent,
+    method: Method,
+    url: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::result::Result<Reply, ureq::Error> {
+    let resp = match method {
+        Method::Delete => {
+            let mut r = agent.delete(url);
+            for (k, v) in headers {
+                r = r.header(*k, v);
+            }
+            r.call()
+        }
+        Method::Put | Method::Post => {
+            let mut r = match method {
+                Method::Put => agent.put(url),
+                _ => agent.post(url),
+            };
+            for (k, v) in headers {
+                r = r.header(*k, v);
+            }
+            match body.is_empty() {
+                true => r.header("content-length", "0").send_empty(),
+                false => r.send(body),
+            }
+        }
+    };
+    let mut resp = resp?;
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (location, etag) = (header("location"), header("etag"));
+    let mut text = String::new();
+    let _ = resp
+        .body_mut()
+        .as_reader()
+        .take(1 << 20)
+        .read_to_string(&mut text);
+    Ok(Reply {
+        status: resp.status().as_u16(),
+        location,
+        etag,
+        body: text,
+    })
+}
