@@ -6,15 +6,12 @@ threads racing on one prefix each commit a version of their own or fail with the
 error, `hf://` and unknown schemes are refused by name, and no error shows the secret."""
 
 import os
-import socket
-import subprocess
-import sys
 import threading
-import time
 
 import numpy as np
 import pytest
 
+import local_servers
 import tensorsmith
 
 pa = pytest.importorskip("pyarrow")
@@ -25,32 +22,15 @@ pytest.importorskip("moto.server")
 KEY, SECRET = "AKIAPYDATASET", "pyDatasetSecretDoNotPrint/xyz"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def endpoint():
-    port = _free_port()
-    p = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline, "moto did not start"
-            time.sleep(0.1)
-    url = f"http://127.0.0.1:{port}"
+    servers = local_servers.moto()
+    url = next(servers)
     s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=KEY,
                       aws_secret_access_key=SECRET, region_name="us-east-1")
     s3.create_bucket(Bucket="pyds")
     yield url
-    p.terminate()
-    p.wait(10)
+    next(servers, None)
 
 
 @pytest.fixture

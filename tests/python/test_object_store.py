@@ -4,13 +4,12 @@ the local file gives; unknown keys and missing objects are errors that show no s
 
 import os
 import socket
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
+import local_servers
 import tensorsmith
 from tensorsmith.errors import OptionError
 
@@ -20,28 +19,9 @@ pytest.importorskip("moto.server")
 KEY, SECRET = "AKIAPYTHONTEST", "pythonTestSecretDoNotPrint/xyz"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    port = _free_port()
-    p = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline, "moto did not start"
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    p.terminate()
-    p.wait(10)
+    yield from local_servers.moto()
 
 
 @pytest.fixture(scope="module")
@@ -140,28 +120,17 @@ AZURITE = os.path.join(os.path.dirname(__file__), "..", "..", ".tools", "azurite
                        "node_modules", ".bin", "azurite-blob")
 
 
-def _serve(cmd, port):
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return p
-        except OSError:
-            assert time.time() < deadline, f"{cmd[0]} did not start"
-            time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def azurite(tmp_path_factory, bucket):
     """Azurite (npm; scripts/test installs it into .tools/azurite) with the model in a private
     container, uploaded by the Azure SDK; its connection string."""
     assert os.path.exists(AZURITE), "run `npm install --prefix .tools/azurite azurite@3.37.0`"
     azblob = pytest.importorskip("azure.storage.blob")
-    port = _free_port()
-    p = _serve([AZURITE, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-                str(tmp_path_factory.mktemp("azurite")), "--silent", "--skipApiVersionCheck",
-                "--loose"], port)
+    port = local_servers.free_port()
+    p = local_servers.serve([
+        AZURITE, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
+        str(tmp_path_factory.mktemp("azurite")), "--silent", "--skipApiVersionCheck", "--loose",
+    ], port)
     cs = (f"DefaultEndpointsProtocol=http;AccountName={AZ_ACCOUNT};AccountKey={AZ_KEY};"
           f"BlobEndpoint=http://127.0.0.1:{port}/{AZ_ACCOUNT};")
     svc = azblob.BlobServiceClient.from_connection_string(cs)
@@ -176,9 +145,11 @@ def gcs(bucket):
     """gcp-storage-emulator (PyPI) with the model in bucket `models`; its endpoint."""
     import urllib.request
     pytest.importorskip("gcp_storage_emulator")
-    port = _free_port()
-    p = _serve([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-                "--port", str(port), "--in-memory", "-q", "--default-bucket", "models"], port)
+    port = local_servers.free_port()
+    p = local_servers.serve([
+        sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+        "--port", str(port), "--in-memory", "-q", "--default-bucket", "models",
+    ], port)
     endpoint = f"http://127.0.0.1:{port}"
     urllib.request.urlopen(urllib.request.Request(
         f"{endpoint}/models/dir/m.safetensors", data=bucket.read_bytes(), method="PUT")).read()

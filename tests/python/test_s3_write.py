@@ -4,14 +4,11 @@ gives (multipart above the part size), a failed save leaves no object and no ope
 hf:// and unknown schemes are refused by name, and errors show no secret."""
 
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
+import local_servers
 import tensorsmith
 from tensorsmith.errors import TensorsmithError
 
@@ -21,28 +18,9 @@ pytest.importorskip("moto.server")
 KEY, SECRET = "AKIAPYWRITETEST", "pythonWriteSecretDoNotPrint/xyz"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    port = _free_port()
-    p = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline, "moto did not start"
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    p.terminate()
-    p.wait(10)
+    yield from local_servers.moto()
 
 
 @pytest.fixture(scope="module")
