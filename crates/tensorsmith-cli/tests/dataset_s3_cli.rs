@@ -12,9 +12,8 @@ mod moto;
 use arrow_array::builder::{Float32Builder, ListBuilder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use moto::{Moto, KEY, SECRET};
+use moto::{err, ok, signed_cli as cli, Moto};
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 /// An Arrow IPC file of `rows` samples of 4 f32 (sample `r` all `tag * 100 + r`) and a key
@@ -43,42 +42,6 @@ fn input(path: &Path, tag: u32, rows: u32) {
     let mut w = arrow_ipc::writer::FileWriter::try_new(f, &schema).unwrap();
     w.write(&batch).unwrap();
     w.finish().unwrap();
-}
-
-/// The CLI with the test credentials and `endpoint` in the environment, nothing else of AWS.
-fn cli(home: &Path, endpoint: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tensorsmith"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AWS_") || k.starts_with("HF_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("HOME", home)
-        .env("AWS_ACCESS_KEY_ID", KEY)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env("AWS_ENDPOINT_URL", endpoint);
-    c
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    assert!(
-        !o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(!e.contains(SECRET), "a secret in: {e}");
-    e
 }
 
 fn write_args<'a>(inp: &'a Path, out: &'a str, mode: &'a str) -> Vec<&'a str> {

@@ -10,57 +10,13 @@ mod moto;
 #[path = "object_store/proxy.rs"]
 mod proxy;
 
-use moto::{repo_root, Moto, KEY, SECRET};
+use moto::{bare_cli as bin, err, ok, repo_root, run, signed_cli as signed, Moto, KEY, SECRET};
 use proxy::Proxy;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
-
-/// The CLI with no AWS settings from the caller's environment or home.
-fn bin(home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tensorsmith"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AWS_") || k.starts_with("HF_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("HOME", home);
-    c
-}
-
-/// The CLI reading through `endpoint` with the test credentials in the environment.
-fn signed(home: &Path, endpoint: &str) -> Command {
-    let mut c = bin(home);
-    c.env("AWS_ACCESS_KEY_ID", KEY)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env("AWS_ENDPOINT_URL", endpoint);
-    c
-}
-
-fn run(mut c: Command, args: &[&str]) -> Output {
-    c.args(args).output().unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    assert!(
-        !o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// A safetensors file of `mib` MiB of data in 8 tensors whose values follow `seed`.
 fn big_safetensors(path: &Path, mib: usize, seed: u8) {

@@ -10,53 +10,13 @@ mod moto;
 #[path = "object_store/proxy.rs"]
 mod proxy;
 
-use moto::{Moto, KEY, SECRET};
+use moto::{err, ok, run, signed_cli as cli, Moto, KEY, SECRET};
 use proxy::Proxy;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// The CLI with the test credentials and `endpoint`, no AWS settings from the caller.
-fn cli(home: &Path, endpoint: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tensorsmith"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AWS_") || k.starts_with("HF_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("HOME", home)
-        .env("AWS_ACCESS_KEY_ID", KEY)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env("AWS_ENDPOINT_URL", endpoint);
-    c
-}
-
-fn run(mut c: Command, args: &[&str]) -> Output {
-    c.args(args).output().unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    assert!(
-        !o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(!e.contains(SECRET) && !e.contains("X-Amz-Signature"), "{e}");
-    e
-}
 
 /// A safetensors file of `tensors` F32 tensors of `mib_each` MiB, values from `seed`.
 fn model(path: &Path, tensors: usize, mib_each: usize, seed: u64) {

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn repo_root() -> PathBuf {
@@ -124,4 +124,52 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The CLI with no AWS or Hub settings from the caller's environment, `HOME` at `home`.
+pub fn bare_cli(home: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tensorsmith"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") || k.starts_with("HF_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("HOME", home);
+    c
+}
+
+/// The CLI with the test credentials and `endpoint` in the environment, nothing else of AWS.
+pub fn signed_cli(home: &std::path::Path, endpoint: &str) -> Command {
+    let mut c = bare_cli(home);
+    c.env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_ENDPOINT_URL", endpoint);
+    c
+}
+
+pub fn run(mut c: Command, args: &[&str]) -> Output {
+    c.args(args).output().unwrap()
+}
+
+/// Stdout of a command that must succeed.
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr of a command that must fail, showing neither the secret nor a signature.
+pub fn err(o: &Output) -> String {
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!e.contains(SECRET) && !e.contains("X-Amz-Signature"), "{e}");
+    e
 }
