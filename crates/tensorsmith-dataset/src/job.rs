@@ -27,10 +27,16 @@ pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
     // Never a local folder named after a URL (`s3:/bucket/ds`).
     if let Some(scheme) = dir.to_str().and_then(tensorsmith::bytes::scheme_name) {
         return Err(DatasetError::input(format!(
-            "{}: distributed jobs (the Spark source, Ray) write into a folder every node sees; {scheme}:// is not supported for them yet (write_dataset and `dataset write` take s3://)",
+            "{}: a job's staging folder is a local folder; a job on {scheme}:// writes through the store (start_job_at, write_task_at, commit_job_at)",
             tensorsmith::bytes::redact_url(&dir.to_string_lossy())
         )));
     }
+    check_job_id(job_id)?;
+    Ok(dir.join(format!("{JOB_STAGING_PREFIX}{job_id}")))
+}
+
+/// Job ids are 1 to 64 of `[A-Za-z0-9_-]`: a folder or object name under the dataset's.
+pub(crate) fn check_job_id(job_id: &str) -> Result<()> {
     let ok = (1..=64).contains(&job_id.len())
         && job_id
             .bytes()
@@ -41,7 +47,7 @@ pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
             format!("'{job_id}': a job id is 1 to 64 characters of A-Z a-z 0-9 _ -"),
         ));
     }
-    Ok(dir.join(format!("{JOB_STAGING_PREFIX}{job_id}")))
+    Ok(())
 }
 
 /// Starts job `job_id` in `dir` (on the driver, before any task): its staging folder, with a

@@ -35,6 +35,7 @@ mod commit;
 mod commit_prepare;
 mod duplicates;
 mod job;
+mod job_at;
 mod kv_resolve;
 mod kv_strategy;
 mod parquet_direct;
@@ -52,6 +53,7 @@ mod write;
 mod store;
 mod store_clean;
 mod store_commit;
+mod store_job;
 #[cfg(test)]
 mod store_local;
 mod store_open;
@@ -66,6 +68,8 @@ mod verify;
 // Reading, verifying and cleaning a dataset on a store, and the commands by location.
 mod located;
 #[cfg(test)]
+mod store_job_tests;
+#[cfg(test)]
 mod store_tests;
 mod store_verify;
 
@@ -75,8 +79,9 @@ pub use export::{export, export_dataset, export_keys};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
 pub use job::{abort_job, commit_job, commit_job_with, start_job, write_task, write_task_range};
+pub use job_at::{abort_job_at, commit_job_at, start_job_at, write_task_at, write_task_range_at};
 pub use job_options::{JobOptions, Progress, WriteMode};
-pub use located::{clean_at, export_at, info_at, repair_at, verify_at};
+pub use located::{clean_at, exists_at, export_at, info_at, repair_at, verify_at};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{ColumnView, Dataset, DatasetMode, Tensor};

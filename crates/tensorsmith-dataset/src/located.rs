@@ -46,6 +46,19 @@ pub fn info_at(
     Ok((m, v, r))
 }
 
+/// Whether a dataset is at `location` (a version, or a manifest of the layout's other
+/// writers): what mode "error" refuses.
+pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
+    match open_store(location, storage, false)? {
+        None => {
+            let dir = Path::new(location);
+            Ok(Snapshot::current(dir)?.is_some()
+                || dir.join(crate::manifest::MANIFEST_NAME).is_file())
+        }
+        Some(store) => Ok(sv::current(&*store)?.is_some()),
+    }
+}
+
 /// `dataset verify` at `location` (`stale_after`: staging folders of local datasets).
 pub fn verify_at(
     location: &str,

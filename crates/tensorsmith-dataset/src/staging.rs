@@ -57,8 +57,21 @@ impl Heartbeat {
     /// Marks `folder` now and renews the mark every `every` until stopped.
     pub fn start(folder: &Path, every: Duration) -> Result<Heartbeat> {
         mark(folder)?;
+        let dir = folder.to_path_buf();
+        // A folder removed by the commit or abort ends the heartbeat.
+        Ok(Heartbeat::renewing(every, move || {
+            dir.is_dir() && mark(&dir).is_ok()
+        }))
+    }
+
+    /// Calls `renew` every `every` until stopped, or until `renew` returns false (what it
+    /// marks is gone). The first mark is the caller's.
+    pub fn renewing(
+        every: Duration,
+        mut renew: impl FnMut() -> bool + Send + 'static,
+    ) -> Heartbeat {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let (s, dir) = (stop.clone(), folder.to_path_buf());
+        let s = stop.clone();
         let thread = std::thread::spawn(move || {
             let (lock, cv) = &*s;
             let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -72,16 +85,19 @@ impl Heartbeat {
                 if *stopped {
                     return;
                 }
-                // A folder removed by the commit or abort ends the heartbeat.
-                if !dir.is_dir() || mark(&dir).is_err() {
+                // Renewed without the lock held: a stop does not wait for a slow renewal
+                // (a PUT to a store) to be noticed.
+                drop(stopped);
+                if !renew() {
                     return;
                 }
+                stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
             }
         });
-        Ok(Heartbeat {
+        Heartbeat {
             stop,
             thread: Some(thread),
-        })
+        }
     }
 
     /// Stops the renewals and waits for the thread.

@@ -13,6 +13,7 @@ use crate::manifest::{is_index_file_name, is_shard_file_name, INDEX_NAME, MANIFE
 use crate::retention::CleanReport;
 use crate::store::Store;
 use crate::store_commit::mirror_entry_files;
+use crate::store_job::{attempt_of, jobs, sweep};
 use crate::store_versions::{self as sv, index_key, removed_key, version_key, INDEX_PREFIX};
 use crate::versions::{now_ms, Snapshot};
 use std::collections::HashSet;
@@ -70,10 +71,14 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         store.delete(&version_key(n))?;
         report.versions.push(n);
     }
+    let live = settle_jobs(store, &keep, floor)?;
     for e in store.list("part-")? {
         let name = e.key.as_str();
         if name.contains('/') || !is_shard_file_name(name) || keep.contains(name) {
             continue;
+        }
+        if attempt_of(name).is_some_and(|a| live.contains(&a)) {
+            continue; // a running job's: its commit or abort decides
         }
         if removed_lists.contains(name) || abandoned(e.modified_ms) {
             store.delete(name)?;
@@ -105,6 +110,26 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         report.repaired = republish(store, &s)?;
     }
     Ok(report)
+}
+
+/// Distributed jobs (store_job.rs): a job whose heartbeat is gone (it ended) or older than
+/// `floor_ms` (its driver died) has every shard of its attempts that `keep` does not list
+/// deleted, then its heartbeat and markers. Returns the attempts of the jobs still running.
+fn settle_jobs(
+    store: &dyn Store,
+    keep: &HashSet<String>,
+    floor_ms: u64,
+) -> Result<HashSet<String>> {
+    let keep: HashSet<&str> = keep.iter().map(String::as_str).collect();
+    let mut live = HashSet::new();
+    for (job, found) in jobs(store)? {
+        if found.beat_age_ms.is_some_and(|a| a < floor_ms) {
+            live.extend(found.attempts);
+        } else {
+            sweep(store, &job, &keep)?;
+        }
+    }
+    Ok(live)
 }
 
 /// `dataset_manifest.json` and `_tensor_index.parquet` written again from `snap` when they do

@@ -80,7 +80,7 @@ pub(crate) fn commit_to_store(
 
 /// Uploads each shard to its final name, `store.concurrency()` at a time; each local copy is
 /// removed once uploaded.
-fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardInfo]) -> Result<()> {
+pub(crate) fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardInfo]) -> Result<()> {
     let next = AtomicUsize::new(0);
     let first_err: Mutex<Option<DatasetError>> = Mutex::new(None);
     let threads = store.concurrency().clamp(1, shards.len().max(1));

@@ -977,7 +977,8 @@ fn task_ranges_and_write_task_range_commit_what_write_dataset_writes() {
 }
 
 #[test]
-fn a_job_on_a_url_is_refused_and_writes_no_local_folder() {
+fn a_url_is_never_a_jobs_local_folder_and_unknown_schemes_are_refused() {
+    // The local-folder protocol refuses a URL (start_job_at routes it to the store).
     let e = tensorsmith_dataset::start_job(
         Path::new("s3://bkt/ds"),
         "j1",
@@ -987,8 +988,19 @@ fn a_job_on_a_url_is_refused_and_writes_no_local_folder() {
     .unwrap()
     .to_string();
     assert!(
-        e.contains("s3://bkt/ds") && e.contains("s3:// is not supported"),
+        e.contains("s3://bkt/ds") && e.contains("writes through the store"),
         "{e}"
     );
+    let e = tensorsmith_dataset::start_job_at(
+        "ftp://host/ds",
+        &Default::default(),
+        "j1",
+        std::time::Duration::from_secs(60),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("unsupported URL scheme \"ftp\""), "{e}");
     assert!(!Path::new("s3:").exists(), "a local folder was made");
+    assert!(!Path::new("ftp:").exists(), "a local folder was made");
 }

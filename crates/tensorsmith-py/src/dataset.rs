@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tensorsmith_dataset::{
-    abort_job, commit_job, write_dataset_to as write_rust, write_task, write_task_range,
-    ColumnView, Dataset, DatasetMode, Input, JobOptions, Progress, TaskReport, WriteMode,
-    WriteOptions,
+    abort_job_at, commit_job_at, write_dataset_to as write_rust, write_task_at,
+    write_task_range_at, ColumnView, Dataset, DatasetMode, Input, JobOptions, Progress, TaskReport,
+    WriteMode, WriteOptions,
 };
 
 /// Takes the Arrow C stream that `obj.__arrow_c_stream__()` exports.
@@ -153,6 +153,7 @@ pub fn write_dataset(
 /// task's report (JSON text: the commit message). The batches are pulled on this thread
 /// (GIL released between pulls) while another fills, writes and fsyncs the shards.
 #[pyfunction]
+#[pyo3(signature = (data, path, job_id, task, options, storage = Vec::new()))]
 pub fn write_job_task(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
@@ -160,8 +161,11 @@ pub fn write_job_task(
     job_id: &str,
     task: u64,
     options: BTreeMap<String, String>,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = location(py, &path)?;
     let stream = stream_of(py, data)?;
     let progress = Progress::default();
     let r = py
@@ -170,7 +174,7 @@ pub fn write_job_task(
                 // One pass over the task's batches as Spark hands them over (memory stays
                 // bounded).
                 let input = Input::from_reader(Box::new(queued));
-                write_task(&input, &path, job_id, task, &opts, &progress)
+                write_task_at(&input, &path, &storage, job_id, task, &opts, &progress)
             })
         })
         .py_err(py)?;
@@ -180,13 +184,16 @@ pub fn write_job_task(
 /// The row ranges of the tasks of a direct write of `paths` (at most `tasks` of them): the
 /// cut `write_dataset` makes, so the committed shards are the ones it writes.
 #[pyfunction]
+#[pyo3(signature = (paths, options, tasks, storage = Vec::new()))]
 pub fn task_ranges(
     py: Python<'_>,
     paths: Vec<PathBuf>,
     options: BTreeMap<String, String>,
     tasks: usize,
+    storage: Vec<(String, String)>,
 ) -> PyResult<Vec<(u64, u64)>> {
     let opts = self::options(py, &options)?;
+    let _storage = crate::file::storage_options(py, storage)?;
     let ranges = py
         .detach(|| tensorsmith_dataset::task_ranges(&Input::open(&paths)?, &opts, tasks))
         .py_err(py)?;
@@ -197,6 +204,7 @@ pub fn task_ranges(
 /// pages copied or decoded where they can be), as task `task` of job `job_id`; returns the
 /// task's report (JSON text).
 #[pyfunction]
+#[pyo3(signature = (paths, path, job_id, task, start, end, options, storage = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn write_job_range(
     py: Python<'_>,
@@ -207,13 +215,25 @@ pub fn write_job_range(
     start: u64,
     end: u64,
     options: BTreeMap<String, String>,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = location(py, &path)?;
     let progress = Progress::default();
     let r = py
         .detach(|| {
             let input = Input::open(&paths)?;
-            write_task_range(&input, &path, job_id, task, start..end, &opts, &progress)
+            write_task_range_at(
+                &input,
+                &path,
+                &storage,
+                job_id,
+                task,
+                start..end,
+                &opts,
+                &progress,
+            )
         })
         .py_err(py)?;
     Ok(serde_json::to_string(&r).expect("reports serialize"))
@@ -221,6 +241,7 @@ pub fn write_job_range(
 
 /// The driver's commit: every task's report; returns the manifest's JSON text.
 #[pyfunction]
+#[pyo3(signature = (path, job_id, reports, options, mode, storage = Vec::new()))]
 pub fn commit_job_reports(
     py: Python<'_>,
     path: PathBuf,
@@ -228,8 +249,11 @@ pub fn commit_job_reports(
     reports: Vec<String>,
     options: BTreeMap<String, String>,
     mode: &str,
+    storage: Vec<(String, String)>,
 ) -> PyResult<String> {
     let opts = self::options(py, &options)?;
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = location(py, &path)?;
     let mode = self::mode(py, mode)?;
     let reports = reports
         .iter()
@@ -243,15 +267,41 @@ pub fn commit_job_reports(
             )
         })?;
     let m = py
-        .detach(|| commit_job(&path, job_id, reports, &opts, mode))
+        .detach(|| {
+            let job = JobOptions::new().with_mode(mode);
+            commit_job_at(&path, &storage, job_id, reports, &opts, &job)
+        })
         .py_err(py)?;
     Ok(m.to_json())
 }
 
+/// Whether a dataset is at `path` (a local folder or a URL): what mode "error" refuses.
+#[pyfunction]
+#[pyo3(signature = (path, storage = Vec::new()))]
+pub fn dataset_exists(
+    py: Python<'_>,
+    path: PathBuf,
+    storage: Vec<(String, String)>,
+) -> PyResult<bool> {
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = location(py, &path)?;
+    py.detach(|| tensorsmith_dataset::exists_at(&path, &storage))
+        .py_err(py)
+}
+
 /// The driver's abort: removes every shard the job wrote.
 #[pyfunction]
-pub fn abort_job_shards(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult<()> {
-    py.detach(|| abort_job(&path, job_id)).py_err(py)
+#[pyo3(signature = (path, job_id, storage = Vec::new()))]
+pub fn abort_job_shards(
+    py: Python<'_>,
+    path: PathBuf,
+    job_id: &str,
+    storage: Vec<(String, String)>,
+) -> PyResult<()> {
+    let storage = crate::file::storage_options(py, storage)?;
+    let path = location(py, &path)?;
+    py.detach(|| abort_job_at(&path, &storage, job_id))
+        .py_err(py)
 }
 
 /// A dataset opened for reading (map-style: sample i in batch mode, tensor i or by key in KV
@@ -404,10 +454,25 @@ pub struct JobHeartbeat {
 #[pymethods]
 impl JobHeartbeat {
     #[new]
-    fn new(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult<Self> {
-        let beat =
-            tensorsmith_dataset::start_job(&path, job_id, tensorsmith_dataset::DEFAULT_HEARTBEAT)
-                .py_err(py)?;
+    #[pyo3(signature = (path, job_id, storage = Vec::new()))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        job_id: &str,
+        storage: Vec<(String, String)>,
+    ) -> PyResult<Self> {
+        let storage = crate::file::storage_options(py, storage)?;
+        let path = location(py, &path)?;
+        let beat = py
+            .detach(|| {
+                tensorsmith_dataset::start_job_at(
+                    &path,
+                    &storage,
+                    job_id,
+                    tensorsmith_dataset::DEFAULT_HEARTBEAT,
+                )
+            })
+            .py_err(py)?;
         Ok(JobHeartbeat { beat: Some(beat) })
     }
 

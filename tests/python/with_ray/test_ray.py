@@ -1,7 +1,9 @@
 """tensorsmith.ray on a real local Ray cluster (ray.init(num_cpus=2)): round trips in both
 modes, shards equal to `tensorsmith dataset write` where blocks hold whole batches, a write
 task killed mid-write and retried (every row once), a failing write that leaves nothing,
-column and key pruning, and datasets passed between Spark and Ray."""
+column and key pruning, datasets passed between Spark and Ray, and datasets on S3 (moto in
+server mode on 127.0.0.1): tasks upload their shards, the driver commits, a failing write
+leaves no object."""
 
 import json
 import os
@@ -150,10 +152,8 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(FileExistsError):
         tray.write_dataset(ray.data.from_arrow(t), tmp_path / "d", batch_size=2, dtype="F32",
                            columns="x")
-    with pytest.raises(ValueError, match="object-store URLs are not supported"):
-        tray.write_dataset(ray.data.from_arrow(t), "s3://bucket/d", batch_size=2)
-    with pytest.raises(ValueError, match="object-store URLs are not supported"):
-        tray.read_dataset("s3://bucket/d")
+    with pytest.raises(tensorsmith.errors.TensorsmithError, match='unsupported URL scheme "ftp"'):
+        tray.write_dataset(ray.data.from_arrow(t), "ftp://host/d", batch_size=2)
     with pytest.raises(ValueError, match="bogus"):
         tray.write_dataset(ray.data.from_arrow(t), tmp_path / "o", batch_size=2, bogus=1)
 
@@ -199,3 +199,51 @@ def test_spark_to_ray_and_back(spark, tmp_path, kv):
     again = spark.read.format("safetensors").load(str(tmp_path / "ray")).collect()
     got = sorted((key(r), list(r["x"])) for r in again)
     assert got == want
+
+
+def test_datasets_on_s3(tmp_path):
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    import local_servers
+
+    key, secret = "AKIARAYS3", "raySecretDoNotPrint/1"
+    servers = local_servers.moto()
+    url = next(servers)
+    try:
+        s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=key,
+                          aws_secret_access_key=secret, region_name="us-east-1")
+        s3.create_bucket(Bucket="rayds")
+        opts = {"key": key, "secret": secret, "endpoint_url": url, "region": "us-east-1"}
+
+        def objects(prefix):
+            r = s3.list_objects_v2(Bucket="rayds", Prefix=prefix)
+            return sorted(o["Key"][len(prefix):] for o in r.get("Contents", []))
+
+        t = table()
+        ds = ray.data.from_arrow([t.slice(i, 12) for i in range(0, N, 12)])
+        m = tray.write_dataset(ds, "s3://rayds/ds", batch_size=4, dtype="F32",
+                               columns=["idx", "x"], storage_options=opts)
+        local = tray.write_dataset(ds, tmp_path / "local", batch_size=4, dtype="F32",
+                                   columns=["idx", "x"])
+        assert m["total_samples"] == N
+        names = sorted(s["shard_path"] for s in m["shards"])
+        assert [k for k in objects("ds/") if k.startswith("part-")] == names
+        assert not [k for k in objects("ds/") if k.startswith("_tensorsmith/jobs/")]
+        got = [s3.get_object(Bucket="rayds", Key="ds/" + s["shard_path"])["Body"].read()
+               for s in m["shards"]]
+        assert got == shard_bytes(tmp_path / "local")[0]
+        assert len(local["shards"]) == len(m["shards"])
+        back = tray.read_dataset("s3://rayds/ds", storage_options=opts).take_all()
+        assert [r["idx"] for r in back] == [[i] for i in range(N)]
+        with pytest.raises(FileExistsError):
+            tray.write_dataset(ds, "s3://rayds/ds", batch_size=4, dtype="F32",
+                               columns=["idx", "x"], storage_options=opts)
+        bad = ray.data.from_arrow([t.slice(i, 16) for i in range(0, N, 16)]).map_batches(
+            _failing(), batch_size=2, batch_format="pyarrow")
+        with pytest.raises(Exception, match="bad row") as e:
+            tray.write_dataset(bad, "s3://rayds/failed", batch_size=2, dtype="F32",
+                               columns="x", storage_options=opts)
+        assert secret not in str(e.value)
+        assert objects("failed/") == []
+    finally:
+        next(servers, None)

@@ -121,11 +121,12 @@ def _ragged(tensors, dtype, arrow_type, targets):
 GROUP_BYTES = 128 << 20
 
 
-def group(paths, limit=GROUP_BYTES):
-    """`paths` cut into runs of consecutive shards of at most `limit` bytes (at least one)."""
+def group(paths, limit=GROUP_BYTES, sizes=None):
+    """`paths` cut into runs of consecutive shards of at most `limit` bytes (at least one).
+    `sizes`: each shard's bytes by path (the manifest's; else asked of the filesystem)."""
     groups, cur, size = [], [], 0
     for p in paths:
-        n = os.path.getsize(p)
+        n = sizes[p] if sizes is not None else os.path.getsize(p)
         if cur and size + n > limit:
             groups.append(cur)
             cur, size = [], 0
@@ -136,10 +137,10 @@ def group(paths, limit=GROUP_BYTES):
     return groups
 
 
-def shards_holding(shards, names, sep):
+def shards_holding(shards, names, sep, storage_options=None):
     """The shards (in manifest order) holding a tensor of one of `names`: from the tensor
     index beside them when every entry of it names one of them (else it is another write's),
-    otherwise from each shard's header."""
+    otherwise from each shard's header (the only way on object storage)."""
     import pyarrow.parquet as pq
 
     from . import safe_open
@@ -147,7 +148,7 @@ def shards_holding(shards, names, sep):
     by_name = {os.path.basename(s): s for s in shards}
     index = os.path.join(os.path.dirname(shards[0]), "_tensor_index.parquet") if shards else ""
     holding = None
-    if os.path.exists(index):
+    if "://" not in index and os.path.exists(index):
         t = pq.read_table(index, columns=["tensor_key", "file_name"])
         keys, files = t.column(0).to_pylist(), t.column(1).to_pylist()
         if files and all(f in by_name for f in files):
@@ -155,7 +156,7 @@ def shards_holding(shards, names, sep):
     if holding is None:
         holding = set()
         for s in shards:
-            with safe_open(s, framework="np") as f:
+            with safe_open(s, framework="np", storage_options=storage_options) as f:
                 if any(k.rpartition(sep)[0] in names for k in f.keys()):
                     holding.add(os.path.basename(s))
     return [s for s in shards if os.path.basename(s) in holding]

@@ -39,7 +39,7 @@ from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
 from . import _native, _shard_arrow
-from ._options import option_texts
+from ._options import option_texts, storage_pairs
 from .errors import DatasetExists, OptionError
 
 # Dataset dtype -> the NumPy type Arrow values are built from (Arrow has no bfloat16, and
@@ -77,19 +77,24 @@ def _plain(table: pa.Table) -> pa.Table:
     return pa.table(cols, names=table.column_names) if changed else table
 
 
-def _local(path):
-    """An absolute POSIX path; URLs refused by name (every task opens the path itself)."""
+def _location(path):
+    """A store URL as given (every task reaches it with the storage options), else an
+    absolute POSIX path every Ray node sees at the same place."""
     path = os.fspath(path)
     if "://" in str(path):
-        raise OptionError(f"{path}: object-store URLs are not supported; give a path every Ray "
-                          "node sees at the same place (a shared POSIX filesystem)")
+        return str(path)
     return os.path.abspath(path)
 
 
+def _join(path, name):
+    return path.rstrip("/") + "/" + name if "://" in path else os.path.join(path, name)
+
+
 class _Sink(Datasink):
-    def __init__(self, path, options, mode):
+    def __init__(self, path, options, mode, storage=()):
         _native.check_options(options)  # on the driver: a typo fails before any task
         self.path, self.options, self.mode = path, options, mode
+        self.storage = list(storage)  # (key, value) pairs: to the tasks, never printed
         self.job_id = uuid.uuid4().hex
         self.manifest = None
         self._beat = None
@@ -100,7 +105,7 @@ class _Sink(Datasink):
         return state
 
     def on_write_start(self, schema=None):
-        self._beat = _native.JobHeartbeat(self.path, self.job_id)
+        self._beat = _native.JobHeartbeat(self.path, self.job_id, self.storage)
 
     def write(self, blocks, ctx):
         tables = (_plain(BlockAccessor.for_block(b).to_arrow()) for b in blocks)
@@ -118,7 +123,7 @@ class _Sink(Datasink):
             same(t).to_batches() for t in itertools.chain([first], tables))
         stream = pa.RecordBatchReader.from_batches(schema, batches)
         return _native.write_job_task(stream, self.path, self.job_id, ctx.task_idx,
-                                      self.options)
+                                      self.options, self.storage)
 
     def _stop(self):
         if self._beat is not None:
@@ -129,28 +134,31 @@ class _Sink(Datasink):
         reports = [r for r in write_result.write_returns if r]
         self._stop()
         self.manifest = json.loads(_native.commit_job_reports(
-            self.path, self.job_id, reports, self.options, self.mode))
+            self.path, self.job_id, reports, self.options, self.mode, self.storage))
 
     def on_write_failed(self, error):
         self._stop()
-        _native.abort_job_shards(self.path, self.job_id)
+        _native.abort_job_shards(self.path, self.job_id, self.storage)
 
 
 def write_dataset(ds, path, *, mode="error", ray_remote_args=None, concurrency=None,
-                  **options) -> dict:
+                  storage_options=None, **options) -> dict:
     """Writes Ray Dataset `ds` as a dataset at `path` (options and modes of
     `tensorsmith.write_dataset`: batch_size or name_col, dtype, columns, ...; `mode` "error",
     "overwrite" or "append"). Returns the manifest. Fails (leaving nothing) if any write task
-    fails after Ray's retries."""
-    path = _local(path)
+    fails after Ray's retries. `path` is a folder every node sees, or an object-store URL
+    (`s3://bucket/prefix`, with `storage_options` as `tensorsmith.write_dataset` takes them):
+    each task uploads its shards to their final names, the driver commits the version."""
+    path = _location(path)
+    storage = storage_pairs(storage_options)
     mode = str(mode).lower()
     if mode not in ("error", "errorifexists", "overwrite", "append"):
         raise OptionError(f"mode must be 'error', 'overwrite' or 'append', not {mode!r}")
-    if mode in ("error", "errorifexists") and os.path.exists(
-            os.path.join(path, "dataset_manifest.json")):
+    if mode in ("error", "errorifexists") and _native.dataset_exists(path, storage):
         raise DatasetExists(f"{path}: a dataset is already there (mode='error')")
-    os.makedirs(path, exist_ok=True)
-    sink = _Sink(path, option_texts(options), mode)
+    if "://" not in path:
+        os.makedirs(path, exist_ok=True)
+    sink = _Sink(path, option_texts(options), mode, storage)
     ctx = ray.data.DataContext.get_current()
     keep = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True
@@ -162,13 +170,15 @@ def write_dataset(ds, path, *, mode="error", ray_remote_args=None, concurrency=N
 
 
 class _Source(Datasource):
-    def __init__(self, path, columns, keys, version, kv_separator, name_col):
-        path = _local(path)
-        r = _native.DatasetReader(path, version)
+    def __init__(self, path, columns, keys, version, kv_separator, name_col, storage_options):
+        path = _location(path)
+        self.storage = storage_options or {}
+        r = _native.DatasetReader(path, version, storage_pairs(self.storage))
         m = json.loads(r.manifest_json())
         self.mode, self.version = r.mode, r.version
         self.sep, self.name_col = kv_separator, name_col
-        self.shards = [os.path.join(path, s["shard_path"]) for s in m["shards"]]
+        self.shards = [_join(path, s["shard_path"]) for s in m["shards"]]
+        self.sizes = {_join(path, s["shard_path"]): s["bytes"] for s in m["shards"]}
         self.names = None
         wanted = [columns] if isinstance(columns, str) else columns
         if self.mode == "batch":
@@ -192,7 +202,8 @@ class _Source(Datasource):
                 pa.field(c, _arrow_type(d, r), True) for c, (d, r) in sorted(cols.items())]
             if keys is not None:
                 self.names = {keys} if isinstance(keys, str) else set(keys)
-                self.shards = _shard_arrow.shards_holding(self.shards, self.names, self.sep)
+                self.shards = _shard_arrow.shards_holding(self.shards, self.names, self.sep,
+                                                          self.storage)
         if wanted is not None:
             have = [f.name for f in fields]
             missing = [c for c in wanted if c not in have]
@@ -203,12 +214,12 @@ class _Source(Datasource):
         self.schema = pa.schema(fields)
 
     def estimate_inmemory_data_size(self):
-        return sum(os.path.getsize(s) for s in self.shards)
+        return sum(self.sizes[s] for s in self.shards)
 
     def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
         tasks = []
-        for paths in _shard_arrow.group(self.shards):
-            meta = BlockMetadata(num_rows=None, size_bytes=sum(map(os.path.getsize, paths)),
+        for paths in _shard_arrow.group(self.shards, sizes=self.sizes):
+            meta = BlockMetadata(num_rows=None, size_bytes=sum(self.sizes[p] for p in paths),
                                  input_files=tuple(paths), exec_stats=None)
             tasks.append(ReadTask(self._reader(paths), meta, schema=self.schema,
                                   per_task_row_limit=per_task_row_limit))
@@ -217,12 +228,13 @@ class _Source(Datasource):
     def _reader(self, paths):
         schema, mode, sep, name_col, names = (self.schema, self.mode, self.sep, self.name_col,
                                               self.names)
+        storage = self.storage
 
         def read():
             from . import safe_open
 
             for path in paths:
-                with safe_open(path, framework="np") as f:
+                with safe_open(path, framework="np", storage_options=storage) as f:
                     if mode == "batch":
                         rows = _shard_arrow.batch_rows(f, schema, _TARGETS)
                     else:
@@ -234,13 +246,15 @@ class _Source(Datasource):
 
 
 def read_dataset(path, columns=None, keys=None, *, version=None, kv_separator="__",
-                 name_col="key", **read_args):
+                 name_col="key", storage_options=None, **read_args):
     """A dataset as a Ray Dataset: batch mode, a row per sample, a column per tensor column
     (lists nested as the sample's shape); KV mode, a row per name (`name_col`) and a column
     per tensor column (missing tensors null). `columns` reads only those; `keys` (KV) only
-    those names. `read_args` go to `ray.data.read_datasource`."""
+    those names. `path` may be an object-store URL, with `storage_options`. `read_args` go
+    to `ray.data.read_datasource`."""
     return ray.data.read_datasource(
-        _Source(path, columns, keys, version, kv_separator, name_col), **read_args)
+        _Source(path, columns, keys, version, kv_separator, name_col, storage_options),
+        **read_args)
 
 
 __all__ = ["write_dataset", "read_dataset"]

@@ -47,7 +47,7 @@ from pyspark.sql.types import (
 )
 
 from . import _native, _shard_arrow
-from ._options import option_texts
+from ._options import option_texts, storage_pairs
 from .errors import OptionError
 from .spark_read import _SPARK, batch_rows, file_row, kv_rows
 
@@ -61,6 +61,13 @@ def _nested_type(dtype: str, rank: int):
     return t
 
 
+def _join(path: str, name: str) -> str:
+    """`name` in the dataset at `path` (a folder or a URL prefix)."""
+    if "://" in path:
+        return path.rstrip("/") + "/" + name
+    return os.path.join(path, name)
+
+
 class _Manifest:
     """One version's manifest (default: the current version's)."""
 
@@ -71,7 +78,10 @@ class _Manifest:
         self.path = path
 
     def shards(self):
-        return [os.path.join(self.path, s["shard_path"]) for s in self.m["shards"]]
+        return [_join(self.path, s["shard_path"]) for s in self.m["shards"]]
+
+    def sizes(self):
+        return {_join(self.path, s["shard_path"]): s["bytes"] for s in self.m["shards"]}
 
     def schema(self):
         return self.m["schema"]
@@ -97,9 +107,27 @@ class _Shards(InputPartition):
     paths: list
 
 
-def _group(paths, limit=_shard_arrow.GROUP_BYTES):
-    """One read partition per run of consecutive shards up to `limit` bytes."""
-    return [_Shards(g) for g in _shard_arrow.group(paths, limit)]
+def _group(paths, sizes=None, limit=_shard_arrow.GROUP_BYTES):
+    """One read partition per run of consecutive shards up to `limit` bytes (`sizes`: each
+    shard's bytes by path, from the manifest; else asked of the filesystem)."""
+    return [_Shards(g) for g in _shard_arrow.group(paths, limit, sizes)]
+
+
+# Data source options that are not dataset options: where and how to reach the dataset.
+STORAGE_PREFIX = "storage."
+
+
+def split_storage(options: dict) -> tuple[dict, dict]:
+    """(dataset options, storage options) of data source options: `storage.KEY` options are
+    the storage options (`storage.endpoint_url`, `storage.key`, ...; fsspec's names, as
+    `storage_options=` takes them), given to every task."""
+    plain, storage = {}, {}
+    for k, v in options.items():
+        if k.lower().startswith(STORAGE_PREFIX):
+            storage[k[len(STORAGE_PREFIX):].lower()] = v
+        else:
+            plain[k] = v
+    return plain, storage
 
 
 @dataclass
@@ -124,6 +152,9 @@ class SafetensorsDataSource(DataSource):
             raise OptionError(f"rows must be 'sample' or 'file', not {rows!r}")
         return rows, self.options.get("kv_separator", "__"), self.options.get("name_col", "key")
 
+    def _storage(self):
+        return split_storage(self.options)[1]
+
     def _dataset(self):
         """The manifest and the mode (from the first shard) of one version (the current one,
         or the `version` option), read once per instance: the tasks read that version's shards,
@@ -131,7 +162,8 @@ class SafetensorsDataSource(DataSource):
         if not hasattr(self, "_opened"):
             path = self._path()
             version = self.options.get("version")
-            r = _native.DatasetReader(path, None if version is None else int(version))
+            r = _native.DatasetReader(path, None if version is None else int(version),
+                                      storage_pairs(self._storage()))
             self._opened = (_Manifest(path, json.loads(r.manifest_json())), r.mode)
         return self._opened
 
@@ -171,6 +203,7 @@ class SafetensorsDataSource(DataSource):
         m, mode = self._dataset()
         pushdown = self.options.get("filter_pushdown", "false").lower() == "true"
         r = (_FilteringReader if pushdown else _Reader)(m.shards(), mode, *self._read_opts(), schema)
+        r.sizes, r.storage = m.sizes(), self._storage()
         keys = self.options.get("keys")
         if keys is not None:
             if mode != "kv" or r.rows != "sample":
@@ -186,8 +219,9 @@ class SafetensorsDataSource(DataSource):
         return r
 
     def writer(self, schema, overwrite):
-        opts = {k: v for k, v in self.options.items() if k.lower() != "path"}
-        return _Writer(self._path(), option_texts(opts), overwrite)
+        opts, storage = split_storage(
+            {k: v for k, v in self.options.items() if k.lower() != "path"})
+        return _Writer(self._path(), option_texts(opts), overwrite, storage_pairs(storage))
 
 
 class _Reader(DataSourceReader):
@@ -196,11 +230,13 @@ class _Reader(DataSourceReader):
         self.rows, self.sep, self.name_col = rows, sep, name_col
         self.spark_schema = schema
         self.names = None  # KV: the names to read (None: all)
+        self.sizes, self.storage = None, {}
 
     def partitions(self):
         if self.names is None:
-            return _group(self.shards)
-        return _group(_shard_arrow.shards_holding(self.shards, self.names, self.sep)) or [_Shards([])]
+            return _group(self.shards, self.sizes)
+        holding = _shard_arrow.shards_holding(self.shards, self.names, self.sep, self.storage)
+        return _group(holding, self.sizes) or [_Shards([])]
 
     def read(self, partition):
         from . import safe_open
@@ -209,7 +245,7 @@ class _Reader(DataSourceReader):
         arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable)
                                   for f in schema.fields])
         for path in partition.paths:
-            with safe_open(path, framework="np") as f:
+            with safe_open(path, framework="np", storage_options=self.storage) as f:
                 if self.rows == "file":
                     yield file_row(f, arrow_schema)
                 elif self.mode == "batch":
@@ -251,16 +287,18 @@ def _stop_heartbeat(job_id):
 
 
 class _Writer(DataSourceArrowWriter):
-    def __init__(self, path, options, overwrite):
+    def __init__(self, path, options, overwrite, storage=()):
         _native.check_options(options)  # on the driver: a typo fails before any task runs
         self.path = path
         self.options = options
+        self.storage = list(storage)  # (key, value) pairs: to the tasks, never printed
         self.mode = "overwrite" if overwrite else "append"
-        # One id per job: the staging folder every task writes into. The driver marks it
+        # One id per job: the staging folder every task writes into (on a store: the
+        # job's heartbeat object its tasks check before each upload). The driver marks it
         # and renews its heartbeat until the commit or the abort, so a clean never takes a
-        # live job's folder and the folder of a driver that died is known as stale.
+        # live job's shards and those of a driver that died are known as stale.
         self.job_id = uuid.uuid4().hex
-        _HEARTBEATS[self.job_id] = _native.JobHeartbeat(path, self.job_id)
+        _HEARTBEATS[self.job_id] = _native.JobHeartbeat(path, self.job_id, self.storage)
 
     def write(self, iterator):
         from pyspark import TaskContext
@@ -271,19 +309,33 @@ class _Writer(DataSourceArrowWriter):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         stream = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], iterator))
-        return _Report(_native.write_job_task(stream, self.path, self.job_id, task, self.options))
+        return _Report(_native.write_job_task(stream, self.path, self.job_id, task, self.options,
+                                              self.storage))
 
     def commit(self, messages):
         reports = [m.report for m in messages if m is not None and m.report]
         _stop_heartbeat(self.job_id)
-        _native.commit_job_reports(self.path, self.job_id, reports, self.options, self.mode)
+        _native.commit_job_reports(self.path, self.job_id, reports, self.options, self.mode,
+                                   self.storage)
 
     def abort(self, messages):
         _stop_heartbeat(self.job_id)
-        _native.abort_job_shards(self.path, self.job_id)
+        _native.abort_job_shards(self.path, self.job_id, self.storage)
 
 
-def write_dataset(spark, source, path, mode="error", tasks=None, **options):
+def _conf_storage(spark) -> dict:
+    """Storage options from the session's `spark.tensorsmith.storage.KEY` settings."""
+    prefix = "spark.tensorsmith.storage."
+    try:
+        conf = spark.conf.getAll  # Spark 4: a dict of every set runtime option
+        items = conf.items() if isinstance(conf, dict) else conf().items()
+    except Exception:  # noqa: BLE001 - older sessions: the SparkConf only
+        items = spark.sparkContext.getConf().getAll()
+    return {k[len(prefix):]: v for k, v in items if k.startswith(prefix)}
+
+
+def write_dataset(spark, source, path, mode="error", tasks=None, storage_options=None,
+                  **options):
     """Writes Parquet input as a dataset at `path`, Spark only scheduling: `source` is Parquet
     files or folders (paths or file: URIs), or a DataFrame that is a plain scan of Parquet
     files, possibly with a column selection (its columns become the `columns` option). The
@@ -291,8 +343,12 @@ def write_dataset(spark, source, path, mode="error", tasks=None, **options):
     (default: the default parallelism) runs the Rust Parquet -> shard writer on its rows; the
     driver commits (abort: every shard of the job removed). The shards are those `tensorsmith
     dataset write` writes on the same files and options. Every executor must be able to open
-    the paths (a local or shared POSIX filesystem). Anything else (another scheme, another
-    plan) is written through the "safetensors" data source instead, with a warning saying why.
+    the input paths (a local or shared POSIX filesystem). Anything else (another scheme,
+    another plan) is written through the "safetensors" data source instead, with a warning
+    saying why. `path` may be an object-store URL (`s3://bucket/prefix`): each task uploads
+    its shards straight to their final names and the driver commits the version with a
+    conditional put; `storage_options` (a dict, as `tensorsmith.write_dataset` takes it) and
+    the session's `spark.tensorsmith.storage.KEY` settings (the dict wins) reach every task.
     `mode` is "error", "overwrite" or "append". Returns a `DirectWrite` (manifest, per-task
     timeline), or None after a fallback.
     """
@@ -300,6 +356,8 @@ def write_dataset(spark, source, path, mode="error", tasks=None, **options):
 
     from . import spark_direct
 
+    storage = {**_conf_storage(spark), **(storage_options or {})}
+    pairs = storage_pairs(storage)
     try:
         if hasattr(source, "_jdf") or hasattr(source, "inputFiles"):
             files, columns = spark_direct.scan_of(source)
@@ -308,7 +366,7 @@ def write_dataset(spark, source, path, mode="error", tasks=None, **options):
                 options = {**options, "columns": [c for c in columns if c != key]}
         else:
             files = spark_direct._files(source)
-        return spark_direct.write(spark, files, path, mode, tasks, options)
+        return spark_direct.write(spark, files, path, mode, tasks, options, pairs)
     except spark_direct.NotDirect as why:
         warnings.warn(f"tensorsmith.spark.write_dataset: not the direct path ({why}); writing "
                       "through the safetensors data source instead", stacklevel=2)
@@ -317,11 +375,13 @@ def write_dataset(spark, source, path, mode="error", tasks=None, **options):
     register(spark, check=False)
     w = df.write.format("safetensors").mode("overwrite" if str(mode).lower() == "overwrite"
                                              else "append")
-    if str(mode).lower() in ("error", "errorifexists") and os.path.exists(
-            os.path.join(os.fspath(path), "dataset_manifest.json")):
+    if str(mode).lower() in ("error", "errorifexists") and _native.dataset_exists(
+            os.fspath(path), pairs):
         raise spark_direct._native_exists(os.fspath(path))
     for k, v in option_texts(options).items():
         w = w.option(k, v)
+    for k, v in pairs:
+        w = w.option(STORAGE_PREFIX + k, v)
     w.save(os.fspath(path))
     return None
 

@@ -6,7 +6,8 @@ The driver cuts the input as `tensorsmith dataset write` does (whole batches per
 mode, whole rows in KV mode), so the committed shards are the ones the CLI writes on the same
 files and options. Tasks write into the job's staging folder; the driver commits, or aborts
 (every shard of the job removed), as the data source does. Every executor must be able to open
-the input and output paths: a local or shared POSIX filesystem.
+the input paths (a local or shared POSIX filesystem); the output may be a folder they all
+see or an object-store URL (tasks upload their shards, the driver commits).
 """
 
 import os
@@ -102,9 +103,9 @@ class DirectWrite:
 
 def _run_range(args):
     """One task, on an executor: rows start..end of the files as task `task` of the job."""
-    files, out, job_id, task, start, end, opts = args
+    files, out, job_id, task, start, end, opts, storage = args
     t0 = time.time()
-    report = _native.write_job_range(files, out, job_id, task, start, end, opts)
+    report = _native.write_job_range(files, out, job_id, task, start, end, opts, storage)
     t1 = time.time()
     # The worker's peak RSS so far (a reused worker: over every task it ran).
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -112,32 +113,44 @@ def _run_range(args):
                     "start": t0, "end": t1, "seconds": t1 - t0, "maxrss_mib": rss}
 
 
-def write(spark, files, out, mode, tasks, options):
-    """The direct write of `files` to `out`; returns a DirectWrite."""
+def _output(p) -> str:
+    """The output: a store URL as given (every task uploads to it), else a POSIX path."""
+    p = os.fspath(p)
+    if "://" in p and not p.lower().startswith("file:"):
+        return p
+    return _local_path(p)
+
+
+def write(spark, files, out, mode, tasks, options, storage=()):
+    """The direct write of `files` to `out` (a folder, or a store URL with `storage`, the
+    (key, value) storage option pairs); returns a DirectWrite."""
     import json
 
     opts = option_texts(options)
-    out = _local_path(out)
+    out = _output(out)
+    storage = list(storage)
     try:
         mode = _MODES[str(mode).lower()]
     except KeyError:
         raise OptionError(f"mode must be 'error', 'overwrite' or 'append', not {mode!r}") from None
-    if mode == "error" and os.path.exists(os.path.join(out, "dataset_manifest.json")):
+    if mode == "error" and _native.dataset_exists(out, storage):
         raise _native_exists(out)
     tasks = int(tasks or spark.sparkContext.defaultParallelism)
-    ranges = _native.task_ranges(files, opts, tasks)
+    ranges = _native.task_ranges(files, opts, tasks, storage)
     job_id = uuid.uuid4().hex
-    os.makedirs(out, exist_ok=True)
-    beat = _native.JobHeartbeat(out, job_id)
+    if "://" not in out:
+        os.makedirs(out, exist_ok=True)
+    beat = _native.JobHeartbeat(out, job_id, storage)
     try:
-        work = [(files, out, job_id, t, a, b, opts) for t, (a, b) in enumerate(ranges)]
+        work = [(files, out, job_id, t, a, b, opts, storage) for t, (a, b) in enumerate(ranges)]
         done = (spark.sparkContext.parallelize(work, max(len(work), 1)).map(_run_range).collect()
                 if work else [])
         beat.stop()
-        manifest = _native.commit_job_reports(out, job_id, [r for r, _ in done], opts, mode)
+        manifest = _native.commit_job_reports(out, job_id, [r for r, _ in done], opts, mode,
+                                              storage)
     except BaseException:
         beat.stop()
-        _native.abort_job_shards(out, job_id)
+        _native.abort_job_shards(out, job_id, storage)
         raise
     return DirectWrite(json.loads(manifest), [t for _, t in done])
 

@@ -1,0 +1,398 @@
+//! Distributed jobs (the Spark source, `tensorsmith.spark.write_dataset`, Ray) writing into
+//! a store (an S3 prefix): each task writes its shards in a local temporary folder and
+//! uploads them to their final, unique names; the driver commits the reported shards with
+//! the object-store commit (store_commit.rs); the abort deletes what the job uploaded. A
+//! store has no staging folder to remove, so a job leaves these under
+//! `_tensorsmith/jobs/<job id>/`:
+//!
+//! - `heartbeat`: put by the driver at the start and renewed every minute until the commit
+//!   or the abort deletes it. A task uploads a shard only while it exists, so an attempt
+//!   still running after the job ended (a speculative or zombie task) stops at its next
+//!   shard; `dataset clean` takes a job whose heartbeat is older than the abandoned floor
+//!   for dead.
+//! - `attempt-<task>-<uuid>`: put by a task attempt before its first shard. Every shard of
+//!   the attempt is `part-<task>-<n>-<uuid>.safetensors`, so the commit and the abort find
+//!   every object of every attempt, reported or not (retried tasks, speculative copies,
+//!   attempts whose report was lost), and delete what the committed version does not list.
+//!
+//! Once the job has ended, no object of it outside the committed version remains, but for an
+//! attempt that uploaded after the commit's sweep: `dataset clean` removes those (attempts of
+//! jobs that have ended, at once; of dead jobs, once the heartbeat is stale).
+
+use crate::error::{DatasetError, Result};
+use crate::input::Input;
+use crate::job_options::{JobOptions, Progress};
+use crate::kv_resolve;
+use crate::manifest::{is_shard_file_name, Manifest, ShardInfo};
+use crate::options::{Naming, WriteOptions};
+use crate::plan::Plan;
+use crate::staging::Heartbeat;
+use crate::store::{Entry, Store, Upload};
+use crate::store_commit::{commit_to_store, upload_shards};
+use crate::store_upload::{check, remove_uploaded, uploading};
+use crate::store_versions as sv;
+use crate::task::run_task;
+use crate::task_context::with_ctx;
+use crate::task_report::TaskReport;
+use crate::versions::now_ms;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+use tensorsmith::bytes::ReadAt;
+
+/// Where jobs keep their heartbeats and attempt markers.
+pub(crate) const JOBS_PREFIX: &str = "_tensorsmith/jobs/";
+
+fn heartbeat_key(job_id: &str) -> String {
+    format!("{JOBS_PREFIX}{job_id}/heartbeat")
+}
+
+/// The attempt (`<task>-<uuid>`) a shard name `part-<task>-<n>-<uuid>.safetensors` is of.
+pub(crate) fn attempt_of(shard: &str) -> Option<String> {
+    let rest = shard.strip_prefix("part-")?.strip_suffix(".safetensors")?;
+    let (task, rest) = rest.split_once('-')?;
+    let (_, uuid) = rest.split_once('-')?;
+    Some(format!("{task}-{uuid}"))
+}
+
+fn beat_text(job_id: &str) -> String {
+    format!(
+        "{{\"job_id\": \"{job_id}\", \"heartbeat_ms\": {}}}\n",
+        now_ms()
+    )
+}
+
+/// Starts job `job_id` on `store` (on the driver, before any task): its heartbeat, renewed
+/// every `every` until the returned [`Heartbeat`] is stopped or dropped.
+pub(crate) fn start_store_job(
+    store: Box<dyn Store>,
+    job_id: &str,
+    every: Duration,
+) -> Result<Heartbeat> {
+    let key = heartbeat_key(job_id);
+    store.put(&key, beat_text(job_id).as_bytes())?;
+    let job = job_id.to_string();
+    Ok(Heartbeat::renewing(every, move || {
+        // Renewed only while it exists: the commit or abort deleted it, the job is over.
+        matches!(store.get(&key), Ok(Some(_)))
+            && store.put(&key, beat_text(&job).as_bytes()).is_ok()
+    }))
+}
+
+fn job_over(store: &dyn Store, job_id: &str) -> DatasetError {
+    DatasetError::input(format!(
+        "{}: job {job_id} is not running there (committed, aborted, or never started: no {})",
+        store.location(),
+        heartbeat_key(job_id)
+    ))
+}
+
+/// The store as a job's task sees it: a shard goes up only while the job runs, and the
+/// first shard of an attempt marks the attempt first.
+struct JobStore<'a> {
+    inner: &'a dyn Store,
+    job_id: &'a str,
+    marked: Mutex<HashSet<String>>,
+}
+
+impl JobStore<'_> {
+    fn before_shard(&self, key: &str) -> Result<()> {
+        if self.inner.get(&heartbeat_key(self.job_id))?.is_none() {
+            return Err(job_over(self.inner, self.job_id));
+        }
+        let Some(attempt) = attempt_of(key) else {
+            return Ok(());
+        };
+        if self
+            .marked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&attempt)
+        {
+            return Ok(());
+        }
+        let marker = format!("{JOBS_PREFIX}{}/attempt-{attempt}", self.job_id);
+        self.inner.put(&marker, b"")?;
+        self.marked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(attempt);
+        Ok(())
+    }
+}
+
+impl Store for JobStore<'_> {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn concurrency(&self) -> usize {
+        self.inner.concurrency()
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        self.inner.put(key, bytes)
+    }
+    fn create(&self, key: &str, bytes: &[u8]) -> Result<bool> {
+        self.inner.create(key, bytes)
+    }
+    fn put_file(&self, key: &str, from: &Path) -> Result<()> {
+        self.before_shard(key)?;
+        self.inner.put_file(key, from)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<Entry>> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
+        self.inner.open(key)
+    }
+    fn uploads(&self, prefix: &str) -> Result<Vec<Upload>> {
+        self.inner.uploads(prefix)
+    }
+    fn abort(&self, upload: &Upload) -> Result<()> {
+        self.inner.abort(upload)
+    }
+}
+
+/// A local temporary folder removed when dropped.
+pub(crate) struct TempFolder(pub PathBuf);
+
+impl TempFolder {
+    pub(crate) fn new(what: &str) -> Result<TempFolder> {
+        let p = std::env::temp_dir().join(format!(
+            "tensorsmith-{what}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir(&p).map_err(|e| DatasetError::io(&p, e))?;
+        Ok(TempFolder(p))
+    }
+}
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes rows `rows` of `input` as task `task` of job `job_id` into `store`: every shard is
+/// uploaded to its final name before the report is returned (batch shards as each is
+/// complete, KV shards once the task's duplicates are resolved). A failure deletes what the
+/// task uploaded.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn store_task(
+    input: &Input,
+    store: &dyn Store,
+    job_id: &str,
+    task: u64,
+    rows: Range<u64>,
+    opts: &WriteOptions,
+    progress: &Progress,
+    pipelined: bool,
+) -> Result<TaskReport> {
+    let plan = Plan::new(input, opts)?;
+    let jobs = JobStore {
+        inner: store,
+        job_id,
+        marked: Mutex::new(HashSet::new()),
+    };
+    if store.get(&heartbeat_key(job_id))?.is_none() {
+        return Err(job_over(store, job_id));
+    }
+    let staging = TempFolder::new("task")?;
+    let batch = matches!(opts.naming, Naming::Batch(_));
+    let (report, mut uploaded) = uploading(&jobs, &staging.0, |queue| {
+        with_ctx(
+            &plan,
+            input,
+            opts,
+            &staging.0,
+            progress,
+            true,
+            pipelined,
+            batch.then_some(queue),
+            |ctx| {
+                let mut report = run_task(ctx, task, rows)?;
+                if let Naming::Kv { .. } = opts.naming {
+                    kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
+                }
+                Ok(report)
+            },
+        )
+    });
+    let report = report.and_then(|r| check(&mut uploaded).map(|()| r));
+    let report = report.and_then(|r| {
+        let rest: Vec<ShardInfo> = r
+            .shards
+            .iter()
+            .filter(|s| !uploaded.names.contains(&s.shard_path))
+            .cloned()
+            .collect();
+        upload_shards(&jobs, &staging.0, &rest)?;
+        uploaded
+            .names
+            .extend(rest.into_iter().map(|s| s.shard_path));
+        Ok(r)
+    });
+    if report.is_err() {
+        remove_uploaded(store, &uploaded);
+    }
+    report
+}
+
+/// The driver's commit of job `job_id` from its tasks' reports (one per task, any order):
+/// the object-store commit of the shards they name, then every other object of the job's
+/// attempts deleted, and the job's heartbeat and markers. KV keys written by several tasks:
+/// `fail` refuses the commit; `lastWin` has the shards holding superseded tensors fetched,
+/// rewritten without them and uploaded again under their names (no version lists them yet).
+pub(crate) fn commit_store_job(
+    store: &dyn Store,
+    job_id: &str,
+    mut reports: Vec<TaskReport>,
+    opts: &WriteOptions,
+    job: &JobOptions,
+) -> Result<Manifest> {
+    opts.check()?;
+    if store.get(&heartbeat_key(job_id))?.is_none() {
+        return Err(job_over(store, job_id));
+    }
+    let staging = TempFolder::new("commit")?;
+    let mut uploaded: HashSet<String> = reports
+        .iter()
+        .flat_map(|r| r.shards.iter().map(|s| s.shard_path.clone()))
+        .collect();
+    reports.sort_by_key(|r| r.task);
+    for name in superseded_shards(&reports) {
+        if !uploaded.contains(&name) || !is_shard_file_name(&name) {
+            continue; // the commit's checks word it
+        }
+        fetch(store, &name, &staging.0.join(&name))?;
+        uploaded.remove(&name);
+    }
+    let manifest = commit_to_store(store, &staging.0, reports, &uploaded, opts, job, None)?;
+    let keep: HashSet<&str> = manifest
+        .shards
+        .iter()
+        .map(|s| s.shard_path.as_str())
+        .collect();
+    let _ = sweep(store, job_id, &keep);
+    Ok(manifest)
+}
+
+/// Shards holding a KV key that a later task (or a later entry) writes again.
+fn superseded_shards(reports: &[TaskReport]) -> HashSet<String> {
+    let mut last: HashMap<&str, &str> = HashMap::new();
+    let mut out = HashSet::new();
+    for e in reports.iter().flat_map(|r| &r.index) {
+        if let Some(prev) = last.insert(e.tensor_key.as_str(), &*e.file_name) {
+            out.insert(prev.to_string());
+        }
+    }
+    out
+}
+
+/// Copies object `key` to the local file `to` (parallel ranged reads on a store).
+fn fetch(store: &dyn Store, key: &str, to: &Path) -> Result<()> {
+    let src = store.open(key)?;
+    let mut out = std::fs::File::create(to).map_err(|e| DatasetError::io(to, e))?;
+    src.copy_to(0..src.len(), &mut out)
+        .map_err(|e| DatasetError::Tensor(e.in_file(Path::new(&store.show(key)))))
+}
+
+/// The driver's abort of job `job_id`: every object its attempts uploaded that no version
+/// lists is deleted, then its heartbeat and markers. A job never started or already ended
+/// is fine.
+pub(crate) fn abort_store_job(store: &dyn Store, job_id: &str) -> Result<()> {
+    let current = sv::current(store)?;
+    let keep: HashSet<&str> = current
+        .as_ref()
+        .map(|s| {
+            s.manifest()
+                .shards
+                .iter()
+                .map(|s| s.shard_path.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    sweep(store, job_id, &keep)
+}
+
+/// Deletes the heartbeat of job `job_id` (first: no attempt uploads after it), then every
+/// shard of its attempts not in `keep`, then the attempt markers.
+pub(crate) fn sweep(store: &dyn Store, job_id: &str, keep: &HashSet<&str>) -> Result<()> {
+    store.delete(&heartbeat_key(job_id))?;
+    let prefix = format!("{JOBS_PREFIX}{job_id}/");
+    for marker in store.list(&prefix)? {
+        if let Some(attempt) = marker.key[prefix.len()..].strip_prefix("attempt-") {
+            delete_attempt(store, attempt, keep)?;
+        }
+        store.delete(&marker.key)?;
+    }
+    Ok(())
+}
+
+/// Deletes the shards of attempt `<task>-<uuid>` that are not in `keep`.
+fn delete_attempt(store: &dyn Store, attempt: &str, keep: &HashSet<&str>) -> Result<()> {
+    let Some((task, _)) = attempt.split_once('-') else {
+        return Ok(());
+    };
+    for e in store.list(&format!("part-{task}-"))? {
+        if attempt_of(&e.key).as_deref() == Some(attempt) && !keep.contains(e.key.as_str()) {
+            store.delete(&e.key)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a store holds of one job.
+#[derive(Debug, Default)]
+pub(crate) struct JobObjects {
+    /// How long ago its heartbeat was renewed (ms), `None` when it is gone (the job ended).
+    pub beat_age_ms: Option<u64>,
+    /// Its attempts (`<task>-<uuid>`), from their markers.
+    pub attempts: Vec<String>,
+}
+
+/// The jobs of `store` by id.
+pub(crate) fn jobs(store: &dyn Store) -> Result<HashMap<String, JobObjects>> {
+    let now = now_ms();
+    let mut out: HashMap<String, JobObjects> = HashMap::new();
+    for e in store.list(JOBS_PREFIX)? {
+        let Some((job, name)) = e.key[JOBS_PREFIX.len()..].split_once('/') else {
+            continue;
+        };
+        let slot = out.entry(job.to_string()).or_default();
+        if name == "heartbeat" {
+            // Undated (the store does not say): taken for fresh, never for dead.
+            slot.beat_age_ms = Some(match e.modified_ms {
+                0 => 0,
+                at => now.saturating_sub(at),
+            });
+        } else if let Some(attempt) = name.strip_prefix("attempt-") {
+            slot.attempts.push(attempt.to_string());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attempt_of;
+
+    #[test]
+    fn attempts_are_read_from_shard_names() {
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        assert_eq!(
+            attempt_of(&format!("part-00003-0012-{uuid}.safetensors")).as_deref(),
+            Some(format!("00003-{uuid}").as_str())
+        );
+        assert_eq!(attempt_of("part-00003.safetensors"), None);
+        assert_eq!(attempt_of("dataset_manifest.json"), None);
+    }
+}
