@@ -7,7 +7,12 @@
                     + fsync (our convert fsyncs its output: equal work), boto3 without the
                     fsync, and the server's floor (boto3 `get_object` streamed to /dev/null);
                     interleaved runs, medians, each ratio (target: ours >= 0.8x boto3)
-    RssAnon         peak anonymous memory of our convert, polled from /proc (<= 256 MiB)
+    upload          `tensorsmith convert m.safetensors s3://bench/up-ours.safetensors` (a
+                    multipart upload streamed from the writer) against boto3's `upload_file`
+                    (TransferConfig defaults: 10 threads, 8 MiB parts) of the same file
+                    (target: ours >= 0.8x boto3)
+    RssAnon         peak anonymous memory of our convert in each direction, polled from
+                    /proc (<= 256 MiB)
 
     cargo build --release -p tensorsmith-cli
     cargo install --locked s3s-fs@0.14.1 --features binary --root target/s3s-fs
@@ -21,11 +26,12 @@ behind the S3 protocol, from crates.io; S3S_FS_BIN, default target/s3s-fs/bin/s3
 S3_BENCH_OUT (default S3_BENCH_DIR: the uploaded source and the downloads, one at a time; a
 tmpfs such as /dev/shm where the disk cannot hold two copies), TENSORSMITH_BIN (default
 target/release/tensorsmith), S3_BENCH_OPTIONS (extra `--storage-option`s for our convert,
-space-separated KEY=VALUE).
+space-separated KEY=VALUE), S3_BENCH_DIRECTIONS (default "download upload").
 
 A direction is a function returning the jobs to race (name -> command) and the files to
-remove between runs; an upload direction (`convert local s3://…` against boto3's
-`upload_file`) is one more entry in DIRECTIONS.
+remove between runs (the uploads' objects are files in the server's folder). The local
+source file stays in S3_BENCH_OUT for the upload direction: the disk holds it, the server's
+copy and one download or upload at a time (3x S3_BENCH_GIB).
 """
 
 import json
@@ -57,7 +63,9 @@ import os, sys, boto3
 endpoint, bucket, key, out, how = sys.argv[1:6]
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
                   aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
-if how == "floor":
+if how == "upload":
+    s3.upload_file(out, bucket, key)
+elif how == "floor":
     body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     with open(os.devnull, "wb") as f:
         for chunk in body.iter_chunks(1 << 20):
@@ -211,8 +219,22 @@ def download(endpoint):
     return jobs, [ours, boto]
 
 
-DIRECTIONS = {"download": download}
-TARGETS = {"download": ("boto3+fsync", 0.8)}
+def upload(endpoint):
+    """Jobs of the upload direction (the same local file up under two names), and the
+    objects they leave (files in the server's folder)."""
+    src = OUT / "source.safetensors"
+    py = [sys.executable, "-c", BOTO, endpoint, BUCKET, "up-boto.safetensors", str(src)]
+    jobs = {
+        "ours": [BIN, "convert", str(src), f"s3://{BUCKET}/up-ours.safetensors"]
+        + storage_options(),
+        "boto3": py + ["upload"],
+    }
+    store = DIR / "store" / BUCKET
+    return jobs, [store / "up-ours.safetensors", store / "up-boto.safetensors"]
+
+
+DIRECTIONS = {"download": download, "upload": upload}
+TARGETS = {"download": ("boto3+fsync", 0.8), "upload": ("boto3", 0.8)}
 
 
 def race(name, endpoint, e):
@@ -269,13 +291,13 @@ def main():
         e = env(endpoint)
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
                           aws_secret_access_key=SECRET, region_name=REGION)
-        if not (root / BUCKET / OBJECT).exists():
-            local = OUT / "source.safetensors"
+        local = OUT / "source.safetensors"
+        if not local.exists():
             write_model(local)
+        if not (root / BUCKET / OBJECT).exists():
             if BUCKET not in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
                 s3.create_bucket(Bucket=BUCKET)
             s3.upload_file(str(local), BUCKET, OBJECT)
-            local.unlink()
         size = s3.head_object(Bucket=BUCKET, Key=OBJECT)["ContentLength"]
         print(f"{URL}: {size / (1 << 30):.2f} GiB in 4 tensors, s3s-fs on {endpoint} over "
               f"{root}, downloads to {OUT}; {os.cpu_count()} CPUs, load "
@@ -283,7 +305,7 @@ def main():
         for cmd in ("inspect", "hash"):
             n = moved([BIN, cmd, URL], endpoint)
             print(f"{cmd:8} moved {n / 1024:8.1f} KiB   (target < 1 MiB)")
-        for name in DIRECTIONS:
+        for name in os.environ.get("S3_BENCH_DIRECTIONS", "download upload").split():
             race(name, endpoint, e)
     finally:
         server.terminate()

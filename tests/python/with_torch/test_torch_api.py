@@ -313,3 +313,40 @@ def test_cuda_tensors_save_as_the_reference(tmp_path):
     ours.save_file(d, b)
     assert a.read_bytes() == b.read_bytes()
     assert ours.save(d) == ref.save(d)
+
+
+def _served(tmp_path):
+    g = torch.Generator().manual_seed(2)
+    tensors = {f"w{i}": torch.randn(300, 517, generator=g) for i in range(6)}
+    tensors["h"] = torch.randn(64, 64, generator=g).to(torch.bfloat16)
+    src = tmp_path / "m.safetensors"
+    ours.save_file(tensors, src)
+    return tensors, src.read_bytes()
+
+
+def test_load_file_of_a_url_equals_the_local_load(tmp_path):
+    from range_server import serve
+
+    tensors, body = _served(tmp_path)
+    with serve({"/m.safetensors": body}) as base:
+        # Small parts: the 4 MiB of tensors come in several ranged reads.
+        got = ours.load_file(f"{base}/m.safetensors",
+                             storage_options={"part_size": "5MiB", "max_concurrency": 3})
+    for k, v in tensors.items():
+        assert torch.equal(got[k], v)
+
+
+@cuda
+def test_cuda_load_of_a_url_goes_through_the_pipeline(tmp_path):
+    from range_server import serve
+
+    tensors, body = _served(tmp_path)
+    os.environ["TENSORSMITH_PINNED_MIB"] = "2"  # a ring smaller than the file
+    try:
+        with serve({"/m.safetensors": body}) as base:
+            got = ours.load_file(f"{base}/m.safetensors", device="cuda")
+    finally:
+        del os.environ["TENSORSMITH_PINNED_MIB"]
+    for k, v in tensors.items():
+        assert got[k].device.type == "cuda"
+        assert torch.equal(got[k].cpu(), v)

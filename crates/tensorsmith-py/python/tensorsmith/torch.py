@@ -201,10 +201,14 @@ def load(data: bytes):
     return _load(data, framework="pt")
 
 
-def load_file(filename, device="cpu", *, backend="mmap"):
+def load_file(filename, device="cpu", *, backend="mmap", storage_options=None):
     """Every tensor of a file, folder of shards or shard index as PyTorch tensors on `device`
-    ("cpu", "cuda", "cuda:N", an int, a torch.device): `load_file("m.safetensors")`."""
-    return _load_file(filename, framework="pt", backend=backend, device=device)
+    ("cpu", "cuda", "cuda:N", an int, a torch.device): `load_file("m.safetensors")`. A URL
+    (`s3://`, `az://`, `gs://`, `hf://`, `http(s)://`) is read by ranges, with
+    `storage_options` (as `tensorsmith.safe_open` takes them); onto a GPU through the same
+    pinned pipeline as a local file."""
+    return _load_file(filename, framework="pt", backend=backend, device=device,
+                      storage_options=storage_options)
 
 
 def save_model(model, filename, metadata=None, force_contiguous=True):
@@ -226,10 +230,12 @@ def save_model(model, filename, metadata=None, force_contiguous=True):
                          "potential caveats.") from None
 
 
-def load_model(model, filename, strict=True, device="cpu", *, backend="mmap"):
+def load_model(model, filename, strict=True, device="cpu", *, backend="mmap",
+               storage_options=None):
     """Loads a file written by `save_model` into `model` (tied weights restored); returns
     `(missing, unexpected)` names. With `strict`, any of either is a RuntimeError."""
-    state_dict = load_file(filename, device=device, backend=backend)
+    state_dict = load_file(filename, device=device, backend=backend,
+                           storage_options=storage_options)
     tied = _remove_duplicate_names(model.state_dict(), preferred_names=state_dict.keys())
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     missing = set(missing)
