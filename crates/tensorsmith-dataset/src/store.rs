@@ -28,6 +28,15 @@ pub(crate) struct Upload {
     pub started_ms: u64,
 }
 
+/// What a conditional replace expects to find under the key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect<'a> {
+    /// No object (`If-None-Match: *`).
+    Absent,
+    /// The object as read, by its tag (`If-Match: <ETag>`).
+    Tag(&'a str),
+}
+
 pub(crate) trait Store: Send + Sync {
     /// The dataset's location as errors and reports show it (no credentials).
     fn location(&self) -> String;
@@ -46,6 +55,19 @@ pub(crate) trait Store: Send + Sync {
     /// Creates `key` only if no object has that name: `false` when one has (another writer
     /// created it first).
     fn create(&self, key: &str, bytes: &[u8]) -> Result<bool>;
+    /// The whole object and its tag (an ETag: what [`Store::replace`] expects), `None` when
+    /// there is none. A store without tags gives `None` for the tag.
+    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
+        Ok(self.get(key)?.map(|b| (b, None)))
+    }
+    /// Writes `bytes` as `key` only if the object is still as `expect` says: `false` when
+    /// another writer changed it since it was read (or created it, or removed it). A store
+    /// without conditional replaces writes unconditionally.
+    fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
+        let _ = expect;
+        self.put(key, bytes)?;
+        Ok(true)
+    }
     /// Uploads the local file `from` as `key` (streamed; replaces what is there).
     fn put_file(&self, key: &str, from: &Path) -> Result<()>;
     /// Every object whose name starts with `prefix`, in name order.

@@ -23,7 +23,7 @@ use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
 use crate::options::{Duplicates, Naming, WriteOptions};
 use crate::publish::test_pause;
-use crate::store::Store;
+use crate::store::{Expect, Store};
 use crate::store_versions::{self as sv, index_key, version_key};
 use crate::task_report::TaskReport;
 use crate::versions::{indexes_dir, to_bytes, Snapshot};
@@ -234,22 +234,46 @@ fn commit_uploaded(
     }
 }
 
-/// `dataset_manifest.json` and `_tensor_index.parquet` written from version `v`: the old
-/// index removed first, so no manifest ever stands beside another version's index. Left to
-/// the next writer when a newer version is already there.
+/// `dataset_manifest.json` and `_tensor_index.parquet` written from version `v`; left to
+/// the next writer when a newer version is already there. The manifest is replaced only if
+/// it is still the one read before the versions were listed (`If-Match` its ETag, or
+/// `If-None-Match: *` when there was none): a writer of an older version that looked before
+/// a newer one was committed can never put its manifest over the newer one's. When it
+/// changed, the versions are looked at again. The index follows the manifest (removed when
+/// the version has none): until it does, the index beside the new manifest is the previous
+/// version's, which readers tell by its file names (tensorsmith's reader uses an index only
+/// when it agrees with the manifest).
 pub(crate) fn mirror_entry_files(
     store: &dyn Store,
     v: &crate::versions::Version,
     index: Option<&[u8]>,
 ) -> Result<()> {
-    let newer = sv::list(store)?.last().is_some_and(|l| l.n > v.version);
-    if newer {
-        return Ok(());
+    let manifest = v.manifest.to_json();
+    for _ in 0..MAX_CONFLICTS {
+        let seen = store.get_tagged(MANIFEST_NAME)?;
+        let newer = sv::list(store)?.last().is_some_and(|l| l.n > v.version);
+        if newer {
+            return Ok(());
+        }
+        let replaced = match &seen {
+            None => store.replace(MANIFEST_NAME, manifest.as_bytes(), Expect::Absent)?,
+            Some((_, Some(tag))) => {
+                store.replace(MANIFEST_NAME, manifest.as_bytes(), Expect::Tag(tag))?
+            }
+            Some((_, None)) => {
+                store.put(MANIFEST_NAME, manifest.as_bytes())?;
+                true
+            }
+        };
+        if replaced {
+            match index {
+                Some(bytes) => store.put(INDEX_NAME, bytes)?,
+                None => store.delete(INDEX_NAME)?,
+            }
+            return Ok(());
+        }
     }
-    store.delete(INDEX_NAME)?;
-    store.put(MANIFEST_NAME, v.manifest.to_json().as_bytes())?;
-    if let Some(bytes) = index {
-        store.put(INDEX_NAME, bytes)?;
-    }
+    // Replaced by other writers every time: theirs stand (readers trust the versions;
+    // `dataset verify --repair` and `clean` mirror the current one).
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! renamed in: commit.rs); this runs the object-store protocol on a disk, for its tests.
 
 use crate::error::{DatasetError, Result};
-use crate::store::{Entry, Store, Upload};
+use crate::store::{Entry, Expect, Store, Upload};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::UNIX_EPOCH;
@@ -20,6 +20,9 @@ pub(crate) struct LocalStore {
     /// Shard uploads left before one fails (`usize::MAX`: none fails), for the tests of a
     /// failed upload.
     pub fail_in: AtomicUsize,
+    /// Run once after the next listing of the versions: another writer acting between a
+    /// writer's look at the versions and what it does next, for the tests of races.
+    pub after_versions_listed: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl LocalStore {
@@ -28,6 +31,7 @@ impl LocalStore {
             dir: dir.to_path_buf(),
             staged_peak: AtomicUsize::new(0),
             fail_in: AtomicUsize::new(usize::MAX),
+            after_versions_listed: std::sync::Mutex::new(None),
         }
     }
 
@@ -52,6 +56,14 @@ impl LocalStore {
     }
 }
 
+/// A local object's tag: its content's hash (the tests' stand-in for an ETag).
+fn tag_of(bytes: &[u8]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    format!("{:016x}-{}", h.finish(), bytes.len())
+}
+
 fn mtime_ms(m: &std::fs::Metadata) -> u64 {
     m.modified()
         .ok()
@@ -71,6 +83,30 @@ impl Store for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(DatasetError::io(&p, e)),
         }
+    }
+
+    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
+        Ok(self.get(key)?.map(|b| {
+            let t = tag_of(&b);
+            (b, Some(t))
+        }))
+    }
+
+    fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
+        // Compared and written under one lock: atomic between the threads of a test (the
+        // store of the tests; S3 compares on the server).
+        static REPLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _held = REPLACING.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.get(key)?;
+        let same = match (expect, &now) {
+            (Expect::Absent, None) => true,
+            (Expect::Tag(t), Some(b)) => tag_of(b) == t,
+            _ => false,
+        };
+        if same {
+            self.put(key, bytes)?;
+        }
+        Ok(same)
     }
 
     fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
@@ -152,6 +188,16 @@ impl Store for LocalStore {
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
+        if prefix == crate::store_versions::VERSIONS_PREFIX {
+            let hook = self
+                .after_versions_listed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(f) = hook {
+                f();
+            }
+        }
         Ok(out)
     }
 

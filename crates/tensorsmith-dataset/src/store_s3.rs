@@ -5,7 +5,7 @@
 //! ranged reads go through the byte layer's `open_url`.
 
 use crate::error::{DatasetError, Result};
-use crate::store::{Entry, Store, Upload};
+use crate::store::{Entry, Expect, Store, Upload};
 use std::path::Path;
 use tensorsmith::bytes::{PutCondition, ReadAt, S3Client, StorageOptions};
 use tensorsmith::error::ErrorKind;
@@ -96,6 +96,30 @@ impl Store for S3Store {
         {
             Ok(_) => Ok(true),
             Err(e) if matches!(e.kind(), ErrorKind::PreconditionFailed(_)) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
+        Ok(self.client.get(&self.key(key))?.map(|(b, t)| (b, Some(t))))
+    }
+
+    fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
+        let cond = match expect {
+            Expect::Absent => PutCondition::IfNoneMatch,
+            Expect::Tag(t) => PutCondition::IfMatch(t.to_string()),
+        };
+        match self.client.put(&self.key(key), bytes, cond) {
+            Ok(_) => Ok(true),
+            // Changed (412, 409), or removed since it was read (If-Match on nothing: 404).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PreconditionFailed(_) | ErrorKind::RemoteNotFound(_)
+                ) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(e.into()),
         }
     }

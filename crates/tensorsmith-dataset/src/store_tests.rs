@@ -201,3 +201,30 @@ fn a_dataset_written_before_versions_is_adopted_as_version_0() {
     assert_eq!(sv::at(&store, 0).unwrap().manifest(), &first);
     assert!(verify_store(&store, None).unwrap().is_ok());
 }
+
+#[test]
+fn a_writer_that_looked_before_a_newer_commit_never_puts_its_manifest_over_it() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..4, WriteMode::ErrorIfExists).unwrap();
+    write(&store, 4..8, WriteMode::Append).unwrap();
+    let v2 = sv::read(&store, 2).unwrap();
+    // Writer A mirrors version 2: it reads the manifest, sees no newer version, and then
+    // writer B commits version 3 (and mirrors its manifest) before A writes.
+    let dir = d.path().to_path_buf();
+    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
+        let b = LocalStore::new(&dir);
+        assert_eq!(
+            write(&b, 8..12, WriteMode::Append).unwrap().total_samples,
+            12
+        );
+    }));
+    crate::store_commit::mirror_entry_files(&store, &v2, None).unwrap();
+    assert!(
+        store.after_versions_listed.lock().unwrap().is_none(),
+        "B wrote"
+    );
+    let m = Manifest::read(d.path()).unwrap();
+    assert_eq!(m.total_samples, 12, "version 3's manifest stands");
+    assert_eq!(sv::current(&store).unwrap().unwrap().version.version, 3);
+}
