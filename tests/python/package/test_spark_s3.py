@@ -130,9 +130,22 @@ def test_the_session_settings_reach_the_tasks(spark, src, s3, opts):
     try:
         r = tensorsmith.spark.write_dataset(spark, str(src), f"s3://{BUCKET}/conf",
                                             batch_size=10, dtype="F32", columns=["x"])
+        # The data source takes them when registered; a `storage.KEY` option wins.
+        tensorsmith.spark.register(spark, check=False)
+        df = spark.read.parquet(str(src)).repartition(2)
+        df.write.format("safetensors").mode("overwrite").option("batch_size", 9).option(
+            "dtype", "F32").option("columns", "x").save(f"s3://{BUCKET}/conf-source")
+        back = spark.read.format("safetensors").load(f"s3://{BUCKET}/conf-source")
+        assert back.count() == N
+        with pytest.raises(Exception, match="127.0.0.1:9") as e:
+            spark.read.format("safetensors").option(
+                "storage.endpoint_url", "http://127.0.0.1:9").option(
+                "storage.max_attempts", "1").load(f"s3://{BUCKET}/conf-source").count()
+        assert SECRET not in str(e.value)
     finally:
         for k in opts:
             spark.conf.unset(f"spark.tensorsmith.storage.{k}")
+        tensorsmith.spark.register(spark, check=False)
     assert r.manifest["total_samples"] == N
     assert len(shard_objects(s3, "conf/")) == len(r.manifest["shards"]) == N // 10
 

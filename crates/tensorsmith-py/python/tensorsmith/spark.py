@@ -117,11 +117,12 @@ def _group(paths, sizes=None, limit=_shard_arrow.GROUP_BYTES):
 STORAGE_PREFIX = "storage."
 
 
-def split_storage(options: dict) -> tuple[dict, dict]:
+def split_storage(options: dict, session: dict | None = None) -> tuple[dict, dict]:
     """(dataset options, storage options) of data source options: `storage.KEY` options are
     the storage options (`storage.endpoint_url`, `storage.key`, ...; fsspec's names, as
-    `storage_options=` takes them), given to every task."""
-    plain, storage = {}, {}
+    `storage_options=` takes them), given to every task, over `session`'s (the
+    `spark.tensorsmith.storage.KEY` settings when the source was registered)."""
+    plain, storage = {}, dict(session or {})
     for k, v in options.items():
         if k.lower().startswith(STORAGE_PREFIX):
             storage[k[len(STORAGE_PREFIX):].lower()] = v
@@ -136,6 +137,10 @@ class _Report(WriterCommitMessage):
 
 
 class SafetensorsDataSource(DataSource):
+    # The session's `spark.tensorsmith.storage.KEY` settings, read by `register` (a data
+    # source runs where no session is at hand): storage options under the source's own.
+    _session_storage: dict = {}
+
     @classmethod
     def name(cls):
         return "safetensors"
@@ -153,7 +158,7 @@ class SafetensorsDataSource(DataSource):
         return rows, self.options.get("kv_separator", "__"), self.options.get("name_col", "key")
 
     def _storage(self):
-        return split_storage(self.options)[1]
+        return split_storage(self.options, self._session_storage)[1]
 
     def _dataset(self):
         """The manifest and the mode (from the first shard) of one version (the current one,
@@ -220,7 +225,8 @@ class SafetensorsDataSource(DataSource):
 
     def writer(self, schema, overwrite):
         opts, storage = split_storage(
-            {k: v for k, v in self.options.items() if k.lower() != "path"})
+            {k: v for k, v in self.options.items() if k.lower() != "path"},
+            self._session_storage)
         return _Writer(self._path(), option_texts(opts), overwrite, storage_pairs(storage))
 
 
@@ -436,8 +442,20 @@ def register(spark=None, check=True):
             raise RuntimeError("no active SparkSession: pass one to tensorsmith.spark.register")
     if check:
         check_workers(spark)
-    spark.dataSource.register(SafetensorsDataSource)
-    return SafetensorsDataSource
+    source = _with_session_storage(spark)
+    spark.dataSource.register(source)
+    return source
+
+
+def _with_session_storage(spark):
+    """The data source, with the session's `spark.tensorsmith.storage.KEY` settings as its
+    storage options when there are any: a subclass made here, which Spark pickles by value
+    (settings included) for the workers that run the source."""
+    storage = _conf_storage(spark)
+    if not storage:
+        return SafetensorsDataSource
+    return type("SafetensorsDataSourceWithStorage", (SafetensorsDataSource,),
+                {"_session_storage": storage, "__module__": __name__})
 
 
 def _register_active():
@@ -448,7 +466,7 @@ def _register_active():
     except Exception:  # noqa: BLE001 - importing must never fail because of Spark's state
         return
     if s is not None:
-        s.dataSource.register(SafetensorsDataSource)
+        s.dataSource.register(_with_session_storage(s))
 
 
 _register_active()
