@@ -115,23 +115,52 @@ fn job_task(
     // Tasks renew the job's heartbeat while they write too: the folder stays fresh for as
     // long as any of its tasks runs, whatever becomes of the process that started the job.
     let _beat = Heartbeat::start(&staging, DEFAULT_HEARTBEAT)?;
-    with_ctx(
-        &plan,
+    let at = TaskAt {
+        plan: &plan,
         input,
         opts,
-        &staging,
+        staging: &staging,
         progress,
-        true,
         pipelined,
-        None,
-        |ctx| {
-            let mut report = run_task(ctx, task, rows)?;
-            if let Naming::Kv { .. } = opts.naming {
-                kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
-            }
-            Ok(report)
-        },
-    )
+        on_shard: None,
+    };
+    at.run(task, rows)
+}
+
+/// Where and how one task of a job writes: its shards into `staging` (each handed to
+/// `on_shard` once complete, when set).
+pub(crate) struct TaskAt<'a> {
+    pub plan: &'a Plan,
+    pub input: &'a Input,
+    pub opts: &'a WriteOptions,
+    pub staging: &'a Path,
+    pub progress: &'a Progress,
+    pub pipelined: bool,
+    pub on_shard: Option<&'a (dyn Fn(&str) + Sync)>,
+}
+
+impl TaskAt<'_> {
+    /// Rows `rows` of the input as task `task`: shards into staging, KV duplicates within
+    /// the task resolved.
+    pub(crate) fn run(&self, task: u64, rows: Range<u64>) -> Result<TaskReport> {
+        with_ctx(
+            self.plan,
+            self.input,
+            self.opts,
+            self.staging,
+            self.progress,
+            true,
+            self.pipelined,
+            self.on_shard,
+            |ctx| {
+                let mut report = run_task(ctx, task, rows)?;
+                if let Naming::Kv { .. } = self.opts.naming {
+                    kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
+                }
+                Ok(report)
+            },
+        )
+    }
 }
 
 /// Commits job `job_id` from its tasks' reports (in any order; one per task): the shards

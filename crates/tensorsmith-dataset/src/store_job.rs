@@ -21,8 +21,8 @@
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
+use crate::job::TaskAt;
 use crate::job_options::{JobOptions, Progress};
-use crate::kv_resolve;
 use crate::manifest::{is_shard_file_name, Manifest, ShardInfo};
 use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
@@ -31,8 +31,6 @@ use crate::store::{Entry, Store, Upload};
 use crate::store_commit::{commit_to_store, upload_shards};
 use crate::store_upload::{check, remove_uploaded, uploading};
 use crate::store_versions as sv;
-use crate::task::run_task;
-use crate::task_context::with_ctx;
 use crate::task_report::TaskReport;
 use crate::versions::now_ms;
 use std::collections::{HashMap, HashSet};
@@ -208,23 +206,16 @@ pub(crate) fn store_task(
     let staging = TempFolder::new("task")?;
     let batch = matches!(opts.naming, Naming::Batch(_));
     let (report, mut uploaded) = uploading(&jobs, &staging.0, |queue| {
-        with_ctx(
-            &plan,
+        TaskAt {
+            plan: &plan,
             input,
             opts,
-            &staging.0,
+            staging: &staging.0,
             progress,
-            true,
             pipelined,
-            batch.then_some(queue),
-            |ctx| {
-                let mut report = run_task(ctx, task, rows)?;
-                if let Naming::Kv { .. } = opts.naming {
-                    kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
-                }
-                Ok(report)
-            },
-        )
+            on_shard: batch.then_some(queue),
+        }
+        .run(task, rows)
     });
     let report = report.and_then(|r| check(&mut uploaded).map(|()| r));
     let report = report.and_then(|r| {

@@ -10,6 +10,7 @@ use crate::store::Store;
 use crate::store_clean::clean_store;
 use crate::store_job::{abort_store_job, commit_store_job, start_store_job, store_task};
 use crate::store_local::LocalStore;
+use crate::store_versions as sv;
 use crate::{Dataset, Input, TaskReport};
 use arrow_array::builder::{Float32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -73,6 +74,16 @@ fn task(
     )
 }
 
+/// Job `job` started on the store in `dir` (heartbeat renewed hourly).
+fn start(dir: &Path, job: &str) -> crate::Heartbeat {
+    start_store_job(
+        Box::new(LocalStore::new(dir)),
+        job,
+        Duration::from_secs(3600),
+    )
+    .unwrap()
+}
+
 fn names(store: &dyn Store, prefix: &str) -> BTreeSet<String> {
     store
         .list(prefix)
@@ -96,12 +107,7 @@ fn commit(
 fn a_commit_keeps_the_reported_shards_and_sweeps_every_other_attempt() {
     let d = tempfile::tempdir().unwrap();
     let store = LocalStore::new(d.path());
-    let beat = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "job1",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let beat = start(d.path(), "job1");
     let o = batch_opts();
     let t0 = task(&store, "job1", 0, 0..8, &o).unwrap();
     // Task 1 runs twice: the first attempt's report never reaches the driver.
@@ -136,20 +142,10 @@ fn an_abort_removes_the_jobs_shards_and_keeps_the_committed_ones() {
     let d = tempfile::tempdir().unwrap();
     let store = LocalStore::new(d.path());
     let o = batch_opts();
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "first",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let _b = start(d.path(), "first");
     let r = task(&store, "first", 0, 0..8, &o).unwrap();
     let before = commit(&store, "first", vec![r], &o);
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "second",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let _b = start(d.path(), "second");
     task(&store, "second", 0, 0..8, &o).unwrap();
     task(&store, "second", 1, 0..8, &o).unwrap();
     assert_eq!(names(&store, "part-").len(), 6);
@@ -165,43 +161,25 @@ fn an_abort_removes_the_jobs_shards_and_keeps_the_committed_ones() {
     abort_store_job(&store, "never").unwrap();
 }
 
+/// Job "kv" on a new store in `dir`: rows r0..r5 by task 0, r3..r7 again by task 1
+/// (values + 100), KV mode with `dup`.
+fn kv_job(dir: &Path, dup: Duplicates) -> (LocalStore, WriteOptions, Vec<TaskReport>) {
+    let store = LocalStore::new(dir);
+    let mut o = WriteOptions::kv("id");
+    o.dtype = Some(DType::F32);
+    o.duplicates = dup;
+    start(dir, "kv").stop();
+    let p = Progress::default();
+    let a = store_task(&input(0..6, 0.0), &store, "kv", 0, 0..6, &o, &p, false).unwrap();
+    let b = store_task(&input(3..8, 100.0), &store, "kv", 1, 0..5, &o, &p, false).unwrap();
+    (store, o, vec![a, b])
+}
+
 #[test]
 fn kv_last_win_across_tasks_rewrites_the_losing_shards() {
     let d = tempfile::tempdir().unwrap();
-    let store = LocalStore::new(d.path());
-    let mut o = WriteOptions::kv("id");
-    o.dtype = Some(DType::F32);
-    o.duplicates = Duplicates::LastWin;
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "kv",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
-    // r0..r5 by task 0; r3..r7 again by task 1 (values + 100): task 1's win.
-    let a = store_task(
-        &input(0..6, 0.0),
-        &store,
-        "kv",
-        0,
-        0..6,
-        &o,
-        &Progress::default(),
-        false,
-    )
-    .unwrap();
-    let b = store_task(
-        &input(3..8, 100.0),
-        &store,
-        "kv",
-        1,
-        0..5,
-        &o,
-        &Progress::default(),
-        false,
-    )
-    .unwrap();
-    let m = commit(&store, "kv", vec![a, b], &o);
+    let (store, o, reports) = kv_job(d.path(), Duplicates::LastWin);
+    let m = commit(&store, "kv", reports, &o);
     let committed: BTreeSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
     assert_eq!(names(&store, "part-"), committed);
     let ds = Dataset::open(d.path()).unwrap();
@@ -212,40 +190,15 @@ fn kv_last_win_across_tasks_rewrites_the_losing_shards() {
     assert_eq!(&t.data[..4], &104f32.to_le_bytes());
     let t = ds.tensor("r1__v").unwrap();
     assert_eq!(&t.data[..4], &1f32.to_le_bytes());
-    // fail: the same tasks are refused at the commit, nothing committed.
-    let d2 = tempfile::tempdir().unwrap();
-    let store = LocalStore::new(d2.path());
-    o.duplicates = Duplicates::Fail;
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d2.path())),
-        "kv",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
-    let a = store_task(
-        &input(0..6, 0.0),
-        &store,
-        "kv",
-        0,
-        0..6,
-        &o,
-        &Progress::default(),
-        false,
-    )
-    .unwrap();
-    let b = store_task(
-        &input(3..8, 100.0),
-        &store,
-        "kv",
-        1,
-        0..5,
-        &o,
-        &Progress::default(),
-        false,
-    )
-    .unwrap();
-    let e = commit_store_job(&store, "kv", vec![a, b], &o, &JobOptions::new()).unwrap_err();
+}
+
+#[test]
+fn kv_fail_across_tasks_refuses_the_commit() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, o, reports) = kv_job(d.path(), Duplicates::Fail);
+    let e = commit_store_job(&store, "kv", reports, &o, &JobOptions::new()).unwrap_err();
     assert!(e.to_string().contains("r3"), "{e}");
+    assert!(sv::current(&store).unwrap().is_none(), "nothing committed");
 }
 
 fn age(path: &Path, by: Duration) {
@@ -258,20 +211,10 @@ fn clean_spares_a_running_jobs_shards_and_takes_a_dead_ones() {
     let d = tempfile::tempdir().unwrap();
     let store = LocalStore::new(d.path());
     let o = batch_opts();
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "old",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let _b = start(d.path(), "old");
     let r = task(&store, "old", 0, 0..4, &o).unwrap();
     commit(&store, "old", vec![r], &o);
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "live",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let _b = start(d.path(), "live");
     task(&store, "live", 0, 0..8, &o).unwrap();
     let two_hours = Duration::from_secs(7200);
     let shards = names(&store, "part-");
@@ -290,12 +233,7 @@ fn clean_spares_a_running_jobs_shards_and_takes_a_dead_ones() {
     assert_eq!(names(&store, "part-").len(), 1, "{report:?}");
     assert!(names(&store, "_tensorsmith/jobs/").is_empty());
     // An attempt that uploaded after its job ended is taken at once, however young.
-    let _b = start_store_job(
-        Box::new(LocalStore::new(d.path())),
-        "ended",
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let _b = start(d.path(), "ended");
     task(&store, "ended", 0, 0..4, &o).unwrap();
     store.delete("_tensorsmith/jobs/ended/heartbeat").unwrap();
     clean_store(&store, Duration::ZERO).unwrap();
