@@ -249,3 +249,85 @@ fn hf_urls_read_through_the_hub_and_its_cdn() {
     assert!(e.contains("hf:// is read only"), "{e}");
     assert!(!Path::new("hf:").exists());
 }
+
+/// A safetensors file of one F32 tensor of `n` values.
+fn big_safetensors(n: usize) -> Vec<u8> {
+    let header = format!(
+        r#"{{"w":{{"dtype":"F32","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
+        n * 4
+    );
+    let mut header = header.into_bytes();
+    header.resize(header.len().div_ceil(8) * 8, b' ');
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&header);
+    out.extend((0..n as u32).flat_map(|i| (i as f32 * 0.5).to_le_bytes()));
+    out
+}
+
+#[test]
+fn ranges_go_straight_to_the_cdn_and_an_expired_cdn_url_is_resolved_again() {
+    let big = Arc::new(big_safetensors(3 << 20)); // 12 MiB: three 5 MiB parts and more
+    let dir = tempfile::tempdir().unwrap();
+    let b = big.clone();
+    let used_once = Arc::new(Mutex::new(false));
+    let once = used_once.clone();
+    // The CDN serves `sig=once` for one request only, as an expired signature would.
+    let (cdn, cdn_seen) = serve(
+        "localhost",
+        Box::new(move |path, h| {
+            if path.ends_with("sig=once") && std::mem::replace(&mut *once.lock().unwrap(), true) {
+                return ("HTTP/1.1 403 Forbidden".into(), Vec::new());
+            }
+            ranged(&b, h)
+        }),
+    );
+    let resolves = Arc::new(Mutex::new(0));
+    let r = resolves.clone();
+    let (hub, hub_seen) = serve(
+        "127.0.0.1",
+        Box::new(move |path, _| {
+            let sig = match path {
+                "/org/big/resolve/main/m.safetensors" => "fresh",
+                "/org/big/resolve/main/expiring.safetensors" => {
+                    let mut n = r.lock().unwrap();
+                    *n += 1;
+                    if *n == 1 {
+                        "once"
+                    } else {
+                        "fresh"
+                    }
+                }
+                _ => return ("HTTP/1.1 404 Not Found".into(), Vec::new()),
+            };
+            (
+                format!("HTTP/1.1 302 Found\r\nLocation: {cdn}/blobs/big?sig={sig}"),
+                Vec::new(),
+            )
+        }),
+    );
+    // A copy reads every byte (the hash reads only headers).
+    let got = |url: &str| {
+        let out = dir.path().join("out.safetensors");
+        let out = out.to_str().unwrap();
+        let args = ["convert", url, out, "--storage-option", "part_size=5MiB"];
+        stdout_ok(&tensorsmith(&hub, Some(TOKEN), &args));
+        std::fs::read(out).unwrap() == *big
+    };
+    assert!(got("hf://org/big/m.safetensors"));
+    let hub_n = hub_seen.lock().unwrap().len();
+    let cdn_n = cdn_seen.lock().unwrap().len();
+    assert_eq!(hub_n, 1, "one resolve, then the CDN directly");
+    assert!(cdn_n >= 3, "{cdn_n} CDN requests");
+    assert!(got("hf://org/big/expiring.safetensors"));
+    assert_eq!(
+        *resolves.lock().unwrap(),
+        2,
+        "resolved again once the CDN URL expired"
+    );
+    for (path, h) in cdn_seen.lock().unwrap().iter() {
+        assert!(
+            !h.contains_key("authorization"),
+            "the token reached the CDN: {path}"
+        );
+    }
+}

@@ -210,6 +210,12 @@ impl Target for HfFile {
         self.url.clone()
     }
 
+    fn keeps_redirects(&self) -> bool {
+        // The Hub answers every resolve with the same CDN URL, signed for an hour or so:
+        // asked directly, with a new resolve when it expires.
+        true
+    }
+
     fn authorization(&self) -> Option<String> {
         self.token.as_ref().map(|t| format!("Bearer {t}"))
     }

@@ -37,6 +37,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use ureq::ResponseExt;
 
 /// Where an [`HttpFile`]'s requests go, and what its failures mean.
 pub(crate) trait Target: Send + Sync + std::fmt::Debug {
@@ -58,6 +59,13 @@ pub(crate) trait Target: Send + Sync + std::fmt::Debug {
         other_status(status, error_code.unwrap_or(""))
     }
 
+    /// Whether the URL a request was redirected to is asked directly by the next requests
+    /// (the Hub's CDN, a release page's storage): one request each instead of two. Not for
+    /// URLs signed per request, whose redirects are signed for one request too.
+    fn keeps_redirects(&self) -> bool {
+        false
+    }
+
     /// The endpoint a store's requests go to (without credentials), named when it does not
     /// answer; `None` for a plain URL, whose name says it.
     fn endpoint(&self) -> Option<&str> {
@@ -73,6 +81,14 @@ pub(crate) trait Target: Send + Sync + std::fmt::Debug {
             _ => ErrorKind::Http(msg),
         }
     }
+}
+
+/// The host (and port) of `url`, for telling whether a redirect left the target's host.
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let auth = &rest[..end];
+    auth.rsplit_once('@').map_or(auth, |(_, h)| h)
 }
 
 /// A status no store names more precisely, with the store's error code when it sent one.
@@ -127,6 +143,9 @@ impl Target for PlainUrl {
     fn url(&self) -> String {
         self.url.clone()
     }
+    fn keeps_redirects(&self) -> bool {
+        true
+    }
 }
 
 /// A remote file of known length.
@@ -151,6 +170,10 @@ pub struct HttpFile {
     pin: Option<Pinned>,
     /// Parts, concurrency, attempts and timeouts of this file's requests.
     transfer: Transfer,
+    /// Where the target's requests were last redirected (a target that keeps redirects):
+    /// asked directly while it answers; forgotten, and the target asked again, when it
+    /// refuses (a CDN's signed URL expires).
+    via: Mutex<Option<String>>,
 }
 
 /// One response to the first GET: the file's total length, the bytes, the status, the
@@ -271,6 +294,7 @@ impl HttpFile {
             received: AtomicU64::new(0),
             pin: None,
             transfer: *transfer,
+            via: Mutex::new(None),
         };
         let first_reply = f.get_first(first.max(1))?;
         let pin = Pinned::new(
@@ -299,17 +323,26 @@ impl HttpFile {
         &self.transfer
     }
 
-    /// A GET of the URL, with the pinned version's precondition once the file is open, that
-    /// must end within `time`.
-    fn request(&self, time: Duration) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+    /// A GET of the URL (or of where it was redirected, `via`), with the pinned version's
+    /// precondition once the file is open, that must end within `time`. The target's
+    /// `Authorization` goes to its own host only.
+    fn request(
+        &self,
+        time: Duration,
+        via: Option<&str>,
+    ) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        let own = self.target.url();
+        let url = via.unwrap_or(&own);
         let mut req = self
             .agent
-            .get(self.target.url())
+            .get(url)
             .config()
             .timeout_global(Some(time))
             .build();
         if let Some(auth) = self.target.authorization() {
-            req = req.header("Authorization", auth);
+            if via.map_or(true, |v| host_of(v) == host_of(&own)) {
+                req = req.header("Authorization", auth);
+            }
         }
         match self.pin.as_ref().and_then(Pinned::precondition) {
             Some((name, value)) => req.header(name, value),
@@ -513,7 +546,8 @@ impl HttpFile {
         time: Duration,
     ) -> Result<ureq::http::Response<ureq::Body>, Failed> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let mut req = self.request(time);
+        let via = self.via.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut req = self.request(time, via.as_deref());
         if let Some(r) = &range {
             req = req.header("Range", format!("bytes={}-{}", r.start, r.end - 1));
         }
@@ -529,6 +563,17 @@ impl HttpFile {
             }
         };
         let status = resp.status().as_u16();
+        if via.is_some() && matches!(status, 400 | 401 | 403 | 404 | 410) {
+            // The redirect's URL no longer answers (expired): ask the target again.
+            *self.via.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return self.send(range, time);
+        }
+        if via.is_none() && self.target.keeps_redirects() && matches!(status, 200 | 206) {
+            let at = resp.get_uri().to_string();
+            if at != self.target.url() {
+                *self.via.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+            }
+        }
         match status {
             200 | 206 | 416 => Ok(resp),
             412 => {
