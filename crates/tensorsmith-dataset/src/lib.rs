@@ -47,11 +47,13 @@ mod task;
 mod task_context;
 mod task_report;
 mod write;
-// The object-store protocol: the store seam, its local folder and S3 implementations, the
+// The object-store protocol: the store seam, its local folder, S3, Azure and GCS stores, the
 // versions read through it, the commit on conditional writes, clean, and the URL dispatch.
 mod store;
+mod store_azure;
 mod store_clean;
 mod store_commit;
+mod store_gcs;
 #[cfg(test)]
 mod store_local;
 mod store_open;
