@@ -1,8 +1,9 @@
 //! `tensorsmith::bytes::AzureClient` and `GcsClient` against Azurite and fake-gcs-server:
 //! the conditional create answers "exists" the second time (Azure's 409 `BlobAlreadyExists`,
 //! GCS's 412 to `ifGenerationMatch=0`: `ErrorKind::PreconditionFailed`) and leaves the first
-//! bytes; get of a missing object is `None`; put replaces; put_file streams a file of several
-//! parts; list by prefix with sizes and times; delete, twice.
+//! bytes (and so does an Azure file's, committed by Put Block List or Put Blob); get of a
+//! missing object is `None`; put replaces; put_file streams a file of several parts; list by
+//! prefix with sizes and times, over pages of 2; delete, twice.
 
 #[path = "object_store/emulators.rs"]
 mod emulators;
@@ -23,7 +24,7 @@ trait Client {
 }
 
 macro_rules! client {
-    ($t:ty) => {
+    ($t:ty, $put_file:expr) => {
         impl Client for $t {
             fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
                 <$t>::get(self, key)
@@ -32,7 +33,7 @@ macro_rules! client {
                 <$t>::put(self, key, bytes, cond)
             }
             fn put_file(&self, key: &str, from: &std::fs::File) -> Result<()> {
-                <$t>::put_file(self, key, from)
+                $put_file(self, key, from)
             }
             fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
                 <$t>::list(self, prefix)
@@ -43,8 +44,12 @@ macro_rules! client {
         }
     };
 }
-client!(AzureClient);
-client!(GcsClient);
+client!(AzureClient, |c: &AzureClient, k, f| c.put_file(
+    k,
+    f,
+    PutCondition::Always
+));
+client!(GcsClient, |c: &GcsClient, k, f| c.put_file(k, f));
 
 fn exercise(c: &dyn Client, shown: &str) {
     assert_eq!(c.get("d/v/1.json").unwrap(), None);
@@ -70,6 +75,14 @@ fn exercise(c: &dyn Client, shown: &str) {
     c.put_file("d/big.bin", &f).unwrap();
     assert_eq!(c.get("d/big.bin").unwrap().unwrap(), big);
     c.put("other/x", b"x", PutCondition::Always).unwrap();
+    // Listed over pages of 2 (the client is made with that page size).
+    for i in 0..5 {
+        c.put(&format!("p/{i}"), b"p", PutCondition::Always)
+            .unwrap();
+    }
+    let l = c.list("p/").unwrap();
+    let keys: Vec<&str> = l.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(keys, ["p/0", "p/1", "p/2", "p/3", "p/4"]);
     let l = c.list("d/").unwrap();
     let keys: Vec<&str> = l.iter().map(|o| o.key.as_str()).collect();
     assert_eq!(keys, ["d/big.bin", "d/m.json", "d/v/1.json"]);
@@ -97,7 +110,30 @@ fn azure_client_creates_once_and_lists() {
     let o = opts(&[("connection_string", &a.connection_string())]);
     let (c, key) = AzureClient::for_url("az://cont/d", &o).unwrap();
     assert_eq!(key, "d");
+    let c = c.with_page_size(2);
     exercise(&c, "az://cont");
+    // A file created only if absent: the second commit (Put Block List of 3 blocks, or one
+    // Put Blob) finds the name taken and leaves the first.
+    for (key, len) in [("f/big", 11u32 << 20), ("f/small", 1000)] {
+        let first: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let second: Vec<u8> = (0..len).map(|i| (i % 7) as u8).collect();
+        let file = |bytes: &[u8]| {
+            let mut f = tempfile::tempfile().unwrap();
+            std::io::Write::write_all(&mut f, bytes).unwrap();
+            std::io::Seek::rewind(&mut f).unwrap();
+            f
+        };
+        c.put_file(key, &file(&first), PutCondition::IfNoneMatch)
+            .unwrap();
+        let e = c
+            .put_file(key, &file(&second), PutCondition::IfNoneMatch)
+            .unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::PreconditionFailed(_)),
+            "{key}: {e}"
+        );
+        assert_eq!(c.get(key).unwrap().unwrap(), first, "{key}");
+    }
     let (missing, _) = AzureClient::for_url("az://nocont/d", &o).unwrap();
     let e = missing.get("d/x").unwrap_err().to_string();
     assert!(e.contains("no container 'nocont'"), "{e}");
@@ -110,6 +146,7 @@ fn gcs_client_creates_once_and_lists() {
     let o = opts(&[("endpoint_url", &g.endpoint)]);
     let (c, key) = GcsClient::for_url("gs://bkt/d", &o).unwrap();
     assert_eq!(key, "d");
+    let c = c.with_page_size(2);
     exercise(&c, "gs://bkt");
     let (missing, _) = GcsClient::for_url("gs://nobkt/d", &o).unwrap();
     let e = missing.list("d/").unwrap_err().to_string();

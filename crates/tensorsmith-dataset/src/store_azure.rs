@@ -89,7 +89,9 @@ impl Store for AzureStore {
 
     fn put_file(&self, key: &str, from: &Path) -> Result<()> {
         let f = std::fs::File::open(from).map_err(|e| DatasetError::io(from, e))?;
-        Ok(self.client.put_file(&self.key(key), &f)?)
+        Ok(self
+            .client
+            .put_file(&self.key(key), &f, PutCondition::Always)?)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<Entry>> {

@@ -38,6 +38,8 @@ pub struct AzureClient {
     opts: StorageOptions,
     agent: ureq::Agent,
     transfer: Transfer,
+    /// Blobs per List Blobs page (`maxresults`; Azure's default, 5000, when `None`).
+    page_size: Option<u32>,
 }
 
 impl std::fmt::Debug for AzureClient {
@@ -62,6 +64,7 @@ impl AzureClient {
                 opts: opts.clone(),
                 agent: retried::agent(&transfer),
                 transfer,
+                page_size: None,
             },
             key,
         ))
@@ -70,6 +73,12 @@ impl AzureClient {
     /// `az://CONTAINER/key`: how errors name a blob.
     pub fn key_url(&self, key: &str) -> String {
         format!("{}/{key}", self.base)
+    }
+
+    /// The same client, listing `n` blobs a page.
+    pub fn with_page_size(mut self, n: u32) -> AzureClient {
+        self.page_size = Some(n);
+        self
     }
 
     /// The transfer settings (concurrency, part size, attempts).
@@ -156,10 +165,23 @@ impl AzureClient {
         }
     }
 
-    /// Uploads the file `from` as `key`, streamed in blocks of the part size (replacing what
-    /// is there); the blob appears once complete.
-    pub fn put_file(&self, key: &str, from: &File) -> Result<()> {
-        let mut upload = super::azure_upload::AzureUpload::create(&self.key_url(key), &self.opts)?;
+    /// Uploads the file `from` as `key`, streamed in blocks of the part size; the blob
+    /// appears once complete. `IfNoneMatch`: the commit (Put Block List, or the one Put Blob)
+    /// carries `If-None-Match: *`, a blob there by then is [`ErrorKind::PreconditionFailed`];
+    /// `IfMatch` is not offered for files.
+    pub fn put_file(&self, key: &str, from: &File, cond: PutCondition) -> Result<()> {
+        use super::azure_upload::AzureUpload;
+        let url = self.key_url(key);
+        let mut upload = match cond {
+            PutCondition::Always => AzureUpload::create(&url, &self.opts)?,
+            PutCondition::IfNoneMatch => AzureUpload::create_if_absent(&url, &self.opts)?,
+            PutCondition::IfMatch(_) => {
+                return Err(Error::new(ErrorKind::Unsupported(
+                    "If-Match uploads of files to az://".into(),
+                ))
+                .in_file(Path::new(&url)))
+            }
+        };
         let mut reader = from;
         std::io::copy(&mut reader, &mut upload)
             .map_err(|e| Error::new(ErrorKind::Io(e)).in_file(Path::new(&self.key_url(key))))?;
@@ -192,6 +214,9 @@ impl AzureClient {
             );
             if !marker.is_empty() {
                 query.push_str(&format!("&marker={}", encode(&marker, false)));
+            }
+            if let Some(n) = self.page_size {
+                query.push_str(&format!("&maxresults={n}"));
             }
             let url = || {
                 let base = format!("{}/{}?{query}", s.endpoint, encode(container, false));

@@ -33,6 +33,8 @@ pub struct GcsClient {
     opts: StorageOptions,
     agent: ureq::Agent,
     transfer: Transfer,
+    /// Objects per listing page (`maxResults`; the service's default when `None`).
+    page_size: Option<u32>,
 }
 
 impl std::fmt::Debug for GcsClient {
@@ -56,6 +58,7 @@ impl GcsClient {
                 opts: opts.clone(),
                 agent: retried::agent(&transfer),
                 transfer,
+                page_size: None,
             },
             key,
         ))
@@ -64,6 +67,12 @@ impl GcsClient {
     /// `gs://BUCKET/key`: how errors name an object.
     pub fn key_url(&self, key: &str) -> String {
         format!("gs://{}/{key}", self.bucket)
+    }
+
+    /// The same client, listing `n` objects a page.
+    pub fn with_page_size(mut self, n: u32) -> GcsClient {
+        self.page_size = Some(n);
+        self
     }
 
     /// The transfer settings (concurrency, part size, attempts).
@@ -197,6 +206,9 @@ impl GcsClient {
             let mut rest = format!("?prefix={}", encode(prefix, false));
             if !token.is_empty() {
                 rest.push_str(&format!("&pageToken={}", encode(&token, false)));
+            }
+            if let Some(n) = self.page_size {
+                rest.push_str(&format!("&maxResults={n}"));
             }
             let reply = self.send(Method::Get, &self.json_url(&rest), Vec::new(), &[], &shown)?;
             let bad = |why: String| Error::new(ErrorKind::Http(why)).in_file(Path::new(&shown));
