@@ -459,3 +459,37 @@ fn a_writer_killed_before_its_commit_leaves_azure_as_it_was() {
 fn a_writer_killed_before_its_commit_leaves_gcs_as_it_was() {
     killed_writer_commits_nothing(&Server::gcs());
 }
+
+#[test]
+fn an_abfs_url_names_the_azure_dataset_and_errors_name_the_url() {
+    let s = Server::azure();
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a.arrow"), t.path().join("b.arrow"));
+    input(&a, 1, 8);
+    input(&b, 2, 4);
+    // Hadoop's spelling of the same container (the account from the host, the endpoint from
+    // the connection string), then an append through az://.
+    let abfs = "abfss://data@devstoreaccount1.dfs.core.windows.net/h/ds";
+    ok(&s.run(&write_args(&a, abfs, "error")));
+    ok(&s.run(&write_args(&b, &s.url("h/ds"), "append")));
+    let info = ok(&s.run(&["dataset", "info", abfs]));
+    assert!(
+        info.contains("samples: 12") && info.contains("version: 2"),
+        "{info}"
+    );
+    let v = ok(&s.run(&["dataset", "verify", abfs]));
+    assert!(v.starts_with(&format!("ok: {abfs} (")), "{v}");
+    // A missing container is named, and no key or signature is shown.
+    let e = err(&s.run(&write_args(&a, "az://nocontainer/ds", "error")));
+    assert!(e.contains("az://nocontainer/"), "{e}");
+}
+
+#[test]
+fn a_missing_gcs_bucket_is_named() {
+    let s = Server::gcs();
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a.arrow");
+    input(&a, 1, 8);
+    let e = err(&s.run(&write_args(&a, "gs://nobucket/ds", "error")));
+    assert!(e.contains("gs://nobucket/"), "{e}");
+}
