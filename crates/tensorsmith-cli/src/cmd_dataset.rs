@@ -33,9 +33,10 @@ pub enum DatasetCommand {
 /// Settings of a dataset on object storage.
 #[derive(Args, Clone)]
 pub struct StoreArgs {
-    /// A setting for s3:// datasets, KEY=VALUE (repeatable): key, secret, token,
-    /// endpoint_url, region, profile, anon, max_concurrency, part_size… (and the aws_*
-    /// spellings). Unset ones come from the environment (AWS_*) and ~/.aws.
+    /// A setting for s3://, az:// and gs:// datasets, KEY=VALUE (repeatable): key, secret,
+    /// token, endpoint_url, region, profile, anon, account_name, account_key, sas_token,
+    /// connection_string, max_concurrency, part_size… (and the aws_* spellings). Unset ones
+    /// come from the environment (AWS_*, AZURE_STORAGE_*, STORAGE_EMULATOR_HOST…) and ~/.aws.
     #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = crate::StorageOptionParser)]
     storage_option: Vec<tensorsmith::bytes::StorageOption>,
 }
@@ -46,7 +47,7 @@ impl StoreArgs {
     }
 }
 
-/// A dataset location as text: a local folder or a URL (`s3://bucket/prefix`).
+/// A dataset location as text: a local folder or a URL (`s3://`, `az://`, `gs://` prefix).
 fn location(p: &std::path::Path) -> Result<&str, u8> {
     p.to_str()
         .ok_or_else(|| fail(&format!("{}: a dataset path must be UTF-8", shown(p))))

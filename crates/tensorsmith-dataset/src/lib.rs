@@ -48,12 +48,17 @@ mod task;
 mod task_context;
 mod task_report;
 mod write;
-// The object-store protocol: the store seam, its local folder and S3 implementations, the
+// The object-store protocol: the store seam, its local folder, S3, Azure and GCS stores, the
 // versions read through it, the commit on conditional writes, clean, and the URL dispatch.
 mod store;
+mod store_azure;
 mod store_clean;
 mod store_commit;
+<<<<<<< HEAD
 mod store_job;
+=======
+mod store_gcs;
+>>>>>>> blob35
 #[cfg(test)]
 mod store_local;
 mod store_open;

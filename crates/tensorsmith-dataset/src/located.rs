@@ -1,5 +1,6 @@
 //! The dataset commands by location, for the CLI and Python: a local folder goes to the
-//! local functions (versions.rs, retention.rs, verify.rs, export.rs), an `s3://` prefix to
+//! local functions (versions.rs, retention.rs, verify.rs, export.rs), an `s3://`, `az://` or
+//! `gs://` prefix to
 //! their store counterparts (store_versions.rs, store_clean.rs, store_verify.rs, the
 //! reader's `open_at`), any other scheme is refused by name (store_open.rs).
 

@@ -88,7 +88,7 @@ impl Dataset {
         Self::from_snapshot(dir, s)
     }
 
-    /// Opens the dataset at `location`, a local folder or `s3://bucket/prefix` (with the
+    /// Opens the dataset at `location`, a local folder or an `s3://`, `az://` or `gs://` prefix (with the
     /// settings of `storage` and the environment): the current version, or `version`. A
     /// shard on a store is downloaded once, when first read, into an unlinked temporary file
     /// that is then mapped (reads are views of it, as of a local shard).

@@ -4,7 +4,9 @@
 //! exclusively (the commit point), listed, deleted. An object store has no rename and no
 //! lock, so the protocol over this seam uses only what S3 gives: a put that fails when the
 //! name exists (`If-None-Match: *`). Implemented by a local folder (`store_local.rs`, where
-//! the exclusive create is a hard link) and an S3 prefix (`store_s3.rs`).
+//! the exclusive create is a hard link), an S3 prefix (`store_s3.rs`), an Azure prefix
+//! (`store_azure.rs`: `If-None-Match: *` too) and a GCS prefix (`store_gcs.rs`:
+//! `ifGenerationMatch=0`).
 
 use crate::error::Result;
 use std::path::Path;

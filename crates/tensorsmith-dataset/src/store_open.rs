@@ -1,10 +1,13 @@
 //! Which store a dataset location names: a local path (`None`: the local protocol, commit
-//! lock and renames), an `s3://`/`s3a://` prefix (`store_s3.rs`). `hf://` is refused for
-//! writing (the Hub is read only) and, for now, for datasets; any other `scheme://` is
-//! refused by name, never taken for a local folder.
+//! lock and renames), an `s3://`/`s3a://` prefix (`store_s3.rs`), an `az://`/`abfs(s)://`
+//! prefix (`store_azure.rs`), a `gs://` prefix (`store_gcs.rs`). `hf://` is refused for
+//! writing (the Hub is read only) and, for now, for datasets, as is `http(s)://`; any other
+//! `scheme://` is refused by name, never taken for a local folder.
 
 use crate::error::{DatasetError, Result};
 use crate::store::Store;
+use crate::store_azure::AzureStore;
+use crate::store_gcs::GcsStore;
 use crate::store_s3::S3Store;
 use tensorsmith::bytes::{scheme_name, url_scheme, StorageOptions, UrlScheme};
 
@@ -20,11 +23,13 @@ pub(crate) fn open_store(
     }
     match url_scheme(location) {
         Some(UrlScheme::S3) => Ok(Some(Box::new(S3Store::open(location, storage)?))),
+        Some(UrlScheme::Az) => Ok(Some(Box::new(AzureStore::open(location, storage)?))),
+        Some(UrlScheme::Gs) => Ok(Some(Box::new(GcsStore::open(location, storage)?))),
         Some(UrlScheme::Hf) if writing => Err(tensorsmith::bytes::refuse_write(location)
             .expect_err("a URL")
             .into()),
         Some(_) => Err(DatasetError::input(format!(
-            "{}: datasets are read and written on s3:// (and s3a://) and local folders; {}:// is not supported for datasets yet",
+            "{}: datasets are read and written on s3:// (s3a://), az:// (abfs(s)://), gs:// and local folders; {}:// is not supported for datasets",
             tensorsmith::bytes::redact_url(location),
             scheme_name(location).unwrap_or_default()
         ))),

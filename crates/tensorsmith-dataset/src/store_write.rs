@@ -1,5 +1,5 @@
 //! `write_dataset_to`: a dataset written at a location that may be a URL. A local path is
-//! `write_dataset` (write.rs). An `s3://` prefix: the tasks write their shards into a local
+//! `write_dataset` (write.rs). An `s3://`, `az://` or `gs://` prefix: the tasks write their shards into a local
 //! staging folder (in the temporary directory, `TMPDIR`) exactly as a local write does (same
 //! shards, same bytes). Batch-mode shards are uploaded to their final names as soon as each
 //! is complete (store_upload.rs: staging then holds a few shards per task and upload thread,
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use tensorsmith::bytes::StorageOptions;
 
 /// Writes `input` as a dataset at `location`: a local folder, or `s3://bucket/prefix` (also
-/// `s3a://`) with the settings of `storage` and the environment. `hf://` is refused (read
+/// `s3a://`), `az://container/prefix` (`abfs(s)://`) or `gs://bucket/prefix`, with the settings of `storage` and the environment. `hf://` is refused (read
 /// only), and so is any other scheme, by name.
 pub fn write_dataset_to(
     input: &Input,

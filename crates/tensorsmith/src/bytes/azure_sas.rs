@@ -1,5 +1,6 @@
 //! A service SAS for reading one blob (`sp=r`), or for creating and writing it (`sp=cw`: Put
-//! Blob, Put Block, Put Block List), signed with the account key: the Azure counterpart of
+//! Blob, Put Block, Put Block List), deleting it (`sp=d`), or listing a container's blobs (a
+//! container SAS, `sr=c&sp=l`), signed with the account key: the Azure counterpart of
 //! an S3 presigned URL, made afresh for each request, valid one hour. The string to sign is
 //! the one Azure Storage defines for signed versions 2020-12-06 and later (permissions, start,
 //! expiry, the canonical resource `/blob/ACCOUNT/CONTAINER/BLOB`, identifier, IP, protocol,
@@ -13,31 +14,9 @@ use super::url_path::encode;
 /// The signed version: accepted by Azure Storage and by Azurite.
 const SIGNED_VERSION: &str = "2022-11-02";
 
-/// `sv=…&spr=…&se=…&sr=b&sp=r&sig=…` for reading `container/blob` of `account`, valid until
-/// `expiry` (`YYYY-MM-DDTHH:MM:SSZ`).
-pub(crate) fn read_sas(
-    key: &[u8],
-    account: &str,
-    container: &str,
-    blob: &str,
-    expiry: &str,
-) -> String {
-    blob_sas(key, "r", account, container, blob, expiry)
-}
-
-/// As [`read_sas`], for creating and writing the blob (`sp=cw`).
-pub(crate) fn write_sas(
-    key: &[u8],
-    account: &str,
-    container: &str,
-    blob: &str,
-    expiry: &str,
-) -> String {
-    blob_sas(key, "cw", account, container, blob, expiry)
-}
-
-/// The SAS of `permissions` on one blob.
-fn blob_sas(
+/// `sv=…&spr=…&se=…&sr=b&sp=PERMISSIONS&sig=…` for `container/blob` of `account`, valid
+/// until `expiry` (`YYYY-MM-DDTHH:MM:SSZ`).
+pub(crate) fn blob_sas(
     key: &[u8],
     permissions: &str,
     account: &str,
@@ -45,13 +24,31 @@ fn blob_sas(
     blob: &str,
     expiry: &str,
 ) -> String {
+    let resource = format!("/blob/{account}/{container}/{blob}");
+    sas(key, permissions, &resource, "b", expiry)
+}
+
+/// The SAS of `permissions` (`l`: list) on a container.
+pub(crate) fn container_sas(
+    key: &[u8],
+    permissions: &str,
+    account: &str,
+    container: &str,
+    expiry: &str,
+) -> String {
+    let resource = format!("/blob/{account}/{container}");
+    sas(key, permissions, &resource, "c", expiry)
+}
+
+/// The SAS of `permissions` on the `canonical` resource, of kind `resource` (`b`, `c`).
+fn sas(key: &[u8], permissions: &str, canonical: &str, resource: &str, expiry: &str) -> String {
     use base64::Engine as _;
-    let (protocol, resource) = ("https,http", "b");
+    let protocol = "https,http";
     let string_to_sign = [
         permissions,
         "",
         expiry,
-        &format!("/blob/{account}/{container}/{blob}"),
+        canonical,
         "",
         "",
         protocol,
@@ -95,7 +92,14 @@ mod tests {
     /// hashlib.sha256).digest()).decode())'`); Azurite checks the format end to end.
     #[test]
     fn pinned_signature() {
-        let q = read_sas(&[0; 32], "acct", "c", "dir/m a.bin", "2026-11-27T05:00:00Z");
+        let q = blob_sas(
+            &[0; 32],
+            "r",
+            "acct",
+            "c",
+            "dir/m a.bin",
+            "2026-11-27T05:00:00Z",
+        );
         assert!(
             q.starts_with(
                 "sv=2022-11-02&spr=https%2Chttp&se=2026-11-27T05%3A00%3A00Z&sr=b&sp=r&sig="
@@ -103,11 +107,20 @@ mod tests {
             "{q}"
         );
         assert!(q.ends_with(PINNED), "{q}");
-        let w = write_sas(&[0; 32], "acct", "c", "dir/m a.bin", "2026-11-27T05:00:00Z");
+        let w = blob_sas(
+            &[0; 32],
+            "cw",
+            "acct",
+            "c",
+            "dir/m a.bin",
+            "2026-11-27T05:00:00Z",
+        );
         assert!(
             w.contains("&sr=b&sp=cw&sig=") && !w.ends_with(PINNED),
             "{w}"
         );
+        let c = container_sas(&[0; 32], "l", "acct", "c", "2026-11-27T05:00:00Z");
+        assert!(c.contains("&sr=c&sp=l&sig=") && !c.ends_with(PINNED), "{c}");
         let e = expiry_in_an_hour();
         assert_eq!((e.len(), &e[10..11], &e[19..]), (20, "T", "Z"), "{e}");
     }

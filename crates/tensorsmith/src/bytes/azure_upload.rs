@@ -5,6 +5,9 @@
 //! blob appear whole, at once. Uncommitted blocks never make a blob visible, and Azure
 //! discards them (after a week), so a dropped or failed write simply never commits: nothing
 //! to abort. An output smaller than one part is one Put Blob (`x-ms-blob-type: BlockBlob`).
+//! Created only if absent (`create_if_absent`), the Put Blob or Put Block List carries
+//! `If-None-Match: *`, and a blob already there (409 `BlobAlreadyExists`, or 412) is
+//! `ErrorKind::PreconditionFailed`.
 //!
 //! Requests are authorised as reads are (`azure.rs`): a SAS signed per request with the
 //! account key, for creating and writing (`sp=cw`); a SAS given, used as is (a 403 says it
@@ -16,9 +19,10 @@ use super::azure::AzureBlob;
 use super::http::Target;
 use super::part_upload::{doubling_part_len, PartTarget, PartUpload};
 use super::retried::{self, Method, Reply};
+use super::s3_bucket::error_code;
 use super::storage_options::{StorageOptions, Transfer};
 use super::url_path::encode;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use std::path::Path;
 
 /// The REST version of the requests (Azurite accepts it; the SAS carries the same).
@@ -35,17 +39,29 @@ pub struct AzureBlocks {
     blob: AzureBlob,
     agent: ureq::Agent,
     transfer: Transfer,
+    /// Whether the commit carries `If-None-Match: *`.
+    if_absent: bool,
 }
 
 impl AzureUpload {
     /// Starts writing what will become the blob `location` names (`az://`, `abfs(s)://`).
     pub(crate) fn create(location: &str, opts: &StorageOptions) -> Result<AzureUpload> {
+        AzureUpload::begin_blob(location, opts, false)
+    }
+
+    /// As [`AzureUpload::create`], committed only if no blob has the name by then.
+    pub(crate) fn create_if_absent(location: &str, opts: &StorageOptions) -> Result<AzureUpload> {
+        AzureUpload::begin_blob(location, opts, true)
+    }
+
+    fn begin_blob(location: &str, opts: &StorageOptions, if_absent: bool) -> Result<AzureUpload> {
         let blob = AzureBlob::resolve(location, opts)?.for_writing();
         let transfer = opts.transfer();
         Ok(PartUpload::with_target(AzureBlocks {
             blob,
             agent: retried::agent(&transfer),
             transfer,
+            if_absent,
         }))
     }
 }
@@ -69,6 +85,11 @@ impl AzureBlocks {
         };
         let mut all = vec![("x-ms-version", VERSION.to_owned())];
         all.extend_from_slice(headers);
+        // The commit (a blob, or its block list) is what may find the name taken.
+        let commit = !query.starts_with("comp=block&");
+        if self.if_absent && commit {
+            all.push(("if-none-match", "*".to_owned()));
+        }
         let reply = retried::send(
             &self.agent,
             &self.transfer,
@@ -79,8 +100,17 @@ impl AzureBlocks {
             self.blob.name(),
             self.blob.redacted_endpoint(),
         )?;
+        let taken = reply.status == 412
+            || (reply.status == 409 && error_code(&reply.body) == Some("BlobAlreadyExists"));
         match reply.status {
             200..=299 => Ok(reply),
+            _ if self.if_absent && commit && taken => {
+                Err(Error::new(ErrorKind::PreconditionFailed(format!(
+                    "'{}' exists already (If-None-Match: *)",
+                    self.blob.name()
+                )))
+                .in_file(Path::new(self.blob.name())))
+            }
             s => Err(Error::new(self.blob.status_error(s, None, &reply.body))
                 .in_file(Path::new(self.blob.name()))),
         }

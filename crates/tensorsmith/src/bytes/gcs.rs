@@ -38,7 +38,8 @@ pub(crate) struct GcsObject {
     /// The endpoint as given (requests go to it), and without credentials (errors name it).
     base: String,
     endpoint: String,
-    credential: Credential,
+    /// Shared by the objects of one client (`sibling`): a credential file's token is cached.
+    credential: std::sync::Arc<Credential>,
 }
 
 impl std::fmt::Debug for GcsObject {
@@ -109,7 +110,7 @@ impl GcsObject {
             object: object.to_owned(),
             base: endpoint.trim_end_matches('/').to_owned(),
             endpoint: redact_url(&endpoint),
-            credential,
+            credential: std::sync::Arc::new(credential),
         })
     }
 }
@@ -124,6 +125,24 @@ impl GcsObject {
     pub(crate) fn base(&self) -> &str {
         &self.base
     }
+
+    /// Another object of the same bucket and credential, named `name` in errors.
+    pub(crate) fn sibling(&self, name: String, object: &str) -> GcsObject {
+        GcsObject {
+            name,
+            url: format!(
+                "{}/{}/{}",
+                self.base,
+                encode(&self.bucket, false),
+                encode(object, true)
+            ),
+            bucket: self.bucket.clone(),
+            object: object.to_owned(),
+            base: self.base.clone(),
+            endpoint: self.endpoint.clone(),
+            credential: self.credential.clone(),
+        }
+    }
 }
 
 impl Target for GcsObject {
@@ -136,7 +155,7 @@ impl Target for GcsObject {
     }
 
     fn authorization(&self) -> Option<String> {
-        let token = match &self.credential {
+        let token = match &*self.credential {
             Credential::Anonymous => return None,
             Credential::Token(t) => t.clone(),
             // A token that cannot be renewed: the request goes without, and its refusal says
@@ -158,7 +177,7 @@ impl Target for GcsObject {
                     "" => format!("HTTP {status}"),
                     c => c.to_owned(),
                 };
-                let why = match &self.credential {
+                let why = match &*self.credential {
                     Credential::Anonymous => "no token was sent (anonymous request): set \
                         GOOGLE_APPLICATION_CREDENTIALS, the token storage option or \
                         GOOGLE_OAUTH_ACCESS_TOKEN (`gcloud auth print-access-token`)"

@@ -9,6 +9,8 @@ mod aws_config;
 #[cfg(feature = "remote")]
 mod azure;
 #[cfg(feature = "remote")]
+mod azure_client;
+#[cfg(feature = "remote")]
 mod azure_config;
 #[cfg(feature = "remote")]
 mod azure_sas;
@@ -19,6 +21,8 @@ mod chunks;
 mod gcs;
 #[cfg(feature = "remote")]
 mod gcs_auth;
+#[cfg(feature = "remote")]
+mod gcs_client;
 #[cfg(feature = "remote")]
 mod gcs_upload;
 #[cfg(feature = "remote")]
@@ -51,7 +55,11 @@ mod url_path;
 mod url_scheme;
 mod validator;
 
+#[cfg(feature = "remote")]
+pub use azure_client::AzureClient;
 pub use chunks::for_each_chunk;
+#[cfg(feature = "remote")]
+pub use gcs_client::GcsClient;
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};

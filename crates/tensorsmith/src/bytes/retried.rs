@@ -1,4 +1,4 @@
-//! One HTTP request of an Azure or Cloud Storage upload, retried per the transfer settings
+//! One HTTP request of an Azure or Cloud Storage upload or blob call, retried per the transfer settings
 //! (the statuses and transport failures S3 writes retry, with the same backoff), for the
 //! clients that have no request layer of their own. The URL is made afresh for each attempt
 //! (a SAS signed now); errors name the object's URL, never the request's.
@@ -10,18 +10,21 @@ use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::path::Path;
 
-/// A response: status, `Location`, `ETag` and body (small: these replies are
-/// acknowledgements).
+/// A response: status, `Location`, `ETag` and body: as text (the first MiB: other replies
+/// are acknowledgements, listings and error bodies), and whole as bytes for a `GET`.
 pub(crate) struct Reply {
     pub status: u16,
     pub location: Option<String>,
     pub etag: Option<String>,
     pub body: String,
+    /// The whole body of a `GET` (empty for other methods).
+    pub bytes: Vec<u8>,
 }
 
-/// The methods uploads use.
+/// The methods uploads and the blob clients use.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Method {
+    Get,
     Put,
     Post,
     Delete,
@@ -84,6 +87,13 @@ fn send_once(
     body: &[u8],
 ) -> std::result::Result<Reply, ureq::Error> {
     let resp = match method {
+        Method::Get => {
+            let mut r = agent.get(url);
+            for (k, v) in headers {
+                r = r.header(*k, v);
+            }
+            r.call()
+        }
         Method::Delete => {
             let mut r = agent.delete(url);
             for (k, v) in headers {
@@ -113,16 +123,30 @@ fn send_once(
             .map(str::to_owned)
     };
     let (location, etag) = (header("location"), header("etag"));
-    let mut text = String::new();
-    let _ = resp
-        .body_mut()
-        .as_reader()
-        .take(1 << 20)
-        .read_to_string(&mut text);
+    let status = resp.status().as_u16();
+    let mut bytes = Vec::new();
+    let reader = resp.body_mut().as_reader();
+    match method {
+        // A body cut short is a failure (retried), never a shorter object.
+        Method::Get => {
+            reader
+                .take(u64::MAX)
+                .read_to_end(&mut bytes)
+                .map_err(ureq::Error::Io)?;
+        }
+        _ => {
+            let _ = reader.take(1 << 20).read_to_end(&mut bytes);
+        }
+    }
+    let body = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]).into_owned();
+    if method != Method::Get {
+        bytes = Vec::new();
+    }
     Ok(Reply {
-        status: resp.status().as_u16(),
+        status,
         location,
         etag,
-        body: text,
+        body,
+        bytes,
     })
 }
