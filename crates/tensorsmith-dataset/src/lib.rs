@@ -54,11 +54,8 @@ mod store;
 mod store_azure;
 mod store_clean;
 mod store_commit;
-<<<<<<< HEAD
-mod store_job;
-=======
 mod store_gcs;
->>>>>>> blob35
+mod store_job;
 #[cfg(test)]
 mod store_local;
 mod store_open;
