@@ -3,7 +3,8 @@
 //! GCS's 412 to `ifGenerationMatch=0`: `ErrorKind::PreconditionFailed`) and leaves the first
 //! bytes (and so does an Azure file's, committed by Put Block List or Put Blob); get of a
 //! missing object is `None`; put replaces; put_file streams a file of several parts; list by
-//! prefix with sizes and times, over pages of 2; delete, twice.
+//! prefix with sizes and times, over pages of 2; delete, twice; a replace conditional on the
+//! version read (Azure's ETag, GCS's generation) refused once another write came between.
 
 #[path = "object_store/emulators.rs"]
 mod emulators;
@@ -134,6 +135,16 @@ fn azure_client_creates_once_and_lists() {
         );
         assert_eq!(c.get(key).unwrap().unwrap(), first, "{key}");
     }
+    // Replaced only if unchanged: If-Match the ETag read.
+    c.put("r/m.json", b"v1", PutCondition::Always).unwrap();
+    let (_, etag) = c.get_tagged("r/m.json").unwrap().unwrap();
+    c.put("r/m.json", b"v2", PutCondition::IfMatch(etag.clone()))
+        .unwrap();
+    let e = c
+        .put("r/m.json", b"stale", PutCondition::IfMatch(etag))
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::PreconditionFailed(_)), "{e}");
+    assert_eq!(c.get("r/m.json").unwrap().as_deref(), Some(&b"v2"[..]));
     let (missing, _) = AzureClient::for_url("az://nocont/d", &o).unwrap();
     let e = missing.get("d/x").unwrap_err().to_string();
     assert!(e.contains("no container 'nocont'"), "{e}");
@@ -148,6 +159,15 @@ fn gcs_client_creates_once_and_lists() {
     assert_eq!(key, "d");
     let c = c.with_page_size(2);
     exercise(&c, "gs://bkt");
+    // Replaced only if unchanged: ifGenerationMatch the generation read.
+    c.put("r/m.json", b"v1", PutCondition::Always).unwrap();
+    let (_, generation) = c.get_tagged("r/m.json").unwrap().unwrap();
+    c.put_if_generation("r/m.json", b"v2", &generation).unwrap();
+    let e = c
+        .put_if_generation("r/m.json", b"stale", &generation)
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::PreconditionFailed(_)), "{e}");
+    assert_eq!(c.get("r/m.json").unwrap().as_deref(), Some(&b"v2"[..]));
     let (missing, _) = GcsClient::for_url("gs://nobkt/d", &o).unwrap();
     let e = missing.list("d/").unwrap_err().to_string();
     assert!(e.contains("nobkt"), "{e}");

@@ -83,3 +83,22 @@ pub(crate) trait Store: Send + Sync {
     /// Abandons an upload (its parts are freed).
     fn abort(&self, upload: &Upload) -> Result<()>;
 }
+
+/// A conditional write's outcome as the seam gives it: `true` when written, `false` when the
+/// condition failed (another writer created or changed the object, or removed what was to
+/// be replaced).
+pub(crate) fn written<T>(r: tensorsmith::error::Result<T>) -> Result<bool> {
+    use tensorsmith::error::ErrorKind;
+    match r {
+        Ok(_) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::PreconditionFailed(_) | ErrorKind::RemoteNotFound(_)
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -8,11 +8,10 @@
 //! them, so `uploads` lists none.
 
 use crate::error::{DatasetError, Result};
-use crate::store::{Entry, Store, Upload};
+use crate::store::{written, Entry, Expect, Store, Upload};
 use crate::store_s3::iso8601_ms;
 use std::path::Path;
 use tensorsmith::bytes::{AzureClient, PutCondition, ReadAt, StorageOptions};
-use tensorsmith::error::ErrorKind;
 
 pub(crate) struct AzureStore {
     client: AzureClient,
@@ -77,14 +76,25 @@ impl Store for AzureStore {
     }
 
     fn create(&self, key: &str, bytes: &[u8]) -> Result<bool> {
-        match self
+        written(
+            self.client
+                .put(&self.key(key), bytes, PutCondition::IfNoneMatch),
+        )
+    }
+
+    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
+        Ok(self
             .client
-            .put(&self.key(key), bytes, PutCondition::IfNoneMatch)
-        {
-            Ok(()) => Ok(true),
-            Err(e) if matches!(e.kind(), ErrorKind::PreconditionFailed(_)) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+            .get_tagged(&self.key(key))?
+            .map(|(b, t)| (b, Some(t))))
+    }
+
+    fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
+        let cond = match expect {
+            Expect::Absent => PutCondition::IfNoneMatch,
+            Expect::Tag(t) => PutCondition::IfMatch(t.to_string()),
+        };
+        written(self.client.put(&self.key(key), bytes, cond))
     }
 
     fn put_file(&self, key: &str, from: &Path) -> Result<()> {

@@ -6,11 +6,10 @@
 //! unfinished one makes no object and GCS expires it, so `uploads` lists none.
 
 use crate::error::{DatasetError, Result};
-use crate::store::{Entry, Store, Upload};
+use crate::store::{written, Entry, Expect, Store, Upload};
 use crate::store_s3::iso8601_ms;
 use std::path::Path;
 use tensorsmith::bytes::{GcsClient, PutCondition, ReadAt, StorageOptions};
-use tensorsmith::error::ErrorKind;
 
 pub(crate) struct GcsStore {
     client: GcsClient,
@@ -59,14 +58,25 @@ impl Store for GcsStore {
     }
 
     fn create(&self, key: &str, bytes: &[u8]) -> Result<bool> {
-        match self
+        written(
+            self.client
+                .put(&self.key(key), bytes, PutCondition::IfNoneMatch),
+        )
+    }
+
+    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
+        Ok(self
             .client
-            .put(&self.key(key), bytes, PutCondition::IfNoneMatch)
-        {
-            Ok(()) => Ok(true),
-            Err(e) if matches!(e.kind(), ErrorKind::PreconditionFailed(_)) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+            .get_tagged(&self.key(key))?
+            .map(|(b, t)| (b, Some(t))))
+    }
+
+    fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
+        let key = self.key(key);
+        written(match expect {
+            Expect::Absent => self.client.put(&key, bytes, PutCondition::IfNoneMatch),
+            Expect::Tag(generation) => self.client.put_if_generation(&key, bytes, generation),
+        })
     }
 
     fn put_file(&self, key: &str, from: &Path) -> Result<()> {

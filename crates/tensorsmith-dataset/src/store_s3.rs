@@ -5,10 +5,9 @@
 //! ranged reads go through the byte layer's `open_url`.
 
 use crate::error::{DatasetError, Result};
-use crate::store::{Entry, Expect, Store, Upload};
+use crate::store::{written, Entry, Expect, Store, Upload};
 use std::path::Path;
 use tensorsmith::bytes::{PutCondition, ReadAt, S3Client, StorageOptions};
-use tensorsmith::error::ErrorKind;
 
 pub(crate) struct S3Store {
     client: S3Client,
@@ -90,14 +89,10 @@ impl Store for S3Store {
     }
 
     fn create(&self, key: &str, bytes: &[u8]) -> Result<bool> {
-        match self
-            .client
-            .put(&self.key(key), bytes, PutCondition::IfNoneMatch)
-        {
-            Ok(_) => Ok(true),
-            Err(e) if matches!(e.kind(), ErrorKind::PreconditionFailed(_)) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        written(
+            self.client
+                .put(&self.key(key), bytes, PutCondition::IfNoneMatch),
+        )
     }
 
     fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
@@ -109,19 +104,8 @@ impl Store for S3Store {
             Expect::Absent => PutCondition::IfNoneMatch,
             Expect::Tag(t) => PutCondition::IfMatch(t.to_string()),
         };
-        match self.client.put(&self.key(key), bytes, cond) {
-            Ok(_) => Ok(true),
-            // Changed (412, 409), or removed since it was read (If-Match on nothing: 404).
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::PreconditionFailed(_) | ErrorKind::RemoteNotFound(_)
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e.into()),
-        }
+        // Changed (412, 409), or removed since it was read (If-Match on nothing: 404).
+        written(self.client.put(&self.key(key), bytes, cond))
     }
 
     fn put_file(&self, key: &str, from: &Path) -> Result<()> {

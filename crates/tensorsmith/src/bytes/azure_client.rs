@@ -128,10 +128,16 @@ impl AzureClient {
 
     /// The whole blob `key`, `None` when there is none (a missing container is an error).
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_tagged(key)?.map(|(b, _)| b))
+    }
+
+    /// The whole blob `key` and its ETag (what `PutCondition::IfMatch` names), `None` when
+    /// there is none.
+    pub fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, String)>> {
         let blob = self.blob(key);
         let reply = self.send(&blob, Method::Get, "", &[], &[])?;
         match (reply.status, error_code(&reply.body)) {
-            (200, _) => Ok(Some(reply.bytes)),
+            (200, _) => Ok(Some((reply.bytes, reply.etag.unwrap_or_default()))),
             (404, Some("BlobNotFound") | None) => Ok(None),
             _ => Err(self.status_err(&blob, &reply)),
         }

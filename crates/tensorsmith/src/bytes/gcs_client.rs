@@ -124,10 +124,16 @@ impl GcsClient {
 
     /// The whole object `key`, `None` when there is none (a missing bucket is an error).
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_tagged(key)?.map(|(b, _)| b))
+    }
+
+    /// The whole object `key` and its generation (what [`GcsClient::put_if_generation`]
+    /// names), `None` when there is none.
+    pub fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, String)>> {
         let object = self.object(key);
         let reply = self.send(Method::Get, &object.url(), Vec::new(), &[], object.name())?;
         match (reply.status, error_code(&reply.body)) {
-            (200, _) => Ok(Some(reply.bytes)),
+            (200, _) => Ok(Some((reply.bytes, reply.generation.unwrap_or_default()))),
             (404, Some("NoSuchBucket")) => Err(self.status_err(&object, &reply)),
             (404, _) => Ok(None),
             _ => Err(self.status_err(&object, &reply)),
@@ -142,13 +148,36 @@ impl GcsClient {
         let object = self.object(key);
         let condition = match cond {
             PutCondition::Always => "",
-            PutCondition::IfNoneMatch => "&ifGenerationMatch=0",
+            PutCondition::IfNoneMatch => "0",
             PutCondition::IfMatch(_) => {
                 return Err(Error::new(ErrorKind::Unsupported(
                     "If-Match writes to gs:// (GCS conditions name generations)".into(),
                 ))
                 .in_file(Path::new(object.name())))
             }
+        };
+        self.upload(key, bytes, condition)
+    }
+
+    /// Writes `bytes` as `key` only if the object is still generation `generation` (as
+    /// [`GcsClient::get_tagged`] read it): another generation, or none, is
+    /// [`ErrorKind::PreconditionFailed`].
+    pub fn put_if_generation(&self, key: &str, bytes: &[u8], generation: &str) -> Result<()> {
+        if generation.is_empty() || !generation.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::new(ErrorKind::Unsupported(format!(
+                "'{generation}' is not a generation number"
+            )))
+            .in_file(Path::new(self.object(key).name())));
+        }
+        self.upload(key, bytes, generation)
+    }
+
+    /// One multipart upload of `key`, with `ifGenerationMatch=generation` unless empty.
+    fn upload(&self, key: &str, bytes: &[u8], generation: &str) -> Result<()> {
+        let object = self.object(key);
+        let condition = match generation {
+            "" => String::new(),
+            g => format!("&ifGenerationMatch={g}"),
         };
         let url = format!(
             "{}/upload/storage/v1/b/{}/o?uploadType=multipart{condition}",
@@ -163,9 +192,10 @@ impl GcsClient {
         let reply = self.send(Method::Post, &url, headers, &body, object.name())?;
         match reply.status {
             200 | 201 => Ok(()),
-            412 => Err(Error::new(ErrorKind::PreconditionFailed(format!(
-                "'{key}' exists already (ifGenerationMatch=0)"
-            )))
+            412 => Err(Error::new(ErrorKind::PreconditionFailed(match generation {
+                "0" => format!("'{key}' exists already (ifGenerationMatch=0)"),
+                g => format!("'{key}' is no longer generation {g} (ifGenerationMatch)"),
+            }))
             .in_file(Path::new(object.name()))),
             404 => Err(Error::new(ErrorKind::NoSuchBucket(self.bucket.clone()))
                 .in_file(Path::new(object.name()))),

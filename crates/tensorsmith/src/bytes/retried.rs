@@ -16,6 +16,8 @@ pub(crate) struct Reply {
     pub status: u16,
     pub location: Option<String>,
     pub etag: Option<String>,
+    /// Cloud Storage's `x-goog-generation`: the object's version, what its conditions name.
+    pub generation: Option<String>,
     pub body: String,
     /// The whole body of a `GET` (empty for other methods).
     pub bytes: Vec<u8>,
@@ -123,6 +125,7 @@ fn send_once(
             .map(str::to_owned)
     };
     let (location, etag) = (header("location"), header("etag"));
+    let generation = header("x-goog-generation");
     let status = resp.status().as_u16();
     let mut bytes = Vec::new();
     let reader = resp.body_mut().as_reader();
@@ -146,6 +149,7 @@ fn send_once(
         status,
         location,
         etag,
+        generation,
         body,
         bytes,
     })
