@@ -219,15 +219,10 @@ fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String>
         .map(str::to_owned)
 }
 
-/// Whether a request that got no response is worth another attempt: the connection was
-/// refused, reset or closed, or the response was garbled; not a timeout, an unknown host or
-/// a TLS failure.
+/// Whether a read's request that got no response is worth another attempt (not a timeout:
+/// the read's `timeout` bounds its attempts together).
 fn retryable_transport(e: &ureq::Error) -> bool {
-    match e {
-        ureq::Error::Io(io) => retry::retryable_io(io),
-        ureq::Error::ConnectionFailed | ureq::Error::Protocol(_) => true,
-        _ => false,
-    }
+    retry::retryable_transport(e, false)
 }
 
 /// Reads `reader` into `dst` until `dst` is full or the body ends; the bytes read, and the

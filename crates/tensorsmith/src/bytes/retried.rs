@@ -1,10 +1,13 @@
-//! One HTTP request of an Azure or Cloud Storage upload or blob call, retried per the transfer settings
-//! (the statuses and transport failures S3 writes retry, with the same backoff), for the
-//! clients that have no request layer of their own. The URL is made afresh for each attempt
-//! (a SAS signed now); errors name the object's URL, never the request's.
+//! One HTTP request of an Azure or Cloud Storage upload or blob call, retried per the
+//! transfer settings and the one retry policy (retry.rs: the statuses, error codes and
+//! transport failures every store client retries, the same backoff), for the clients that
+//! have no request layer of their own. The URL is made afresh for each attempt (a SAS signed
+//! now); errors name the object's URL, never the request's.
 
 use super::http::{is_unreachable, transport_message};
-use super::s3_client::{backoff, retryable_status, retryable_transport};
+use super::retry::{retryable_transport, Backoff};
+use super::s3_bucket::error_code;
+use super::s3_client::retryable_status;
 use super::storage_options::Transfer;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
@@ -58,14 +61,16 @@ pub(crate) fn send(
     name: &str,
     endpoint: &str,
 ) -> Result<Reply> {
-    let mut attempt = 1;
+    let mut backoff = Backoff::per_request(transfer);
     loop {
         match send_once(agent, method, &url(), headers, body) {
-            Ok(r) if attempt < transfer.max_attempts && retryable_status(r.status, "") => {}
+            Ok(r)
+                if retryable_status(r.status, error_code(&r.body).unwrap_or(""))
+                    && backoff.wait(None) => {}
             Ok(r) => return Ok(r),
-            Err(e) if attempt < transfer.max_attempts && retryable_transport(&e) => {}
+            Err(e) if retryable_transport(&e, true) && backoff.wait(None) => {}
             Err(e) => {
-                let msg = match (transport_message(&e), attempt) {
+                let msg = match (transport_message(&e), backoff.attempts()) {
                     (m, 1) => m,
                     (m, n) => format!("{m} (after {n} attempts)"),
                 };
@@ -76,8 +81,6 @@ pub(crate) fn send(
                 return Err(Error::new(kind).in_file(Path::new(name)));
             }
         }
-        attempt += 1;
-        std::thread::sleep(backoff(attempt));
     }
 }
 

@@ -1,12 +1,15 @@
 //! When a failed request to a store is tried again, and after how long: the one retry policy
-//! of remote reads (and, later, writes), apart from any client so that every client of a
-//! store follows it.
+//! of remote reads (http.rs) and writes (s3_client.rs, retried.rs), apart from any client so
+//! that every client of a store follows it.
 //!
 //! - Retried: 5xx statuses other than 501 and 505 (S3's `503 SlowDown` among them), `429 Too
-//!   Many Requests`, and failures of the connection itself: refused, reset, closed before the
-//!   response or in the middle of the body. Not retried: every other 4xx (the request itself
-//!   is wrong, or the object is not there: trying again changes nothing), and a timeout (the
-//!   `timeout` storage option bounds how long one request may take, its attempts together).
+//!   Many Requests`, a store's error codes that mean "busy" whatever the status (S3's `400
+//!   RequestTimeout`, Azure's `ServerBusy`), and failures of the connection itself: refused,
+//!   reset, closed before the response or in the middle of the body. Not retried: every other
+//!   4xx (the request itself is wrong, or the object is not there: trying again changes
+//!   nothing). A timeout is retried by writes, whose `timeout` bounds each request, and not by
+//!   reads, whose `timeout` bounds a request's attempts together ([`Backoff::new`] against
+//!   [`Backoff::per_request`]).
 //! - Backoff: exponential with full jitter, as AWS's SDKs do: before attempt `n + 1`, a random
 //!   wait in `[0, min(CAP, BASE × 2^(n-1))]`, so clients throttled together do not come back
 //!   together. A server's `Retry-After` (in seconds) is honoured instead, capped at [`CAP`].
@@ -26,6 +29,35 @@ pub const CAP: Duration = Duration::from_secs(20);
 /// 505 HTTP Version Not Supported, which do not pass) and 429.
 pub fn retryable_status(status: u16) -> bool {
     status == 429 || ((500..600).contains(&status) && status != 501 && status != 505)
+}
+
+/// Whether a store's error code says "try again" whatever the status: throttling and
+/// transient server trouble (S3's `SlowDown`, `InternalError`, `RequestTimeout`,
+/// `ServiceUnavailable`; Azure's `ServerBusy`, `OperationTimedOut`, `InternalError`).
+pub fn retryable_code(code: &str) -> bool {
+    matches!(
+        code,
+        "SlowDown"
+            | "InternalError"
+            | "RequestTimeout"
+            | "ServiceUnavailable"
+            | "ServerBusy"
+            | "OperationTimedOut"
+    )
+}
+
+/// Whether a request that got no response is worth another attempt: the connection was
+/// refused, reset or closed, or the response was garbled; a timeout only with `timeouts`
+/// (writes); never an unknown host or a TLS failure.
+pub fn retryable_transport(e: &ureq::Error, timeouts: bool) -> bool {
+    match e {
+        ureq::Error::Io(io) => {
+            retryable_io(io) || (timeouts && io.kind() == std::io::ErrorKind::TimedOut)
+        }
+        ureq::Error::ConnectionFailed | ureq::Error::Protocol(_) => true,
+        ureq::Error::Timeout(_) => timeouts,
+        _ => false,
+    }
 }
 
 /// Whether an I/O failure of a connection (no response, or a body cut short) is worth
@@ -56,7 +88,9 @@ pub fn retry_after(value: Option<&str>) -> Option<Duration> {
 pub struct Backoff {
     made: u32,
     max_attempts: u32,
-    deadline: Instant,
+    /// When every attempt must have ended (reads); `None`: each request has its own
+    /// timeout (writes).
+    deadline: Option<Instant>,
 }
 
 impl Backoff {
@@ -65,7 +99,17 @@ impl Backoff {
         Backoff {
             made: 1,
             max_attempts: transfer.max_attempts.max(1),
-            deadline: Instant::now() + transfer.timeout,
+            deadline: Some(Instant::now() + transfer.timeout),
+        }
+    }
+
+    /// The first attempt starts now; each may take `transfer.timeout` (the agent's own
+    /// timeout), with no bound on them together but their number.
+    pub fn per_request(transfer: &Transfer) -> Backoff {
+        Backoff {
+            made: 1,
+            max_attempts: transfer.max_attempts.max(1),
+            deadline: None,
         }
     }
 
@@ -74,9 +118,12 @@ impl Backoff {
         self.made
     }
 
-    /// Time left before the deadline, for the current attempt's own timeout.
+    /// Time left before the deadline, for the current attempt's own timeout (no deadline:
+    /// unbounded).
     pub fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        self.deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        })
     }
 
     /// After a retryable failure: how long to wait before the next attempt (`retry_after`:
@@ -161,6 +208,12 @@ mod tests {
         assert_eq!(retry_after(Some(" 3 ")), Some(Duration::from_secs(3)));
         assert_eq!(retry_after(Some("86400")), Some(CAP));
         assert_eq!(retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert!(retryable_code("SlowDown") && retryable_code("ServerBusy"));
+        assert!(!retryable_code("NoSuchKey") && !retryable_code(""));
+        let timeout = ureq::Error::Timeout(ureq::Timeout::Global);
+        assert!(retryable_transport(&timeout, true) && !retryable_transport(&timeout, false));
+        assert!(retryable_transport(&ureq::Error::ConnectionFailed, false));
+        assert!(!retryable_transport(&ureq::Error::HostNotFound, true));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! which callers match to tell a lost race from a failure.
 
 use super::http::{is_unreachable, transport_message};
+use super::retry;
 use super::s3_bucket::{error_code, S3Bucket};
 use super::s3_xml;
 use super::storage_options::{StorageOptions, Transfer};
@@ -29,9 +30,6 @@ use std::time::Duration;
 
 /// How long one signed URL is valid (it is used for one request, made at once).
 const EXPIRY: Duration = Duration::from_secs(3600);
-/// The first retry's wait; each later one doubles it, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(8);
 /// The most parts one multipart upload may have (S3's limit).
 pub(crate) const MAX_PARTS: u64 = 10_000;
 
@@ -144,31 +142,7 @@ fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String>
 
 /// Whether a status (with the store's error code) is worth another attempt.
 pub(crate) fn retryable_status(status: u16, code: &str) -> bool {
-    matches!(status, 429 | 500 | 502 | 503 | 504)
-        || matches!(
-            code,
-            "SlowDown" | "InternalError" | "RequestTimeout" | "ServiceUnavailable"
-        )
-}
-
-/// Whether a request that got no response is worth another attempt: not an unknown host.
-pub(crate) fn retryable_transport(e: &ureq::Error) -> bool {
-    matches!(
-        e,
-        ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::Timeout(_)
-    )
-}
-
-/// The wait before attempt `attempt` (2, 3, …): exponential, with up to half of it random
-/// so that threads that failed together do not retry together.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    let base = FIRST_BACKOFF
-        .saturating_mul(1 << (attempt - 2).min(10))
-        .min(MAX_BACKOFF);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    base + base.mul_f64(f64::from(nanos % 1000) / 2000.0)
+    retry::retryable_status(status) || retry::retryable_code(code)
 }
 
 impl S3Client {
@@ -264,29 +238,24 @@ impl S3Client {
         body: Body<'_>,
     ) -> Result<Reply> {
         let name = key.unwrap_or("");
-        let mut attempt = 1;
+        let mut backoff = retry::Backoff::per_request(&self.transfer);
         loop {
             match self.send_once(method, key, query, headers, body) {
                 Ok(reply) => {
                     let code = error_code(std::str::from_utf8(&reply.body).unwrap_or(""))
                         .unwrap_or("")
                         .to_owned();
-                    if attempt < self.transfer.max_attempts && retryable_status(reply.status, &code)
-                    {
-                        attempt += 1;
-                        std::thread::sleep(backoff(attempt));
+                    if retryable_status(reply.status, &code) && backoff.wait(None) {
                         continue;
                     }
                     return Ok(reply);
                 }
                 Err(e) => {
-                    if attempt < self.transfer.max_attempts && retryable_transport(&e) {
-                        attempt += 1;
-                        std::thread::sleep(backoff(attempt));
+                    if retry::retryable_transport(&e, true) && backoff.wait(None) {
                         continue;
                     }
                     let msg = transport_message(&e);
-                    let msg = match attempt {
+                    let msg = match backoff.attempts() {
                         1 => msg,
                         n => format!("{msg} (after {n} attempts)"),
                     };
@@ -735,14 +704,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn conditions_backoff_and_part_sizes() {
+    fn conditions_retries_and_part_sizes() {
         assert!(condition_headers(&PutCondition::Always).is_empty());
         assert_eq!(
             condition_headers(&PutCondition::IfNoneMatch),
             vec![("if-none-match", "*")]
         );
-        assert!(backoff(2) >= FIRST_BACKOFF && backoff(2) <= FIRST_BACKOFF * 2);
-        assert!(backoff(40) <= MAX_BACKOFF * 2);
         assert!(retryable_status(503, "SlowDown") && retryable_status(400, "RequestTimeout"));
         assert!(!retryable_status(404, "NoSuchKey") && !retryable_status(412, ""));
         assert_eq!(part_size_for(8 << 20, 1 << 30), 8 << 20);
