@@ -11,7 +11,7 @@ mod moto;
 #[path = "object_store/proxy.rs"]
 mod proxy;
 
-use moto::{err, ok, python, signed_cli as cli, Moto};
+use moto::{err, ok, python, signed_cli as cli, Moto, KEY, SECRET};
 use proxy::Proxy;
 use std::path::Path;
 use std::process::Output;
@@ -400,5 +400,64 @@ fn a_multi_part_input_is_read_by_bounded_ranges() {
             requests >= size / (5 << 20),
             "{requests} requests for {size} bytes"
         );
+    }
+}
+
+/// An input object replaced between two ranged reads fails the write, naming the URL, on
+/// either path: never shards of two versions.
+#[test]
+fn an_input_replaced_mid_read_is_caught() {
+    let m = Moto::start();
+    m.bucket("inp");
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path();
+    let src = t.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    inputs(&src, 480, 4096);
+    let (a, b) = (src.join("a.parquet"), src.join("b.parquet"));
+    for (i, reader_only) in [false, true].into_iter().enumerate() {
+        m.put_file("inp", "m/b.parquet", &b);
+        let (endpoint, a) = (m.endpoint.clone(), a.to_str().unwrap().to_owned());
+        // Past the opening reads (first bytes, footer), another version goes up.
+        let proxy = Proxy::start_with_hook(
+            &m.endpoint,
+            6,
+            Box::new(move || {
+                let code = format!(
+                    "import boto3\nboto3.client('s3', endpoint_url='{endpoint}', \
+                     aws_access_key_id='{KEY}', aws_secret_access_key='{SECRET}', \
+                     region_name='us-east-1').upload_file({a:?}, 'inp', 'm/b.parquet')"
+                );
+                let s = std::process::Command::new(python())
+                    .args(["-c", &code])
+                    .status()
+                    .unwrap();
+                assert!(s.success());
+            }),
+        );
+        let out = t.path().join(format!("out-{i}"));
+        let mut args = vec![
+            "dataset",
+            "write",
+            "s3://inp/m/b.parquet",
+            out.to_str().unwrap(),
+            "--batch-size",
+            "50",
+            "--columns",
+            "v",
+            "--dtype",
+            "F32",
+            "--storage-option",
+            "part_size=5MiB",
+        ];
+        if reader_only {
+            args.push("--parquet-reader-only");
+        }
+        let e = err(&cli(home, &proxy.endpoint).args(&args).output().unwrap());
+        assert!(
+            e.contains("s3://inp/m/b.parquet") && e.contains("changed during the read"),
+            "{e}"
+        );
+        assert!(!out.join("dataset_manifest.json").exists());
     }
 }
