@@ -167,6 +167,14 @@ impl InputSource {
         }
     }
 
+    /// Frees what this reader holds (a remote file's cached blocks) once nothing more will be
+    /// read through it; a later read fetches again.
+    pub(crate) fn release(&self) {
+        if let InputSource::Remote(r) = self {
+            r.release();
+        }
+    }
+
     /// A sequential reader from the start (Arrow IPC input).
     pub(crate) fn into_read(self) -> io::Result<SourceRead> {
         match self {

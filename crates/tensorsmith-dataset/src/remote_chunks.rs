@@ -207,6 +207,13 @@ impl RemoteChunks {
         Ok(Bytes::from(v))
     }
 
+    /// Drops every fetched block (blocks in flight land and are kept).
+    pub(crate) fn release(&self) {
+        let mut st = self.shared.lock();
+        st.blocks.retain(|_, s| matches!(s, Slot::Loading));
+        st.streams.clear();
+    }
+
     /// A sequential reader from `offset` (Arrow IPC input, Parquet page headers).
     pub(crate) fn reader_at(&self, offset: u64) -> ChunkCursor {
         ChunkCursor {

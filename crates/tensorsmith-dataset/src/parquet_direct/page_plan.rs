@@ -220,6 +220,23 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
 }
 
 impl DirectPlan {
+    /// Frees what the readers of files holding no row at or after `row` keep (a remote
+    /// file's cached blocks): a task over many files holds the blocks of one or two at once.
+    pub(super) fn release_before(&self, row: u64) {
+        for (fi, (_, source)) in self.files.iter().enumerate() {
+            let last = self
+                .columns
+                .iter()
+                .flat_map(|c| c.chunks.iter())
+                .filter(|pc| pc.file == fi)
+                .map(|pc| pc.row0 + pc.layout.rows)
+                .max();
+            if last.is_some_and(|end| end <= row) {
+                source.release();
+            }
+        }
+    }
+
     /// Every column copied file to file (no decoding).
     pub(super) fn all_copied(&self) -> bool {
         self.columns.iter().all(|c| c.copy)
