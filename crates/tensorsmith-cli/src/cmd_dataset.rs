@@ -142,6 +142,10 @@ pub struct WriteArgs {
     /// straight from pages (same output; for comparisons).
     #[arg(long, hide = true)]
     parquet_reader_only: bool,
+    /// Write remote Parquet inputs through the page plan too (their page headers scanned by
+    /// small ranged reads; slower on object stores than the reader; same output; for tests).
+    #[arg(long, hide = true)]
+    parquet_remote_pages: bool,
 }
 
 #[derive(Args)]
@@ -337,7 +341,7 @@ fn write(a: &WriteArgs) -> u8 {
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let input = match Input::open_at(&inputs, &a.store.options()) {
-        Ok(i) => i,
+        Ok(i) => i.with_remote_pages(a.parquet_remote_pages),
         Err(e) => return fail(&e),
     };
     let mut job = JobOptions::new()

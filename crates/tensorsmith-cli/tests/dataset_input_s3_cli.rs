@@ -3,8 +3,10 @@
 //! and manifest a write of the same local files gives, byte for byte, to a local folder and
 //! to `s3://`, in batch and KV mode, through the page copy and decoding and through the
 //! Parquet reader; a prefix lists its files in name order (`_`/`.` names skipped); Arrow IPC
-//! input is read too; a missing object or an unknown scheme is named; and with 5 MiB parts a
-//! multi-part input is read by ranged GETs, the bytes moved bounded.
+//! input is read too; a missing object or an unknown scheme is named; with 5 MiB parts a
+//! multi-part input is read by ranged GETs, each byte once; an object replaced mid-read is
+//! caught. Remote Parquet goes through the Parquet reader by default, and through the page
+//! plan with the hidden `--parquet-remote-pages`: both are checked.
 
 #[path = "object_store/moto.rs"]
 mod moto;
@@ -226,20 +228,28 @@ fn parquet_and_arrow_on_s3_write_the_local_dataset() {
         assert!(!want.is_empty(), "{name}");
         let want_paths = paths_taken(&lo);
 
-        // Objects named one by one, to a local folder.
-        let got = t.path().join(format!("from-s3-{name}"));
-        let o = write(
-            &m,
-            home,
-            &["s3://inp/data/a.parquet", "s3a://inp/data/b.parquet"],
-            got.to_str().unwrap(),
-            extra,
-        );
-        ok(&o);
-        assert_eq!(folder(&got), want, "{name}: shards differ");
-        assert_eq!(manifest(&got), manifest(&local), "{name}: manifests differ");
-        // The same path through the pages (or the reader) as the local input took.
-        assert_eq!(paths_taken(&o), want_paths, "{name}");
+        // Objects named one by one, to a local folder: through the Parquet reader (remote
+        // files' default), and through the page plan as the local files went.
+        for pages in [false, true] {
+            let got = t.path().join(format!("from-s3-{name}-{pages}"));
+            let mut extra = extra.clone();
+            if pages {
+                extra.push("--parquet-remote-pages");
+            }
+            let o = write(
+                &m,
+                home,
+                &["s3://inp/data/a.parquet", "s3a://inp/data/b.parquet"],
+                got.to_str().unwrap(),
+                &extra,
+            );
+            ok(&o);
+            assert_eq!(folder(&got), want, "{name} ({pages}): shards differ");
+            assert_eq!(manifest(&got), manifest(&local), "{name}: manifests differ");
+            let (c, d, r) = want_paths;
+            let paths = if pages { want_paths } else { (0, 0, c + d + r) };
+            assert_eq!(paths_taken(&o), paths, "{name} ({pages})");
+        }
 
         // A prefix (its `_`/`.` names and sub-prefixes skipped), to s3://.
         for (i, prefix) in ["s3://inp/data/pq/", "s3://inp/data/pq"].iter().enumerate() {
@@ -254,12 +264,14 @@ fn parquet_and_arrow_on_s3_write_the_local_dataset() {
             assert_eq!(shards, local_shards, "{name} from {prefix}: shards differ");
         }
     }
+    let mut extra = modes[0].1.clone();
+    extra.push("--parquet-remote-pages");
     let (copied, decoded, _) = paths_taken(&write(
         &m,
         home,
         &["s3://inp/data/a.parquet", "s3://inp/data/b.parquet"],
         t.path().join("paths").to_str().unwrap(),
-        &modes[0].1,
+        &extra,
     ));
     assert!(
         copied > 0 && decoded > 0,
@@ -381,8 +393,8 @@ fn a_multi_part_input_is_read_by_bounded_ranges() {
             got.to_str().unwrap(),
         ];
         args.extend_from_slice(&extra);
-        if reader_only {
-            args.push("--parquet-reader-only");
+        if !reader_only {
+            args.push("--parquet-remote-pages");
         }
         ok(&cli(home, &proxy.endpoint).args(&args).output().unwrap());
         assert_eq!(folder(&got), folder(&local));
@@ -450,8 +462,8 @@ fn an_input_replaced_mid_read_is_caught() {
             "--storage-option",
             "part_size=5MiB",
         ];
-        if reader_only {
-            args.push("--parquet-reader-only");
+        if !reader_only {
+            args.push("--parquet-remote-pages");
         }
         let e = err(&cli(home, &proxy.endpoint).args(&args).output().unwrap());
         assert!(

@@ -108,6 +108,10 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
         if f.kind != InputKind::Parquet {
             return Ok(None);
         }
+        // A remote file goes through the reader unless asked otherwise (Input::remote_pages).
+        if !f.origin.is_local() && !ctx.input.remote_pages() {
+            return Ok(None);
+        }
         let (lo, hi) = (rows.start.max(base), rows.end.min(base + n));
         if lo < hi {
             let meta = pq.metadata();
