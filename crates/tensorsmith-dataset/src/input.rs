@@ -144,9 +144,10 @@ impl Input {
     /// object but a prefix. Remote files are read by range, never downloaded whole.
     pub fn open_at(locations: &[impl AsRef<str>], storage: &StorageOptions) -> Result<Input> {
         let mut opened = Vec::new();
+        let flights = Default::default();
         for loc in crate::input_list::input_locations(locations, storage)? {
             let shown = PathBuf::from(tensorsmith::bytes::redact_url(&loc));
-            match Origin::open(&loc, storage) {
+            match Origin::open(&loc, storage, &flights) {
                 Ok(o) => opened.push((shown, o)),
                 Err(e) => {
                     let listed = matches!(e.kind(), tensorsmith::ErrorKind::RemoteNotFound(_))
@@ -162,7 +163,7 @@ impl Input {
                     }
                     for u in under {
                         let shown = PathBuf::from(tensorsmith::bytes::redact_url(&u));
-                        opened.push((shown, Origin::open(&u, storage)?));
+                        opened.push((shown, Origin::open(&u, storage, &flights)?));
                     }
                 }
             }

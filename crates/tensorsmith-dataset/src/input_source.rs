@@ -13,6 +13,7 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use tensorsmith::bytes::{ReadAt, StorageOptions, Transfer};
 use tensorsmith::safetensors::Piece;
@@ -28,13 +29,21 @@ pub(crate) enum Origin {
     Remote {
         file: Arc<dyn ReadAt>,
         transfer: Transfer,
+        /// Read-ahead GETs in flight in every reader of the input (remote_chunks.rs).
+        flights: Arc<AtomicUsize>,
     },
 }
 
 impl Origin {
     /// `location` opened: a local path as is, a URL through the byte layer with `storage`
     /// (its first bytes fetched: a missing object or bucket fails here, naming the URL).
-    pub(crate) fn open(location: &str, storage: &StorageOptions) -> tensorsmith::Result<Origin> {
+    /// `flights` is shared by the files of one input: their read-ahead GETs together stay
+    /// within `max_concurrency`.
+    pub(crate) fn open(
+        location: &str,
+        storage: &StorageOptions,
+        flights: &Arc<AtomicUsize>,
+    ) -> tensorsmith::Result<Origin> {
         if tensorsmith::bytes::scheme_name(location).is_none() {
             return Ok(Origin::Local(PathBuf::from(location)));
         }
@@ -52,6 +61,7 @@ impl Origin {
         Ok(Origin::Remote {
             file: Arc::new(file),
             transfer: storage.transfer(),
+            flights: Arc::clone(flights),
         })
     }
 
@@ -70,10 +80,15 @@ impl Origin {
     pub(crate) fn source_within(&self, ranges: Vec<Range<u64>>) -> io::Result<InputSource> {
         Ok(match self {
             Origin::Local(p) => InputSource::Local(File::open(p)?),
-            Origin::Remote { file, transfer } => InputSource::Remote(RemoteChunks::within(
+            Origin::Remote {
+                file,
+                transfer,
+                flights,
+            } => InputSource::Remote(RemoteChunks::within(
                 Arc::clone(file),
                 transfer.part_size,
                 transfer.max_concurrency,
+                Arc::clone(flights),
                 ranges,
             )),
         })

@@ -6,18 +6,20 @@
 //! starts fetching the stream's next blocks in the background, up to `max_concurrency` GETs
 //! in flight, so the network works while the caller decodes.
 //!
-//! Memory: at most `max_concurrency + SPARE_BLOCKS` blocks per reader, fetched or in flight
-//! (the least recently used fetched block is dropped first), so about
-//! (`max_concurrency` + 4) × `part_size`: 112 MiB at the defaults (10 × 8 MiB), 70 MiB with 5 MiB
-//! parts and a concurrency of 10. Each task of a write opens its own reader over the shared,
-//! pinned remote file.
+//! Memory: a block a sequential stream has passed is dropped, so a reader holds the block each
+//! stream reads, the one before it, and the blocks in flight; the read-ahead GETs of every
+//! reader of one input together number at most `max_concurrency`. So a write holds about
+//! (`max_concurrency` + 2 × streams) × `part_size` of input, and never more than
+//! `max_concurrency + SPARE_BLOCKS` blocks per reader (least recently used dropped first):
+//! 112 MiB at the defaults (10 × 8 MiB). Each task of a write opens its own reader over the
+//! shared, pinned remote file.
 
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tensorsmith::bytes::ReadAt;
 
@@ -40,6 +42,8 @@ struct Shared {
     block: u64,
     /// Blocks fetched at once, at most (GETs in flight).
     ahead: usize,
+    /// Read-ahead GETs in flight in every reader of one input (at most `ahead` together).
+    flights: Arc<AtomicUsize>,
     /// Blocks held at once, fetched or in flight.
     cap: usize,
     /// The byte ranges this reader will read (a task's column chunks), sorted: blocks outside
@@ -79,14 +83,18 @@ impl RemoteChunks {
     /// A reader of `source` in blocks of `part_size`, `max_concurrency` fetched at once.
     #[cfg(test)]
     pub(crate) fn new(source: Arc<dyn ReadAt>, part_size: u64, max_concurrency: usize) -> Self {
-        Self::within(source, part_size, max_concurrency, Vec::new())
+        let flights = Arc::new(AtomicUsize::new(0));
+        Self::within(source, part_size, max_concurrency, flights, Vec::new())
     }
 
     /// A reader that will read only `within` (byte ranges): read-ahead stays inside them.
+    /// `flights` counts the read-ahead GETs of every reader of the same input: together at
+    /// most `max_concurrency`.
     pub(crate) fn within(
         source: Arc<dyn ReadAt>,
         part_size: u64,
         max_concurrency: usize,
+        flights: Arc<AtomicUsize>,
         mut within: Vec<Range<u64>>,
     ) -> Self {
         within.sort_unstable_by_key(|r| (r.start, r.end));
@@ -97,6 +105,7 @@ impl RemoteChunks {
                 source,
                 block: part_size.max(1),
                 ahead,
+                flights,
                 cap: ahead + SPARE_BLOCKS,
                 within,
                 state: Mutex::new(State::default()),
@@ -119,6 +128,13 @@ impl RemoteChunks {
         let mut st = s.lock();
         let sequential = k > 0 && st.streams.contains(&(k - 1));
         st.follow(k);
+        // The block a stream has passed is dropped once no stream is at it: a sequential
+        // reader holds the block it reads, the one before and those in flight.
+        if sequential && k >= 2 && !st.streams.contains(&(k - 2)) {
+            if let Some(Slot::Ready { .. }) = st.blocks.get(&(k - 2)) {
+                st.blocks.remove(&(k - 2));
+            }
+        }
         loop {
             st.tick += 1;
             let tick = st.tick;
@@ -281,11 +297,20 @@ impl Shared {
             if st.blocks.len() >= this.cap {
                 break;
             }
+            let taken = this
+                .flights
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < this.ahead).then_some(n + 1)
+                });
+            if taken.is_err() {
+                break;
+            }
             st.blocks.insert(next, Slot::Loading);
             st.loading += 1;
             let shared = Arc::clone(this);
             std::thread::spawn(move || {
                 let got = shared.fetch(next);
+                shared.flights.fetch_sub(1, Ordering::AcqRel);
                 let mut st = shared.lock();
                 st.loading -= 1;
                 match got {
@@ -430,7 +455,9 @@ mod tests {
         assert_eq!(all, data);
         assert_eq!(fresh.fetched(), 1000u64.div_ceil(64));
         // Read-ahead stays inside the ranges given.
-        let within = RemoteChunks::within(Arc::new(data.clone()), 64, 3, vec![0..40, 40..100]);
+        let flights = Arc::new(AtomicUsize::new(0));
+        let within =
+            RemoteChunks::within(Arc::new(data.clone()), 64, 3, flights, vec![0..40, 40..100]);
         within.bytes(0, 10).unwrap();
         within.bytes(64, 10).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
