@@ -139,3 +139,50 @@ def test_other_schemes_are_refused_and_secrets_never_shown(tmp_path, opts, monke
     assert "wrongSecretDoNotPrint" not in str(e.value) and SECRET not in str(e.value)
     with pytest.raises(tensorsmith.errors.OptionError, match="colour"):
         tensorsmith.Dataset("s3://pyds/ds1", storage_options={"colour": "red"})
+
+
+def _shards(folder):
+    """A local dataset's shards (names without their uuids) and bytes, in name order."""
+    out = []
+    for n in sorted(os.listdir(folder)):
+        if n.startswith("part-"):
+            out.append(("-".join(n.split("-")[:3]), (folder / n).read_bytes()))
+    return out
+
+
+def test_parquet_input_on_s3_writes_the_local_dataset(tmp_path, opts, endpoint):
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    src = tmp_path / "src"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    tables = []
+    for i, name in enumerate(["a.parquet", "b.parquet"]):
+        v = rng.standard_normal((50, 8), dtype=np.float32)
+        t = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(v.ravel()), 8),
+                      "id": [f"r{i}-{j}" for j in range(50)]})
+        tables.append(t)
+        pq.write_table(t, src / name, row_group_size=20)
+        s3.upload_file(str(src / name), "pyds", f"input/{name}")
+    s3.put_object(Bucket="pyds", Key="input/_SUCCESS", Body=b"")
+    for kw in (dict(batch_size=16, dtype="F32", columns="x"),
+               dict(name_col="id", dtype="F16", columns="x")):
+        # The reference: the same rows handed over in memory.
+        local = tmp_path / f"local-{len(kw)}-{kw['dtype']}"
+        tensorsmith.write_dataset(pa.concat_tables(tables), str(local), threads=2, **kw)
+        files = tmp_path / f"files-{len(kw)}-{kw['dtype']}"
+        tensorsmith.write_dataset([src / "a.parquet", str(src / "b.parquet")], str(files),
+                                  threads=2, **kw)
+        assert _shards(files) == _shards(local)
+        for data in (["s3://pyds/input/a.parquet", "s3a://pyds/input/b.parquet"],
+                     "s3://pyds/input/"):
+            got = tmp_path / f"got-{len(kw)}-{kw['dtype']}-{type(data).__name__}"
+            m = tensorsmith.write_dataset(data, str(got), storage_options=opts, threads=2,
+                                          **kw)
+            assert m["total_samples"] == 100
+            assert _shards(got) == _shards(local)
+    # The input's URL and the rule, no secret.
+    with pytest.raises(FileNotFoundError, match="s3://pyds/input/nope.parquet") as e:
+        tensorsmith.write_dataset("s3://pyds/input/nope.parquet", str(tmp_path / "x"),
+                                  storage_options=opts, batch_size=4)
+    assert SECRET not in str(e.value)

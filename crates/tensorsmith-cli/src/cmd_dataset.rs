@@ -79,6 +79,9 @@ enum ModeArg {
 #[derive(Args)]
 pub struct WriteArgs {
     /// Input files (Parquet, Arrow IPC file or stream), read in order, then the output folder.
+    /// Inputs may be URLs (s3://, az://, gs://, hf://, http(s)://, read by range with the
+    /// --storage-option settings); a folder, or an s3:// prefix ending with `/`, gives its
+    /// files in name order (names starting with `_` or `.` skipped).
     #[arg(required = true, num_args = 2..)]
     paths: Vec<PathBuf>,
     /// Batch mode: rows per shard.
@@ -140,6 +143,10 @@ pub struct WriteArgs {
     /// straight from pages (same output; for comparisons).
     #[arg(long, hide = true)]
     parquet_reader_only: bool,
+    /// Write remote Parquet inputs through the page plan too (their page headers scanned by
+    /// small ranged reads; slower on object stores than the reader; same output; for tests).
+    #[arg(long, hide = true)]
+    parquet_remote_pages: bool,
 }
 
 #[derive(Args)]
@@ -328,8 +335,14 @@ fn write(a: &WriteArgs) -> u8 {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
-    let input = match Input::open(inputs) {
-        Ok(i) => i,
+    // Local files and folders, and URLs (a prefix ending with `/` lists its objects), read
+    // with the same storage options as the output.
+    let inputs: Vec<String> = inputs
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let input = match Input::open_at(&inputs, &a.store.options()) {
+        Ok(i) => i.with_remote_pages(a.parquet_remote_pages),
         Err(e) => return fail(&e),
     };
     let mut job = JobOptions::new()

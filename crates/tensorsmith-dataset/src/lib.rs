@@ -21,9 +21,13 @@ mod staging;
 pub mod tensor_index_file;
 mod versions;
 // Input.
+mod guarded_pages;
 mod input;
 mod input_cut;
+mod input_list;
 mod input_memory;
+mod input_source;
+mod remote_chunks;
 // Columns to tensor bytes.
 mod arrow_values;
 mod column;
@@ -80,6 +84,7 @@ pub use error::{DatasetError, Result};
 pub use export::{export, export_dataset, export_keys};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
+pub use input_list::{input_locations, list_prefix};
 pub use job::{abort_job, commit_job, commit_job_with, start_job, write_task, write_task_range};
 pub use job_at::{abort_job_at, commit_job_at, start_job_at, write_task_at, write_task_range_at};
 pub use job_options::{JobOptions, Progress, WriteMode};

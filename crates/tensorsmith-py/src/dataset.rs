@@ -75,7 +75,8 @@ pub fn check_options(py: Python<'_>, options: BTreeMap<String, String>) -> PyRes
     self::options(py, &options)?.check().py_err(py)
 }
 
-/// Writes a dataset from Arrow data; returns the manifest's JSON text.
+/// Writes a dataset from Arrow data, or from input files (a list of paths and URLs:
+/// `Input::open_at`, with `storage`); returns the manifest's JSON text.
 ///
 /// `stream`: `data` is pulled batch by batch on this thread (GIL released between pulls)
 /// into a task that writes shards on a thread of its own, never collected; one task, so
@@ -140,6 +141,12 @@ pub fn write_dataset(
                 let input = Input::from_reader(Box::new(queued));
                 write_rust(&input, &path, &storage, &opts, &job, &progress)
             })
+        })
+    } else if let Ok(locations) = data.extract::<Vec<String>>() {
+        // Input files: local paths and URLs, read with the same storage options.
+        py.detach(|| {
+            let input = Input::open_at(&locations, &storage)?;
+            write_rust(&input, &path, &storage, &opts, &job, &progress)
         })
     } else {
         let input = batches(py, data)?;

@@ -44,6 +44,15 @@ pub fn from_dataset(py: Python<'_>, e: DatasetError) -> PyErr {
             "DatasetNotFound"
         }
         DatasetError::Io { .. } => "DatasetIOError",
+        // A missing input object or bucket (also a FileNotFoundError).
+        DatasetError::Tensor(t)
+            if matches!(
+                t.kind(),
+                ErrorKind::NoSuchBucket(_) | ErrorKind::RemoteNotFound(_)
+            ) =>
+        {
+            "DatasetNotFound"
+        }
         DatasetError::Input { .. }
         | DatasetError::DuplicateKey { .. }
         | DatasetError::DuplicateKeyInTasks { .. }

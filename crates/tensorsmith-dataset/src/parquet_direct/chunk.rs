@@ -12,11 +12,11 @@ use super::levels::{bit_width, runs, Rows};
 use super::page_codec::{decompress, decompress_prefix, Codec};
 use super::page_crc::{crc_ok, mismatch};
 use super::value_cast::ValueCast;
+use crate::input_source::InputSource;
 use crate::parquet_guard::{page_header, PageHeader, PageKind};
 use bytes::Bytes;
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
-use std::fs::File;
 use std::sync::Arc;
 
 /// Encoding codes (parquet.thrift).
@@ -65,7 +65,7 @@ impl ChunkLayout {
 }
 
 /// A page's body as stored, its CRC checked.
-pub(super) fn body(file: &File, page: &PageHeader) -> Result<Bytes, String> {
+pub(super) fn body(file: &InputSource, page: &PageHeader) -> Result<Bytes, String> {
     let b = file
         .get_bytes(page.body(), page.compressed as usize)
         .map_err(|e| format!("page at byte {}: {e}", page.pos))?;
@@ -113,7 +113,7 @@ pub(super) fn v1_level_lengths(b: &[u8]) -> Option<(usize, usize)> {
 /// levels; v2: its levels are not in `out`). `Err` for a page that does not decompress to
 /// the size its header declares.
 pub(super) fn page_values(
-    file: &File,
+    file: &InputSource,
     page: &PageHeader,
     codec: Codec,
     out: &mut Vec<u8>,
@@ -153,7 +153,7 @@ pub(super) fn page_values(
 /// Reads the layout of `col`, a chunk of `rows` rows, its values cast by `cast`, with levels
 /// up to `max_def` and repetition level 1.
 pub(super) fn scan(
-    file: &File,
+    file: &InputSource,
     col: &ColumnChunkMetaData,
     cast: ValueCast,
     rows: u64,

@@ -3,10 +3,10 @@
 //! decoding while planning, and for the reader path by `check_range` before it reads.
 
 use crate::error::{DatasetError, Result};
+use crate::input_source::InputSource;
 use crate::parquet_guard::{page_header, PageHeader};
 use crate::task_context::Ctx;
 use parquet::file::reader::{ChunkReader, Length};
-use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
 
@@ -43,8 +43,12 @@ pub(crate) fn check_range(ctx: &Ctx, rows: Range<u64>) -> Result<()> {
             return Ok(());
         };
         let (lo, hi) = (rows.start.max(base), rows.end.min(base + n));
-        if let (true, Some(pq)) = (lo < hi, f.parquet.as_ref()) {
-            let fh = File::open(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
+        // A remote file's CRCs are checked as its pages are read (guarded_pages.rs).
+        if let (true, Some(pq), true) = (lo < hi, f.parquet.as_ref(), f.origin.is_local()) {
+            let fh = f
+                .origin
+                .source()
+                .map_err(|e| DatasetError::io(&f.path, e))?;
             let meta = pq.metadata();
             let mut at = base;
             for (g, rg) in meta.row_groups().iter().enumerate() {
@@ -69,7 +73,7 @@ pub(crate) fn check_range(ctx: &Ctx, rows: Range<u64>) -> Result<()> {
 
 /// Checks the CRC of every page of the column chunk at `range` that carries one. Headers the
 /// reader would refuse are left to it.
-fn check_chunk(file: &File, (start, size): (u64, u64)) -> Result<(), String> {
+fn check_chunk(file: &InputSource, (start, size): (u64, u64)) -> Result<(), String> {
     let end = start.saturating_add(size).min(file.len());
     let mut pos = start;
     while pos < end {

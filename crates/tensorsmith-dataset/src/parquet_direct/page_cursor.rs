@@ -10,7 +10,6 @@ use super::page_plan::DirectPlan;
 use crate::error::DatasetError;
 use std::io::Write;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use tensorsmith::safetensors::TensorData;
 
 /// Where a column's decoding stands.

@@ -11,9 +11,9 @@ use super::value_cast::ValueCast;
 use crate::column::Kind;
 use crate::error::Result;
 use crate::input::InputKind;
+use crate::input_source::InputSource;
 use crate::task_context::Ctx;
 use parquet::basic::Type as Physical;
-use std::fs::File;
 use std::ops::Range;
 use std::path::PathBuf;
 use tensorsmith::dtype::DType;
@@ -21,7 +21,7 @@ use tensorsmith::safetensors::Piece;
 
 /// Where the rows of a task's range lie in the input files, column by column.
 pub(crate) struct DirectPlan {
-    pub(super) files: Vec<(PathBuf, File)>,
+    pub(super) files: Vec<(PathBuf, InputSource)>,
     pub(super) columns: Vec<DirectColumn>,
 }
 
@@ -108,11 +108,12 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
         if f.kind != InputKind::Parquet {
             return Ok(None);
         }
+        // A remote file goes through the reader unless asked otherwise (Input::remote_pages).
+        if !f.origin.is_local() && !ctx.input.remote_pages() {
+            return Ok(None);
+        }
         let (lo, hi) = (rows.start.max(base), rows.end.min(base + n));
         if lo < hi {
-            let Ok(fh) = File::open(&f.path) else {
-                return Ok(None);
-            };
             let meta = pq.metadata();
             let leaves = meta.file_metadata().schema_descr();
             // Each written column is one leaf of the Parquet schema.
@@ -127,6 +128,29 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
             let Some(idx) = idx else {
                 return Ok(None);
             };
+            // The chunks this task reads (a remote file reads ahead only inside them).
+            let mut ranges = Vec::new();
+            let mut at = base;
+            for rg in meta.row_groups() {
+                let g_rows = u64::try_from(rg.num_rows()).unwrap_or(0);
+                if at < hi && at + g_rows > lo {
+                    for &leaf in &idx {
+                        let (start, size) = rg.column(leaf).byte_range();
+                        ranges.push(start..start.saturating_add(size));
+                    }
+                }
+                at += g_rows;
+            }
+            let Ok(fh) = f.origin.source_within(ranges) else {
+                return Ok(None);
+            };
+            // A remote file's page headers and levels are scanned by small ranges (its pages
+            // are then read once, through `fh`'s block cache, as the shards are written).
+            let probe = match f.origin.is_local() {
+                true => None,
+                false => f.origin.probe().ok(),
+            };
+            let scan_src = probe.as_ref().unwrap_or(&fh);
             let fi = opened.len();
             let mut at = base;
             for (g, rg) in meta.row_groups().iter().enumerate() {
@@ -141,7 +165,7 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
                             return Ok(None);
                         }
                         let name = &ctx.plan.plans[ci].name;
-                        let layout = chunk::scan(&fh, col, *cast, g_rows)
+                        let layout = chunk::scan(scan_src, col, *cast, g_rows)
                             .map_err(|why| page_error(&f.path, name, g, why))?;
                         let Some(layout) = layout else {
                             return Ok(None);
@@ -200,6 +224,23 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
 }
 
 impl DirectPlan {
+    /// Frees what the readers of files holding no row at or after `row` keep (a remote
+    /// file's cached blocks): a task over many files holds the blocks of one or two at once.
+    pub(super) fn release_before(&self, row: u64) {
+        for (fi, (_, source)) in self.files.iter().enumerate() {
+            let last = self
+                .columns
+                .iter()
+                .flat_map(|c| c.chunks.iter())
+                .filter(|pc| pc.file == fi)
+                .map(|pc| pc.row0 + pc.layout.rows)
+                .max();
+            if last.is_some_and(|end| end <= row) {
+                source.release();
+            }
+        }
+    }
+
     /// Every column copied file to file (no decoding).
     pub(super) fn all_copied(&self) -> bool {
         self.columns.iter().all(|c| c.copy)
@@ -228,10 +269,7 @@ impl DirectPlan {
                 };
                 let a = s.max(p.first) - p.first;
                 let b = e.min(p.first + p.count) - p.first;
-                out.push(Piece::Range(
-                    &self.files[pc.file].1,
-                    file + a * w..file + b * w,
-                ));
+                out.push(self.files[pc.file].1.piece(file + a * w..file + b * w));
             }
         }
         out

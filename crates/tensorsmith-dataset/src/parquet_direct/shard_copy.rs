@@ -101,6 +101,8 @@ pub(crate) fn batch_task(
         counter.fetch_add(1, Ordering::Relaxed);
         ctx.progress.rows.fetch_add(n, Ordering::Relaxed);
         at += n;
+        // Files read to the end free what their readers hold (a remote file's blocks).
+        plan.release_before(at);
     }
     Ok(out)
 }

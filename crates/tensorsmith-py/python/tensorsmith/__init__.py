@@ -545,6 +545,12 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
     secret, token, endpoint_url, region, profile, max_concurrency, part_size…; unset ones
     from the environment and ~/.aws): shards are uploaded to their final names, then the
     version is committed with a conditional put (a store has no rename or lock).
+    `data` may also be files: a path or URL, or a list of them, of Parquet or Arrow IPC files
+    (read in order by Rust, Parquet pages copied or decoded straight into shards where they
+    can be). URLs (`s3://`, `s3a://`, `az://`, `gs://`, `hf://`, `http(s)://`, read by range
+    with `storage_options`, never downloaded whole) and local paths may be mixed; a folder,
+    or an `s3://` prefix ending with `/`, gives its files in name order, names starting with
+    `_` or `.` skipped.
 
         >>> import pyarrow as pa, tensorsmith
         >>> t = pa.table({"x": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32()))})
@@ -579,9 +585,15 @@ class _Pulled:
 
 
 def _arrow_input(data):
-    """(Arrow data, whether it is a one-pass stream, the generator wrapper or None)."""
+    """(Arrow data, or a list of input files and URLs; whether it is a one-pass stream; the
+    generator wrapper or None)."""
     import pyarrow as pa
 
+    if isinstance(data, (str, os.PathLike)):
+        return [os.fspath(data)], False, None
+    if (isinstance(data, (list, tuple)) and data
+            and all(isinstance(d, (str, os.PathLike)) for d in data)):
+        return [os.fspath(d) for d in data], False, None
     if isinstance(data, pa.Table):
         return data, False, None
     if isinstance(data, pa.RecordBatch):

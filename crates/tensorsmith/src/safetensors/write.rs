@@ -83,7 +83,8 @@ impl TensorData for SourceRange<'_> {
 /// files (a Parquet page's values, say). Into a file (`Writer::write_to_file`) each range is
 /// copied by the kernel (`copy_file_range` on Linux, through `std::io::copy`); into any other
 /// writer, through a bounded buffer. A range moves its file's position (each user opens its
-/// own handle).
+/// own handle). A piece of any other source ([`Piece::At`]: a remote file) goes through its
+/// `copy_to`.
 #[derive(Default)]
 pub struct FilePieces<'a> {
     pub pieces: Vec<Piece<'a>>,
@@ -91,13 +92,15 @@ pub struct FilePieces<'a> {
 
 pub enum Piece<'a> {
     Range(&'a File, Range<u64>),
+    /// A range of any opened source (a remote file read through its cache).
+    At(&'a dyn ReadAt, Range<u64>),
     Zeros(u64),
 }
 
 impl Piece<'_> {
     fn len(&self) -> u64 {
         match self {
-            Piece::Range(_, r) => r.end - r.start,
+            Piece::Range(_, r) | Piece::At(_, r) => r.end - r.start,
             Piece::Zeros(n) => *n,
         }
     }
@@ -120,6 +123,7 @@ impl TensorData for FilePieces<'_> {
                 Piece::Range(f, r) => {
                     copy_chunked(r.clone(), out, |off, buf| Ok(f.read_exact_at(buf, off)?))?
                 }
+                Piece::At(src, r) => src.copy_to(r.clone(), out)?,
                 Piece::Zeros(n) => drop(write_zeros(*n, out)?),
             }
         }
@@ -136,6 +140,10 @@ impl TensorData for FilePieces<'_> {
                         let mut f: &File = f;
                         f.seek(SeekFrom::Start(r.start))?;
                         io::copy(&mut f.take(r.end - r.start), out)?
+                    }
+                    Piece::At(src, r) => {
+                        src.copy_to(r.clone(), out)?;
+                        r.end - r.start
                     }
                     Piece::Zeros(z) => write_zeros(*z, out)?,
                 };

@@ -1,0 +1,90 @@
+//! The input files a write names: a file or object as given; a local folder, or a URL that
+//! ends with `/` or names no object but a prefix (`s3://b/in/`), gives the files directly in
+//! it, in name order, skipping names that start with `_` or `.` (`_SUCCESS`, `.crc` files), as
+//! Spark reads a folder.
+
+use crate::error::{DatasetError, Result};
+use std::path::Path;
+use tensorsmith::bytes::{redact_url, scheme_name, url_scheme, StorageOptions, UrlScheme};
+
+/// Whether a file or object name is data (not `_`- or `.`-prefixed).
+fn listed(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('_') && !name.starts_with('.')
+}
+
+/// The input files of `locations` (local paths and URLs, mixed), folders and prefixes listed.
+pub fn input_locations(
+    locations: &[impl AsRef<str>],
+    storage: &StorageOptions,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for loc in locations {
+        let loc = loc.as_ref();
+        if scheme_name(loc).is_none() {
+            let p = Path::new(loc);
+            if p.is_dir() {
+                out.extend(list_folder(p)?);
+            } else {
+                out.push(loc.to_owned());
+            }
+        } else if loc.ends_with('/') {
+            out.extend(list_prefix(loc, storage)?);
+        } else {
+            out.push(loc.to_owned());
+        }
+    }
+    if out.is_empty() {
+        return Err(DatasetError::input(format!(
+            "no input files in {}",
+            locations
+                .iter()
+                .map(|l| redact_url(l.as_ref()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(out)
+}
+
+fn list_folder(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))?;
+    for e in entries {
+        let e = e.map_err(|e| DatasetError::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if listed(&name) && e.path().is_file() {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|n| dir.join(n).to_string_lossy().into_owned())
+        .collect())
+}
+
+/// The objects directly under `prefix` (a URL ending with `/`), in name order.
+pub fn list_prefix(prefix: &str, storage: &StorageOptions) -> Result<Vec<String>> {
+    let shown = Path::new(&redact_url(prefix)).to_path_buf();
+    if url_scheme(prefix) != Some(UrlScheme::S3) {
+        let scheme = scheme_name(prefix).unwrap_or_default();
+        return Err(DatasetError::Input {
+            file: Some(shown),
+            column: None,
+            row: None,
+            msg: format!(
+                "listing {scheme}:// prefixes is not supported yet (only s3:// and s3a://): name \
+                 the input objects one by one"
+            ),
+        });
+    }
+    let (client, key) = tensorsmith::bytes::S3Client::for_url(prefix, storage)?;
+    let mut names: Vec<String> = client
+        .list(&key)?
+        .into_iter()
+        .filter_map(|o| o.key.strip_prefix(key.as_str()).map(str::to_owned))
+        .filter(|n| listed(n) && !n.contains('/'))
+        .collect();
+    names.sort();
+    Ok(names.into_iter().map(|n| format!("{prefix}{n}")).collect())
+}
