@@ -3,7 +3,7 @@
 //! `ifGenerationMatch=0`; gcp-storage-emulator ignores it), both required, not skipped. Each
 //! test runs on `az://` and on `gs://`, with the settings as `--storage-option`s: a write gives
 //! the local write's shards byte for byte and its manifest but for names, `info`, `verify`,
-//! `export` read it back; appends and overwrites make versions, overwritten shards are retired
+//! `export` read it back, and so does a write whose input is on the store (a prefix); appends and overwrites make versions, overwritten shards are retired
 //! until `clean`; 4 writer processes appending to one prefix each commit once (every row there
 //! once, none lost); a writer killed before its commit point leaves the dataset as it was.
 
@@ -65,6 +65,23 @@ impl Server {
 
     fn run(&self, args: &[&str]) -> Output {
         self.cli(args).output().unwrap()
+    }
+
+    /// Uploads the local file `from` as `name` (the Azure SDK, or fake-gcs-server's JSON
+    /// API): input for a write from the store.
+    fn upload(&self, name: &str, from: &Path) {
+        match self {
+            Server::Az(a) => a.py(&format!(
+                "svc.get_container_client('data').upload_blob({name:?}, open({from:?}, 'rb').read())"
+            )),
+            Server::Gs(g) => py(&format!(
+                "import urllib.parse, urllib.request\n\
+                 q = urllib.parse.quote({name:?}, safe='')\n\
+                 r = urllib.request.Request('{}/upload/storage/v1/b/data/o?uploadType=media&name=' + q, data=open({from:?}, 'rb').read(), method='POST')\n\
+                 urllib.request.urlopen(r).read()\n",
+                g.endpoint
+            )),
+        };
     }
 
     /// Objects under `prefix/`: name below the prefix and bytes, by name (read by the Azure
@@ -244,6 +261,21 @@ fn same_as_local_and_reads_back(s: &Server) {
     local_shards.sort();
     assert_eq!(shards.len(), 3);
     assert_eq!(shards, local_shards);
+    // The input on the store too, named by its prefix (listed; `_SUCCESS` skipped).
+    s.upload("in/part-0.arrow", &inp);
+    s.upload("in/_SUCCESS", &t.path().join("local/dataset_manifest.json"));
+    let from_store = s.url("from-store");
+    ok(&s.run(&write_args(Path::new(&s.url("in/")), &from_store, "error")));
+    let again: Vec<(String, Vec<u8>)> = s
+        .objects("from-store")
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("part-"))
+        .map(|(k, b)| (stem(&k), b))
+        .collect();
+    assert_eq!(
+        again, local_shards,
+        "the store's input gives the local shards"
+    );
     let manifest = remote
         .iter()
         .find(|(k, _)| k == "dataset_manifest.json")

@@ -140,8 +140,8 @@ impl Input {
     /// Local paths and URLs (`s3://`, `s3a://`, `az://`, `abfs(s)://`, `gs://`, `hf://`,
     /// `http(s)://`), mixed, read in order, URLs with the settings `storage`. A local folder,
     /// or a URL ending with `/`, gives the files directly in it in name order
-    /// ([`input_locations`](crate::input_locations)); so does an `s3://` URL that names no
-    /// object but a prefix. Remote files are read by range, never downloaded whole.
+    /// ([`input_locations`](crate::input_locations)); so does an `s3://`, `az://` or `gs://`
+    /// URL that names no object but a prefix. Remote files are read by range, never downloaded whole.
     pub fn open_at(locations: &[impl AsRef<str>], storage: &StorageOptions) -> Result<Input> {
         let mut opened = Vec::new();
         let flights = Default::default();
@@ -150,9 +150,12 @@ impl Input {
             match Origin::open(&loc, storage, &flights) {
                 Ok(o) => opened.push((shown, o)),
                 Err(e) => {
+                    use tensorsmith::bytes::UrlScheme;
                     let listed = matches!(e.kind(), tensorsmith::ErrorKind::RemoteNotFound(_))
-                        && tensorsmith::bytes::url_scheme(&loc)
-                            == Some(tensorsmith::bytes::UrlScheme::S3);
+                        && matches!(
+                            tensorsmith::bytes::url_scheme(&loc),
+                            Some(UrlScheme::S3 | UrlScheme::Az | UrlScheme::Gs)
+                        );
                     let under = match listed {
                         true => crate::input_list::list_prefix(&format!("{loc}/"), storage)
                             .unwrap_or_default(),

@@ -63,24 +63,37 @@ fn list_folder(dir: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The objects directly under `prefix` (a URL ending with `/`), in name order.
+/// The objects directly under `prefix` (a URL ending with `/`: `s3://`, `az://`,
+/// `abfs(s)://`, `gs://`), in name order.
 pub fn list_prefix(prefix: &str, storage: &StorageOptions) -> Result<Vec<String>> {
-    let shown = Path::new(&redact_url(prefix)).to_path_buf();
-    if url_scheme(prefix) != Some(UrlScheme::S3) {
-        let scheme = scheme_name(prefix).unwrap_or_default();
-        return Err(DatasetError::Input {
-            file: Some(shown),
-            column: None,
-            row: None,
-            msg: format!(
-                "listing {scheme}:// prefixes is not supported yet (only s3:// and s3a://): name \
-                 the input objects one by one"
-            ),
-        });
-    }
-    let (client, key) = tensorsmith::bytes::S3Client::for_url(prefix, storage)?;
-    let mut names: Vec<String> = client
-        .list(&key)?
+    use tensorsmith::bytes::{AzureClient, GcsClient, S3Client};
+    let (objects, key) = match url_scheme(prefix) {
+        Some(UrlScheme::S3) => {
+            let (client, key) = S3Client::for_url(prefix, storage)?;
+            (client.list(&key)?, key)
+        }
+        Some(UrlScheme::Az) => {
+            let (client, key) = AzureClient::for_url(prefix, storage)?;
+            (client.list(&key)?, key)
+        }
+        Some(UrlScheme::Gs) => {
+            let (client, key) = GcsClient::for_url(prefix, storage)?;
+            (client.list(&key)?, key)
+        }
+        _ => {
+            let scheme = scheme_name(prefix).unwrap_or_default();
+            return Err(DatasetError::Input {
+                file: Some(Path::new(&redact_url(prefix)).to_path_buf()),
+                column: None,
+                row: None,
+                msg: format!(
+                    "listing {scheme}:// prefixes is not supported (s3://, az://, gs:// are): \
+                     name the input objects one by one"
+                ),
+            });
+        }
+    };
+    let mut names: Vec<String> = objects
         .into_iter()
         .filter_map(|o| o.key.strip_prefix(key.as_str()).map(str::to_owned))
         .filter(|n| listed(n) && !n.contains('/'))
