@@ -200,9 +200,12 @@ pub fn task_ranges(
     storage: Vec<(String, String)>,
 ) -> PyResult<Vec<(u64, u64)>> {
     let opts = self::options(py, &options)?;
-    let _storage = crate::file::storage_options(py, storage)?;
+    let storage = crate::file::storage_options(py, storage)?;
+    let paths = locations(py, &paths)?;
     let ranges = py
-        .detach(|| tensorsmith_dataset::task_ranges(&Input::open(&paths)?, &opts, tasks))
+        .detach(|| {
+            tensorsmith_dataset::task_ranges(&Input::open_at(&paths, &storage)?, &opts, tasks)
+        })
         .py_err(py)?;
     Ok(ranges.into_iter().map(|r| (r.start, r.end)).collect())
 }
@@ -227,10 +230,11 @@ pub fn write_job_range(
     let opts = self::options(py, &options)?;
     let storage = crate::file::storage_options(py, storage)?;
     let path = location(py, &path)?;
+    let paths = locations(py, &paths)?;
     let progress = Progress::default();
     let r = py
         .detach(|| {
-            let input = Input::open(&paths)?;
+            let input = Input::open_at(&paths, &storage)?;
             write_task_range_at(
                 &input,
                 &path,
@@ -293,6 +297,21 @@ pub fn dataset_exists(
     let storage = crate::file::storage_options(py, storage)?;
     let path = location(py, &path)?;
     py.detach(|| tensorsmith_dataset::exists_at(&path, &storage))
+        .py_err(py)
+}
+
+/// The input files `paths` name (local paths and URLs; folders and prefixes listed in name
+/// order, `_`/`.` names skipped), as a direct write reads them.
+#[pyfunction]
+#[pyo3(signature = (paths, storage = Vec::new()))]
+pub fn input_files(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    storage: Vec<(String, String)>,
+) -> PyResult<Vec<String>> {
+    let storage = crate::file::storage_options(py, storage)?;
+    let paths = locations(py, &paths)?;
+    py.detach(|| tensorsmith_dataset::input_locations(&paths, &storage))
         .py_err(py)
 }
 
@@ -487,6 +506,11 @@ impl JobHeartbeat {
     fn stop(&mut self) {
         self.beat = None;
     }
+}
+
+/// Input locations as text (local paths or URLs).
+fn locations(py: Python<'_>, paths: &[PathBuf]) -> PyResult<Vec<String>> {
+    paths.iter().map(|p| location(py, p)).collect()
 }
 
 /// A dataset location as text: a local folder or a URL (`s3://`, `az://`, `gs://` prefix).

@@ -46,6 +46,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::commit_job_reports, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::abort_job_shards, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::dataset_exists, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::input_files, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

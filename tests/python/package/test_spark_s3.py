@@ -1,6 +1,6 @@
 """Spark jobs on S3, against moto in server mode on 127.0.0.1 and Spark local[2] (retries:
 local[2,2]): `tensorsmith.spark.write_dataset` (the direct path) writes to s3:// the shards a
-local write writes, the "safetensors" data source saves to and loads from s3:// with
+local write writes, from Parquet on the local disk or on S3 itself, the "safetensors" data source saves to and loads from s3:// with
 `storage.*` options, the session's `spark.tensorsmith.storage.*` settings reach the tasks, a
 failing job leaves no object, a retried task leaves only the committed shards, and an attempt
 still running after the job ended uploads nothing. No error shows the secret."""
@@ -122,6 +122,33 @@ def test_the_direct_path_writes_the_local_shards_to_s3(spark, src, s3, opts, tmp
     assert more.manifest["total_samples"] == 2 * N
     ds = tensorsmith.Dataset(f"s3://{BUCKET}/direct", storage_options=opts)
     assert len(ds) == 2 * N
+
+
+def test_the_direct_path_reads_parquet_on_s3(spark, src, s3, opts, tmp_path):
+    # The input split in two objects under a prefix, beside a _SUCCESS marker.
+    t = pq.read_table(src)
+    for i, part in enumerate([t.slice(0, 50), t.slice(50)]):
+        p = tmp_path / f"part-{i}.parquet"
+        pq.write_table(part, p, row_group_size=20)
+        s3.upload_file(str(p), BUCKET, f"in/part-{i}.parquet")
+    s3.put_object(Bucket=BUCKET, Key="in/_SUCCESS", Body=b"")
+    kw = dict(batch_size=8, dtype="F32", columns=["x"], tasks=3)
+    local = tensorsmith.spark.write_dataset(
+        spark, [str(tmp_path / "part-0.parquet"), str(tmp_path / "part-1.parquet")],
+        str(tmp_path / "local"), **kw)
+    r = tensorsmith.spark.write_dataset(spark, f"s3://{BUCKET}/in/", f"s3://{BUCKET}/s3in",
+                                        storage_options=opts, **kw)
+    assert len(r.timeline) == 3
+    m = r.manifest
+    assert m["total_samples"] == local.manifest["total_samples"] == N
+    for ours, theirs in zip(m["shards"], local.manifest["shards"]):
+        got = s3.get_object(Bucket=BUCKET, Key="s3in/" + ours["shard_path"])["Body"].read()
+        assert got == (tmp_path / "local" / theirs["shard_path"]).read_bytes()
+    # An input object that is not there is named, without the secret.
+    with pytest.raises(tensorsmith.errors.TensorsmithError, match="s3://sparkds/in/nothing") as e:
+        tensorsmith.spark.write_dataset(spark, f"s3://{BUCKET}/in/nothing.parquet",
+                                        f"s3://{BUCKET}/none", storage_options=opts, **kw)
+    assert SECRET not in str(e.value)
 
 
 def test_the_session_settings_reach_the_tasks(spark, src, s3, opts):

@@ -343,7 +343,8 @@ def _conf_storage(spark) -> dict:
 def write_dataset(spark, source, path, mode="error", tasks=None, storage_options=None,
                   **options):
     """Writes Parquet input as a dataset at `path`, Spark only scheduling: `source` is Parquet
-    files or folders (paths or file: URIs), or a DataFrame that is a plain scan of Parquet
+    files or folders (paths or file: URIs, or object-store URLs: `s3://…/in/` lists a prefix,
+    and each task reads only its row groups by range), or a DataFrame that is a plain scan of Parquet
     files, possibly with a column selection (its columns become the `columns` option). The
     driver cuts the input as `tensorsmith dataset write` does; each of `tasks` Spark tasks
     (default: the default parallelism) runs the Rust Parquet -> shard writer on its rows; the
@@ -367,11 +368,12 @@ def write_dataset(spark, source, path, mode="error", tasks=None, storage_options
     try:
         if hasattr(source, "_jdf") or hasattr(source, "inputFiles"):
             files, columns = spark_direct.scan_of(source)
+            files = spark_direct._files(files, pairs)
             if columns is not None and "columns" not in options:
                 key = options.get("name_col")
                 options = {**options, "columns": [c for c in columns if c != key]}
         else:
-            files = spark_direct._files(source)
+            files = spark_direct._files(source, pairs)
         return spark_direct.write(spark, files, path, mode, tasks, options, pairs)
     except spark_direct.NotDirect as why:
         warnings.warn(f"tensorsmith.spark.write_dataset: not the direct path ({why}); writing "

@@ -6,8 +6,9 @@ The driver cuts the input as `tensorsmith dataset write` does (whole batches per
 mode, whole rows in KV mode), so the committed shards are the ones the CLI writes on the same
 files and options. Tasks write into the job's staging folder; the driver commits, or aborts
 (every shard of the job removed), as the data source does. Every executor must be able to open
-the input paths (a local or shared POSIX filesystem); the output may be a folder they all
-see or an object-store URL (tasks upload their shards, the driver commits).
+the input paths (a local or shared POSIX filesystem), or read them from object storage (each
+task reads only its row groups, by range); the output may be a folder they all see or an
+object-store URL (tasks upload their shards, the driver commits).
 """
 
 import os
@@ -28,26 +29,38 @@ class NotDirect(Exception):
 
 
 def _local_path(p) -> str:
-    """A POSIX path from a path or a file: URI; other schemes are not direct."""
+    """A POSIX path from a path or a file: URI; other schemes (but those the Rust reader
+    opens, `_READ_SCHEMES`) are not direct."""
     p = os.fspath(p)
     if "://" in p or p.startswith("file:"):
         scheme = p.split(":", 1)[0].lower()
         if scheme != "file":
-            raise NotDirect(f"{p!r} is not on a POSIX filesystem every executor can open "
-                            f"({scheme}://)")
+            raise NotDirect(f"{p!r} is neither on a POSIX filesystem every executor can open "
+                            f"nor at a URL tensorsmith reads ({scheme}://)")
         from urllib.parse import unquote, urlparse
 
         p = unquote(urlparse(p).path)
     return p
 
 
-def _files(paths) -> list:
+# URL schemes the Rust reader opens itself (by range, with the storage options).
+_READ_SCHEMES = {"s3", "s3a", "az", "abfs", "abfss", "gs", "hf", "http", "https"}
+
+
+def _files(paths, storage=()) -> list:
     """Files of the input, in order: a folder gives its Parquet files sorted by name (hidden
-    and `_`-prefixed files skipped, as Spark does)."""
+    and `_`-prefixed files skipped, as Spark does); so does an object-store URL ending with
+    `/` (listed with `storage`, the storage option pairs), which every executor reads by
+    range itself."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = []
-    for p in map(_local_path, paths):
+    for p in map(os.fspath, paths):
+        scheme = p.split("://", 1)[0].lower() if "://" in p else None
+        if scheme in _READ_SCHEMES:
+            out += _native.input_files([p], list(storage))
+            continue
+        p = _local_path(p)
         if os.path.isdir(p):
             out += sorted(os.path.join(p, n) for n in os.listdir(p)
                           if not n.startswith(("_", ".")) and os.path.isfile(os.path.join(p, n)))
@@ -90,7 +103,7 @@ def scan_of(df):
     if rel.partitionSchema().size() > 0:
         raise NotDirect("the DataFrame reads a partitioned folder (partition columns are not in "
                         "the files)")
-    return _files(sorted(df.inputFiles())), columns
+    return sorted(df.inputFiles()), columns
 
 
 @dataclass
