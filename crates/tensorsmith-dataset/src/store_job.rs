@@ -24,7 +24,7 @@ use crate::input::Input;
 use crate::job::TaskAt;
 use crate::job_options::{JobOptions, Progress};
 use crate::manifest::{is_shard_file_name, Manifest, ShardInfo};
-use crate::options::{Naming, WriteOptions};
+use crate::options::{Duplicates, Naming, WriteOptions};
 use crate::plan::Plan;
 use crate::staging::Heartbeat;
 use crate::store::{Entry, Store, Upload};
@@ -259,7 +259,14 @@ pub(crate) fn commit_store_job(
         .flat_map(|r| r.shards.iter().map(|s| s.shard_path.clone()))
         .collect();
     reports.sort_by_key(|r| r.task);
-    for name in superseded_shards(&reports) {
+    // Only KV lastWin rewrites shards (batch shards all hold the same column names).
+    let rewrites =
+        matches!(opts.naming, Naming::Kv { .. }) && opts.duplicates == Duplicates::LastWin;
+    let superseded = match rewrites {
+        true => superseded_shards(&reports),
+        false => HashSet::new(),
+    };
+    for name in superseded {
         if !uploaded.contains(&name) || !is_shard_file_name(&name) {
             continue; // the commit's checks word it
         }

@@ -125,6 +125,8 @@ fn a_commit_keeps_the_reported_shards_and_sweeps_every_other_attempt() {
     );
     let m = commit(&store, "job1", vec![t1, t0], &o);
     drop(beat);
+    let opened = store.opened.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(opened, 0, "a batch commit reads no shard");
     assert_eq!(m.total_samples, 12);
     let committed: BTreeSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
     assert_eq!(names(&store, "part-"), committed);
@@ -180,6 +182,8 @@ fn kv_last_win_across_tasks_rewrites_the_losing_shards() {
     let d = tempfile::tempdir().unwrap();
     let (store, o, reports) = kv_job(d.path(), Duplicates::LastWin);
     let m = commit(&store, "kv", reports, &o);
+    let opened = store.opened.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(opened, 1, "only task 0's shard, holding r3..r5, is fetched");
     let committed: BTreeSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
     assert_eq!(names(&store, "part-"), committed);
     let ds = Dataset::open(d.path()).unwrap();

@@ -20,6 +20,8 @@ pub(crate) struct LocalStore {
     /// Shard uploads left before one fails (`usize::MAX`: none fails), for the tests of a
     /// failed upload.
     pub fail_in: AtomicUsize,
+    /// Objects opened for ranged reads (`open`), for the tests of what a step reads.
+    pub opened: AtomicUsize,
     /// Run once after the next listing of the versions: another writer acting between a
     /// writer's look at the versions and what it does next, for the tests of races.
     pub after_versions_listed: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -31,6 +33,7 @@ impl LocalStore {
             dir: dir.to_path_buf(),
             staged_peak: AtomicUsize::new(0),
             fail_in: AtomicUsize::new(usize::MAX),
+            opened: AtomicUsize::new(0),
             after_versions_listed: std::sync::Mutex::new(None),
         }
     }
@@ -211,6 +214,7 @@ impl Store for LocalStore {
     }
 
     fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
+        self.opened.fetch_add(1, Ordering::Relaxed);
         Ok(Box::new(LocalFile::open(&self.path(key), Backend::Pread)?))
     }
 
