@@ -63,6 +63,7 @@ mod store_job;
 #[cfg(test)]
 mod store_local;
 mod store_open;
+mod store_prefix;
 mod store_s3;
 mod store_upload;
 mod store_versions;

@@ -1,38 +1,24 @@
-//! The store seam over an S3 prefix (`s3://bucket/path/to/dataset`, also `s3a://`), through
-//! the byte layer's S3 client (`tensorsmith::bytes::S3Client`: signed requests, retries,
-//! multipart uploads, errors naming `s3://…` without credentials). The exclusive create is
-//! a put with `If-None-Match: *` (a 412 means another writer created the name first);
-//! ranged reads go through the byte layer's `open_url`.
+//! The store seam over an S3 prefix (`s3://bucket/path/to/dataset`, also `s3a://`): the
+//! byte layer's S3 client (`tensorsmith::bytes::S3Client`: signed requests, retries,
+//! multipart uploads, errors naming `s3://…` without credentials) as a `BlobClient` of
+//! store_prefix.rs. The exclusive create is a put with `If-None-Match: *` (a 412 means
+//! another writer created the name first), the conditional replace `If-Match` the ETag;
+//! unfinished multipart uploads are listed and aborted.
 
-use crate::error::{DatasetError, Result};
-use crate::store::{written, Entry, Expect, Store, Upload};
-use std::path::Path;
-use tensorsmith::bytes::{PutCondition, ReadAt, S3Client, StorageOptions};
+use crate::store_prefix::{BlobClient, Cond, PrefixStore, Unfinished};
+use std::fs::File;
+use tensorsmith::bytes::{ObjectMeta, PutCondition, S3Client, StorageOptions};
+use tensorsmith::error::Result;
 
-pub(crate) struct S3Store {
-    client: S3Client,
-    /// The URL as given, without a trailing `/` (errors name objects below it).
-    location: String,
-    /// The dataset's key prefix, ending in `/`.
-    prefix: String,
-    storage: StorageOptions,
-}
+/// A dataset on S3.
+pub(crate) type S3Store = PrefixStore<S3Client>;
 
-impl S3Store {
-    /// The dataset at `location` (`s3://bucket/prefix`).
-    pub(crate) fn open(location: &str, storage: &StorageOptions) -> Result<S3Store> {
-        let location = location.trim_end_matches('/').to_string();
-        let (client, key) = S3Client::for_url(&location, storage)?;
-        Ok(S3Store {
-            client,
-            prefix: format!("{}/", key.trim_end_matches('/')),
-            location: tensorsmith::bytes::redact_url(&location),
-            storage: storage.clone(),
-        })
-    }
-
-    fn key(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
+/// The S3 condition of `cond`.
+pub(crate) fn put_condition(cond: Cond<'_>) -> PutCondition {
+    match cond {
+        Cond::Always => PutCondition::Always,
+        Cond::Absent => PutCondition::IfNoneMatch,
+        Cond::Tag(etag) => PutCondition::IfMatch(etag.to_string()),
     }
 }
 
@@ -69,101 +55,47 @@ pub(crate) fn iso8601_ms(s: &str) -> u64 {
     u64::try_from(secs * 1000 + frac).unwrap_or(0)
 }
 
-impl Store for S3Store {
-    fn location(&self) -> String {
-        self.location.clone()
+impl BlobClient for S3Client {
+    fn for_url(location: &str, storage: &StorageOptions) -> Result<(S3Client, String)> {
+        S3Client::for_url(location, storage)
     }
-
+    fn key_url(&self, key: &str) -> String {
+        S3Client::key_url(self, key)
+    }
     fn concurrency(&self) -> usize {
-        self.client.transfer().max_concurrency
+        self.transfer().max_concurrency
     }
-
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.client.get(&self.key(key))?.map(|(b, _)| b))
+    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, String)>> {
+        self.get(key)
     }
-
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        self.client
-            .put(&self.key(key), bytes, PutCondition::Always)?;
-        Ok(())
+    fn put(&self, key: &str, bytes: &[u8], cond: Cond<'_>) -> Result<()> {
+        S3Client::put(self, key, bytes, put_condition(cond)).map(drop)
     }
-
-    fn create(&self, key: &str, bytes: &[u8]) -> Result<bool> {
-        written(
-            self.client
-                .put(&self.key(key), bytes, PutCondition::IfNoneMatch),
-        )
+    fn put_file(&self, key: &str, from: &File) -> Result<()> {
+        S3Client::put_file(self, key, from, PutCondition::Always).map(drop)
     }
-
-    fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
-        Ok(self.client.get(&self.key(key))?.map(|(b, t)| (b, Some(t))))
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        S3Client::list(self, prefix)
     }
-
-    fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
-        let cond = match expect {
-            Expect::Absent => PutCondition::IfNoneMatch,
-            Expect::Tag(t) => PutCondition::IfMatch(t.to_string()),
-        };
-        // Changed (412, 409), or removed since it was read (If-Match on nothing: 404).
-        written(self.client.put(&self.key(key), bytes, cond))
+    fn modified_ms(last_modified: &str) -> u64 {
+        iso8601_ms(last_modified)
     }
-
-    fn put_file(&self, key: &str, from: &Path) -> Result<()> {
-        let f = std::fs::File::open(from).map_err(|e| DatasetError::io(from, e))?;
-        self.client
-            .put_file(&self.key(key), &f, PutCondition::Always)?;
-        Ok(())
-    }
-
-    fn list(&self, prefix: &str) -> Result<Vec<Entry>> {
-        let mut out: Vec<Entry> = self
-            .client
-            .list(&self.key(prefix))?
-            .into_iter()
-            .filter_map(|o| {
-                Some(Entry {
-                    key: o.key.strip_prefix(&self.prefix)?.to_string(),
-                    size: o.size,
-                    modified_ms: iso8601_ms(&o.last_modified),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
-    }
-
     fn delete(&self, key: &str) -> Result<()> {
-        Ok(self.client.delete(&self.key(key))?)
+        S3Client::delete(self, key)
     }
-
-    fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
-        let url = format!("{}/{key}", self.location);
-        Ok(Box::new(tensorsmith::bytes::open_url(
-            &url,
-            &self.storage,
-            64 * 1024,
-        )?))
-    }
-
-    fn uploads(&self, prefix: &str) -> Result<Vec<Upload>> {
+    fn unfinished(&self, prefix: &str) -> Result<Vec<Unfinished>> {
         Ok(self
-            .client
-            .list_uploads(&self.key(prefix))?
+            .list_uploads(prefix)?
             .into_iter()
-            .filter_map(|u| {
-                Some(Upload {
-                    key: u.key.strip_prefix(&self.prefix)?.to_string(),
-                    id: u.upload_id,
-                    started_ms: iso8601_ms(&u.initiated),
-                })
+            .map(|u| Unfinished {
+                started_ms: iso8601_ms(&u.initiated),
+                key: u.key,
+                id: u.upload_id,
             })
             .collect())
     }
-
-    fn abort(&self, upload: &Upload) -> Result<()> {
-        Ok(self
-            .client
-            .abort_upload(&self.key(&upload.key), &upload.id)?)
+    fn abort(&self, key: &str, id: &str) -> Result<()> {
+        self.abort_upload(key, id)
     }
 }
 
