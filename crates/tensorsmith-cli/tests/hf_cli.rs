@@ -319,11 +319,10 @@ fn ranges_go_straight_to_the_cdn_and_an_expired_cdn_url_is_resolved_again() {
     assert_eq!(hub_n, 1, "one resolve, then the CDN directly");
     assert!(cdn_n >= 3, "{cdn_n} CDN requests");
     assert!(got("hf://org/big/expiring.safetensors"));
-    assert_eq!(
-        *resolves.lock().unwrap(),
-        2,
-        "resolved again once the CDN URL expired"
-    );
+    // Resolved again once the CDN URL expired: by each of the (at most 3) parallel parts
+    // that found it expired before a new one was in place, never once per range after.
+    let n = *resolves.lock().unwrap();
+    assert!((2..=4).contains(&n), "{n} resolves");
     for (path, h) in cdn_seen.lock().unwrap().iter() {
         assert!(
             !h.contains_key("authorization"),

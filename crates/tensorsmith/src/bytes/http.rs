@@ -540,8 +540,21 @@ impl HttpFile {
         range: Option<Range<u64>>,
         time: Duration,
     ) -> Result<ureq::http::Response<ureq::Body>, Failed> {
+        self.send_as(range, time, true)
+    }
+
+    /// [`HttpFile::send`]; `redirected`: to where the target last redirected, if known.
+    fn send_as(
+        &self,
+        range: Option<Range<u64>>,
+        time: Duration,
+        redirected: bool,
+    ) -> Result<ureq::http::Response<ureq::Body>, Failed> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let via = self.via.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let via = match redirected {
+            true => self.via.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            false => None,
+        };
         let mut req = self.request(time, via.as_deref());
         if let Some(r) = &range {
             req = req.header("Range", format!("bytes={}-{}", r.start, r.end - 1));
@@ -559,9 +572,14 @@ impl HttpFile {
         };
         let status = resp.status().as_u16();
         if via.is_some() && matches!(status, 400 | 401 | 403 | 404 | 410) {
-            // The redirect's URL no longer answers (expired): ask the target again.
-            *self.via.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            return self.send(range, time);
+            // The redirect's URL no longer answers (expired): forgotten (unless another
+            // request has put a newer one in its place) and the target asked again, once.
+            let mut known = self.via.lock().unwrap_or_else(|p| p.into_inner());
+            if *known == via {
+                *known = None;
+            }
+            drop(known);
+            return self.send_as(range, time, false);
         }
         if via.is_none() && self.target.keeps_redirects() && matches!(status, 200 | 206) {
             let at = resp.get_uri().to_string();
