@@ -8,11 +8,14 @@
 //! caught. Remote Parquet goes through the Parquet reader by default, and through the page
 //! plan with the hidden `--parquet-remote-pages`: both are checked.
 
+#[path = "object_store/dataset_files.rs"]
+mod dataset_files;
 #[path = "object_store/moto.rs"]
 mod moto;
 #[path = "object_store/proxy.rs"]
 mod proxy;
 
+use dataset_files::{b64, stem};
 use moto::{err, ok, python, signed_cli as cli, Moto, KEY, SECRET};
 use proxy::Proxy;
 use std::path::Path;
@@ -71,11 +74,6 @@ fn folder(dir: &Path) -> Vec<(String, (usize, u64))> {
     v
 }
 
-/// `part-TTTTT-NNNN-<uuid>.safetensors` without its uuid.
-fn stem(name: &str) -> String {
-    name.splitn(4, '-').take(3).collect::<Vec<_>>().join("-")
-}
-
 /// The manifest's JSON with the shard names' uuids taken out.
 fn manifest(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("dataset_manifest.json")).unwrap();
@@ -106,28 +104,6 @@ fn remote_shards(m: &Moto, bucket: &str, prefix: &str) -> Vec<(String, (usize, u
         .collect();
     v.sort();
     v
-}
-
-fn b64(s: &str) -> Vec<u8> {
-    let val = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let s: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
-    let mut out = Vec::new();
-    for ch in s.chunks(4) {
-        let n = ch
-            .iter()
-            .enumerate()
-            .fold(0u32, |a, (i, &c)| a | (u32::from(val(c)) << (18 - 6 * i)));
-        for i in 0..ch.len() - 1 {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
 }
 
 /// (shards copied from pages, decoded from pages, through the reader) from the summary line.

@@ -6,63 +6,14 @@
 //! error (no version lost, never an empty dataset), damage is reported by verify, and
 //! `hf://` and unknown schemes are refused by name.
 
+#[path = "object_store/dataset_files.rs"]
+mod dataset_files;
 #[path = "object_store/moto.rs"]
 mod moto;
 
-use arrow_array::builder::{Float32Builder, ListBuilder, StringBuilder};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use dataset_files::{b64, input, manifest_without_names, stem, write_args};
 use moto::{err, ok, signed_cli as cli, Moto};
 use std::path::Path;
-use std::sync::Arc;
-
-/// An Arrow IPC file of `rows` samples of 4 f32 (sample `r` all `tag * 100 + r`) and a key
-/// column `id` (`k{tag}-{r}`).
-fn input(path: &Path, tag: u32, rows: u32) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new(
-            "v",
-            DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
-            false,
-        ),
-        Field::new("id", DataType::Utf8, false),
-    ]));
-    let mut b = ListBuilder::new(Float32Builder::new());
-    let mut k = StringBuilder::new();
-    for r in 0..rows {
-        for _ in 0..4 {
-            b.values().append_value((tag * 100 + r) as f32);
-        }
-        b.append(true);
-        k.append_value(format!("k{tag}-{r}"));
-    }
-    let cols = vec![Arc::new(b.finish()) as ArrayRef, Arc::new(k.finish())];
-    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
-    let f = std::fs::File::create(path).unwrap();
-    let mut w = arrow_ipc::writer::FileWriter::try_new(f, &schema).unwrap();
-    w.write(&batch).unwrap();
-    w.finish().unwrap();
-}
-
-fn write_args<'a>(inp: &'a Path, out: &'a str, mode: &'a str) -> Vec<&'a str> {
-    vec![
-        "dataset",
-        "write",
-        inp.to_str().unwrap(),
-        out,
-        "--batch-size",
-        "4",
-        "--columns",
-        "v",
-        "--dtype",
-        "F32",
-        "--generate-index",
-        "--threads",
-        "2",
-        "--mode",
-        mode,
-    ]
-}
 
 /// Objects under `prefix` of `bucket`: key (below the prefix) and bytes, by key.
 fn objects(m: &Moto, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
@@ -82,43 +33,6 @@ fn objects(m: &Moto, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
         })
         .collect();
     v.sort();
-    v
-}
-
-fn b64(s: &str) -> Vec<u8> {
-    let val = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let s: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
-    let mut out = Vec::new();
-    for ch in s.chunks(4) {
-        let n = ch
-            .iter()
-            .enumerate()
-            .fold(0u32, |a, (i, &c)| a | (u32::from(val(c)) << (18 - 6 * i)));
-        for i in 0..ch.len() - 1 {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
-}
-
-/// `part-TTTTT-NNNN-<uuid>.safetensors` without its uuid.
-fn stem(name: &str) -> String {
-    name.splitn(4, '-').take(3).collect::<Vec<_>>().join("-")
-}
-
-/// The manifest's JSON with the shard names' uuids taken out.
-fn manifest_without_names(text: &str) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
-    for s in v["shards"].as_array_mut().unwrap() {
-        let p = s["shard_path"].as_str().unwrap().to_string();
-        s["shard_path"] = stem(&p).into();
-    }
     v
 }
 
