@@ -83,12 +83,11 @@ pub(crate) trait Target: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The host (and port) of `url`, for telling whether a redirect left the target's host.
-fn host_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let auth = &rest[..end];
-    auth.rsplit_once('@').map_or(auth, |(_, h)| h)
+/// The host and port of `url` (parsed as ureq parses it), for telling whether a redirect
+/// left the target's host; `None` for what is not a URL.
+fn host_of(url: &str) -> Option<(String, Option<u16>)> {
+    let uri: ureq::http::Uri = url.parse().ok()?;
+    Some((uri.host()?.to_ascii_lowercase(), uri.port_u16()))
 }
 
 /// A status no store names more precisely, with the store's error code when it sent one.
@@ -335,7 +334,9 @@ impl HttpFile {
             .timeout_global(Some(time))
             .build();
         if let Some(auth) = self.target.authorization() {
-            if via.map_or(true, |v| host_of(v) == host_of(&own)) {
+            if via.map_or(true, |v| {
+                host_of(v).is_some() && host_of(v) == host_of(&own)
+            }) {
                 req = req.header("Authorization", auth);
             }
         }
