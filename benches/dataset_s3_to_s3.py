@@ -33,7 +33,6 @@ TENSORSMITH_BIN (default target/release/tensorsmith). Outputs are removed betwee
 import os
 import pathlib
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import threading
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benches"))
+from s3_transfer import start_server  # noqa: E402  (s3s-fs on a free port, same keys)
 GIB = float(os.environ.get("DS_BENCH_GIB", "2"))
 FILE_MIB = int(os.environ.get("DS_BENCH_FILE_MIB", "256"))
 BATCH = int(os.environ.get("DS_BENCH_BATCH", "4096"))
@@ -97,28 +98,6 @@ with ThreadPoolExecutor(10) as pool:
     list(pool.map(lambda i: s3.put_object(Bucket=bucket, Key=f"{out}/part-{i:05d}.safetensors",
                                           Body=body), range(int(count))))
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(root):
-    port = free_port()
-    p = subprocess.Popen([S3S, "--host", "127.0.0.1", "--port", str(port), "--access-key", KEY,
-                          "--secret-key", SECRET, str(root)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return p, f"http://127.0.0.1:{port}"
-        except OSError:
-            if time.time() > deadline:
-                sys.exit(f"s3s-fs did not start on port {port}")
-            time.sleep(0.1)
 
 
 def env(endpoint):
