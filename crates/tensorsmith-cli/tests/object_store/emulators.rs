@@ -97,15 +97,7 @@ impl Azurite {
             azurite_bin().display(),
             dir.path().display()
         );
-        let child = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server(child);
-        wait_for(port, "Azurite");
+        let server = serve("sh", &["-c", &script], port, "Azurite");
         Azurite {
             _server: server,
             _dir: dir,
@@ -173,15 +165,14 @@ impl GcsEmulator {
              threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()\n\
              from gcp_storage_emulator.__main__ import main\n\
              main(['start', '--host', '127.0.0.1', '--port', sys.argv[1], '--in-memory', '-q'])\n";
-        let child = Command::new(python())
-            .args(["-c", watcher, &port.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server(child);
-        wait_for(port, "gcp-storage-emulator");
+        let python = python();
+        let python = python.to_str().unwrap();
+        let server = serve(
+            python,
+            &["-c", watcher, &port.to_string()],
+            port,
+            "gcp-storage-emulator",
+        );
         GcsEmulator {
             _server: server,
             endpoint: format!("http://127.0.0.1:{port}"),
@@ -189,14 +180,7 @@ impl GcsEmulator {
     }
 
     pub fn bucket(&self, name: &str) {
-        py(&format!(
-            "import json, urllib.request\n\
-             r = urllib.request.Request('{}/storage/v1/b', method='POST', \
-             data=json.dumps({{'name': '{name}'}}).encode(), \
-             headers={{'Content-Type': 'application/json'}})\n\
-             urllib.request.urlopen(r).read()",
-            self.endpoint
-        ));
+        create_bucket(&self.endpoint, name);
     }
 
     pub fn put_file(&self, bucket: &str, object: &str, path: &Path) {
@@ -209,6 +193,31 @@ impl GcsEmulator {
             path.to_str().unwrap()
         ));
     }
+}
+
+/// A bucket `name` made through the JSON API of the GCS emulator at `endpoint`.
+fn create_bucket(endpoint: &str, name: &str) {
+    py(&format!(
+        "import json, urllib.request\n\
+         r = urllib.request.Request('{endpoint}/storage/v1/b', method='POST', \
+         data=json.dumps({{'name': '{name}'}}).encode(), \
+         headers={{'Content-Type': 'application/json'}})\n\
+         urllib.request.urlopen(r).read()"
+    ));
+}
+
+/// `program args`, stdin piped (the server stops when it closes), once it listens on `port`.
+fn serve(program: &str, args: &[&str], port: u16, what: &str) -> Server {
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    wait_for(port, what);
+    server
 }
 
 /// fake-gcs-server on a free port, in memory, its XML API (`ENDPOINT/BUCKET/OBJECT`) served
@@ -228,15 +237,7 @@ impl FakeGcs {
              -backend memory -log-level error & pid=$!; cat >/dev/null; kill -9 $pid",
             bin.trim()
         );
-        let child = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server(child);
-        wait_for(port, "fake-gcs-server");
+        let server = serve("sh", &["-c", &script], port, "fake-gcs-server");
         FakeGcs {
             _server: server,
             endpoint: format!("http://127.0.0.1:{port}"),
@@ -244,14 +245,7 @@ impl FakeGcs {
     }
 
     pub fn bucket(&self, name: &str) {
-        py(&format!(
-            "import json, urllib.request\n\
-             r = urllib.request.Request('{}/storage/v1/b', method='POST', \
-             data=json.dumps({{'name': '{name}'}}).encode(), \
-             headers={{'Content-Type': 'application/json'}})\n\
-             urllib.request.urlopen(r).read()",
-            self.endpoint
-        ));
+        create_bucket(&self.endpoint, name);
     }
 }
 
@@ -312,20 +306,14 @@ impl TokenServer {
     /// A server checking JWTs against the RSA key in `key_pem`.
     pub fn start(key_pem: &Path) -> TokenServer {
         let port = free_port();
-        let child = Command::new(python())
-            .args([
-                "-c",
-                TOKEN_SERVER,
-                &port.to_string(),
-                key_pem.to_str().unwrap(),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server(child);
-        wait_for(port, "the token server");
+        let python = python();
+        let args = [
+            "-c",
+            TOKEN_SERVER,
+            &port.to_string(),
+            key_pem.to_str().unwrap(),
+        ];
+        let server = serve(python.to_str().unwrap(), &args, port, "the token server");
         TokenServer {
             _server: server,
             token_uri: format!("http://127.0.0.1:{port}/token"),
