@@ -292,7 +292,7 @@ def test_export_round_trips_and_verify_reports(tsm, tmp_path):
     lines = p.stdout.decode()
     assert f"{first.name}: {first.stat().st_size} bytes, the manifest says" in lines, lines
     assert "not a valid safetensors file" in lines
-    assert "part-09999-0000-x.safetensors: a shard file no version lists" in lines
+    assert "part-09999-0000-x.safetensors: a file named like a shard that no version" in lines
 
 
 def test_kv_export(tsm, tmp_path):

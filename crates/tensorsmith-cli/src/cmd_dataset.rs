@@ -25,6 +25,10 @@ pub enum DatasetCommand {
     /// commit point, staging folders of dead writers (a live writer's, renewed every minute,
     /// is never taken: at least 3m idle). Repairs dataset_manifest.json after a killed commit.
     Clean(CleanArgs),
+    /// Make a dataset_manifest.json that another writer (safetensors-spark) committed over
+    /// the current version the next version, each shard it added checked (present, its
+    /// size, its header). Readers refuse such a manifest until it is adopted; writers adopt it.
+    Adopt(AdoptArgs),
     /// Write a dataset back to one Parquet file (batch mode: a row per sample; KV mode: a
     /// row per tensor with the tensor struct).
     Export(ExportArgs),
@@ -189,12 +193,41 @@ pub struct CleanArgs {
     lock_timeout: std::time::Duration,
 }
 
+#[derive(Args)]
+pub struct AdoptArgs {
+    dir: PathBuf,
+    /// How long to wait for a commit in progress (the dataset's commit lock).
+    #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "10m")]
+    lock_timeout: std::time::Duration,
+}
+
+fn adopt(a: &AdoptArgs) -> u8 {
+    match tensorsmith_dataset::adopt(&a.dir, a.lock_timeout) {
+        Ok(Some(v)) => {
+            outln!(
+                "adopted: {}: the other writer's dataset_manifest.json is version {v}",
+                shown(&a.dir)
+            );
+            EXIT_OK
+        }
+        Ok(None) => {
+            outln!(
+                "{}: dataset_manifest.json is the current version's: nothing to adopt",
+                shown(&a.dir)
+            );
+            EXIT_OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
 pub fn run(c: &DatasetCommand) -> u8 {
     match c {
         DatasetCommand::Write(a) => write(a),
         DatasetCommand::Info(a) => info(a),
         DatasetCommand::Verify(a) => verify(a),
         DatasetCommand::Clean(a) => clean(a),
+        DatasetCommand::Adopt(a) => adopt(a),
         DatasetCommand::Export(a) => match location(&a.dir).map(|dir| {
             tensorsmith_dataset::export_at(
                 dir,
@@ -269,7 +302,7 @@ fn verify(a: &VerifyArgs) -> u8 {
             tensorsmith_dataset::DEFAULT_LOCK_TIMEOUT,
         ) {
             Ok(true) => outln!(
-                "repaired: {}: dataset_manifest.json written again from the current version",
+                "repaired: {}: dataset_manifest.json made a version (another writer's) or written again from the current version",
                 shown(&a.dir)
             ),
             Ok(false) => {}

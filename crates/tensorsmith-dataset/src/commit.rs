@@ -87,6 +87,11 @@ pub(crate) fn commit(
     commit_lock::probe(out)?;
     let mut conflicts = 0u32;
     let manifest = loop {
+        // Another writer's commit (a manifest listing shards no version lists) becomes a
+        // version first, so that this one keeps its shards.
+        if foreign_change(out)? {
+            crate::foreign::adopt(out, job.lock_timeout())?;
+        }
         let base = Snapshot::current(out)?;
         let mut prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
         let mut manifest = prepared.version.version.manifest.clone();
@@ -94,7 +99,7 @@ pub(crate) fn commit(
         let held = Instant::now();
         // A clean may have taken the index file of a commit that waited long for the lock.
         let index_gone = prepared.index.as_ref().is_some_and(|i| !i.path.exists());
-        if current_id(out)? != prepared.base_id || index_gone {
+        if current_id(out)? != prepared.base_id || index_gone || foreign_change(out)? {
             conflicts += 1;
             if let Some(p) = progress {
                 p.commit_retries.fetch_add(1, Ordering::Relaxed);
@@ -128,6 +133,14 @@ pub(crate) fn commit(
         job.lock_timeout(),
     );
     Ok(manifest)
+}
+
+/// Whether another writer committed a manifest over the current version.
+fn foreign_change(out: &Path) -> Result<bool> {
+    Ok(match Snapshot::current_unchecked(out)? {
+        Some(s) => crate::foreign::detect(out, &s)?.is_some(),
+        None => false,
+    })
 }
 
 /// What a write's reports add, checked against `staging` (every shard there, none empty),

@@ -104,6 +104,9 @@ pub(crate) fn prepare(
     } else {
         Vec::new()
     };
+    if base.is_none() {
+        crate::foreign::refuse_in_the_way(out, mode)?;
+    }
     if let Some(b) = base {
         match mode {
             WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),

@@ -13,6 +13,7 @@
 // Parquet checks.
 mod commit_lock;
 mod error;
+mod foreign;
 mod job_options;
 mod manifest;
 mod options;
@@ -83,6 +84,7 @@ mod store_verify;
 pub use commit_lock::{lock_path, DEFAULT_LOCK_TIMEOUT};
 pub use error::{DatasetError, Result};
 pub use export::{export, export_dataset, export_keys};
+pub use foreign::{adopt, ForeignManifest};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
 pub use input_list::{input_locations, list_prefix};

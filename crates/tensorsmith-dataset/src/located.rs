@@ -53,8 +53,7 @@ pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
     match open_store(location, storage, false)? {
         None => {
             let dir = Path::new(location);
-            Ok(Snapshot::current(dir)?.is_some()
-                || dir.join(crate::manifest::MANIFEST_NAME).is_file())
+            Ok(crate::versions::current_id(dir)?.is_some())
         }
         Some(store) => Ok(sv::current(&*store)?.is_some()),
     }

@@ -93,10 +93,8 @@ fn pending_path(out: &Path) -> std::path::PathBuf {
 /// `_tensorsmith/pending` names that the current version does not list) are removed.
 pub(crate) fn remove_pending(out: &Path) -> Result<Vec<String>> {
     let path = pending_path(out);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(DatasetError::io(&path, e)),
+    let Some(text) = read_pending(out)? else {
+        return Ok(vec![]);
     };
     let listed: HashSet<String> = match Snapshot::current(out)? {
         Some(s) => s
@@ -119,6 +117,23 @@ pub(crate) fn remove_pending(out: &Path) -> Result<Vec<String>> {
     }
     std::fs::remove_file(&path).map_err(|e| DatasetError::io(&path, e))?;
     Ok(removed)
+}
+
+fn read_pending(out: &Path) -> Result<Option<String>> {
+    let path = pending_path(out);
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(DatasetError::io(&path, e)),
+    }
+}
+
+/// The shards a killed commit moved into `out` (its next commit or clean removes those no
+/// version lists).
+pub(crate) fn pending_names(out: &Path) -> Result<HashSet<String>> {
+    Ok(read_pending(out)?
+        .map(|t| t.lines().map(String::from).collect())
+        .unwrap_or_default())
 }
 
 fn lost_race(out: &Path, n: u64) -> DatasetError {

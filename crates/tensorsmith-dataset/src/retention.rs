@@ -1,9 +1,10 @@
 //! What a dataset keeps for its readers, and for how long: versions other than the current
 //! one stay readable (with the shards they list) until they have been superseded for longer
 //! than the retention; `clean` then removes them, leaving a marker so their readers get a
-//! clear error, with the shards no remaining version lists (retired shards, and shards of
-//! commits killed before their commit point), unreferenced index files, and the staging
-//! folders of dead writers. It holds the commit lock, so no commit runs meanwhile, and it
+//! clear error, with the shards they list that no remaining version lists (retired shards),
+//! the shards of commits killed before their commit point (`_tensorsmith/pending` names
+//! them), unreferenced index files, and the staging folders of dead writers. A file no
+//! version ever listed is never removed, whatever its name. It holds the commit lock, so no commit runs meanwhile, and it
 //! repairs the entry files of a commit killed after its commit point.
 
 use crate::commit_lock::{self, DEFAULT_LOCK_TIMEOUT};
@@ -104,6 +105,9 @@ pub fn clean_with(
         )));
     }
     let _lock = commit_lock::acquire(dir, timeout)?;
+    // Another writer's manifest is adopted or refused before anything is removed: its
+    // shards are listed by no version yet.
+    let current = Snapshot::current(dir)?;
     let mut report = CleanReport::default();
     for f in stale_folders(dir, staging_idle)? {
         std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
@@ -127,48 +131,46 @@ pub fn clean_with(
         .copied()
         .filter(|v| !remove.contains(v))
         .collect();
-    // The shards and index files that the remaining versions (or, without versions, the
-    // manifest) list.
+    // The shards and index files that the remaining versions list. Only a shard that a
+    // removed version lists (and no remaining one) is removed: a file no version of this
+    // dataset ever listed is not tensorsmith's to delete, whatever its name (a user's own
+    // `part-*.safetensors`, another writer's shard). Killed commits name theirs in
+    // `_tensorsmith/pending` (removed above).
     let mut keep: HashSet<String> = HashSet::new();
     let mut keep_index: HashSet<String> = HashSet::new();
-    let current = Snapshot::current(dir)?;
-    match &current {
-        // Only staging folders: no shard in the folder is this dataset's to judge.
-        None => {
-            keep.insert("*".into());
+    if current.as_ref().is_some_and(|s| s.versioned) {
+        for &v in &keep_versions {
+            let v = versions::read(dir, v)?;
+            keep.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
+            keep_index.extend(v.index);
         }
-        Some(s) if !s.versioned => {
-            keep.extend(s.manifest().shards.iter().map(|s| s.shard_path.clone()))
-        }
-        Some(_) => {
-            for &v in &keep_versions {
-                let v = versions::read(dir, v)?;
-                keep.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
-                keep_index.extend(v.index);
-            }
-        }
-    };
+    }
     // Index files of removed versions go now; other unreferenced ones (a writer waiting for
     // the lock, or killed) only past the floor.
     let mut removed_index: HashSet<String> = HashSet::new();
+    let mut retired: HashSet<String> = HashSet::new();
     for &v in &remove {
         if let Ok(v) = versions::read(dir, v) {
             removed_index.extend(v.index);
+            retired.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
         }
         versions::remove(dir, v)?;
         report.versions.push(v);
     }
-    for e in std::fs::read_dir(dir)
-        .map_err(|e| DatasetError::io(dir, e))?
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let judged = !keep.contains("*");
-        if judged && name.starts_with("part-") && is_shard_file_name(&name) && !keep.contains(&name)
-        {
-            let bytes = e.metadata().map_or(0, |m| m.len());
-            std::fs::remove_file(e.path()).map_err(|err| DatasetError::io(e.path(), err))?;
-            report.shards.push((name, bytes));
+    let mut retired: Vec<String> = retired.into_iter().filter(|n| !keep.contains(n)).collect();
+    retired.sort();
+    for name in retired {
+        if !is_shard_file_name(&name) {
+            continue;
+        }
+        let path = dir.join(&name);
+        match std::fs::metadata(&path) {
+            Ok(m) => {
+                std::fs::remove_file(&path).map_err(|err| DatasetError::io(&path, err))?;
+                report.shards.push((name, m.len()));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DatasetError::io(&path, e)),
         }
     }
     report.shards.sort();
@@ -202,7 +204,11 @@ pub fn clean_with(
 
 /// Under the commit lock: `dataset_manifest.json` and the index written again from the
 /// current version, when a commit was killed after its commit point. Returns whether it did.
+/// A manifest another writer committed is adopted as the next version instead (foreign.rs).
 pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
+    if crate::foreign::adopt(dir, timeout)?.is_some() {
+        return Ok(true);
+    }
     let _lock = commit_lock::acquire(dir, timeout)?;
     match Snapshot::current(dir)? {
         Some(s) => republish(dir, &s),

@@ -47,10 +47,15 @@ pub fn verify_version(
 ) -> Result<DatasetReport> {
     let snap = match version {
         Some(n) => Snapshot::at(dir, n)?,
-        None => match Snapshot::current(dir)? {
+        None => match Snapshot::current_unchecked(dir)? {
             Some(s) => s,
             None => Snapshot::at(dir, 0)?,
         },
+    };
+    // Another writer's commit is reported (the current version is checked all the same).
+    let foreign = match version {
+        None => crate::foreign::detect(dir, &snap)?,
+        Some(_) => None,
     };
     let m = snap.manifest();
     let mut r = DatasetReport {
@@ -101,7 +106,14 @@ pub fn verify_version(
     let is_current = versions::list(dir)?
         .last()
         .is_none_or(|&c| c == snap.version.version);
-    if snap.versioned && is_current && !is_published(dir, &snap) {
+    if let Some(f) = &foreign {
+        r.problems.push(format!(
+            "{}: `tensorsmith dataset adopt {}` (or `dataset verify --repair`) makes it version {} after checking its shards",
+            f.describe(),
+            dir.display(),
+            f.base + 1
+        ));
+    } else if snap.versioned && is_current && !is_published(dir, &snap) {
         r.problems.push(format!(
             "dataset_manifest.json or {INDEX_NAME} is not version {}'s (a commit was killed after its commit point): `tensorsmith dataset verify --repair` writes them again",
             snap.version.version
@@ -127,26 +139,27 @@ pub fn verify_version(
             listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
         }
     }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        let mut stray: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().map(String::from))
-            .filter(|n| {
-                n.starts_with("part-") && n.ends_with(".safetensors") && !listed.contains(n)
-            })
-            .collect();
-        stray.sort();
-        for n in stray {
-            r.problems.push(format!(
-                "{n}: a shard file no version lists (a commit killed before its commit point: `tensorsmith dataset clean` removes it)"
-            ));
+    if let Some(f) = &foreign {
+        listed.extend(f.added.iter().cloned());
+    }
+    let pending = crate::publish::pending_names(dir)?;
+    for n in crate::foreign::shard_named_files(dir)? {
+        if listed.contains(&n) {
+            continue;
         }
+        r.problems.push(if pending.contains(&n) {
+            format!("{n}: a shard of a commit killed before its commit point (`tensorsmith dataset clean` removes it)")
+        } else {
+            format!("{n}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")
+        });
     }
     for f in stale_folders(dir, stale_after)? {
+        let idle = human_duration(f.idle);
         r.problems.push(format!(
-            "{}: the staging folder of a writer that stopped {} ago without committing or aborting (`tensorsmith dataset clean` removes it)",
+            "{}: the staging folder of a writer that stopped {idle} ago without committing or aborting (`tensorsmith dataset clean` removes it once idle for {}; `dataset clean --older-than {}` now, which also removes versions superseded that long ago)",
             f.path.file_name().unwrap_or_default().to_string_lossy(),
-            human_duration(f.idle)
+            human_duration(DEFAULT_STALE_AFTER),
+            short_duration(f.idle),
         ));
     }
     Ok(r)
@@ -265,6 +278,16 @@ pub(crate) fn check_index(
             }
         }
         Err(e) => r.problems.push(format!("{iname}: unreadable: {e}")),
+    }
+}
+
+/// `90m`, `3h`, `45s`: a duration `parse_duration` reads, no longer than `d`.
+fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=7199 => format!("{}m", s / 60),
+        _ => format!("{}h", s / 3600),
     }
 }
 

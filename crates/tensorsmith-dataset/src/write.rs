@@ -35,8 +35,13 @@ pub fn write_dataset(
     crate::commit_lock::probe(out)?;
     // Refused (or read, to fail early on a damaged one) before anything is written; the
     // commit looks again, under its lock.
-    if Snapshot::current(out)?.is_some() && job.mode == WriteMode::ErrorIfExists {
-        return Err(DatasetError::Exists(out.to_path_buf()));
+    // Another writer's manifest is adopted by the commit, not refused here.
+    match Snapshot::current_unchecked(out)? {
+        Some(_) if job.mode == WriteMode::ErrorIfExists => {
+            return Err(DatasetError::Exists(out.to_path_buf()))
+        }
+        Some(_) => {}
+        None => crate::foreign::refuse_in_the_way(out, job.mode)?,
     }
     let threads = job
         .threads

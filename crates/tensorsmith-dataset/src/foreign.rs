@@ -1,0 +1,290 @@
+//! What other writers do to a dataset folder. safetensors-spark (and any tool that knows only
+//! the layout) commits by rewriting `dataset_manifest.json`; it never sees tensorsmith's
+//! versions. A manifest that lists a shard no version lists is such a writer's commit:
+//! readers refuse it (naming what differs and how to adopt it), writers and `dataset adopt`
+//! (`verify --repair`) make it the next version, each new shard checked first. A manifest
+//! that lists only shards some version lists is the mirror of a commit killed after its
+//! commit point, which `republish` writes again. Files named like shards in a folder that
+//! holds no dataset are a user's: a write in mode error or append refuses them, and nothing
+//! here ever deletes them.
+
+use crate::commit_lock;
+use crate::error::{DatasetError, Result};
+use crate::job_options::WriteMode;
+use crate::manifest::{is_shard_file_name, Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
+use crate::publish::republish;
+use crate::tensor_index_file;
+use crate::versions::{self, indexes_dir, now_ms, Snapshot, Version};
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+/// A manifest another writer committed over version `base`.
+#[derive(Debug, Clone)]
+pub struct ForeignManifest {
+    pub base: u64,
+    pub manifest: Manifest,
+    /// Shards the manifest lists and no version does.
+    pub added: Vec<String>,
+    /// Shards version `base` lists and the manifest does not.
+    pub dropped: Vec<String>,
+}
+
+fn same_shards(a: &[ShardInfo], b: &[ShardInfo]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            (&x.shard_path, x.bytes, x.samples_count) == (&y.shard_path, y.bytes, y.samples_count)
+        })
+}
+
+/// The manifest of `dir` when another writer committed it over `snap` (a version file).
+pub(crate) fn detect(dir: &Path, snap: &Snapshot) -> Result<Option<ForeignManifest>> {
+    if !snap.versioned {
+        return Ok(None);
+    }
+    let path = dir.join(MANIFEST_NAME);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(DatasetError::io(&path, e)),
+    };
+    let mine = snap.manifest();
+    if text == mine.to_json().as_bytes() {
+        return Ok(None);
+    }
+    // A manifest that does not parse is not a commit of anyone's: `republish` replaces it.
+    let Ok(theirs) = Manifest::parse(&text, &path) else {
+        return Ok(None);
+    };
+    let mut sorted = theirs.shards.clone();
+    sorted.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
+    if same_shards(&sorted, &mine.shards) {
+        return Ok(None);
+    }
+    let mut listed: HashSet<String> = HashSet::new();
+    for n in versions::list(dir)? {
+        if let Ok(v) = versions::read(dir, n) {
+            listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
+        }
+    }
+    let added: Vec<String> = sorted
+        .iter()
+        .map(|s| s.shard_path.clone())
+        .filter(|p| !listed.contains(p))
+        .collect();
+    if added.is_empty() {
+        return Ok(None);
+    }
+    let theirs_names: HashSet<&str> = sorted.iter().map(|s| s.shard_path.as_str()).collect();
+    let dropped = mine
+        .shards
+        .iter()
+        .map(|s| s.shard_path.clone())
+        .filter(|p| !theirs_names.contains(p.as_str()))
+        .collect();
+    Ok(Some(ForeignManifest {
+        base: snap.version.version,
+        manifest: Manifest::new(sorted, theirs.schema),
+        added,
+        dropped,
+    }))
+}
+
+fn list_names(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        s.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    s
+}
+
+impl ForeignManifest {
+    /// What differs between the manifest and version `base`, for people.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{MANIFEST_NAME} was committed by another writer (safetensors-spark or another tool that knows only the manifest) after version {}: it lists {} shard(s) no version lists ({})",
+            self.base,
+            self.added.len(),
+            list_names(&self.added)
+        );
+        if !self.dropped.is_empty() {
+            s.push_str(&format!(
+                " and leaves out {} of version {}'s ({})",
+                self.dropped.len(),
+                self.base,
+                list_names(&self.dropped)
+            ));
+        }
+        s
+    }
+
+    pub(crate) fn error(&self, dir: &Path) -> DatasetError {
+        DatasetError::Conflict {
+            dir: dir.to_path_buf(),
+            msg: format!(
+                "{}; `tensorsmith dataset adopt {}` (or `dataset verify --repair`) makes it version {} after checking its shards; any tensorsmith write adopts it too",
+                self.describe(),
+                dir.display(),
+                self.base + 1
+            ),
+        }
+    }
+}
+
+/// Each shard the other writer added: present, of the size its manifest says, with a valid
+/// safetensors header.
+fn check_added(dir: &Path, f: &ForeignManifest) -> Result<()> {
+    for s in f
+        .manifest
+        .shards
+        .iter()
+        .filter(|s| f.added.contains(&s.shard_path))
+    {
+        let path = dir.join(&s.shard_path);
+        let len = std::fs::metadata(&path)
+            .map_err(|e| DatasetError::io(&path, e))?
+            .len();
+        if len != s.bytes {
+            return Err(DatasetError::Corrupt {
+                path,
+                msg: format!(
+                    "{len} bytes, {MANIFEST_NAME} (written by another writer) says {}: not adopted",
+                    s.bytes
+                ),
+            });
+        }
+        tensorsmith::safetensors::SafetensorsFile::open(&path).map_err(|e| {
+            DatasetError::Corrupt {
+                path: path.clone(),
+                msg: format!("listed by another writer's {MANIFEST_NAME}, not a valid safetensors file ({e}): not adopted"),
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Makes another writer's manifest of `dir` the next version (mode `adopted`), each shard it
+/// added checked first, under the commit lock (waiting up to `timeout`). Returns the new
+/// version, `None` when the manifest is the current version's.
+pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
+    let _lock = commit_lock::acquire(dir, timeout)?;
+    let Some(snap) = Snapshot::current_unchecked(dir)? else {
+        return Ok(None);
+    };
+    let Some(f) = detect(dir, &snap)? else {
+        return Ok(None);
+    };
+    check_added(dir, &f)?;
+    let next = f.base + 1;
+    let index = adopted_index(dir, &f, &snap, next)?;
+    let prepared = versions::prepare(
+        dir,
+        Version {
+            version: next,
+            base: Some(f.base),
+            committed_ms: now_ms(),
+            mode: "adopted".into(),
+            manifest: f.manifest.clone(),
+            index: index.as_ref().map(|(n, _)| n.clone()),
+        },
+    )?;
+    if !prepared.publish(dir)? {
+        if let Some((_, p)) = index {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(DatasetError::Conflict {
+            dir: dir.to_path_buf(),
+            msg: format!("version {next} was committed while the other writer's manifest was adopted; nothing was adopted"),
+        });
+    }
+    if let Some(s) = Snapshot::current_unchecked(dir)? {
+        republish(dir, &s)?;
+    }
+    Ok(Some(next))
+}
+
+/// The adopted version's index file: the other writer's `_tensor_index.parquet` when it
+/// covers exactly the manifest's shards, else one read from the shards' headers when the
+/// base version had an index; `None` when neither.
+fn adopted_index(
+    dir: &Path,
+    f: &ForeignManifest,
+    base: &Snapshot,
+    next: u64,
+) -> Result<Option<(String, std::path::PathBuf)>> {
+    let shards: HashSet<&str> = f
+        .manifest
+        .shards
+        .iter()
+        .map(|s| s.shard_path.as_str())
+        .collect();
+    let theirs = tensor_index_file::read(&dir.join(INDEX_NAME))
+        .ok()
+        .filter(|e| {
+            let named: HashSet<&str> = e.iter().map(|x| &*x.file_name).collect();
+            named == shards
+        });
+    let entries = match theirs {
+        Some(e) => e,
+        None if base.version.index.is_some() => {
+            tensor_index_file::entries_from_headers(dir, &f.manifest.shards)?
+        }
+        None => return Ok(None),
+    };
+    let idir = indexes_dir(dir);
+    std::fs::create_dir_all(&idir).map_err(|e| DatasetError::io(&idir, e))?;
+    let name = format!("{next:08}-{}.parquet", uuid::Uuid::new_v4().simple());
+    let path = idir.join(&name);
+    tensor_index_file::prepare(&path, &entries)?.commit()?;
+    Ok(Some((name, path)))
+}
+
+/// Files named like shards (`part-*.safetensors`) in `dir`, sorted.
+pub(crate) fn shard_named_files(dir: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(DatasetError::io(dir, e)),
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| n.starts_with("part-") && is_shard_file_name(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// A write in mode error or append into `dir`, which holds no dataset: refused when files
+/// named like shards are there (a reader of the layout could take them for the dataset's).
+/// (Shards a killed commit of this folder left, which `_tensorsmith/pending` names, are not in
+/// the way: the commit removes them.)
+pub(crate) fn refuse_in_the_way(dir: &Path, mode: WriteMode) -> Result<()> {
+    let mode = match mode {
+        WriteMode::Overwrite => return Ok(()),
+        WriteMode::ErrorIfExists => "error",
+        WriteMode::Append => "append",
+    };
+    let pending = crate::publish::pending_names(dir)?;
+    let names: Vec<String> = shard_named_files(dir)?
+        .into_iter()
+        .filter(|n| !pending.contains(n))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(DatasetError::Conflict {
+        dir: dir.to_path_buf(),
+        msg: format!(
+            "holds no dataset but {} file(s) named like shards ({}); tensorsmith does not write a dataset beside them in mode {mode} (move them, write elsewhere, or use --mode overwrite, which writes beside them and never touches them)",
+            names.len(),
+            list_names(&names)
+        ),
+    })
+}
