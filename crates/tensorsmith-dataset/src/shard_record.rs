@@ -55,6 +55,25 @@ impl ShardNamer {
     }
 }
 
+/// Whether `name` is a shard name a writer's [`ShardNamer`] gives: `part-`, five or more
+/// digits, four or more digits, a UUID, `.safetensors`. A store's clean takes a file it finds
+/// no version listing for an abandoned upload only if it is so named (a user's
+/// `part-0.safetensors` never is).
+pub(crate) fn is_writer_shard_name(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix("part-")
+        .and_then(|r| r.strip_suffix(".safetensors"))
+    else {
+        return false;
+    };
+    let mut it = rest.splitn(3, '-');
+    let (Some(task), Some(n), Some(uuid)) = (it.next(), it.next(), it.next()) else {
+        return false;
+    };
+    let digits = |s: &str, min: usize| s.len() >= min && s.bytes().all(|b| b.is_ascii_digit());
+    digits(task, 5) && digits(n, 4) && uuid::Uuid::try_parse(uuid).is_ok()
+}
+
 /// fsyncs shards of the staging folder, a few at a time so the disk sees them together.
 pub(crate) fn sync_files(staging: &Path, shards: &[ShardInfo]) -> Result<()> {
     use rayon::prelude::*;

@@ -11,6 +11,7 @@
 use crate::error::{DatasetError, Result};
 use crate::manifest::{is_index_file_name, is_shard_file_name, INDEX_NAME, MANIFEST_NAME};
 use crate::retention::CleanReport;
+use crate::shard_record::is_writer_shard_name;
 use crate::store::Store;
 use crate::store_commit::mirror_entry_files;
 use crate::store_job::{attempt_of, jobs, sweep};
@@ -72,6 +73,14 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         report.versions.push(n);
     }
     let live = settle_jobs(store, &keep, floor)?;
+    // What the layout's manifest lists (another writer may have committed it) is never
+    // taken for abandoned.
+    let listed: HashSet<String> = match store.get(MANIFEST_NAME)? {
+        Some(b) => crate::manifest::Manifest::parse(&b, std::path::Path::new(MANIFEST_NAME))
+            .map(|m| m.shards.into_iter().map(|s| s.shard_path).collect())
+            .unwrap_or_default(),
+        None => HashSet::new(),
+    };
     for e in store.list("part-")? {
         let name = e.key.as_str();
         if name.contains('/') || !is_shard_file_name(name) || keep.contains(name) {
@@ -80,7 +89,8 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         if attempt_of(name).is_some_and(|a| live.contains(&a)) {
             continue; // a running job's: its commit or abort decides
         }
-        if removed_lists.contains(name) || abandoned(e.modified_ms) {
+        let writers = is_writer_shard_name(name) && !listed.contains(name);
+        if removed_lists.contains(name) || (writers && abandoned(e.modified_ms)) {
             store.delete(name)?;
             report.shards.push((e.key.clone(), e.size));
         }

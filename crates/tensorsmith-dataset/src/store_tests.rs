@@ -228,3 +228,50 @@ fn a_writer_that_looked_before_a_newer_commit_never_puts_its_manifest_over_it() 
     assert_eq!(m.total_samples, 12, "version 3's manifest stands");
     assert_eq!(sv::current(&store).unwrap().unwrap().version.version, 3);
 }
+
+#[test]
+fn clean_takes_only_writer_named_shards_for_abandoned_never_a_users_or_listed_file() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+    let age = |name: &str| {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.path().join(name))
+            .unwrap();
+        f.set_modified(old).unwrap();
+    };
+    let users = [
+        "part-0.safetensors",
+        "part-00001-of-00002.safetensors",
+        "part-00000-0000-mine.safetensors",
+    ];
+    for n in users {
+        std::fs::write(d.path().join(n), b"the user's").unwrap();
+        age(n);
+    }
+    let abandoned = "part-00009-0000-00000000-0000-0000-0000-000000000000.safetensors";
+    std::fs::write(d.path().join(abandoned), b"x").unwrap();
+    age(abandoned);
+    let c = clean_store(&store, Duration::ZERO).unwrap();
+    let removed: Vec<&str> = c.shards.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(removed, [abandoned]);
+    for n in users {
+        assert!(d.path().join(n).exists(), "{n}");
+    }
+}
+
+#[test]
+fn writer_shard_names_are_told_from_a_users() {
+    use crate::shard_record::is_writer_shard_name as w;
+    assert!(w(
+        "part-00003-0012-550e8400-e29b-41d4-a716-446655440000.safetensors"
+    ));
+    assert!(!w("part-0.safetensors"));
+    assert!(!w("part-00001-of-00002.safetensors"));
+    assert!(!w("part-00000-0000-mine.safetensors"));
+    assert!(!w(
+        "part-00003-0012-550e8400-e29b-41d4-a716-446655440000.bin"
+    ));
+}
