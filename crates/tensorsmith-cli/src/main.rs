@@ -174,7 +174,38 @@ pub fn shown(p: &std::path::Path) -> String {
     render::printable(&p.display().to_string())
 }
 
+/// The signal that interrupted a write (its exit code is 128 + it, as shells report it).
+static SIGNAL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
+
+/// SIGINT and SIGTERM handled as a failed write: a write in progress stops at its next chunk
+/// and removes what it started (`tensorsmith::interrupt`), then the command exits 128 + the
+/// signal (130, 143); with
+/// none in progress, or one that has not stopped within 10 s, or on a second signal, the
+/// program ends at once (as without the handler).
+fn handle_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return; // the default handlers stay
+    };
+    std::thread::spawn(move || {
+        let mut seen = false;
+        for sig in signals.forever() {
+            let code = 128 + sig;
+            SIGNAL.store(sig as u8, std::sync::atomic::Ordering::SeqCst);
+            if seen || !tensorsmith::interrupt::request() {
+                std::process::exit(code);
+            }
+            seen = true;
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(10));
+                std::process::exit(code);
+            });
+        }
+    });
+}
+
 fn main() -> ExitCode {
+    handle_signals();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Inspect(a) => cmd_inspect::run(&a),
@@ -219,6 +250,9 @@ pub fn fail<E: std::fmt::Display + 'static>(e: &E) -> u8 {
 pub fn error_code(e: &tensorsmith::Error) -> u8 {
     match e.kind() {
         tensorsmith::ErrorKind::ChangedDuringRead { .. } => EXIT_CHANGED,
+        tensorsmith::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::Interrupted => {
+            128 + SIGNAL.load(std::sync::atomic::Ordering::SeqCst)
+        }
         _ => EXIT_ERROR,
     }
 }

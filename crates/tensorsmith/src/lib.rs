@@ -53,6 +53,7 @@ pub mod ggml_quant;
 pub mod ggml_type;
 pub mod gguf;
 pub mod index;
+pub mod interrupt;
 pub mod model;
 pub mod onnx;
 pub mod ops;

@@ -61,6 +61,8 @@ pub struct AtomicFile {
     dest: PathBuf,
     out: Option<Out>,
     written: u64,
+    /// A write in progress, for the signal handler (`interrupt`).
+    _active: crate::interrupt::Guard,
 }
 
 /// How an output that is a URL is written.
@@ -139,6 +141,7 @@ impl AtomicFile {
                 out: BufWriter::with_capacity(1 << 20, file),
             }),
             written: 0,
+            _active: crate::interrupt::guard(),
         })
     }
 
@@ -172,6 +175,7 @@ impl AtomicFile {
             dest: dest.to_path_buf(),
             out: Some(out),
             written: 0,
+            _active: crate::interrupt::guard(),
         })
     }
 

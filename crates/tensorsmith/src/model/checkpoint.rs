@@ -176,9 +176,26 @@ pub(super) fn open_dir(dir: &Path, opts: &OpenOptions) -> Result<Model> {
         .find(|n| *n == "model.safetensors.index.json")
         .or_else(|| indexes.first());
     if let Some(index) = pick {
+        // `NAME.safetensors` beside `NAME.safetensors.index.json`: two layouts of one
+        // checkpoint, which readers disagree on (transformers takes the single file).
+        let single = index.strip_suffix(".index.json").unwrap_or(index);
+        if shards.iter().any(|s| s == single) {
+            return Err(bad(
+                &dir.to_string_lossy(),
+                format!(
+                    "the folder holds both {single} and {index}, two layouts of one checkpoint (a rewrite that left the other one behind?); open the one meant by its path"
+                ),
+            ));
+        }
         return open_index(&dir.join(index).to_string_lossy(), opts);
     }
     let shown = dir.to_string_lossy();
+    if let Some(missing) = missing_shard(&shards) {
+        return Err(bad(
+            &shown,
+            format!("{missing} is missing and there is no shard index: the folder holds part of a checkpoint"),
+        ));
+    }
     match shards.len() {
         0 => Err(bad(
             &shown,
@@ -196,6 +213,39 @@ pub(super) fn open_dir(dir: &Path, opts: &OpenOptions) -> Result<Model> {
             merge(&shown, files, ixs, None)
         }
     }
+}
+
+/// In a folder of `NAME-0000i-of-0000N.safetensors` files, the first of a set's names that
+/// is not there.
+fn missing_shard(names: &[String]) -> Option<String> {
+    let mut sets: BTreeMap<(String, String), HashSet<u64>> = BTreeMap::new();
+    for n in names {
+        let Some((left, count)) = n
+            .strip_suffix(".safetensors")
+            .and_then(|s| s.rsplit_once("-of-"))
+        else {
+            continue;
+        };
+        let Some((stem, no)) = left.rsplit_once('-') else {
+            continue;
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if digits(no) && digits(count) && no.len() == count.len() {
+            if let Ok(no) = no.parse() {
+                sets.entry((stem.to_owned(), count.to_owned()))
+                    .or_default()
+                    .insert(no);
+            }
+        }
+    }
+    for ((stem, count), have) in sets {
+        let n: u64 = count.parse().ok()?;
+        if let Some(i) = (1..=n).find(|i| !have.contains(i)) {
+            let w = count.len();
+            return Some(format!("{stem}-{i:0w$}-of-{count}.safetensors"));
+        }
+    }
+    None
 }
 
 /// One model from shards: the tensors the weight map gives each shard (all of them without a

@@ -8,6 +8,7 @@ mod file;
 mod gguf_split;
 mod onnx_external;
 mod open;
+pub mod write_id;
 
 pub use checkpoint::{is_index, parse_index, shard_notice, INDEX_SUFFIX, MAX_INDEX_LEN};
 pub use file::ModelFile;

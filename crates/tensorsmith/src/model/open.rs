@@ -3,7 +3,7 @@
 //! or a shard index).
 
 use super::file::{open_file, read_file};
-use super::{checkpoint, gguf_split, onnx_external, Model};
+use super::{checkpoint, gguf_split, onnx_external, write_id, Model};
 use crate::bytes::{is_url, ReadAt};
 use crate::error::Result;
 use crate::format::OpenOptions;
@@ -21,7 +21,7 @@ use std::path::Path;
 /// ```
 pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
     if checkpoint::is_index(target) {
-        return checkpoint::open_index(target, opts);
+        return checkpoint::open_index(target, opts).and_then(one_write);
     }
     if !is_url(target) && Path::new(target).is_dir() {
         let dir = Path::new(target);
@@ -33,7 +33,7 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
                 return open(&model, opts);
             }
         }
-        return checkpoint::open_dir(dir, opts);
+        return checkpoint::open_dir(dir, opts).and_then(one_write);
     }
     let (index, file) = open_file(target, opts)?;
     if onnx_external::has_external(&index) {
@@ -65,4 +65,11 @@ pub fn open_reader(location: &str, bytes: Box<dyn ReadAt>, opts: &OpenOptions) -
         }
     }
     Ok(Model::single(location, index, file))
+}
+
+/// A checkpoint is read only when its shards come from one write: a rewrite killed half way
+/// leaves new shards beside old ones, which would read as one model of both.
+fn one_write(m: Model) -> Result<Model> {
+    write_id::check(&m)?;
+    Ok(m)
 }

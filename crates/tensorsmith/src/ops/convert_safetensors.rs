@@ -15,7 +15,7 @@ use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
 use crate::ops::{dequantize, write_id};
 use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
-use crate::sink::write_atomically;
+use crate::sink::{write_atomically, AtomicFile};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -139,7 +139,9 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         Some(limit) => shard_groups(tensors, limit, opts),
     };
     if opts.shard_size.is_none() {
-        let bytes = write_group(input, &groups[0], &meta, opts, out)?;
+        let (bytes, file) = write_group(input, &groups[0], &meta, opts, out)?;
+        file.commit()?;
+        remove_sharded_layout(out)?;
         return Ok(Written {
             files: vec![out.to_path_buf()],
             bytes,
@@ -200,7 +202,7 @@ fn write_group(
     meta: &BTreeMap<String, String>,
     opts: &ConvertOptions,
     path: &Path,
-) -> Result<u64> {
+) -> Result<(u64, AtomicFile)> {
     let files: Option<Vec<&std::fs::File>> = tensors
         .iter()
         .map(|t| {
@@ -213,7 +215,10 @@ fn write_group(
     // files.
     let remote = crate::bytes::is_url(&path.to_string_lossy());
     let (Some(files), false) = (files, remote) else {
-        return writer_for(input, tensors, meta, opts)?.write_file_with(path, &opts.storage);
+        let w = writer_for(input, tensors, meta, opts)?;
+        let mut out = AtomicFile::create_with(path, &opts.storage)?;
+        let n = w.write_to(&mut out).map_err(|e| e.in_file(path))?;
+        return Ok((n, out));
     };
     let mut w = new_writer(meta, opts);
     for (t, f) in tensors.iter().zip(&files) {
@@ -227,13 +232,16 @@ fn write_group(
         let mut whole = FilePieces {
             pieces: vec![Piece::Range(file, 0..w.file_len())],
         };
-        return write_atomically(path, |out| {
-            whole
-                .copy_into_file(out.file()?)
-                .expect("FilePieces always copies file to file")
-        });
+        let mut out = AtomicFile::create(path)?;
+        let n = whole
+            .copy_into_file(out.file()?)
+            .expect("FilePieces always copies file to file")
+            .map_err(|e| e.in_file(path))?;
+        return Ok((n, out));
     }
-    write_atomically(path, |out| w.write_to_file(out.file()?))
+    let mut out = AtomicFile::create(path)?;
+    let n = w.write_to_file(out.file()?).map_err(|e| e.in_file(path))?;
+    Ok((n, out))
 }
 
 /// The one file every tensor comes from, when the output would be that file byte for byte
@@ -326,12 +334,15 @@ fn writer_for<'a>(
 }
 
 /// `model.safetensors` → `model-00001-of-00003.safetensors` … and
-/// `model.safetensors.index.json`, next to `out`. Shards are written first, each atomically;
-/// the index last, so a reader never finds an index naming a shard that is not complete.
-/// Writers of one checkpoint take turns under the lock file `.NAME.index.json.lock`; a
-/// rewrite removes the old index before its first shard (a kill then leaves no index, not
-/// one over a mix of old and new shards), and every shard and the index carry one write id
-/// (`ops::write_id`), so `validate` refuses a folder of mixed shards.
+/// `model.safetensors.index.json`, next to `out`. Every shard is written whole under a
+/// temporary name first, so a write that fails or is interrupted (SIGINT, SIGTERM: see
+/// `interrupt`) before then leaves the old checkpoint as it was; then the old index is
+/// removed, the shards renamed into place and the index written last, so a reader never
+/// finds an index naming a shard that is not complete. Writers of one checkpoint take turns
+/// under the lock file `.NAME.index.json.lock`. Every shard and the index carry one write id
+/// (`model::write_id`), so a kill among the renames leaves a folder every reader refuses.
+/// A single `NAME.safetensors` of the same name is removed once the index is in place (it
+/// would be another layout of the checkpoint).
 fn write_shards(
     input: &Model,
     out: &Path,
@@ -353,7 +364,22 @@ fn write_shards(
         &file_lock::beside(&index_path),
         file_lock::DEFAULT_LOCK_TIMEOUT,
     )?;
-    let old_shards = remove_old_index(&index_path)?;
+    // A failed or interrupted write leaves nothing of its own, the lock file included.
+    let written = write_shards_locked(input, dir, &stem, &index_path, groups, meta, opts);
+    lock.release_and_remove();
+    written
+}
+
+/// [`write_shards`] under the checkpoint's lock.
+fn write_shards_locked(
+    input: &Model,
+    dir: &Path,
+    stem: &str,
+    index_path: &Path,
+    groups: &[Vec<&TensorInfo>],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+) -> Result<Written> {
     let write_id = write_id::new_write_id();
     let mut meta = meta.clone();
     meta.insert(write_id::WRITE_ID_KEY.to_owned(), write_id.clone());
@@ -362,15 +388,23 @@ fn write_shards(
     let mut weight_map = BTreeMap::new();
     let mut files = Vec::with_capacity(n + 1);
     let (mut bytes, mut total_size) = (0, 0);
+    let mut written = Vec::with_capacity(n);
     for (i, group) in groups.iter().enumerate() {
         let name = format!("{stem}-{:05}-of-{n:05}.safetensors", i + 1);
         let path = dir.join(&name);
-        bytes += write_group(input, group, meta, opts, &path)?;
+        let (len, file) = write_group(input, group, meta, opts, &path)?;
+        bytes += len;
+        written.push(file);
         for t in group {
             weight_map.insert(t.name.clone(), serde_json::Value::String(name.clone()));
             total_size += out_len(t, opts);
         }
         files.push(path);
+    }
+    crate::interrupt::check()?;
+    let old_shards = remove_old_index(index_path)?;
+    for f in written {
+        f.commit()?;
     }
     let index = serde_json::json!({
         "metadata": {"total_size": total_size, write_id::WRITE_ID_KEY: write_id},
@@ -378,17 +412,45 @@ fn write_shards(
     });
     let mut text = serde_json::to_string_pretty(&index).expect("JSON values serialize");
     text.push('\n');
-    write_atomically(&index_path, |f| Ok(f.write_all(text.as_bytes())?))?;
+    write_atomically(index_path, |f| Ok(f.write_all(text.as_bytes())?))?;
     bytes += text.len() as u64;
-    // Shards of the old checkpoint that the new one does not reuse (another shard count).
+    // Shards of the old checkpoint that the new one does not reuse (another shard count),
+    // and a single file of the same name (the other layout).
     for name in old_shards {
         if !weight_map.values().any(|v| v.as_str() == Some(&name)) {
             let _ = std::fs::remove_file(dir.join(&name));
         }
     }
-    files.push(index_path);
-    lock.release_and_remove();
+    if !crate::bytes::is_url(&dir.to_string_lossy()) {
+        let _ = std::fs::remove_file(dir.join(format!("{stem}.safetensors")));
+    }
+    files.push(index_path.to_path_buf());
     Ok(Written { files, bytes })
+}
+
+/// After a single `NAME.safetensors` is written: a sharded checkpoint of the same name beside
+/// it (`NAME.safetensors.index.json` and the shards it names) is another layout of the same
+/// checkpoint, which readers disagree on; it is removed, under the checkpoint's lock.
+fn remove_sharded_layout(out: &Path) -> Result<()> {
+    if crate::bytes::is_url(&out.to_string_lossy()) {
+        return Ok(());
+    }
+    let index_path = PathBuf::from(format!("{}{}", out.to_string_lossy(), ".index.json"));
+    if !index_path.is_file() {
+        return Ok(());
+    }
+    let lock = FileLock::acquire(
+        &file_lock::beside(&index_path),
+        file_lock::DEFAULT_LOCK_TIMEOUT,
+    )?;
+    let dir = out.parent().unwrap_or(Path::new("."));
+    for name in remove_old_index(&index_path)? {
+        if dir.join(&name) != out {
+            let _ = std::fs::remove_file(dir.join(&name));
+        }
+    }
+    lock.release_and_remove();
+    Ok(())
 }
 
 /// Removes the index of the checkpoint being rewritten (durably) and returns the shards it

@@ -39,4 +39,4 @@ pub mod tree;
 pub mod verify;
 pub mod wi_hash;
 mod wi_json;
-pub mod write_id;
+pub use crate::model::write_id;

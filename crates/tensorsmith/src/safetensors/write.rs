@@ -367,6 +367,7 @@ impl<'a> Writer<'a> {
         out.write_all(&header)?;
         let mut total = header.len() as u64;
         for t in &mut self.tensors {
+            crate::interrupt::check()?;
             let mut counted = Counting { inner: out, n: 0 };
             t.data
                 .write_to(&mut counted)
@@ -386,6 +387,7 @@ impl<'a> Writer<'a> {
         out.write_all(&header)?;
         let mut total = header.len() as u64;
         for t in &mut self.tensors {
+            crate::interrupt::check()?;
             let n = match t.data.copy_into_file(out) {
                 Some(Ok(n)) => {
                     crate::progress::advance(n);
@@ -441,12 +443,14 @@ struct Counting<'w> {
 
 impl Write for Counting<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        crate::interrupt::check_io()?;
         let n = self.inner.write(buf)?;
         self.n += n as u64;
         crate::progress::advance(n as u64);
         Ok(n)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        crate::interrupt::check_io()?;
         self.inner.write_all(buf)?;
         self.n += buf.len() as u64;
         crate::progress::advance(buf.len() as u64);
