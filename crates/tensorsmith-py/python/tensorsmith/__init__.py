@@ -8,8 +8,10 @@ Reading
         .keys() .offset_keys() .metadata() .get_tensor(name) .get_tensors()
         .get_slice(name)[index]   (the reference's indexing rules and error texts)
     load_file(path)  every tensor as a dict;  load(bytes)  the same from bytes
-    Tensors come back as read-only NumPy views of the file's memory map where the dtype
-    allows (no copy); framework="pt" gives PyTorch tensors.
+    Tensors come back as writable NumPy arrays, views of a private copy-on-write map of the
+    file where the dtype allows (no up-front copy; a write never reaches the file), or with
+    `readonly=True` as read-only views of tensorsmith's shared map; framework="pt" gives
+    PyTorch tensors, "tf", "flax" ("jax"), "mlx" and "paddle" that framework's.
 
 Writing (byte-identical to the reference, atomic for files)
     save_file(tensors, path, metadata=None, digest=False);  save(tensors) -> bytes
@@ -42,7 +44,7 @@ import os
 
 import numpy as np
 
-from . import _native, _slicing
+from . import _native, _numpy, _slicing
 from ._checks import (  # noqa: F401
     dataset_clean, dataset_export, dataset_info, dataset_verify, validate, verify,
 )
@@ -58,7 +60,11 @@ SafetensorError = TensorsmithError  # the reference package's name of the base e
 
 __version__ = _native.__version__
 
-_FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt"}
+# The reference's framework names; "tf", "flax", "mlx" and "paddle" tensors are converted
+# from NumPy arrays (that framework is imported only when a tensor is made).
+_FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt",
+               "tf": "tf", "tensorflow": "tf", "jax": "flax", "flax": "flax", "mlx": "mlx",
+               "paddle": "paddle"}
 
 
 def _array(buf, dtype: str, shape, layout: str = "dense") -> np.ndarray:
@@ -75,13 +81,15 @@ def _array(buf, dtype: str, shape, layout: str = "dense") -> np.ndarray:
 def _framework(name):
     try:
         return _FRAMEWORKS[name]
-    except KeyError:
-        raise OptionError(f"framework must be 'np' or 'pt', not {name!r}") from None
+    except (KeyError, TypeError):
+        raise OptionError(f"framework {name} is invalid") from None
 
 
 def _out(arr: np.ndarray, framework: str, dtype: str):
     if framework == "np":
         return arr
+    if framework != "pt":
+        return _numpy.to_framework(arr, framework)
     from ._torch import to_torch
 
     return to_torch(arr, dtype)
@@ -118,6 +126,16 @@ class safe_open:
     sets the transfers: max_concurrency (ranged GETs at once, 10), part_size ("8MiB"),
     max_attempts (5), timeout (seconds per GET, retries included, 60), connect_timeout (10).
 
+    NumPy arrays are writable, as the reference's: views of a private copy-on-write map of a
+    local file (a write copies the page it touches and never reaches the file), else owned.
+    `readonly=True` (framework="np" only) gives read-only views of tensorsmith's shared map
+    instead: no copy and no private pages, for readers that never write.
+    `framework` takes the reference's names: "np" ("numpy"), "pt" ("torch", "pytorch"), and
+    "tf" ("tensorflow"), "flax" ("jax"), "mlx", "paddle", whose tensors are converted from
+    NumPy arrays; such a framework is imported when a tensor is made (when the file is
+    opened for "paddle", as the reference does), so `keys()`, `metadata()` and slice shapes
+    work without it.
+
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"w": np.eye(2, dtype=np.float32)}, "m.safetensors")
         >>> with tensorsmith.safe_open("m.safetensors", framework="np") as f:
@@ -126,14 +144,20 @@ class safe_open:
     """
 
     def __init__(self, filename, framework="np", device="cpu", backend="mmap",
-                 storage_options=None):
+                 storage_options=None, *, readonly=False):
         self._framework = _framework(framework)
-        self._torch = self._device = None
-        if self._framework == "np" and device not in ("cpu", None):
-            raise OptionError(f"device applies to framework='pt'; NumPy arrays are on the "
-                              f"CPU, not {device!r}")
+        self._torch = self._device = self._np = None
+        if self._framework != "pt" and device not in ("cpu", None):
+            raise OptionError(f"device applies to framework='pt'; {framework} tensors are "
+                              f"made on the CPU, not {device!r}")
+        if readonly and self._framework != "np":
+            raise OptionError("readonly=True applies to framework='np'")
         # A missing file is told first, as the reference tells it.
         self._native = _open_native(filename, backend, storage_options)
+        if not readonly:
+            self._np = _numpy.Reader(self._native, backend)
+        if self._framework == "paddle":
+            import paddle  # noqa: F401 - the reference imports it on opening
         if self._framework == "pt":
             from . import _torch
 
@@ -150,7 +174,7 @@ class safe_open:
         return self
 
     def __exit__(self, *exc):
-        self._native = self._torch = None
+        self._native = self._torch = self._np = None
         return False
 
     def _pt(self, names, dequantize=False):
@@ -195,7 +219,8 @@ class safe_open:
         return self._f.info_of(name)[0]
 
     def get_tensor(self, name, dequantize=False):
-        """One tensor (a read-only view of the map where possible): `f.get_tensor("w")`.
+        """One tensor (a copy-on-write view of the map where possible, or with `readonly=True`
+        a read-only view of the shared map): `f.get_tensor("w")`.
         A GGUF block-quantized tensor (layout `ggml:q4_k` …) comes back as its stored blocks
         (a flat uint8 array) unless `dequantize=True`, which gives its values as float32 in the
         tensor's shape, bit-identical to `gguf.quants.dequantize` (types it cannot dequantize,
@@ -207,7 +232,10 @@ class safe_open:
             arr = np.empty(self._f.value_shape(name), dtype=np.float32)
             self._f.dequantize_into(name, arr)
             return _out(arr, self._framework, "F32")
-        arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
+        def shared():
+            return _array(self._f.tensor_bytes(name), dtype, shape, layout)
+
+        arr = shared() if self._np is None else self._np.array(name, shared)
         return _out(arr, self._framework, dtype)
 
     def get_tensors(self, dequantize=False):
@@ -284,10 +312,13 @@ class _safe_open_handle(safe_open):
         super().__init__(f, framework, device, backend)
 
 
-def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None):
+def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None,
+              *, readonly=False):
     """Every tensor of a file as a dict (name -> array; with framework="pt", tensors on
     `device`: CPU tensors are views of a private mapping of the file, CUDA ones are read
-    through a pinned pipeline straight into their device memory).
+    through a pinned pipeline straight into their device memory). NumPy arrays are writable
+    views of a private copy-on-write map (`sd["w"] *= 2` works and never reaches the file);
+    `readonly=True` gives read-only views of the shared map instead (see `safe_open`).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
@@ -295,7 +326,7 @@ def load_file(filename, framework="np", backend="mmap", device="cpu", storage_op
         [0, 1, 2]
     """
     with safe_open(filename, framework=framework, backend=backend, device=device,
-                   storage_options=storage_options) as f:
+                   storage_options=storage_options, readonly=readonly) as f:
         return f.get_tensors()
 
 
