@@ -257,6 +257,24 @@ def _owner(arr):
     return arr
 
 
+def test_numpy_load_never_aliases_the_callers_buffer():
+    data = tensorsmith.save(TENSORS)
+    buf = bytearray(data)
+    got = tensorsmith.numpy.load(buf)
+    buf[:] = bytes(len(buf))  # the caller reuses its buffer
+    _same(got, TENSORS)
+    # Owned and writable, as the reference's arrays (its deserialize copies).
+    want = safetensors.numpy.load(data)
+    assert all(got[k].flags.writeable and want[k].flags.writeable for k in TENSORS)
+    # readonly=True: read-only views of immutable bytes; a mutable buffer copied once.
+    views = tensorsmith.numpy.load(data, readonly=True)
+    assert _owner(views["a"]) is data and not views["a"].flags.writeable
+    buf = bytearray(data)
+    ro = tensorsmith.load(memoryview(buf), readonly=True)
+    buf[:] = bytes(len(buf))
+    _same(ro, TENSORS)
+
+
 def test_loaded_arrays_are_writable_as_the_references_and_never_reach_the_file(path):
     before = path.read_bytes()
     for mod in (safetensors, tensorsmith):

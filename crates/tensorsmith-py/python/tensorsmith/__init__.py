@@ -380,15 +380,23 @@ def save_file(tensors: dict, filename, metadata=None, *, digest=False,
                            _storage(storage_options))
 
 
-def load(data: bytes, framework="np"):
-    """Tensors of safetensors bytes; the arrays are views of `data`.
+def load(data: bytes, framework="np", *, readonly=False):
+    """Tensors of safetensors bytes, as owned, writable arrays (one copy, as the reference):
+    nothing loaded changes when `data` is reused. With `readonly=True` (framework="np") the
+    arrays are read-only views of `data` when it is immutable (`bytes`), no copy; a mutable
+    buffer (`bytearray`, a writable memoryview) is then copied once, never aliased.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.load(tensorsmith.save({"a": np.arange(2)}))["a"].tolist()
         [0, 1]
     """
     fw = _framework(framework)
+    if readonly and fw != "np":
+        raise OptionError("readonly=True applies to framework='np'")
     view = memoryview(data)
+    if readonly and not isinstance(view.obj, bytes):
+        data = bytes(view)  # the views must not see later writes to the caller's buffer
+        view = memoryview(data)
     out = {}
     if fw == "pt":
         from ._torch import from_bytes
@@ -396,7 +404,8 @@ def load(data: bytes, framework="np"):
         return {name: from_bytes(view[begin:end], dtype, shape)
                 for name, dtype, shape, begin, end in _native.parse_bytes(data)}
     for name, dtype, shape, begin, end in _native.parse_bytes(data):
-        out[name] = _out(_array(view[begin:end], dtype, shape), fw, dtype)
+        arr = _array(view[begin:end], dtype, shape)
+        out[name] = _out(arr if readonly else np.array(arr, copy=True), fw, dtype)
     return out
 
 
