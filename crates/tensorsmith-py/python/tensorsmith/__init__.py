@@ -576,8 +576,8 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
     is written by one thread, since its batches arrive one at a time and in order and shard
     names follow that order: `threads` > 1 is refused for it.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
-    tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
-    f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
+    tail_strategy, duplicates_strategy (or duplicatesStrategy), target_shard_size_mb,
+    generate_index, kv_separator, f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
     dataset's next version under its commit lock (`lock_timeout` seconds of waiting, default
     600), then removes versions and retired shards older than `retain` seconds (default a
     day; 0: now). Returns the manifest.
@@ -767,7 +767,12 @@ class Dataset:
             if step != 1:
                 return self._gather(np.arange(a, b, step))
             return self._batch(a, max(a, b))
-        i = self._index(i)
+        pos = _slicing.positions(i)
+        if isinstance(pos, list):
+            if self.mode != "batch":
+                raise TypeError("index lists are for batch-mode datasets")
+            return self._gather([self._index(p) for p in pos])
+        i = self._index(pos)
         if self.mode == "kv":
             key = self._keys[i]
             return {"key": key, "tensor": self._one(self._r.tensor(key))[1]}
