@@ -249,8 +249,11 @@ class safe_open:
 
     def get_slice(self, name, dequantize=False):
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
-        Indexes: ints, slices with a positive step, `...`, tuples of those, `[]`; out-of-range
-        indexes are errors (as the reference), never clamped. A GGUF block tensor is sliced as
+        With framework="pt" any index torch takes, with torch's rules (as the reference):
+        slices are clamped to the shape (`[16001:32002]` of 32,001 rows gives the last 16,000),
+        index lists, `None` and masks work. Otherwise the reference's rules for NumPy: ints,
+        slices with a positive step, `...`, tuples of those, `[]`; out-of-range indexes are
+        errors, never clamped. A GGUF block tensor is sliced as
         its stored blocks (U8, shape `[rows, bytes per row]`, as `get_shape` says), or with
         `dequantize=True` as its float32 values (rows of the tensor's own shape)."""
         return _Slice(self, name, dequantize)
@@ -278,25 +281,34 @@ class _Slice:
         """The tensor's dtype name: `f.get_slice("w").get_dtype()` -> `"F32"`."""
         return self._dtype
 
+    def _dequantized(self):
+        """The values made whole (dequantized), to select from."""
+        full = np.empty(self._shape, dtype=np.float32)
+        self._file.dequantize_into(self._name, full)
+        return full
+
+    def _pt(self, index):
+        """torch's indexing of the whole tensor (a view of the map), as the reference."""
+        import torch
+
+        if self._dequantize:
+            full = torch.from_numpy(self._dequantized())
+        else:
+            full = self._torch.tensor(self._name)
+        part = full[index]
+        if self._dequantize:
+            part = part.clone(memory_format=torch.contiguous_format)  # not the whole tensor's
+        elif not part.is_contiguous():
+            part = part.contiguous()
+        return part if self._device.type == "cpu" else part.to(self._device)
+
     def __getitem__(self, index):
+        if self._framework == "pt":
+            return self._pt(index)
         np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
         if self._dequantize:
-            # The values are made whole (dequantized), then the rows selected.
-            full = np.empty(self._shape, dtype=np.float32)
-            self._file.dequantize_into(self._name, full)
-            part = np.array(full[np_index], copy=True)
-            if self._framework == "pt":
-                import torch
-
-                part = torch.from_numpy(part)
-                return part if self._device.type == "cpu" else part.to(self._device)
-            return part
-        if self._framework == "pt":
-            # A view of the map when the selection is contiguous, else a copy.
-            part = self._torch.tensor(self._name)[np_index]
-            if not part.is_contiguous():
-                part = part.contiguous()
-            return part if self._device.type == "cpu" else part.to(self._device)
+            return _out(np.array(self._dequantized()[np_index], copy=True), self._framework,
+                        "F32")
         full = _array(self._file.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
         part = np.array(full[np_index], copy=True)  # owned, C order, 0-d kept
         return _out(part, self._framework, self._dtype)
