@@ -396,3 +396,18 @@ def test_get_slice_gives_what_the_reference_gives(tp_file, framework, index):
     assert tuple(got.shape) == tuple(want.shape)
     assert np.array_equal(np.asarray(got), np.asarray(want))
 
+
+def test_saving_a_meta_tensor_fails_as_the_reference(tmp_path):
+    data = {"test": torch.zeros((10, 10), device=torch.device("meta"))}
+    errors = []
+    for mod in (ref, ours):
+        out = tmp_path / f"{mod.__name__}.safetensors"
+        with pytest.raises(RuntimeError) as e:
+            mod.save_file(data, out)
+        errors.append((type(e.value), str(e.value)))
+        assert not out.exists()
+        with pytest.raises(RuntimeError) as e:
+            mod.save(data)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1] == errors[2] == errors[3]
+    assert "Cannot copy out of meta tensor" in errors[0][1]
