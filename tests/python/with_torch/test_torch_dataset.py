@@ -242,3 +242,14 @@ def test_empty_batches_keep_each_columns_dtype_and_shape(batch_ds):
         assert {c: (str(t.dtype), tuple(t.shape)) for c, t in empty.items()} == {
             c: (f"torch.{a.dtype}", a.shape) for c, a in want.items()}
 
+
+@pytest.mark.parametrize("n,batch_size,workers", [(12, 4, 2), (13, 4, 2), (50, 8, 3), (3, 4, 2)])
+def test_iterable_len_is_the_number_of_batches_the_loader_yields(tmp_path, n, batch_size,
+                                                                  workers):
+    write_batch(tmp_path / "d", n=n, batch_size=64)
+    ds = TensorIterableDataset(tmp_path / "d", batch_size=batch_size)
+    dl = DataLoader(ds, batch_size=None, num_workers=workers)
+    batches = list(dl)
+    assert len(dl) == len(batches) == -(-n // batch_size)
+    assert seen(batches) == list(range(n))
+    assert sorted(len(b["idx"]) for b in batches)[1:] == [batch_size] * (len(batches) - 1)
