@@ -589,10 +589,10 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
     names follow that order: `threads` > 1 is refused for it.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
     tail_strategy, duplicates_strategy (or duplicatesStrategy), target_shard_size_mb,
-    generate_index, kv_separator, f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
-    dataset's next version under its commit lock (`lock_timeout` seconds of waiting, default
-    600), then removes versions and retired shards older than `retain` seconds (default a
-    day; 0: now). Returns the manifest.
+    generate_index, kv_separator, f16_rounding, digest. `mode` is "error", "overwrite" or
+    "append". The write commits the dataset's next version under its commit lock
+    (`lock_timeout` seconds of waiting, default 600), then removes versions and retired shards
+    older than `retain` seconds (default a day; 0: now). Returns the manifest.
     `path` may be `s3://bucket/prefix` (or `s3a://`), with `storage_options` (a dict: key,
     secret, token, endpoint_url, region, profile, max_concurrency, part_size…; unset ones
     from the environment and ~/.aws): shards are uploaded to their final names, then the

@@ -1,16 +1,16 @@
 """NumPy arrays of an opened model (framework="np" and the frameworks converted from NumPy),
 and their conversion to TensorFlow, JAX, MLX and Paddle tensors as the reference converts them.
 
-By default an array of a local file read with the mmap backend is a writable view of a
-private, copy-on-write mapping of the file (`mmap.ACCESS_COPY`, MAP_PRIVATE), one per file and
+By default an array of a local file read with the mmap backend is a writable view of a private,
+copy-on-write mapping of the file (`mmap.ACCESS_COPY`, MAP_PRIVATE), one per file and
 `safe_open`, kept alive by the arrays that use it: no up-front copy, and a write copies the
 page it touches without reaching the file (as the PyTorch path and the reference's arrays
 behave). Each read is independent, as the reference's copies are: a tensor read again through
 the same `safe_open` is read afresh from the file (owned), so it never sees writes made to the
-first array through the shared private map. Other arrays (the pread backend, file objects, URLs) are owned: read by Rust straight
-into the array's memory, one copy; decoded ones (zstd, big-endian, sparse) are copied once
-from the decoded bytes. `readonly=True` (see `safe_open`) keeps the zero-copy read-only views
-of tensorsmith's own shared map instead.
+first array through the shared private map. Other arrays (the pread backend, file objects,
+URLs) are owned: read by Rust straight into the array's memory, one copy; decoded ones (zstd,
+big-endian, sparse) are copied once from the decoded bytes. `readonly=True` (see `safe_open`)
+keeps the zero-copy read-only views of tensorsmith's own shared map instead.
 """
 
 import mmap

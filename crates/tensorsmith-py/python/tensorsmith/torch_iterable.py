@@ -19,10 +19,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     on; the order is first padded by repeating its first samples to a multiple of the world
     size (as DistributedSampler does), or cut to one with `drop_last=True`, so every rank gets
     the same number. A rank's samples are then split between its DataLoader workers in
-    contiguous ranges (by `get_worker_info()`), so any number of workers works with any
-    number of shards; with `batch_size`, the ranges are whole batches of the rank's order
-    (only the last batch may be short), so `len()` is the number of batches a DataLoader
-    yields whatever its `num_workers`. Apart from the padding, each sample is read once per epoch across ranks
+    contiguous ranges (by `get_worker_info()`), so any number of workers works with any number
+    of shards; with `batch_size`, the ranges are whole batches of the rank's order (only the
+    last batch may be short), so `len()` is the number of batches a DataLoader yields whatever
+    its `num_workers`. Apart from the padding, each sample is read once per epoch across ranks
     and workers.
 
     Reading: unshuffled, a batch within one shard is a view of its map (outside workers),
