@@ -297,6 +297,11 @@ def test_loaded_arrays_are_writable_as_the_references_and_never_reach_the_file(p
     assert not ro.flags.writeable and getattr(_owner(ro), "zero_copy", False)
     with pytest.raises(tensorsmith.OptionError):
         tensorsmith.safe_open(path, framework="pt", readonly=True)
+    # File objects: owned, writable arrays by default; views of the map on request.
+    with open(path, "rb") as fh, tensorsmith._safe_open_handle(fh) as f:
+        assert f.get_tensor("a").flags.writeable
+    with open(path, "rb") as fh, tensorsmith._safe_open_handle(fh, readonly=True) as f:
+        assert not f.get_tensor("a").flags.writeable
 
 
 _MODULE = {"flax": "jax", "jax": "jax", "tf": "tensorflow", "tensorflow": "tensorflow",

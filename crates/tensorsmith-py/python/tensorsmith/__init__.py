@@ -232,6 +232,7 @@ class safe_open:
             arr = np.empty(self._f.value_shape(name), dtype=np.float32)
             self._f.dequantize_into(name, arr)
             return _out(arr, self._framework, "F32")
+
         def shared():
             return _array(self._f.tensor_bytes(name), dtype, shape, layout)
 
@@ -318,10 +319,10 @@ class _safe_open_handle(safe_open):
     """`safe_open` of an open file object, under the reference package's private name:
     `_safe_open_handle(f, framework="np")`."""
 
-    def __init__(self, f, framework="np", device="cpu", *, backend="mmap"):
+    def __init__(self, f, framework="np", device="cpu", *, backend="mmap", readonly=False):
         if not (hasattr(f, "read") and hasattr(f, "seek")):
             raise TypeError(f"expected a file object, not {type(f).__name__}")
-        super().__init__(f, framework, device, backend)
+        super().__init__(f, framework, device, backend, readonly=readonly)
 
 
 def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None,
