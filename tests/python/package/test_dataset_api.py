@@ -194,3 +194,28 @@ def test_batches_in_order_and_shuffled(tmp_path, shuffle, size):
     assert len(dropped) == 40 // size
     with pytest.raises(tensorsmith.OptionError):
         next(ds.batches(0))
+
+
+def test_index_lists_and_refused_indices(tmp_path):
+    x, _, t = table()
+    tensorsmith.write_dataset(t, tmp_path / "d", batch_size=3, dtype="F32", columns="x")
+    ds = tensorsmith.Dataset(tmp_path / "d")
+    for index in ([1, 5], (1, 5), np.array([1, 5])):
+        np.testing.assert_array_equal(ds[index]["x"], x[[1, 5]].astype(np.float32))
+    assert ds[[]]["x"].shape == (0,) + ds[0]["x"].shape
+    for bad in (2.7, True, np.bool_(True), [1.5], "x"):
+        with pytest.raises(TypeError):
+            ds[bad]
+    with pytest.raises(TypeError, match="integers, slices or lists of integers"):
+        ds[2.7]
+
+
+def test_duplicates_strategy_in_snake_case(tmp_path):
+    x, _, t = table()
+    t2 = pa.concat_tables([t, t.slice(2, 1)]).select(["id", "x"])
+    tensorsmith.write_dataset(t2, tmp_path / "s", name_col="id", dtype="F32",
+                              duplicates_strategy="lastWin")
+    np.testing.assert_array_equal(tensorsmith.Dataset(tmp_path / "s")["r2__x"], x[2])
+    with pytest.raises(tensorsmith.OptionError, match="given twice"):
+        tensorsmith.write_dataset(t2, tmp_path / "t", name_col="id", dtype="F32",
+                                  duplicates_strategy="lastWin", duplicatesStrategy="fail")

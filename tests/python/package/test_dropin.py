@@ -2,7 +2,9 @@
 `safe_open` on file objects, `TensorSpec` / `serialize` / `serialize_file` / `deserialize`,
 `get_slice`'s rules and error texts, the not-found text, closed files, `SafetensorError`."""
 
+import importlib.util
 import io
+import mmap
 
 import ml_dtypes
 import numpy as np
@@ -246,3 +248,89 @@ def test_one_file_object_read_from_many_threads():
         with ThreadPoolExecutor(8) as ex:
             got = dict(ex.map(one, sorted(tensors) * 4))
     _same(got, tensors)
+
+
+def _owner(arr):
+    """The object whose memory an array views (through arrays and memoryviews)."""
+    while isinstance(arr, (np.ndarray, memoryview)):
+        arr = arr.obj if isinstance(arr, memoryview) else arr.base
+    return arr
+
+
+def test_numpy_load_never_aliases_the_callers_buffer():
+    data = tensorsmith.save(TENSORS)
+    buf = bytearray(data)
+    got = tensorsmith.numpy.load(buf)
+    buf[:] = bytes(len(buf))  # the caller reuses its buffer
+    _same(got, TENSORS)
+    # Owned and writable, as the reference's arrays (its deserialize copies).
+    want = safetensors.numpy.load(data)
+    assert all(got[k].flags.writeable and want[k].flags.writeable for k in TENSORS)
+    # readonly=True: read-only views of immutable bytes; a mutable buffer copied once.
+    views = tensorsmith.numpy.load(data, readonly=True)
+    assert _owner(views["a"]) is data and not views["a"].flags.writeable
+    buf = bytearray(data)
+    ro = tensorsmith.load(memoryview(buf), readonly=True)
+    buf[:] = bytes(len(buf))
+    _same(ro, TENSORS)
+
+
+def test_loaded_arrays_are_writable_as_the_references_and_never_reach_the_file(path):
+    before = path.read_bytes()
+    for mod in (safetensors, tensorsmith):
+        sd = mod.numpy.load_file(str(path))
+        sd["a"] *= 2
+        np.testing.assert_array_equal(sd["a"], TENSORS["a"] * 2)
+        with mod.safe_open(str(path), framework="np") as f:
+            t = f.get_tensor("a")
+            t += 1
+            # Each read is independent of earlier ones, as the reference's copies are.
+            np.testing.assert_array_equal(f.get_tensor("a"), TENSORS["a"])
+            np.testing.assert_array_equal(t, TENSORS["a"] + 1)
+    assert path.read_bytes() == before
+    # No up-front copy: a view of a private (copy-on-write) map of the file.
+    sd = tensorsmith.load_file(path)
+    assert isinstance(_owner(sd["a"]), mmap.mmap) and sd["a"].flags.writeable
+    assert tensorsmith.load_file(path, backend="pread")["b"].flags.writeable
+    # The zero-copy read-only views of the shared map, on request.
+    ro = tensorsmith.load_file(path, readonly=True)["a"]
+    assert not ro.flags.writeable and getattr(_owner(ro), "zero_copy", False)
+    with pytest.raises(tensorsmith.OptionError):
+        tensorsmith.safe_open(path, framework="pt", readonly=True)
+    # File objects: owned, writable arrays by default; views of the map on request.
+    with open(path, "rb") as fh, tensorsmith._safe_open_handle(fh) as f:
+        assert f.get_tensor("a").flags.writeable
+    with open(path, "rb") as fh, tensorsmith._safe_open_handle(fh, readonly=True) as f:
+        assert not f.get_tensor("a").flags.writeable
+
+
+_MODULE = {"flax": "jax", "jax": "jax", "tf": "tensorflow", "tensorflow": "tensorflow",
+           "mlx": "mlx"}
+
+
+@pytest.mark.parametrize("framework", sorted(_MODULE))
+def test_other_frameworks_open_as_the_reference(path, framework):
+    with tensorsmith.safe_open(path, framework=framework) as f, \
+            safetensors.safe_open(str(path), framework=framework) as g:
+        assert f.keys() == g.keys() and f.metadata() == g.metadata() == {"k": "v"}
+        assert f.get_slice("a").get_shape() == g.get_slice("a").get_shape() == [2, 3]
+        if importlib.util.find_spec(_MODULE[framework]) is None:
+            # Not installed: the reference's error (the framework's ImportError).
+            for get in (lambda h: h.get_tensor("a"), lambda h: h.get_slice("a")[:1]):
+                want = _error(lambda: get(g))
+                assert want is not None and issubclass(want[0], ImportError)
+                assert _error(lambda: get(f)) == want
+        else:
+            assert type(f.get_tensor("a")) is type(g.get_tensor("a"))
+
+
+def test_framework_names_refused_and_imported_as_the_reference(path):
+    ours = _error(lambda: tensorsmith.safe_open(path, framework="nonsense"))
+    want = _error(lambda: safetensors.safe_open(str(path), framework="nonsense"))
+    assert ours[1] == want[1] and want[0].__name__ == "SafetensorError"
+    assert issubclass(ours[0], tensorsmith.SafetensorError)
+    if importlib.util.find_spec("paddle") is None:
+        # Paddle is imported on opening, by both.
+        ours = _error(lambda: tensorsmith.safe_open(path, framework="paddle"))
+        assert ours == _error(lambda: safetensors.safe_open(str(path), framework="paddle"))
+        assert issubclass(ours[0], ImportError)

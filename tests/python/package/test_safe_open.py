@@ -149,7 +149,7 @@ def base_chain(arr):
 def test_tensors_are_zero_copy_views_of_the_map(tmp_path):
     big = np.arange(16 << 20, dtype=np.float32)  # 64 MiB
     safetensors.numpy.save_file({"big": big, "small": np.ones(3, np.int8)}, str(tmp_path / "b.safetensors"))
-    with tensorsmith.safe_open(tmp_path / "b.safetensors") as f:
+    with tensorsmith.safe_open(tmp_path / "b.safetensors", readonly=True) as f:
         arr = f.get_tensor("big")
     owner = base_chain(arr)
     assert isinstance(owner, _native.Bytes) and owner.zero_copy
@@ -161,7 +161,7 @@ def test_tensors_are_zero_copy_views_of_the_map(tmp_path):
     del f
     np.testing.assert_array_equal(arr[-3:], big[-3:])
     # Two reads of the same tensor share the same mapped bytes.
-    with tensorsmith.safe_open(tmp_path / "b.safetensors") as f:
+    with tensorsmith.safe_open(tmp_path / "b.safetensors", readonly=True) as f:
         a, b = f.get_tensor("big"), f.get_tensor("big")
         assert np.shares_memory(a, a) and a.ctypes.data == b.ctypes.data
 
@@ -183,7 +183,7 @@ def test_errors_name_the_file_and_derive_from_python_builtins(tmp_path):
         # Negative indices and steps (the reference refuses negatives).
         np.testing.assert_array_equal(f.get_slice("a")[-1:], np.zeros(1, np.float32))
     with pytest.raises(tensorsmith.OptionError):
-        tensorsmith.safe_open(p, framework="jax")
+        tensorsmith.safe_open(p, framework="nonsense")
     with pytest.raises(tensorsmith.OptionError):
         tensorsmith.safe_open(p, backend="mystery")
     p.write_bytes(p.read_bytes()[:-1])

@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+import safetensors
 import safetensors.torch as ref
 import torch
 
@@ -350,3 +351,66 @@ def test_cuda_load_of_a_url_goes_through_the_pipeline(tmp_path):
     for k, v in tensors.items():
         assert got[k].device.type == "cuda"
         assert torch.equal(got[k].cpu(), v)
+
+
+# get_slice: torch's indexing for framework="pt" (the reference indexes the mapped tensor),
+# the reference's strict rules for "np"; both checked against the reference on one file.
+SLICES = [
+    np.s_[16001:32002], np.s_[5:12], np.s_[32000:40000, 1], [1, 3], np.s_[None], [],
+    np.s_[..., None], np.s_[[0, 2], 1:], np.s_[-3:], np.s_[:, [1, 0]], np.s_[3], np.s_[:2, 0],
+    np.s_[32001], np.s_[::-1], np.s_[0, 0, 0], np.s_[1.5], np.s_[::0], np.s_[:4, 5:],
+]
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        return e
+
+
+@pytest.fixture(scope="module")
+def tp_file(tmp_path_factory):
+    # The last rank of a tensor-parallel load: 32,001 rows split in halves of 16,001.
+    p = tmp_path_factory.mktemp("tp") / "tp.safetensors"
+    ref.save_file({"w": torch.arange(32001 * 2, dtype=torch.int32).reshape(32001, 2)}, p)
+    return p
+
+
+@pytest.mark.parametrize("framework", ["pt", "np"])
+@pytest.mark.parametrize("index", SLICES, ids=repr)
+def test_get_slice_gives_what_the_reference_gives(tp_file, framework, index):
+    with tensorsmith.safe_open(tp_file, framework=framework) as f, \
+            safetensors.safe_open(str(tp_file), framework=framework) as g:
+        got = _outcome(lambda: f.get_slice("w")[index])
+        want = _outcome(lambda: g.get_slice("w")[index])
+        if framework == "np" and index == np.s_[-3:]:
+            want = g.get_tensor("w")[index]  # negative bounds: our extension of NumPy's rules
+    if isinstance(want, Exception):
+        assert isinstance(got, Exception), got
+        assert str(got) == str(want)
+        if type(want).__name__ == "SafetensorError":  # the NumPy rules' errors
+            assert isinstance(got, tensorsmith.SafetensorError)
+        else:  # torch's own error
+            assert type(got) is type(want)
+        return
+    assert not isinstance(got, Exception), got
+    assert type(got) is type(want) and got.dtype == want.dtype
+    assert tuple(got.shape) == tuple(want.shape)
+    assert np.array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_saving_a_meta_tensor_fails_as_the_reference(tmp_path):
+    data = {"test": torch.zeros((10, 10), device=torch.device("meta"))}
+    errors = []
+    for mod in (ref, ours):
+        out = tmp_path / f"{mod.__name__}.safetensors"
+        with pytest.raises(RuntimeError) as e:
+            mod.save_file(data, out)
+        errors.append((type(e.value), str(e.value)))
+        assert not out.exists()
+        with pytest.raises(RuntimeError) as e:
+            mod.save(data)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1] == errors[2] == errors[3]
+    assert "Cannot copy out of meta tensor" in errors[0][1]

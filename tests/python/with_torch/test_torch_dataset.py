@@ -219,3 +219,37 @@ def test_bad_options_are_value_errors(batch_ds):
         TensorIterableDataset(out, batch_size=0)
     with pytest.raises(FileNotFoundError):
         TensorDataset(os.path.join(out, "missing"))
+
+
+def test_index_lists_are_batches_and_other_indices_are_refused(batch_ds):
+    out, x = batch_ds
+    ds = TensorDataset(out)
+    for index in ([1, 50], (1, 50), torch.tensor([1, 50]), np.array([1, 50])):
+        got = ds[index]
+        assert torch.equal(got["x"], torch.from_numpy(x[[1, 50]])), index
+        assert got["idx"].reshape(-1).tolist() == [1, 50]
+    for bad in (2.7, True, np.float64(1.0), [1.5, 2], [True, False], torch.tensor(1.0)):
+        with pytest.raises(TypeError, match="integers, slices or lists of integers"):
+            ds[bad]
+    assert int(ds[np.int64(3)]["idx"]) == 3 and int(ds[torch.tensor(3)]["idx"]) == 3
+
+
+def test_empty_batches_keep_each_columns_dtype_and_shape(batch_ds):
+    out, _ = batch_ds
+    ds, want = TensorDataset(out), tensorsmith.Dataset(out)[3:3]
+    assert {c: a.shape for c, a in want.items()} == {"idx": (0, 1), "x": (0, 2, 3)}
+    for empty in (ds[3:3], ds[10:3], ds[5:5:2], ds[[]]):
+        assert {c: (str(t.dtype), tuple(t.shape)) for c, t in empty.items()} == {
+            c: (f"torch.{a.dtype}", a.shape) for c, a in want.items()}
+
+
+@pytest.mark.parametrize("n,batch_size,workers", [(12, 4, 2), (13, 4, 2), (50, 8, 3), (3, 4, 2)])
+def test_iterable_len_is_the_number_of_batches_the_loader_yields(tmp_path, n, batch_size,
+                                                                  workers):
+    write_batch(tmp_path / "d", n=n, batch_size=64)
+    ds = TensorIterableDataset(tmp_path / "d", batch_size=batch_size)
+    dl = DataLoader(ds, batch_size=None, num_workers=workers)
+    batches = list(dl)
+    assert len(dl) == len(batches) == -(-n // batch_size)
+    assert seen(batches) == list(range(n))
+    assert sorted(len(b["idx"]) for b in batches)[1:] == [batch_size] * (len(batches) - 1)

@@ -8,8 +8,10 @@ Reading
         .keys() .offset_keys() .metadata() .get_tensor(name) .get_tensors()
         .get_slice(name)[index]   (the reference's indexing rules and error texts)
     load_file(path)  every tensor as a dict;  load(bytes)  the same from bytes
-    Tensors come back as read-only NumPy views of the file's memory map where the dtype
-    allows (no copy); framework="pt" gives PyTorch tensors.
+    Tensors come back as writable NumPy arrays, views of a private copy-on-write map of the
+    file where the dtype allows (no up-front copy; a write never reaches the file), or with
+    `readonly=True` as read-only views of tensorsmith's shared map; framework="pt" gives
+    PyTorch tensors, "tf", "flax" ("jax"), "mlx" and "paddle" that framework's.
 
 Writing (byte-identical to the reference, atomic for files)
     save_file(tensors, path, metadata=None, digest=False);  save(tensors) -> bytes
@@ -42,7 +44,7 @@ import os
 
 import numpy as np
 
-from . import _native, _slicing
+from . import _native, _numpy, _slicing
 from ._checks import (  # noqa: F401
     dataset_clean, dataset_export, dataset_info, dataset_verify, validate, verify,
 )
@@ -58,7 +60,11 @@ SafetensorError = TensorsmithError  # the reference package's name of the base e
 
 __version__ = _native.__version__
 
-_FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt"}
+# The reference's framework names; "tf", "flax", "mlx" and "paddle" tensors are converted
+# from NumPy arrays (that framework is imported only when a tensor is made).
+_FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt",
+               "tf": "tf", "tensorflow": "tf", "jax": "flax", "flax": "flax", "mlx": "mlx",
+               "paddle": "paddle"}
 
 
 def _array(buf, dtype: str, shape, layout: str = "dense") -> np.ndarray:
@@ -75,13 +81,15 @@ def _array(buf, dtype: str, shape, layout: str = "dense") -> np.ndarray:
 def _framework(name):
     try:
         return _FRAMEWORKS[name]
-    except KeyError:
-        raise OptionError(f"framework must be 'np' or 'pt', not {name!r}") from None
+    except (KeyError, TypeError):
+        raise OptionError(f"framework {name} is invalid") from None
 
 
 def _out(arr: np.ndarray, framework: str, dtype: str):
     if framework == "np":
         return arr
+    if framework != "pt":
+        return _numpy.to_framework(arr, framework)
     from ._torch import to_torch
 
     return to_torch(arr, dtype)
@@ -118,6 +126,16 @@ class safe_open:
     sets the transfers: max_concurrency (ranged GETs at once, 10), part_size ("8MiB"),
     max_attempts (5), timeout (seconds per GET, retries included, 60), connect_timeout (10).
 
+    NumPy arrays are writable, as the reference's: views of a private copy-on-write map of a
+    local file (a write copies the page it touches and never reaches the file), else owned.
+    `readonly=True` (framework="np" only) gives read-only views of tensorsmith's shared map
+    instead: no copy and no private pages, for readers that never write.
+    `framework` takes the reference's names: "np" ("numpy"), "pt" ("torch", "pytorch"), and
+    "tf" ("tensorflow"), "flax" ("jax"), "mlx", "paddle", whose tensors are converted from
+    NumPy arrays; such a framework is imported when a tensor is made (when the file is
+    opened for "paddle", as the reference does), so `keys()`, `metadata()` and slice shapes
+    work without it.
+
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"w": np.eye(2, dtype=np.float32)}, "m.safetensors")
         >>> with tensorsmith.safe_open("m.safetensors", framework="np") as f:
@@ -126,14 +144,20 @@ class safe_open:
     """
 
     def __init__(self, filename, framework="np", device="cpu", backend="mmap",
-                 storage_options=None):
+                 storage_options=None, *, readonly=False):
         self._framework = _framework(framework)
-        self._torch = self._device = None
-        if self._framework == "np" and device not in ("cpu", None):
-            raise OptionError(f"device applies to framework='pt'; NumPy arrays are on the "
-                              f"CPU, not {device!r}")
+        self._torch = self._device = self._np = None
+        if self._framework != "pt" and device not in ("cpu", None):
+            raise OptionError(f"device applies to framework='pt'; {framework} tensors are "
+                              f"made on the CPU, not {device!r}")
+        if readonly and self._framework != "np":
+            raise OptionError("readonly=True applies to framework='np'")
         # A missing file is told first, as the reference tells it.
         self._native = _open_native(filename, backend, storage_options)
+        if not readonly:
+            self._np = _numpy.Reader(self._native, backend)
+        if self._framework == "paddle":
+            import paddle  # noqa: F401 - the reference imports it on opening
         if self._framework == "pt":
             from . import _torch
 
@@ -150,7 +174,7 @@ class safe_open:
         return self
 
     def __exit__(self, *exc):
-        self._native = self._torch = None
+        self._native = self._torch = self._np = None
         return False
 
     def _pt(self, names, dequantize=False):
@@ -195,7 +219,8 @@ class safe_open:
         return self._f.info_of(name)[0]
 
     def get_tensor(self, name, dequantize=False):
-        """One tensor (a read-only view of the map where possible): `f.get_tensor("w")`.
+        """One tensor (a copy-on-write view of the map where possible, or with `readonly=True`
+        a read-only view of the shared map): `f.get_tensor("w")`.
         A GGUF block-quantized tensor (layout `ggml:q4_k` …) comes back as its stored blocks
         (a flat uint8 array) unless `dequantize=True`, which gives its values as float32 in the
         tensor's shape, bit-identical to `gguf.quants.dequantize` (types it cannot dequantize,
@@ -207,7 +232,11 @@ class safe_open:
             arr = np.empty(self._f.value_shape(name), dtype=np.float32)
             self._f.dequantize_into(name, arr)
             return _out(arr, self._framework, "F32")
-        arr = _array(self._f.tensor_bytes(name), dtype, shape, layout)
+
+        def shared():
+            return _array(self._f.tensor_bytes(name), dtype, shape, layout)
+
+        arr = shared() if self._np is None else self._np.array(name, shared)
         return _out(arr, self._framework, dtype)
 
     def get_tensors(self, dequantize=False):
@@ -221,8 +250,11 @@ class safe_open:
 
     def get_slice(self, name, dequantize=False):
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
-        Indexes: ints, slices with a positive step, `...`, tuples of those, `[]`; out-of-range
-        indexes are errors (as the reference), never clamped. A GGUF block tensor is sliced as
+        With framework="pt" any index torch takes, with torch's rules (as the reference):
+        slices are clamped to the shape (`[16001:32002]` of 32,001 rows gives the last 16,000),
+        index lists, `None` and masks work. Otherwise the reference's rules for NumPy: ints,
+        slices with a positive step, `...`, tuples of those, `[]`; out-of-range indexes are
+        errors, never clamped. A GGUF block tensor is sliced as
         its stored blocks (U8, shape `[rows, bytes per row]`, as `get_shape` says), or with
         `dequantize=True` as its float32 values (rows of the tensor's own shape)."""
         return _Slice(self, name, dequantize)
@@ -250,25 +282,34 @@ class _Slice:
         """The tensor's dtype name: `f.get_slice("w").get_dtype()` -> `"F32"`."""
         return self._dtype
 
+    def _dequantized(self):
+        """The values made whole (dequantized), to select from."""
+        full = np.empty(self._shape, dtype=np.float32)
+        self._file.dequantize_into(self._name, full)
+        return full
+
+    def _pt(self, index):
+        """torch's indexing of the whole tensor (a view of the map), as the reference."""
+        import torch
+
+        if self._dequantize:
+            full = torch.from_numpy(self._dequantized())
+        else:
+            full = self._torch.tensor(self._name)
+        part = full[index]
+        if self._dequantize:
+            part = part.clone(memory_format=torch.contiguous_format)  # not the whole tensor's
+        elif not part.is_contiguous():
+            part = part.contiguous()
+        return part if self._device.type == "cpu" else part.to(self._device)
+
     def __getitem__(self, index):
+        if self._framework == "pt":
+            return self._pt(index)
         np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
         if self._dequantize:
-            # The values are made whole (dequantized), then the rows selected.
-            full = np.empty(self._shape, dtype=np.float32)
-            self._file.dequantize_into(self._name, full)
-            part = np.array(full[np_index], copy=True)
-            if self._framework == "pt":
-                import torch
-
-                part = torch.from_numpy(part)
-                return part if self._device.type == "cpu" else part.to(self._device)
-            return part
-        if self._framework == "pt":
-            # A view of the map when the selection is contiguous, else a copy.
-            part = self._torch.tensor(self._name)[np_index]
-            if not part.is_contiguous():
-                part = part.contiguous()
-            return part if self._device.type == "cpu" else part.to(self._device)
+            return _out(np.array(self._dequantized()[np_index], copy=True), self._framework,
+                        "F32")
         full = _array(self._file.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
         part = np.array(full[np_index], copy=True)  # owned, C order, 0-d kept
         return _out(part, self._framework, self._dtype)
@@ -278,16 +319,19 @@ class _safe_open_handle(safe_open):
     """`safe_open` of an open file object, under the reference package's private name:
     `_safe_open_handle(f, framework="np")`."""
 
-    def __init__(self, f, framework="np", device="cpu", *, backend="mmap"):
+    def __init__(self, f, framework="np", device="cpu", *, backend="mmap", readonly=False):
         if not (hasattr(f, "read") and hasattr(f, "seek")):
             raise TypeError(f"expected a file object, not {type(f).__name__}")
-        super().__init__(f, framework, device, backend)
+        super().__init__(f, framework, device, backend, readonly=readonly)
 
 
-def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None):
+def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None,
+              *, readonly=False):
     """Every tensor of a file as a dict (name -> array; with framework="pt", tensors on
     `device`: CPU tensors are views of a private mapping of the file, CUDA ones are read
-    through a pinned pipeline straight into their device memory).
+    through a pinned pipeline straight into their device memory). NumPy arrays are writable
+    views of a private copy-on-write map (`sd["w"] *= 2` works and never reaches the file);
+    `readonly=True` gives read-only views of the shared map instead (see `safe_open`).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.save_file({"a": np.arange(3)}, "a.safetensors")
@@ -295,7 +339,7 @@ def load_file(filename, framework="np", backend="mmap", device="cpu", storage_op
         [0, 1, 2]
     """
     with safe_open(filename, framework=framework, backend=backend, device=device,
-                   storage_options=storage_options) as f:
+                   storage_options=storage_options, readonly=readonly) as f:
         return f.get_tensors()
 
 
@@ -349,15 +393,23 @@ def save_file(tensors: dict, filename, metadata=None, *, digest=False,
                            _storage(storage_options))
 
 
-def load(data: bytes, framework="np"):
-    """Tensors of safetensors bytes; the arrays are views of `data`.
+def load(data: bytes, framework="np", *, readonly=False):
+    """Tensors of safetensors bytes, as owned, writable arrays (one copy, as the reference):
+    nothing loaded changes when `data` is reused. With `readonly=True` (framework="np") the
+    arrays are read-only views of `data` when it is immutable (`bytes`), no copy; a mutable
+    buffer (`bytearray`, a writable memoryview) is then copied once, never aliased.
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.load(tensorsmith.save({"a": np.arange(2)}))["a"].tolist()
         [0, 1]
     """
     fw = _framework(framework)
+    if readonly and fw != "np":
+        raise OptionError("readonly=True applies to framework='np'")
     view = memoryview(data)
+    if readonly and not isinstance(view.obj, bytes):
+        data = bytes(view)  # the views must not see later writes to the caller's buffer
+        view = memoryview(data)
     out = {}
     if fw == "pt":
         from ._torch import from_bytes
@@ -365,7 +417,8 @@ def load(data: bytes, framework="np"):
         return {name: from_bytes(view[begin:end], dtype, shape)
                 for name, dtype, shape, begin, end in _native.parse_bytes(data)}
     for name, dtype, shape, begin, end in _native.parse_bytes(data):
-        out[name] = _out(_array(view[begin:end], dtype, shape), fw, dtype)
+        arr = _array(view[begin:end], dtype, shape)
+        out[name] = _out(arr if readonly else np.array(arr, copy=True), fw, dtype)
     return out
 
 
@@ -536,11 +589,11 @@ def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_time
     is written by one thread, since its batches arrive one at a time and in order and shard
     names follow that order: `threads` > 1 is refused for it.
     Options take the connector's names: batch_size or name_col, dtype, columns, shapes,
-    tail_strategy, duplicatesStrategy, target_shard_size_mb, generate_index, kv_separator,
-    f16_rounding, digest. `mode` is "error", "overwrite" or "append". The write commits the
-    dataset's next version under its commit lock (`lock_timeout` seconds of waiting, default
-    600), then removes versions and retired shards older than `retain` seconds (default a
-    day; 0: now). Returns the manifest.
+    tail_strategy, duplicates_strategy (or duplicatesStrategy), target_shard_size_mb,
+    generate_index, kv_separator, f16_rounding, digest. `mode` is "error", "overwrite" or
+    "append". The write commits the dataset's next version under its commit lock
+    (`lock_timeout` seconds of waiting, default 600), then removes versions and retired shards
+    older than `retain` seconds (default a day; 0: now). Returns the manifest.
     `path` may be `s3://bucket/prefix` (or `s3a://`), with `storage_options` (a dict: key,
     secret, token, endpoint_url, region, profile, max_concurrency, part_size…; unset ones
     from the environment and ~/.aws): shards are uploaded to their final names, then the
@@ -727,7 +780,12 @@ class Dataset:
             if step != 1:
                 return self._gather(np.arange(a, b, step))
             return self._batch(a, max(a, b))
-        i = self._index(i)
+        pos = _slicing.positions(i)
+        if isinstance(pos, list):
+            if self.mode != "batch":
+                raise TypeError("index lists are for batch-mode datasets")
+            return self._gather([self._index(p) for p in pos])
+        i = self._index(pos)
         if self.mode == "kv":
             key = self._keys[i]
             return {"key": key, "tensor": self._one(self._r.tensor(key))[1]}

@@ -16,8 +16,21 @@ def option_text(value) -> str:
     return str(value)
 
 
+# snake_case spellings of the connector's camelCase option names, so every option can be
+# written as Python writes the others: `duplicates_strategy="lastWin"`.
+_ALIASES = {"duplicates_strategy": "duplicatesStrategy"}
+
+
 def option_texts(options: dict) -> dict:
-    return {k: option_text(v) for k, v in options.items() if v is not None}
+    out = {}
+    for k, v in options.items():
+        if v is None:
+            continue
+        name = _ALIASES.get(k, k)
+        if name in out:
+            raise OptionError(f"{name} is given twice (as {name} and as {k})")
+        out[name] = option_text(v)
+    return out
 
 
 def storage_pairs(storage_options) -> list:

@@ -3,6 +3,8 @@ with a positive step, `...`, a tuple of those, or an empty list; slices are chec
 the shape, never clamped, and errors carry the reference's texts. One extension: negative
 slice bounds count from the end (the reference refuses them)."""
 
+import operator
+
 from .errors import BadSlice
 
 
@@ -89,3 +91,21 @@ def to_numpy_index(indexers, shape):
                                              f"dimension #{dim_index} of size {dim}")
         out.append(ix if isinstance(ix, int) else slice(start, max(stop, start), ix.step))
     return tuple(out)
+
+
+def positions(index):
+    """A dataset index (`ds[i]`) as an int, or as a list of ints for an index list (a list,
+    tuple, 1-D NumPy array or tensor of integers, as torch's datasets take); a TypeError
+    saying what is accepted for anything else (floats, bools, strings of a batch dataset)."""
+    try:
+        i = operator.index(index)
+    except TypeError:
+        items = index.tolist() if hasattr(index, "tolist") else index
+        if isinstance(items, (list, tuple)) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in items):
+            return list(items)
+    else:
+        if not isinstance(index, bool) and "bool" not in str(getattr(index, "dtype", "")):
+            return i
+    raise TypeError(f"dataset indices are integers, slices or lists of integers, not "
+                    f"{type(index).__name__} ({index!r})")

@@ -138,7 +138,11 @@ class Shards:
         if len(pieces) == 1:
             return pieces[0]
         if not pieces:
-            return {c: torch.empty(0) for c in self.columns}
+            # No samples: each column's dtype and sample shape, as the NumPy Dataset gives.
+            if not self.starts:
+                return {c: torch.empty(0) for c in self.columns}
+            return {c: torch.empty((0, *t.shape[1:]), dtype=t.dtype)
+                    for c, t in self._shard(0)[1].items()}
         return {c: torch.cat([p[c] for p in pieces]) for c in self.columns}
 
 

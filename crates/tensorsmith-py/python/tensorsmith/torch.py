@@ -178,6 +178,11 @@ def _flatten(tensors):
         if t.device.type == "cpu":
             dtype, shape, flat = _as_bytes(name, t)
             out.append((name, dtype, shape, flat.numpy()))
+        elif t.device.type == "meta":
+            # No data to write: torch's own error, as the reference raises it (its copy to
+            # the CPU), before anything is written.
+            t.to("cpu")
+            raise InvalidInput(f"tensor {name!r} is a meta tensor: it has no data to save")
         else:
             # Copied to the host when the writer reaches it, and dropped after.
             dtype, shape = _spec(name, t)

@@ -3,6 +3,7 @@
 
 import torch
 
+from ._slicing import positions
 from ._torch_shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
 
 
@@ -13,7 +14,8 @@ def _in_worker():
 class TensorDataset(torch.utils.data.Dataset):
     """Map-style: `len(ds)`, `ds[i]` a dict column -> CPU tensor, a view of the shard's
     copy-on-write map (no copy; writing to it copies the touched page and never reaches the
-    file), `ds[a:b]` a batch (views within a shard, concatenated across shards).
+    file), `ds[a:b]` a batch (views within a shard, concatenated across shards), `ds[[i, j]]`
+    (a list, 1-D array or tensor of integers) a batch of those samples, stacked.
 
     Batch mode: sample i. KV mode: one sample per name (the tensor key up to its last
     `kv_separator`), `ds[i]` the i-th name in sorted order, `ds.sample(name)` by name; each a
@@ -63,7 +65,10 @@ class TensorDataset(torch.utils.data.Dataset):
             return self._stack(range(a, b, step))
         if isinstance(i, str):
             return self.sample(i)
-        sample = self._s.sample(self._s.index(i))
+        pos = positions(i)
+        if isinstance(pos, list):
+            return self._stack(pos)
+        sample = self._s.sample(self._s.index(pos))
         return shared_copy(sample) if _in_worker() else sample
 
     def __getitems__(self, indices):
@@ -80,6 +85,8 @@ class TensorDataset(torch.utils.data.Dataset):
     def _stack(self, indices):
         samples = [self._s.sample(self._s.index(i)) for i in indices]
         if not samples:
+            if self._s.mode == "batch":
+                return self._s.run(0, 0)  # each column's dtype and sample shape
             return {c: torch.empty(0) for c in self._s.columns}
         if _in_worker():
             return shared_batch(samples)

@@ -19,8 +19,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     on; the order is first padded by repeating its first samples to a multiple of the world
     size (as DistributedSampler does), or cut to one with `drop_last=True`, so every rank gets
     the same number. A rank's samples are then split between its DataLoader workers in
-    contiguous ranges (by `get_worker_info()`), so any number of workers works with any
-    number of shards. Apart from the padding, each sample is read once per epoch across ranks
+    contiguous ranges (by `get_worker_info()`), so any number of workers works with any number
+    of shards; with `batch_size`, the ranges are whole batches of the rank's order (only the
+    last batch may be short), so `len()` is the number of batches a DataLoader yields whatever
+    its `num_workers`. Apart from the padding, each sample is read once per epoch across ranks
     and workers.
 
     Reading: unshuffled, a batch within one shard is a view of its map (outside workers),
@@ -95,7 +97,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         else:
             idx = perm if perm is not None else range(n)
         m = len(idx)
-        lo, hi = m * worker // workers, m * (worker + 1) // workers
+        step = self.batch_size or 1
+        batches = -(-m // step)  # split in whole batches, however many workers
+        lo = batches * worker // workers * step
+        hi = min(batches * (worker + 1) // workers * step, m)
         return idx[lo:hi]
 
     def __len__(self):
