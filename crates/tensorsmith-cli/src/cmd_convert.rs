@@ -51,6 +51,11 @@ pub struct ConvertArgs {
     /// Cast float tensors (F64, F32, F16, BF16) to this safetensors dtype.
     #[arg(long, value_parser = parse_dtype)]
     dtype: Option<DType>,
+    /// Copy tensors without checking the digests the input records (safetensors'
+    /// tensorsmith.digest, zTensor checksums). By default a tensor whose bytes no longer
+    /// match its digest fails the conversion, naming it, and nothing is written.
+    #[arg(long)]
+    no_digest_check: bool,
     /// How casts to F16/BF16 round.
     #[arg(long, value_enum, default_value = "nearest")]
     rounding: RoundingArg,
@@ -127,6 +132,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 
 pub fn run(a: &ConvertArgs) -> u8 {
     let mut opts = ConvertOptions::new()
+        .with_skip_digest_check(a.no_digest_check)
         .with_quantize(a.quantize)
         .with_dtype(a.dtype)
         .with_rounding(match a.rounding {

@@ -6,7 +6,7 @@ use crate::render::printable;
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use tensorsmith::ops::hash::{content_id, structural_id};
+use tensorsmith::ops::hash::{content_id_with, structural_id};
 use tensorsmith::Model;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -23,6 +23,10 @@ pub struct HashArgs {
     /// Also digest every tensor's bytes (reads all data; parallel).
     #[arg(long)]
     content: bool,
+    /// With --content: hash tensors without checking the digests their file records (by
+    /// default a tensor that no longer matches its recorded digest is an error naming it).
+    #[arg(long, requires = "content")]
+    no_digest_check: bool,
     /// Print another tool's hash instead of ours. weight-inspect hashes the one file it is
     /// given: a part of a split GGUF model is hashed alone (ours hashes the whole model).
     #[arg(long, value_enum, conflicts_with = "content")]
@@ -87,7 +91,7 @@ fn line(a: &HashArgs, f: &str, model: &Model) -> tensorsmith::Result<String> {
     }
     let id = structural_id(&model.index);
     let content = if a.content {
-        Some(content_id(model)?)
+        Some(content_id_with(model, !a.no_digest_check)?)
     } else {
         None
     };

@@ -215,6 +215,18 @@ impl File {
         Ok(Some(d))
     }
 
+    /// Checks `name` against the digests its file records (safetensors' `tensorsmith.digest`,
+    /// zTensor checksums), when it records any: `get_tensor` calls it before making the
+    /// tensor, so a flipped bit is an error naming the tensor rather than wrong values.
+    fn check_digests(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let t = self.info(py, name)?;
+        if !self.model.has_digest(t) {
+            return Ok(());
+        }
+        let model = &self.model;
+        py.detach(|| model.check_digests(t)).py_err(py)
+    }
+
     /// A tensor's values as little-endian bytes: a view of the file's map when stored raw
     /// (no copy), else decoded (zstd) or made dense (sparse zTensor objects).
     fn tensor_bytes(&self, py: Python<'_>, name: &str) -> PyResult<Bytes> {

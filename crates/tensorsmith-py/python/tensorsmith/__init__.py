@@ -130,6 +130,9 @@ class safe_open:
     local file (a write copies the page it touches and never reaches the file), else owned.
     `readonly=True` (framework="np" only) gives read-only views of tensorsmith's shared map
     instead: no copy and no private pages, for readers that never write.
+    A tensor whose file records its digest (`tensorsmith.digest`, zTensor checksums) is
+    checked against it by `get_tensor` (a mismatch raises, naming the tensor);
+    `check_digests=False` skips that. Slices are never checked (they read part of a tensor).
     `framework` takes the reference's names: "np" ("numpy"), "pt" ("torch", "pytorch"), and
     "tf" ("tensorflow"), "flax" ("jax"), "mlx", "paddle", whose tensors are converted from
     NumPy arrays; such a framework is imported when a tensor is made (when the file is
@@ -144,8 +147,9 @@ class safe_open:
     """
 
     def __init__(self, filename, framework="np", device="cpu", backend="mmap",
-                 storage_options=None, *, readonly=False):
+                 storage_options=None, *, readonly=False, check_digests=True):
         self._framework = _framework(framework)
+        self._check_digests = check_digests
         self._torch = self._device = self._np = None
         if self._framework != "pt" and device not in ("cpu", None):
             raise OptionError(f"device applies to framework='pt'; {framework} tensors are "
@@ -225,6 +229,8 @@ class safe_open:
         (a flat uint8 array) unless `dequantize=True`, which gives its values as float32 in the
         tensor's shape, bit-identical to `gguf.quants.dequantize` (types it cannot dequantize,
         such as q8_k, raise). For every other tensor `dequantize` changes nothing."""
+        if self._check_digests:
+            self._f.check_digests(name)
         if self._framework == "pt":
             return self._pt([name], dequantize)[name]
         dtype, shape, layout = self._f.info_of(name)
@@ -245,6 +251,9 @@ class safe_open:
         # In the order of the data in the file, as the reference gives them.
         names = self.offset_keys()
         if self._framework == "pt":
+            if self._check_digests:
+                for k in names:
+                    self._f.check_digests(k)
             return self._pt(names, dequantize)
         return {k: self.get_tensor(k, dequantize=dequantize) for k in names}
 
@@ -326,7 +335,7 @@ class _safe_open_handle(safe_open):
 
 
 def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None,
-              *, readonly=False):
+              *, readonly=False, check_digests=True):
     """Every tensor of a file as a dict (name -> array; with framework="pt", tensors on
     `device`: CPU tensors are views of a private mapping of the file, CUDA ones are read
     through a pinned pipeline straight into their device memory). NumPy arrays are writable
@@ -339,7 +348,8 @@ def load_file(filename, framework="np", backend="mmap", device="cpu", storage_op
         [0, 1, 2]
     """
     with safe_open(filename, framework=framework, backend=backend, device=device,
-                   storage_options=storage_options, readonly=readonly) as f:
+                   storage_options=storage_options, readonly=readonly,
+                   check_digests=check_digests) as f:
         return f.get_tensors()
 
 

@@ -4,6 +4,7 @@
 //! and reads through it, whatever the format and wherever the bytes are.
 
 mod checkpoint;
+mod digest_check;
 mod file;
 mod gguf_split;
 mod onnx_external;

@@ -103,6 +103,7 @@ pub fn convert_gguf(
     opts: &ConvertOptions,
 ) -> Result<Vec<(PathBuf, u64)>> {
     let place = |e: Error, t: &TensorInfo| e.at_tensor(&t.name).in_file(Path::new(&input.location));
+    super::digest_guard::before(input, opts)?;
     if let Some(to) = opts.dtype {
         if !matches!(to, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::new(ErrorKind::UnsupportedCast {

@@ -52,6 +52,7 @@ pub fn convert_onnx(
     out: &Path,
     opts: &ConvertOptions,
 ) -> Result<Vec<std::path::PathBuf>> {
+    super::digest_guard::before(input, opts)?;
     let tpath = opts.onnx_template.as_deref().ok_or_else(|| {
         refuse(
             out,

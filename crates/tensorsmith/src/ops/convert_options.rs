@@ -53,12 +53,21 @@ pub struct ConvertOptions {
     pub(crate) allow_extra: bool,
     /// The store settings of an `s3://` output (`--storage-option`, `storage_options=`).
     pub(crate) storage: crate::bytes::StorageOptions,
+    /// Copy tensors without checking the digests their input records (`ops::digest_guard`).
+    pub(crate) skip_digest_check: bool,
 }
 
 impl ConvertOptions {
     /// Safetensors output (zTensor v2 for a `.zt` name), no casts, nothing dropped.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Copy tensors without checking the digests the input records (by default a tensor
+    /// whose bytes no longer match its recorded digest fails the conversion, naming it).
+    pub fn with_skip_digest_check(mut self, yes: bool) -> Self {
+        self.skip_digest_check = yes;
+        self
     }
 
     pub fn with_dtype(mut self, dtype: impl Into<Option<DType>>) -> Self {

@@ -203,6 +203,19 @@ fn write_group(
     opts: &ConvertOptions,
     path: &Path,
 ) -> Result<(u64, AtomicFile)> {
+    super::digest_guard::beside(input, tensors, opts, || {
+        write_group_unchecked(input, tensors, meta, opts, path)
+    })
+}
+
+/// [`write_group`] without the digest check.
+fn write_group_unchecked(
+    input: &Model,
+    tensors: &[&TensorInfo],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+    path: &Path,
+) -> Result<(u64, AtomicFile)> {
     let files: Option<Vec<&std::fs::File>> = tensors
         .iter()
         .map(|t| {

@@ -90,6 +90,7 @@ impl PartSource for ModelPart<'_> {
 
 /// Writes `input` to `out` as zTensor; returns the bytes written.
 pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
+    super::digest_guard::before(input, opts)?;
     ztensor_writer(input, out, opts)?.write_file_with(out, &opts.storage)
 }
 
@@ -104,6 +105,7 @@ pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> 
         ))
         .in_file(existing));
     }
+    super::digest_guard::before(input, opts)?;
     let writer = ztensor_writer(input, existing, opts)?;
     let lock = crate::file_lock::FileLock::acquire(
         &crate::file_lock::beside(existing),

@@ -198,13 +198,24 @@ fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
     Ok(xxh3_128(&digests?.concat()).to_le_bytes())
 }
 
-/// `tc1-` and 64 hex digits: the content digest of every tensor's bytes.
+/// `tc1-` and 64 hex digits: the content digest of every tensor's bytes. A tensor whose file
+/// records its digest is checked against it first (a mismatch is an error naming it).
 pub fn content_id(model: &Model) -> Result<String> {
+    content_id_with(model, true)
+}
+
+/// [`content_id`]; `check_digests: false` hashes tensors without checking recorded digests.
+pub fn content_id_with(model: &Model, check_digests: bool) -> Result<String> {
     let tensors = sorted(&model.index);
     crate::progress::expect(tensors.iter().map(|t| t.byte_len()).sum());
     let digests: Result<Vec<[u8; 16]>> = tensors
         .par_iter()
-        .map(|t| tensor_digest(model, t))
+        .map(|t| {
+            if check_digests {
+                model.check_digests(t)?;
+            }
+            tensor_digest(model, t)
+        })
         .collect();
     let digests = digests?;
     let mut e = Enc(Sha256::new());

@@ -18,6 +18,7 @@ pub mod diff_metrics;
 pub mod diff_page;
 pub mod diff_pairing;
 mod diff_rename;
+mod digest_guard;
 pub mod fp_fit;
 pub mod hash;
 mod html_page;
