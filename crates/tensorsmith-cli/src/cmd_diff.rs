@@ -11,7 +11,7 @@ use tensorsmith::index::MetaValue;
 use tensorsmith::ops::diff::{compare_paired, diff_paired, Diff, TensorDesc};
 use tensorsmith::ops::diff_json::to_json;
 use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
-use tensorsmith::ops::inspect::meta_json;
+use tensorsmith::ops::inspect::meta_text as meta_text_of;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Style {
@@ -159,7 +159,7 @@ fn shape(s: &[u64]) -> String {
 fn meta_text(v: &MetaValue) -> String {
     match v {
         MetaValue::Str(s) => printable(s),
-        other => printable(&meta_json(other).to_string()),
+        other => printable(&meta_text_of(other)),
     }
 }
 

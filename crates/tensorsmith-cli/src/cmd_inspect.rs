@@ -6,7 +6,7 @@ use clap::Args;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use tensorsmith::index::MetaValue;
-use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_json};
+use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_item_text, meta_text};
 
 /// Array metadata longer than this shows its first items and its length (vocabularies).
 const ARRAY_PREVIEW: usize = 8;
@@ -129,17 +129,15 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
             let v = match v {
                 MetaValue::Str(x) => x.clone(),
                 MetaValue::Array(items) if items.len() > ARRAY_PREVIEW => {
-                    let head: Vec<String> = items[..ARRAY_PREVIEW]
-                        .iter()
-                        .map(|x| meta_json(x).to_string())
-                        .collect();
+                    let head: Vec<String> =
+                        items[..ARRAY_PREVIEW].iter().map(meta_item_text).collect();
                     format!(
                         "[{}, … ({} items)]",
                         head.join(", "),
                         grouped(items.len() as u64)
                     )
                 }
-                other => meta_json(other).to_string(),
+                other => meta_text(other),
             };
             let _ = writeln!(s, "  {}: {}", printable(k), printable(&v));
         }

@@ -97,6 +97,33 @@ pub enum MetaValue {
     Map(BTreeMap<String, MetaValue>),
 }
 
+impl MetaValue {
+    /// Equality by value, not by width or rendering: NaN equals NaN (a file equals itself), an
+    /// f32 equals the f64 of the same value (a CBOR float keeps the value, not the width), a
+    /// signed integer equals the unsigned one of the same value, and arrays and maps compare
+    /// item by item.
+    pub fn same_value(&self, other: &MetaValue) -> bool {
+        use MetaValue::*;
+        let float_eq = |p: f64, q: f64| p == q || (p.is_nan() && q.is_nan());
+        match (self, other) {
+            (F32(p), F32(q)) => float_eq(f64::from(*p), f64::from(*q)),
+            (F64(p), F64(q)) => float_eq(*p, *q),
+            (F32(p), F64(q)) | (F64(q), F32(p)) => float_eq(f64::from(*p), *q),
+            (Int(i), UInt(u)) | (UInt(u), Int(i)) => u64::try_from(*i).is_ok_and(|i| i == *u),
+            (Array(p), Array(q)) => {
+                p.len() == q.len() && p.iter().zip(q).all(|(x, y)| x.same_value(y))
+            }
+            (Map(p), Map(q)) => {
+                p.len() == q.len()
+                    && p.iter()
+                        .zip(q)
+                        .all(|((k, x), (l, y))| k == l && x.same_value(y))
+            }
+            _ => self == other,
+        }
+    }
+}
+
 /// How a tensor's elements are laid out across its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {

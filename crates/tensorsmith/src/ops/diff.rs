@@ -162,25 +162,13 @@ pub fn diff_paired(a: &TensorIndex, b: &TensorIndex, p: &Pairing) -> Diff {
         match (a.metadata.get(k), b.metadata.get(k)) {
             (Some(x), None) => d.meta_removed.push((k.clone(), x.clone())),
             (None, Some(y)) => d.meta_added.push((k.clone(), y.clone())),
-            (Some(x), Some(y)) if !meta_eq(x, y) => {
+            (Some(x), Some(y)) if !x.same_value(y) => {
                 d.meta_changed.push((k.clone(), x.clone(), y.clone()))
             }
             _ => {}
         }
     }
     d
-}
-
-/// Metadata equality where NaN equals NaN (a file equals itself).
-fn meta_eq(x: &MetaValue, y: &MetaValue) -> bool {
-    match (x, y) {
-        (MetaValue::F32(p), MetaValue::F32(q)) => p.to_bits() == q.to_bits() || p == q,
-        (MetaValue::F64(p), MetaValue::F64(q)) => p.to_bits() == q.to_bits() || p == q,
-        (MetaValue::Array(p), MetaValue::Array(q)) => {
-            p.len() == q.len() && p.iter().zip(q).all(|(x, y)| meta_eq(x, y))
-        }
-        _ => x == y,
-    }
 }
 
 /// Decodes one little-endian element to f64, for the dtypes whose values it can represent
