@@ -213,8 +213,8 @@ fn plan(t: &TensorInfo, ne: &Shape, opts: &ConvertOptions) -> Result<(GgmlType, 
     }
     if t.layout != Layout::Dense {
         return Err(Error::new(ErrorKind::Unsupported(format!(
-            "a {:?} tensor, which GGUF cannot hold",
-            t.layout
+            "a tensor of layout {}, which GGUF cannot hold",
+            t.layout.name(crate::index::LayoutNames::Message)
         ))));
     }
     let float = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);

@@ -109,10 +109,14 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         if t.layout != Layout::Dense && !(sparse && opts.densify) {
             let what = match &t.layout {
                 Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
-                _ if sparse => {
-                    format!("a sparse {:?} tensor (--densify writes it dense)", t.layout)
-                }
-                other => format!("a {other:?} tensor"),
+                _ if sparse => format!(
+                    "a sparse tensor ({}; --densify writes it dense)",
+                    t.layout.name(crate::index::LayoutNames::Message)
+                ),
+                other => format!(
+                    "a tensor of layout {}",
+                    other.name(crate::index::LayoutNames::Message)
+                ),
             };
             return Err(Error::new(ErrorKind::Unsupported(format!(
                 "{what}, which safetensors cannot hold"

@@ -265,8 +265,9 @@ pub fn compare_paired(d: &mut Diff, a: &Model, b: &Model, p: &Pairing, all: bool
             |x: &TensorInfo| x.layout == Layout::Dense || matches!(x.layout, Layout::Ggml(_));
         if !dense(t) || !dense(u) {
             let why = format!(
-                "values of {:?} and {:?} layouts are not compared",
-                t.layout, u.layout
+                "values of layouts {} and {} are not compared",
+                t.layout.name(crate::index::LayoutNames::Message),
+                u.layout.name(crate::index::LayoutNames::Message)
             );
             d.not_compared.push(skip(why));
             continue;
