@@ -1,6 +1,6 @@
 //! `tensorsmith inspect FILE`: a human summary, or the stable JSON document with `--json`.
 
-use crate::render::{count, grouped, human_bytes, printable};
+use crate::render::{count, grouped, human_bytes, pad_right, printable, width, NAME_COLUMN_MAX};
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::Args;
 use std::fmt::Write as _;
@@ -154,10 +154,10 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
         let names: Vec<String> = ix.tensors.iter().map(|t| printable(&t.name)).collect();
         let w = names
             .iter()
-            .map(|n| n.chars().count())
+            .map(|n| width(n))
             .max()
             .unwrap_or(4)
-            .clamp(4, 80);
+            .clamp(4, NAME_COLUMN_MAX);
         // A split model's tensors name their part (1-based, as the file names count).
         let part_of = |t: &tensorsmith::index::TensorInfo| {
             let f = model.file_of(t);
@@ -170,8 +170,8 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
         let split = model.split().is_some();
         let _ = writeln!(
             s,
-            "\n  {:<w$}  {:<11} {:<20} {:>12}{}",
-            "name",
+            "\n  {}  {:<11} {:<20} {:>12}{}",
+            pad_right("name", w),
             "dtype",
             "shape",
             "bytes",
@@ -186,8 +186,8 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
             };
             let _ = writeln!(
                 s,
-                "  {:<w$}  {:<11} {:<20} {:>12}{part}",
-                n,
+                "  {}  {:<11} {:<20} {:>12}{part}",
+                pad_right(n, w),
                 t.type_name(),
                 shape,
                 grouped(t.byte_len())
