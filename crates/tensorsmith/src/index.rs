@@ -447,6 +447,17 @@ impl TensorIndex {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn metadata_values_compare_by_value() {
+        use super::MetaValue::*;
+        assert!(F32(f32::NAN).same_value(&F64(f64::NAN)));
+        assert!(F32(0.1).same_value(&F64(f64::from(0.1f32))));
+        assert!(!F32(f32::INFINITY).same_value(&F32(f32::NEG_INFINITY)));
+        assert!(Int(7).same_value(&UInt(7)) && !Int(-1).same_value(&UInt(u64::MAX)));
+        assert!(Array(vec![F32(f32::NAN)]).same_value(&Array(vec![F64(f64::NAN)])));
+        assert!(!Str("1".into()).same_value(&Int(1)));
+    }
+
     use super::*;
     use LayoutNames::*;
 

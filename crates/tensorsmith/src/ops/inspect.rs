@@ -207,3 +207,27 @@ pub fn inspect_json_text(path: &Path, model: &Model) -> String {
 pub fn bits_per_weight(bytes: u64, elements: u64) -> Option<f64> {
     (elements > 0).then(|| bytes as f64 * 8.0 / elements as f64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MetaValue::*;
+
+    #[test]
+    fn floats_json_cannot_hold_are_spelled_not_null() {
+        let v = Array(vec![
+            F32(0.0),
+            F32(f32::NEG_INFINITY),
+            F64(f64::NAN),
+            F64(f64::INFINITY),
+        ]);
+        assert_eq!(meta_json(&v), json!([0.0, "-Infinity", "NaN", "Infinity"]));
+        assert_eq!(meta_text(&v), "[0.0,-inf,nan,inf]");
+        assert_eq!(meta_text(&F32(f32::NAN)), "nan");
+        assert_eq!(meta_text(&F32(0.1)), "0.1");
+        assert_eq!(meta_text(&Str("nan".into())), "nan");
+        assert_eq!(meta_item_text(&Str("a".into())), "\"a\"");
+        let m = Map([("k".to_string(), F64(f64::NEG_INFINITY))].into());
+        assert_eq!(meta_text(&m), "{\"k\":-inf}");
+    }
+}
