@@ -11,7 +11,7 @@ use tensorsmith::index::MetaValue;
 use tensorsmith::ops::diff::{compare_paired, diff_paired, Diff, TensorDesc};
 use tensorsmith::ops::diff_json::to_json;
 use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
-use tensorsmith::ops::inspect::meta_json;
+use tensorsmith::ops::inspect::meta_text as meta_text_of;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Style {
@@ -94,8 +94,8 @@ pub fn run(a: &DiffArgs) -> u8 {
     let mut d = diff_paired(&ma.index, &mb.index, &pairing);
     if a.values {
         let show = a.progress.shows();
-        // The page shows every pair, identical ones too.
-        let all = a.all || a.html.is_some();
+        // The page and the JSON list every pair, identical ones too (with zero error).
+        let all = a.all || a.html.is_some() || a.json || a.format == Style::Json;
         let (r, took) = crate::progress_view::with_bar(show, "diff", || {
             compare_paired(&mut d, &ma, &mb, &pairing, all)
         });
@@ -159,7 +159,7 @@ fn shape(s: &[u64]) -> String {
 fn meta_text(v: &MetaValue) -> String {
     match v {
         MetaValue::Str(s) => printable(s),
-        other => printable(&meta_json(other).to_string()),
+        other => printable(&meta_text_of(other)),
     }
 }
 
@@ -263,10 +263,10 @@ fn text(a: &str, b: &str, d: &Diff) -> String {
     }
     let _ = writeln!(
         s,
-        "{} added, {} removed, {} changed tensors; {} added, {} removed, {} changed metadata{}",
+        "{} added, {} removed, {}; {} added, {} removed, {} changed metadata{}",
         d.added.len(),
         d.removed.len(),
-        d.changed.len(),
+        crate::render::count(d.changed.len(), "changed tensor"),
         d.meta_added.len(),
         d.meta_removed.len(),
         d.meta_changed.len(),

@@ -1,12 +1,12 @@
 //! `tensorsmith inspect FILE`: a human summary, or the stable JSON document with `--json`.
 
-use crate::render::{count, grouped, human_bytes, printable};
+use crate::render::{count, grouped, human_bytes, pad_right, printable, width, NAME_COLUMN_MAX};
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::Args;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use tensorsmith::index::MetaValue;
-use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_json};
+use tensorsmith::ops::inspect::{bits_per_weight, inspect_json_text, meta_item_text, meta_text};
 
 /// Array metadata longer than this shows its first items and its length (vocabularies).
 const ARRAY_PREVIEW: usize = 8;
@@ -129,17 +129,15 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
             let v = match v {
                 MetaValue::Str(x) => x.clone(),
                 MetaValue::Array(items) if items.len() > ARRAY_PREVIEW => {
-                    let head: Vec<String> = items[..ARRAY_PREVIEW]
-                        .iter()
-                        .map(|x| meta_json(x).to_string())
-                        .collect();
+                    let head: Vec<String> =
+                        items[..ARRAY_PREVIEW].iter().map(meta_item_text).collect();
                     format!(
                         "[{}, … ({} items)]",
                         head.join(", "),
                         grouped(items.len() as u64)
                     )
                 }
-                other => meta_json(other).to_string(),
+                other => meta_text(other),
             };
             let _ = writeln!(s, "  {}: {}", printable(k), printable(&v));
         }
@@ -156,10 +154,10 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
         let names: Vec<String> = ix.tensors.iter().map(|t| printable(&t.name)).collect();
         let w = names
             .iter()
-            .map(|n| n.chars().count())
+            .map(|n| width(n))
             .max()
             .unwrap_or(4)
-            .clamp(4, 80);
+            .clamp(4, NAME_COLUMN_MAX);
         // A split model's tensors name their part (1-based, as the file names count).
         let part_of = |t: &tensorsmith::index::TensorInfo| {
             let f = model.file_of(t);
@@ -172,8 +170,8 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
         let split = model.split().is_some();
         let _ = writeln!(
             s,
-            "\n  {:<w$}  {:<11} {:<20} {:>12}{}",
-            "name",
+            "\n  {}  {:<11} {:<20} {:>12}{}",
+            pad_right("name", w),
             "dtype",
             "shape",
             "bytes",
@@ -188,8 +186,8 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
             };
             let _ = writeln!(
                 s,
-                "  {:<w$}  {:<11} {:<20} {:>12}{part}",
-                n,
+                "  {}  {:<11} {:<20} {:>12}{part}",
+                pad_right(n, w),
                 t.type_name(),
                 shape,
                 grouped(t.byte_len())

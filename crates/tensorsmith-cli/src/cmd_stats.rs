@@ -5,7 +5,7 @@
 //! (`--allow-zero GLOB` exempts). Exit 0 done (and checks passed), 1 a check failed, 2 error.
 
 use crate::progress_view::{size_and_time, with_bar, QuietArgs};
-use crate::render::{count, grouped, printable};
+use crate::render::{count, grouped, pad_left, pad_right, printable, width, NAME_COLUMN_MAX};
 use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
@@ -200,28 +200,29 @@ fn table(report: &StatsReport) -> String {
     .map(|s| s.to_string())
     .collect();
     let rows: Vec<Vec<String>> = report.tensors.iter().map(row).collect();
-    let mut width = vec![0usize; head.len()];
+    // Each column as wide as its widest cell in terminal columns, except that the name
+    // column stops at NAME_COLUMN_MAX (a longer name shifts only its own row).
+    let mut widths = vec![0usize; head.len()];
     for r in std::iter::once(&head).chain(&rows) {
         // A "not measured" row's last cell spans the rest.
-        if r.len() < head.len() {
-            for (w, c) in width.iter_mut().zip(&r[..r.len() - 1]) {
-                *w = (*w).max(c.chars().count());
-            }
-            continue;
-        }
-        for (w, c) in width.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
+        let cells = if r.len() < head.len() {
+            &r[..r.len() - 1]
+        } else {
+            &r[..]
+        };
+        for (w, c) in widths.iter_mut().zip(cells) {
+            *w = (*w).max(width(c));
         }
     }
+    widths[0] = widths[0].min(NAME_COLUMN_MAX.max(width(&head[0])));
     let mut s = String::new();
     for r in std::iter::once(&head).chain(&rows) {
         let mut line = String::new();
         for (i, c) in r.iter().enumerate() {
-            let pad = width[i].saturating_sub(c.chars().count());
             if i == 0 || i == 1 || r.len() < head.len() && i == r.len() - 1 {
-                let _ = write!(line, "{c}{}  ", " ".repeat(pad));
+                let _ = write!(line, "{}  ", pad_right(c, widths[i]));
             } else {
-                let _ = write!(line, "{}{c}  ", " ".repeat(pad));
+                let _ = write!(line, "{}  ", pad_left(c, widths[i]));
             }
         }
         let _ = writeln!(s, "{}", line.trim_end());

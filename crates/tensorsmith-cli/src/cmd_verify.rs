@@ -1,6 +1,7 @@
 //! `tensorsmith verify FILE|URL...`: checks every digest a file records (zTensor: every
-//! part's crc32c, sha256 or xxh3, decoding compressed parts) and every data rule the reader
-//! leaves to a full read. Formats without digests are validated and reported as having none.
+//! part's crc32c, sha256 or xxh3, decoding compressed parts; safetensors: the per-tensor
+//! digests of `tensorsmith.digest`; ONNX: data files' `checksum`) and every data rule the
+//! reader leaves to a full read. Formats without digests are validated and reported as having none.
 //! Exit 0 when all check out, 1 when any digest or rule fails, 2 when a file cannot be read.
 
 use crate::progress_view::{size_and_time, with_bar, QuietArgs};

@@ -63,7 +63,8 @@ enum Command {
     /// Rewrite a model as safetensors (one file or shards), zTensor (0.1, 1.1, 2) or GGUF
     /// (one file or split parts), optionally casting float tensors to another dtype.
     Convert(cmd_convert::ConvertArgs),
-    /// Check every digest a file records (zTensor) and the data rules a full read enforces.
+    /// Check every digest a file records (zTensor parts, safetensors `tensorsmith.digest`, ONNX
+    /// checksums) and the data rules a full read enforces.
     Verify(cmd_verify::VerifyArgs),
     /// Compare two models (any formats, files or URLs): tensors, metadata, and with --values
     /// the values. Exit 0 same, 1 different, 2 error.

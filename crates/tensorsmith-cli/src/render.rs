@@ -17,6 +17,25 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
+/// The widest a table's name column grows: a longer name pushes only its own row's cells
+/// along, instead of padding every row to it.
+pub const NAME_COLUMN_MAX: usize = 80;
+
+/// The columns `s` takes on a terminal (East Asian wide characters take two).
+pub fn width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// `s` followed by spaces up to `w` columns (nothing when it is wider).
+pub fn pad_right(s: &str, w: usize) -> String {
+    format!("{s}{}", " ".repeat(w.saturating_sub(width(s))))
+}
+
+/// Spaces up to `w` columns, then `s` (right-aligned).
+pub fn pad_left(s: &str, w: usize) -> String {
+    format!("{}{s}", " ".repeat(w.saturating_sub(width(s))))
+}
+
 /// 1234567 → "1,234,567".
 pub fn grouped(n: u64) -> String {
     let s = n.to_string();

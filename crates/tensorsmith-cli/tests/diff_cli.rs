@@ -173,8 +173,17 @@ fn gguf_against_safetensors_with_the_same_plain_tensors() {
     assert_eq!(removed, ["q4_0", "q8_0"]);
     assert_eq!(v["tensors"]["changed"], serde_json::json!([]));
     assert!(v["metadata"]["removed"].as_array().unwrap().len() > 20);
-    // Same bytes in the same layout: nothing listed without --all, nothing not compared.
-    assert_eq!(v["values"]["compared"], serde_json::json!([]));
+    // Same bytes in the same layout: every pair listed as identical with zero error, nothing
+    // not compared.
+    let compared = v["values"]["compared"].as_array().unwrap();
+    assert_eq!(compared.len(), 8, "{compared:?}");
+    for c in compared {
+        assert_eq!(
+            (&c["identical"], &c["max_abs_diff"]),
+            (&true.into(), &0.0.into()),
+            "{c}"
+        );
+    }
     assert_eq!(v["values"]["not_compared"], serde_json::json!([]));
 }
 

@@ -97,6 +97,33 @@ pub enum MetaValue {
     Map(BTreeMap<String, MetaValue>),
 }
 
+impl MetaValue {
+    /// Equality by value, not by width or rendering: NaN equals NaN (a file equals itself), an
+    /// f32 equals the f64 of the same value (a CBOR float keeps the value, not the width), a
+    /// signed integer equals the unsigned one of the same value, and arrays and maps compare
+    /// item by item.
+    pub fn same_value(&self, other: &MetaValue) -> bool {
+        use MetaValue::*;
+        let float_eq = |p: f64, q: f64| p == q || (p.is_nan() && q.is_nan());
+        match (self, other) {
+            (F32(p), F32(q)) => float_eq(f64::from(*p), f64::from(*q)),
+            (F64(p), F64(q)) => float_eq(*p, *q),
+            (F32(p), F64(q)) | (F64(q), F32(p)) => float_eq(f64::from(*p), *q),
+            (Int(i), UInt(u)) | (UInt(u), Int(i)) => u64::try_from(*i).is_ok_and(|i| i == *u),
+            (Array(p), Array(q)) => {
+                p.len() == q.len() && p.iter().zip(q).all(|(x, y)| x.same_value(y))
+            }
+            (Map(p), Map(q)) => {
+                p.len() == q.len()
+                    && p.iter()
+                        .zip(q)
+                        .all(|((k, x), (l, y))| k == l && x.same_value(y))
+            }
+            _ => self == other,
+        }
+    }
+}
+
 /// How a tensor's elements are laid out across its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {
@@ -420,6 +447,17 @@ impl TensorIndex {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn metadata_values_compare_by_value() {
+        use super::MetaValue::*;
+        assert!(F32(f32::NAN).same_value(&F64(f64::NAN)));
+        assert!(F32(0.1).same_value(&F64(f64::from(0.1f32))));
+        assert!(!F32(f32::INFINITY).same_value(&F32(f32::NEG_INFINITY)));
+        assert!(Int(7).same_value(&UInt(7)) && !Int(-1).same_value(&UInt(u64::MAX)));
+        assert!(Array(vec![F32(f32::NAN)]).same_value(&Array(vec![F64(f64::NAN)])));
+        assert!(!Str("1".into()).same_value(&Int(1)));
+    }
+
     use super::*;
     use LayoutNames::*;
 

@@ -244,6 +244,11 @@ pub enum ErrorKind {
     UnsupportedDtype(String),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// Two values for one metadata key where the output holds one: a GGUF input carrying a key
+    /// both as itself and under the output format's prefix, or `convert --append` adding a key
+    /// the file already has with another value.
+    #[error("metadata key '{key}': {detail}")]
+    MetadataConflict { key: String, detail: String },
     #[error("cannot cast {from} to {to}")]
     UnsupportedCast { from: String, to: String },
 }

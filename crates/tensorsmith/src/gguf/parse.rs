@@ -166,7 +166,7 @@ pub(super) fn parse(buf: &[u8], file_len: u64, opts: &OpenOptions) -> Result<Ggu
     let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
         None => DEFAULT_ALIGNMENT,
         Some((_, GgufValue::U32(a))) if a.is_power_of_two() => u64::from(*a),
-        Some((_, v)) => return Err(rule(GgufRule::BadAlignment(format!("{v:?}")))),
+        Some((_, v)) => return Err(rule(GgufRule::BadAlignment(v.describe()))),
     };
 
     // Smallest tensor info: name length, empty name, n_dims, type, offset.

@@ -134,6 +134,27 @@ impl GgufValue {
         }
     }
 
+    /// The value as messages show it: its type's gguf-py name and the value (`UINT32 48`,
+    /// `STRING "x"`, `ARRAY of 3 INT32`), never Rust's debug text.
+    pub fn describe(&self) -> String {
+        let ty = self.value_type().name();
+        match self {
+            GgufValue::U8(v) => format!("{ty} {v}"),
+            GgufValue::I8(v) => format!("{ty} {v}"),
+            GgufValue::U16(v) => format!("{ty} {v}"),
+            GgufValue::I16(v) => format!("{ty} {v}"),
+            GgufValue::U32(v) => format!("{ty} {v}"),
+            GgufValue::I32(v) => format!("{ty} {v}"),
+            GgufValue::U64(v) => format!("{ty} {v}"),
+            GgufValue::I64(v) => format!("{ty} {v}"),
+            GgufValue::F32(v) => format!("{ty} {v}"),
+            GgufValue::F64(v) => format!("{ty} {v}"),
+            GgufValue::Bool(v) => format!("{ty} {v}"),
+            GgufValue::String(s) => format!("{ty} {s:?}"),
+            GgufValue::Array(a) => format!("{ty} of {} {}", a.len(), a.element_type().name()),
+        }
+    }
+
     pub fn as_str(&self) -> Option<&str> {
         match self {
             GgufValue::String(s) => Some(s),

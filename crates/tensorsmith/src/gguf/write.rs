@@ -118,7 +118,7 @@ impl<'a> Writer<'a> {
             None => Ok(DEFAULT_ALIGNMENT),
             Some((_, GgufValue::U32(a))) if a.is_power_of_two() => Ok(u64::from(*a)),
             Some((_, v)) => Err(Error::new(ErrorKind::Gguf(GgufRule::BadAlignment(
-                format!("{v:?}"),
+                v.describe(),
             )))),
         }
     }

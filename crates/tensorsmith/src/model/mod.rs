@@ -135,8 +135,8 @@ impl Model {
             return Err(self
                 .file_of(t)
                 .at(Error::new(ErrorKind::Unsupported(format!(
-                    "{:?} tensors have no single run of values (read their parts)",
-                    t.layout
+                    "tensors of layout {} have no single run of values (read their parts)",
+                    t.layout.name(crate::index::LayoutNames::Message)
                 )))
                 .at_tensor(&t.name)));
         }

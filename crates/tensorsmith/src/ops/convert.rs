@@ -13,9 +13,12 @@ use crate::model::Model;
 use std::path::{Path, PathBuf};
 
 /// Whether `out` is written as zTensor: a zTensor version was asked for, or its name ends in
-/// `.zt`.
+/// `.zt` (any case).
 pub fn writes_ztensor(out: &Path, opts: &ConvertOptions) -> bool {
-    opts.zt_version.is_some() || out.extension().is_some_and(|e| e == "zt")
+    opts.zt_version.is_some()
+        || out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("zt"))
 }
 
 /// Refuses an `s3://` output the sink cannot write as one object (several files, a lock
@@ -65,6 +68,12 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
     }
     if writes_gguf(out) && opts.zt_version.is_some() {
         return refuse("a zTensor version contradicts an output name ending in .gguf (GGUF): name the output .zt, or drop the version");
+    }
+    let safetensors_name = out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
+    if safetensors_name && opts.zt_version.is_some() {
+        return refuse("a zTensor version contradicts an output name ending in .safetensors: name the output .zt, or drop the version");
     }
     if writes_gguf(out) {
         if opts.append || opts.compression.is_some() || opts.digest.is_some() {

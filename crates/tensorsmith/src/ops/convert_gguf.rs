@@ -20,7 +20,7 @@ use crate::ggml_type::GgmlType;
 use crate::gguf::{self, GgufValue};
 use crate::index::{Format, Layout, Shape, TensorInfo};
 use crate::model::Model;
-use crate::ops::dequantize;
+use crate::ops::{dequantize, meta_carry};
 use crate::safetensors::digest_record::DIGEST_KEY;
 use crate::safetensors::TensorData;
 use crate::OpenOptions;
@@ -151,19 +151,14 @@ pub fn convert_gguf(
             for (k, v) in &opts.gguf_set {
                 w.set(k.clone(), v.clone());
             }
-            let prefix = match input.index.format {
-                Format::Safetensors => "safetensors.metadata.",
-                Format::Ztensor { .. } => "ztensor.metadata.",
-                Format::Gguf { .. } => "gguf.metadata.",
-                // Already namespaced (`onnx.ir_version`).
-                Format::Onnx { .. } => "",
-            };
-            // A digest record describes the input's bytes, not the output's: dropped.
+            let prefix = meta_carry::gguf_prefix(&input.index.format);
+            // A digest record describes the input's bytes, not the output's, and a write id
+            // one write of a checkpoint: neither is carried.
             let carried = input
                 .index
                 .metadata
                 .iter()
-                .filter(|(k, _)| *k != DIGEST_KEY);
+                .filter(|(k, _)| *k != DIGEST_KEY && meta_carry::carried(k));
             for (k, v) in carried {
                 let key = format!("{prefix}{k}");
                 if !opts.gguf_set.iter().any(|(s, _)| *s == key) {
@@ -219,8 +214,8 @@ fn plan(t: &TensorInfo, ne: &Shape, opts: &ConvertOptions) -> Result<(GgmlType, 
     }
     if t.layout != Layout::Dense {
         return Err(Error::new(ErrorKind::Unsupported(format!(
-            "a {:?} tensor, which GGUF cannot hold",
-            t.layout
+            "a tensor of layout {}, which GGUF cannot hold",
+            t.layout.name(crate::index::LayoutNames::Message)
         ))));
     }
     let float = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);

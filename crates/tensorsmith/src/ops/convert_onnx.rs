@@ -114,7 +114,10 @@ pub fn convert_onnx(
             return Err(refuse(
                 out,
                 Some(&t.name),
-                format!("a {:?} tensor cannot fill an ONNX initializer", src.layout),
+                format!(
+                    "a tensor of layout {} cannot fill an ONNX initializer",
+                    src.layout.name(crate::index::LayoutNames::Message)
+                ),
             ));
         }
         let castable = opts.dtype == Some(t.dtype)

@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::file_lock::{self, FileLock};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
-use crate::ops::{dequantize, write_id};
+use crate::ops::{dequantize, meta_carry, write_id};
 use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
 use crate::sink::{write_atomically, AtomicFile};
 use std::collections::BTreeMap;
@@ -109,10 +109,14 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
         if t.layout != Layout::Dense && !(sparse && opts.densify) {
             let what = match &t.layout {
                 Layout::Ggml(g) => format!("a {g} (ggml block-quantized) tensor"),
-                _ if sparse => {
-                    format!("a sparse {:?} tensor (--densify writes it dense)", t.layout)
-                }
-                other => format!("a {other:?} tensor"),
+                _ if sparse => format!(
+                    "a sparse tensor ({}; --densify writes it dense)",
+                    t.layout.name(crate::index::LayoutNames::Message)
+                ),
+                other => format!(
+                    "a tensor of layout {}",
+                    other.name(crate::index::LayoutNames::Message)
+                ),
             };
             return Err(Error::new(ErrorKind::Unsupported(format!(
                 "{what}, which safetensors cannot hold"
@@ -126,13 +130,14 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
                 .in_file(Path::new(&input.location)));
         }
     }
-    // A checkpoint's write id is not carried: a sharded output gets its own.
-    let meta: BTreeMap<String, String> = index
-        .metadata
-        .iter()
-        .filter(|(k, _)| *k != write_id::WRITE_ID_KEY)
-        .map(|(k, v)| (k.clone(), crate::ops::inspect::meta_text(v)))
-        .collect();
+    // A checkpoint's write id is not carried: a sharded output gets its own. A GGUF file
+    // written from safetensors gives back its `__metadata__` keys.
+    let meta: BTreeMap<String, String> =
+        meta_carry::restored(index, meta_carry::SAFETENSORS_PREFIX)
+            .map_err(|e| e.in_file(Path::new(&input.location)))?
+            .iter()
+            .map(|(k, v)| (k.clone(), crate::ops::inspect::meta_text(v)))
+            .collect();
     let tensors: Vec<&TensorInfo> = index.tensors.iter().filter(|t| !skipped(t)).collect();
     let groups = match opts.shard_size {
         None => vec![tensors],

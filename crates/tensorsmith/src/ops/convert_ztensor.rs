@@ -12,6 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, TensorInfo, ZtVersion};
 use crate::model::Model;
 use crate::ops::inspect::meta_text;
+use crate::ops::meta_carry;
 use crate::ztensor::{Compression, PartData, PartSource, WriteOptions, Writer};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -111,9 +112,40 @@ pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> 
         &crate::file_lock::beside(existing),
         crate::file_lock::DEFAULT_LOCK_TIMEOUT,
     )?;
-    let written = crate::ztensor::append(existing, writer);
+    let written =
+        refuse_conflicts(existing, &writer).and_then(|()| crate::ztensor::append(existing, writer));
     lock.release_and_remove();
     written
+}
+
+/// A file keeps one value per metadata key: an appended key the file has with another value
+/// is refused (the writer underneath would keep the file's silently), naming both values.
+fn refuse_conflicts(existing: &Path, w: &Writer<'_>) -> Result<()> {
+    let at = |e: Error| e.in_file(existing);
+    let file = crate::ztensor::open(existing, &crate::OpenOptions::new()).map_err(at)?;
+    for (k, v) in w.attributes() {
+        match file.index().metadata.get(k) {
+            Some(old) if !old.same_value(v) => {
+                return Err(at(Error::new(ErrorKind::MetadataConflict {
+                    key: k.clone(),
+                    detail: format!(
+                        "append: the file has {} and the input {} (a file keeps one value per key: change or remove it in the input)",
+                        shown(old),
+                        shown(v)
+                    ),
+                })))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn shown(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Str(s) => serde_json::Value::String(s.clone()).to_string(),
+        other => meta_text(other),
+    }
 }
 
 /// A writer holding every tensor of `input`, its bytes to be read as the writer reaches them.
@@ -127,25 +159,26 @@ fn ztensor_writer<'m>(input: &'m Model, out: &Path, opts: &ConvertOptions) -> Re
             .with_digest(opts.digest),
     );
     let index = &input.index;
-    if !index.metadata.is_empty() {
+    // A GGUF file written from zTensor gives back its keys; a write id is not carried.
+    let metadata = meta_carry::restored(index, meta_carry::ZTENSOR_PREFIX).map_err(at)?;
+    if !metadata.is_empty() {
         if version == ZtVersion::V0_1 {
             if !opts.drop_metadata {
                 return Err(at(Error::new(ErrorKind::Unsupported(format!(
                     "zTensor v0.1 has no file metadata and this model has {} keys (--drop-metadata drops them)",
-                    index.metadata.len()
+                    metadata.len()
                 )))));
             }
         } else if version == ZtVersion::V1_1 {
             // 1.1 readers take text values only: typed ones go as their JSON text, as they
             // do to safetensors.
-            let text = index
-                .metadata
+            let text = metadata
                 .iter()
                 .map(|(k, v)| (k.clone(), MetaValue::Str(meta_text(v))))
                 .collect();
             w.set_attributes(text).map_err(at)?;
         } else {
-            w.set_attributes(index.metadata.clone()).map_err(at)?;
+            w.set_attributes(metadata).map_err(at)?;
         }
     }
     for t in index.tensors.iter().filter(|t| !skipped(t)) {

@@ -165,7 +165,10 @@ pub fn densify(model: &Model, t: &TensorInfo) -> Result<(DType, Vec<u8>)> {
         ref other => {
             return Err(err(
                 t,
-                format!("{other:?} tensors cannot be densified (only sparse CSR and COO)"),
+                format!(
+                    "tensors of layout {} cannot be densified (only sparse CSR and COO)",
+                    other.name(crate::index::LayoutNames::Message)
+                ),
             ))
         }
     }

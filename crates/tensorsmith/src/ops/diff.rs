@@ -162,7 +162,7 @@ pub fn diff_paired(a: &TensorIndex, b: &TensorIndex, p: &Pairing) -> Diff {
         match (a.metadata.get(k), b.metadata.get(k)) {
             (Some(x), None) => d.meta_removed.push((k.clone(), x.clone())),
             (None, Some(y)) => d.meta_added.push((k.clone(), y.clone())),
-            (Some(x), Some(y)) if !meta_eq(x, y) => {
+            (Some(x), Some(y)) if !x.same_value(y) => {
                 d.meta_changed.push((k.clone(), x.clone(), y.clone()))
             }
             _ => {}
@@ -171,20 +171,9 @@ pub fn diff_paired(a: &TensorIndex, b: &TensorIndex, p: &Pairing) -> Diff {
     d
 }
 
-/// Metadata equality where NaN equals NaN (a file equals itself).
-fn meta_eq(x: &MetaValue, y: &MetaValue) -> bool {
-    match (x, y) {
-        (MetaValue::F32(p), MetaValue::F32(q)) => p.to_bits() == q.to_bits() || p == q,
-        (MetaValue::F64(p), MetaValue::F64(q)) => p.to_bits() == q.to_bits() || p == q,
-        (MetaValue::Array(p), MetaValue::Array(q)) => {
-            p.len() == q.len() && p.iter().zip(q).all(|(x, y)| meta_eq(x, y))
-        }
-        _ => x == y,
-    }
-}
-
 /// Decodes one little-endian element to f64, for the dtypes whose values it can represent
-/// (every integer up to 2^53 exactly; 64-bit integers beyond that approximately).
+/// (every integer up to 2^53 exactly; 64-bit integers beyond that approximately, so integer
+/// pairs are also compared exactly, through `IntDecoder`).
 type Decoder = (usize, fn(&[u8]) -> f64);
 
 fn decoder(d: DType) -> Option<Decoder> {
@@ -212,6 +201,24 @@ fn decoder(d: DType) -> Option<Decoder> {
         DType::U64 => (8, |b| u64::from_le_bytes(b[..8].try_into().unwrap()) as f64),
         DType::I64 => (8, |b| i64::from_le_bytes(b[..8].try_into().unwrap()) as f64),
         DType::F64 => (8, |b| f64::from_le_bytes(b[..8].try_into().unwrap())),
+        _ => return None,
+    })
+}
+
+/// Decodes one little-endian integer element exactly (64-bit ones too, which f64 cannot hold
+/// beyond 2^53).
+type IntDecoder = fn(&[u8]) -> i128;
+
+fn int_decoder(d: DType) -> Option<IntDecoder> {
+    Some(match d {
+        DType::BOOL | DType::U8 => |b| i128::from(b[0]),
+        DType::I8 => |b| i128::from(b[0] as i8),
+        DType::U16 => |b| i128::from(u16::from_le_bytes([b[0], b[1]])),
+        DType::I16 => |b| i128::from(i16::from_le_bytes([b[0], b[1]])),
+        DType::U32 => |b| i128::from(u32::from_le_bytes(b[..4].try_into().unwrap())),
+        DType::I32 => |b| i128::from(i32::from_le_bytes(b[..4].try_into().unwrap())),
+        DType::U64 => |b| i128::from(u64::from_le_bytes(b[..8].try_into().unwrap())),
+        DType::I64 => |b| i128::from(i64::from_le_bytes(b[..8].try_into().unwrap())),
         _ => return None,
     })
 }
@@ -258,8 +265,9 @@ pub fn compare_paired(d: &mut Diff, a: &Model, b: &Model, p: &Pairing, all: bool
             |x: &TensorInfo| x.layout == Layout::Dense || matches!(x.layout, Layout::Ggml(_));
         if !dense(t) || !dense(u) {
             let why = format!(
-                "values of {:?} and {:?} layouts are not compared",
-                t.layout, u.layout
+                "values of layouts {} and {} are not compared",
+                t.layout.name(crate::index::LayoutNames::Message),
+                u.layout.name(crate::index::LayoutNames::Message)
             );
             d.not_compared.push(skip(why));
             continue;
@@ -312,6 +320,15 @@ pub fn compare_paired(d: &mut Diff, a: &Model, b: &Model, p: &Pairing, all: bool
             None => (va.iter(), vb.iter()),
         };
         let mut v = compare_iter(&t.name, ia, ib);
+        // Integers on both sides: which elements differ, and by how much, counted exactly.
+        let ints = match order {
+            Some(o) if o.in_b => va.ints().zip(vb.int_rows(o)),
+            Some(o) => va.int_rows(o).zip(vb.ints()),
+            None => va.ints().zip(vb.ints()),
+        };
+        if let Some((ia, ib)) = ints {
+            count_int_differences(&mut v, ia, ib);
+        }
         v.b_name = b_name;
         v.reordered = order.is_some();
         if all || !v.identical {
@@ -321,9 +338,10 @@ pub fn compare_paired(d: &mut Diff, a: &Model, b: &Model, p: &Pairing, all: bool
     Ok(())
 }
 
-/// One side's values: stored elements with their decoder, or dequantized ggml blocks.
+/// One side's values: stored elements with their decoder (and their exact one, for
+/// integers), or dequantized ggml blocks.
 enum Side<'a> {
-    Stored(Cow<'a, [u8]>, Decoder),
+    Stored(Cow<'a, [u8]>, Decoder, Option<IntDecoder>),
     Dequantized(Vec<f32>),
 }
 
@@ -334,7 +352,7 @@ impl Side<'_> {
 
     fn len(&self) -> usize {
         match self {
-            Side::Stored(bytes, (size, _)) => bytes.len() / size,
+            Side::Stored(bytes, (size, _), _) => bytes.len() / size,
             Side::Dequantized(v) => v.len(),
         }
     }
@@ -343,7 +361,7 @@ impl Side<'_> {
     fn range(&self, start: usize, len: usize) -> Box<dyn Iterator<Item = f64> + '_> {
         let end = start.saturating_add(len).min(self.len());
         match self {
-            Side::Stored(bytes, (size, f)) => {
+            Side::Stored(bytes, (size, f), _) => {
                 Box::new(bytes[start * size..end * size].chunks_exact(*size).map(*f))
             }
             Side::Dequantized(v) => Box::new(v[start..end].iter().map(|&x| f64::from(x))),
@@ -357,6 +375,33 @@ impl Side<'_> {
             let g = crate::ops::diff_llama::gguf_row(r, o.rows, o.groups) as usize;
             self.range(g * cols, cols)
         }))
+    }
+
+    /// Integer elements `start..start + len` (cut at the end), exactly; `None` for floats.
+    fn int_range(&self, start: usize, len: usize) -> Option<Box<dyn Iterator<Item = i128> + '_>> {
+        let end = start.saturating_add(len).min(self.len());
+        match self {
+            Side::Stored(bytes, (size, _), Some(f)) => Some(Box::new(
+                bytes[start * size..end * size].chunks_exact(*size).map(*f),
+            )),
+            _ => None,
+        }
+    }
+
+    fn ints(&self) -> Option<Box<dyn Iterator<Item = i128> + '_>> {
+        self.int_range(0, usize::MAX)
+    }
+
+    /// [`Side::rows`] of integers, exactly.
+    fn int_rows(&self, o: RowOrder) -> Option<Box<dyn Iterator<Item = i128> + '_>> {
+        if !matches!(self, Side::Stored(_, _, Some(_))) {
+            return None;
+        }
+        let cols = (self.len() as u64 / o.rows) as usize;
+        Some(Box::new((0..o.rows).flat_map(move |r| {
+            let g = crate::ops::diff_llama::gguf_row(r, o.rows, o.groups) as usize;
+            self.int_range(g * cols, cols).into_iter().flatten()
+        })))
     }
 }
 
@@ -373,7 +418,7 @@ fn side<'a>(m: &Model, t: &TensorInfo, stored: Cow<'a, [u8]>) -> Result<Option<S
         )?)));
     }
     Ok(match (&t.layout, decoder(t.dtype)) {
-        (Layout::Dense, Some(dec)) => Some(Side::Stored(stored, dec)),
+        (Layout::Dense, Some(dec)) => Some(Side::Stored(stored, dec, int_decoder(t.dtype))),
         _ => None,
     })
 }
@@ -381,6 +426,33 @@ fn side<'a>(m: &Model, t: &TensorInfo, stored: Cow<'a, [u8]>) -> Result<Option<S
 #[cfg(test)]
 fn compare(name: &str, a: &[u8], (sa, fa): Decoder, b: &[u8], (sb, fb): Decoder) -> ValueDiff {
     compare_iter(name, a.chunks_exact(sa).map(fa), b.chunks_exact(sb).map(fb))
+}
+
+/// Sets which elements differ and the absolute differences from the exact integers (the f64
+/// comparison calls 2^64 - 1 and 2^64 - 2 equal); the error metrics stay those of the f64
+/// values.
+fn count_int_differences(
+    v: &mut ValueDiff,
+    a: impl Iterator<Item = i128>,
+    b: impl Iterator<Item = i128>,
+) {
+    let (mut differing, mut max, mut sum) = (0u64, 0u128, 0f64);
+    for (x, y) in a.zip(b) {
+        if x != y {
+            differing += 1;
+            let d = x.abs_diff(y);
+            max = max.max(d);
+            sum += d as f64;
+        }
+    }
+    v.differing = differing;
+    v.identical = differing == 0;
+    v.max_abs_diff = max as f64;
+    v.mean_abs_diff = if v.elements == 0 {
+        0.0
+    } else {
+        sum / v.elements as f64
+    };
 }
 
 fn compare_iter(

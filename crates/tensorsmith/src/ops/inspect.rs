@@ -9,19 +9,24 @@ use std::path::Path;
 /// Version tag of the JSON form below.
 pub const INSPECT_SCHEMA: &str = "tensorsmith.inspect/1";
 
-/// A metadata value as JSON (strings stay strings; typed values keep their type).
+/// A metadata value as JSON (strings stay strings; typed values keep their type). JSON has no
+/// NaN or infinities: those floats are the strings `"NaN"`, `"Infinity"` and `"-Infinity"`
+/// (the spelling pandas and Spark write), never `null`.
 pub fn meta_json(v: &MetaValue) -> Value {
     match v {
         MetaValue::Str(s) => Value::String(s.clone()),
         MetaValue::Bool(b) => Value::Bool(*b),
         MetaValue::Int(i) => json!(i),
         MetaValue::UInt(u) => json!(u),
-        // Through the shortest decimal that round-trips as f32 (0.1, not 0.10000000149011612).
-        MetaValue::F32(f) => match format!("{f}").parse::<f64>() {
-            Ok(x) if f.is_finite() => json!(x),
-            _ => Value::Null,
+        MetaValue::F32(f) => match non_finite_json(f64::from(*f)) {
+            Some(name) => Value::String(name.to_owned()),
+            // Through the shortest decimal that round-trips as f32 (0.1, not 0.10000000149011612).
+            None => json!(format!("{f}").parse::<f64>().unwrap_or(f64::from(*f))),
         },
-        MetaValue::F64(f) => json!(f),
+        MetaValue::F64(f) => match non_finite_json(*f) {
+            Some(name) => Value::String(name.to_owned()),
+            None => json!(f),
+        },
         MetaValue::Array(a) => Value::Array(a.iter().map(meta_json).collect()),
         MetaValue::Null => Value::Null,
         MetaValue::Bytes(b) => {
@@ -34,12 +39,85 @@ pub fn meta_json(v: &MetaValue) -> Value {
     }
 }
 
+/// The JSON spelling of a float JSON cannot hold (`None` for a finite one).
+fn non_finite_json(f: f64) -> Option<&'static str> {
+    if f.is_nan() {
+        Some("NaN")
+    } else if f.is_infinite() {
+        Some(if f > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        None
+    }
+}
+
+/// Python's `repr` of a float JSON cannot hold (`None` for a finite one).
+fn non_finite_text(f: f64) -> Option<&'static str> {
+    if f.is_nan() {
+        Some("nan")
+    } else if f.is_infinite() {
+        Some(if f > 0.0 { "inf" } else { "-inf" })
+    } else {
+        None
+    }
+}
+
 /// A metadata value as text, for formats whose metadata is text only (safetensors, zTensor
-/// v1.1): strings as they are, anything else as its JSON.
+/// v1.1) and for text output: strings as they are, anything else as its compact JSON, except
+/// that NaN and infinities, alone or inside arrays and maps, are spelled as Python's `repr`
+/// spells them: `nan`, `inf`, `-inf`.
 pub fn meta_text(v: &MetaValue) -> String {
     match v {
         MetaValue::Str(s) => s.clone(),
-        other => meta_json(other).to_string(),
+        other => {
+            let mut s = String::new();
+            text_into(&mut s, other);
+            s
+        }
+    }
+}
+
+/// A metadata value as an item of a list shown as text: strings quoted as JSON, anything else
+/// as [`meta_text`].
+pub fn meta_item_text(v: &MetaValue) -> String {
+    let mut s = String::new();
+    text_into(&mut s, v);
+    s
+}
+
+fn text_into(s: &mut String, v: &MetaValue) {
+    let float = match v {
+        MetaValue::F32(f) => non_finite_text(f64::from(*f)),
+        MetaValue::F64(f) => non_finite_text(*f),
+        _ => None,
+    };
+    if let Some(t) = float {
+        s.push_str(t);
+        return;
+    }
+    match v {
+        MetaValue::Array(a) => {
+            s.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                text_into(s, x);
+            }
+            s.push(']');
+        }
+        MetaValue::Map(m) => {
+            s.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                s.push_str(&Value::String(k.clone()).to_string());
+                s.push(':');
+                text_into(s, x);
+            }
+            s.push('}');
+        }
+        other => s.push_str(&meta_json(other).to_string()),
     }
 }
 
@@ -128,4 +206,28 @@ pub fn inspect_json_text(path: &Path, model: &Model) -> String {
 /// Stored bits per element (4.5 for q4_0, 16 for F16); null when there are no elements.
 pub fn bits_per_weight(bytes: u64, elements: u64) -> Option<f64> {
     (elements > 0).then(|| bytes as f64 * 8.0 / elements as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MetaValue::*;
+
+    #[test]
+    fn floats_json_cannot_hold_are_spelled_not_null() {
+        let v = Array(vec![
+            F32(0.0),
+            F32(f32::NEG_INFINITY),
+            F64(f64::NAN),
+            F64(f64::INFINITY),
+        ]);
+        assert_eq!(meta_json(&v), json!([0.0, "-Infinity", "NaN", "Infinity"]));
+        assert_eq!(meta_text(&v), "[0.0,-inf,nan,inf]");
+        assert_eq!(meta_text(&F32(f32::NAN)), "nan");
+        assert_eq!(meta_text(&F32(0.1)), "0.1");
+        assert_eq!(meta_text(&Str("nan".into())), "nan");
+        assert_eq!(meta_item_text(&Str("a".into())), "\"a\"");
+        let m = Map([("k".to_string(), F64(f64::NEG_INFINITY))].into());
+        assert_eq!(meta_text(&m), "{\"k\":-inf}");
+    }
 }

@@ -23,6 +23,7 @@ pub mod fp_fit;
 pub mod hash;
 mod html_page;
 pub mod inspect;
+mod meta_carry;
 pub mod name_glob;
 mod onnx_wi;
 pub mod report;

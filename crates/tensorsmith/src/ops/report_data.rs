@@ -7,7 +7,7 @@
 //!
 //! Written directly, not through a JSON tree: 100,000 rows take milliseconds.
 
-use super::inspect::{bits_per_weight, dtype_totals_json, meta_json};
+use super::inspect::{bits_per_weight, dtype_totals_json, meta_item_text, meta_text};
 use super::stats::StatsReport;
 use super::stats_json::{tensor_json, STATS_SCHEMA};
 use crate::index::{LayoutNames, MetaValue, TensorInfo};
@@ -91,11 +91,11 @@ pub fn meta_preview(v: &MetaValue) -> String {
         MetaValue::Array(items) if items.len() > ARRAY_PREVIEW => {
             let head: Vec<String> = items[..ARRAY_PREVIEW]
                 .iter()
-                .map(|x| cut(&meta_json(x).to_string(), 80))
+                .map(|x| cut(&meta_item_text(x), 80))
                 .collect();
             return format!("[{}, …] ({} items)", head.join(", "), items.len());
         }
-        other => meta_json(other).to_string(),
+        other => meta_text(other),
     };
     let n = text.chars().count();
     if n > TEXT_PREVIEW {

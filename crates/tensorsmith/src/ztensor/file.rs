@@ -131,7 +131,11 @@ impl ZtFile {
         let t = self.info(name)?;
         if t.layout != crate::index::Layout::Dense {
             return Err(self.err(
-                ErrorKind::ZtUnsupportedLayout(format!("{:?} (read its parts)", t.layout)).into(),
+                ErrorKind::ZtUnsupportedLayout(format!(
+                    "{} (read its parts)",
+                    t.layout.name(crate::index::LayoutNames::Message)
+                ))
+                .into(),
                 name,
             ));
         }

@@ -1,6 +1,8 @@
 //! A part's element type from its manifest entry: the storage `dtype`, plus the optional
 //! logical `type` of v1.2 components and v2 parts, which must sit on the storage dtype the
-//! logical type requires. v1.1 and v2 read it by the same rule, each with its dtype names.
+//! logical type requires. v1.1 and v2 read it by the same rule, each with its dtype names. A
+//! logical type that names a primitive dtype (`bf16` on `u16`, as ztensor 2.x writes it) is
+//! read as that primitive when the widths agree.
 
 use super::cbor::Value;
 use super::fields::{self, req_text, schema};
@@ -37,6 +39,12 @@ pub(crate) fn read(
                 needs_name.unwrap_or("?")
             )))
         }
-        None => Ok((storage, Some(ty.to_string()))),
+        None => match DType::from_ztensor_v2_storage(ty) {
+            // A primitive's name as the logical type of a storage dtype of its width:
+            // ztensor 2.x writes `dtype: u16, type: bf16` (`Writer.add(.., "u16",
+            // logical="bf16")`). The bytes are that primitive's elements.
+            Some(primitive) if primitive.bits() == storage.bits() => Ok((primitive, None)),
+            _ => Ok((storage, Some(ty.to_string()))),
+        },
     }
 }

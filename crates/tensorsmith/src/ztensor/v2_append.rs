@@ -79,7 +79,8 @@ fn old_objects(index: &TensorIndex) -> Result<Vec<PlacedObject>> {
 
 /// Appends the objects of `w` (a v2 writer) to the v2 file at `path`; names already in the
 /// file are refused, file attributes of `w` are added where the file has no such key (the
-/// file's own values win). Returns the new file's length.
+/// file's own values win; `convert --append` refuses a key the file has with another value
+/// before this runs). Returns the new file's length.
 pub fn append(path: &Path, w: Writer<'_>) -> Result<u64> {
     let at = |e: Error| e.in_file(path);
     if w.options().version != ZtVersion::V2 {

@@ -238,6 +238,11 @@ impl<'a> Writer<'a> {
         &self.opts
     }
 
+    /// The file attributes set so far.
+    pub fn attributes(&self) -> &BTreeMap<String, MetaValue> {
+        &self.attributes
+    }
+
     /// File attributes (v1.1, v2; v0.1 has none).
     pub fn set_attributes(&mut self, a: BTreeMap<String, MetaValue>) -> Result<&mut Self> {
         if !a.is_empty() && self.opts.version == ZtVersion::V0_1 {
