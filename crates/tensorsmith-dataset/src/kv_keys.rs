@@ -1,6 +1,6 @@
-//! KV mode's key column: the Arrow types a key may come from (strings, integers), a row's
-//! key as text, and the error for a null key. Shared by the plan's check and the KV task,
-//! so both read a key the same way.
+//! KV mode's key column: the Arrow types a key may come from (strings, integers), a row's key
+//! as text, the error for a null key, and the column names the separator rules out. Shared
+//! by the plan's check and the KV task, so both read a key the same way.
 
 use crate::error::DatasetError;
 use arrow_array::cast::AsArray;
@@ -52,5 +52,35 @@ pub(crate) fn null_key(name_col: &str, row: u64) -> DatasetError {
         column: Some(name_col.to_string()),
         row: Some(row),
         msg: "the key (name_col) is null".into(),
+    }
+}
+
+/// Where a reader would split the tensor keys of KV column `column` when it is not at the
+/// separator written before it: readers split `<name><sep><column>` at the last `sep`, so a
+/// column name that holds `sep` (or begins with the end of one, `_x` after `__`) gives its
+/// tensors to another column. Returns the column such a reader would see.
+pub(crate) fn misread_column<'a>(column: &'a str, sep: &str) -> Option<&'a str> {
+    let key = format!("{sep}{column}");
+    let last = (1..key.len())
+        .rev()
+        .filter(|&i| key.is_char_boundary(i))
+        .find(|&i| key[i..].starts_with(sep))?;
+    // The key from `last + sep.len()` on, which is the column from `last` on.
+    Some(&column[last..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::misread_column;
+
+    #[test]
+    fn a_column_that_holds_or_continues_the_separator_is_misread() {
+        assert_eq!(misread_column("img__emb", "__"), Some("emb"));
+        assert_eq!(misread_column("_x", "__"), Some("x"));
+        assert_eq!(misread_column("a/b", "/"), Some("b"));
+        assert_eq!(misread_column("img_emb", "__"), None);
+        assert_eq!(misread_column("x_", "__"), None);
+        assert_eq!(misread_column("emb", "__"), None);
+        assert_eq!(misread_column("é::ü", "::"), Some("ü"));
     }
 }
