@@ -31,6 +31,7 @@ mod remote_chunks;
 // Columns to tensor bytes.
 mod arrow_values;
 mod column;
+mod finite_range;
 mod kv_keys;
 // Writing: task reports, duplicates, the plan, tasks and their strategies, the commit,
 // the job API and write_dataset.

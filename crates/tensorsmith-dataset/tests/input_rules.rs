@@ -1,7 +1,8 @@
 //! Input refused at write time by the rule it breaks, before a dataset is written: KV column
-//! names that hold the separator.
+//! names that hold the separator, values beyond the target dtype's range (the Parquet reader
+//! and the page decoder alike).
 
-use arrow_array::builder::{Float64Builder, ListBuilder};
+use arrow_array::builder::{Float64Builder, Int32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
@@ -17,6 +18,15 @@ fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
 
 fn f64_lists(rows: &[&[f64]]) -> ArrayRef {
     let mut b = ListBuilder::new(Float64Builder::new());
+    for r in rows {
+        b.values().append_slice(r);
+        b.append(true);
+    }
+    Arc::new(b.finish())
+}
+
+fn i32_lists(rows: &[&[i32]]) -> ArrayRef {
+    let mut b = ListBuilder::new(Int32Builder::new());
     for r in rows {
         b.values().append_slice(r);
         b.append(true);
@@ -90,4 +100,70 @@ fn a_kv_column_name_holding_the_separator_is_refused() {
     write(&input, &out, &o, false).unwrap();
     let ds = Dataset::open(&out).unwrap();
     assert_eq!(ds.tensor("alice::img__emb").unwrap().shape, vec![1]);
+}
+
+#[test]
+fn integers_beyond_f16_are_an_error_naming_row_and_element() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("in.parquet");
+    let b = batch(vec![("x", i32_lists(&[&[1, 2], &[3, 70000]]))]);
+    parquet(&src, &b, true);
+    let input = Input::open(&[&src]).unwrap();
+    let mut o = WriteOptions::batch(2);
+    o.dtype = Some(DType::F16);
+    let out = d.path().join("ds");
+    for reader_only in [false, true] {
+        let e = write(&input, &out, &o, reader_only).unwrap_err();
+        assert!(
+            e.contains("column 'x', row 1: element 1 = 70000 does not fit in F16"),
+            "{e}"
+        );
+        assert!(e.contains("in.parquet"), "{e}");
+        assert!(!out.join("dataset_manifest.json").exists());
+    }
+}
+
+#[test]
+fn floats_beyond_the_target_are_an_error_and_infinities_stay() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("in.parquet");
+    let out = d.path().join("ds");
+    let mut o = WriteOptions::batch(2);
+    o.dtype = Some(DType::F32);
+    // Pages PLAIN (decoded straight into the shard) and dictionary-encoded (the dictionary
+    // is cast when the page plan is made), and the Parquet reader.
+    for plain in [true, false] {
+        let b = batch(vec![(
+            "x",
+            f64_lists(&[&[1.0, 2.0], &[3.0, 4.0], &[5.0, 1e300]]),
+        )]);
+        parquet(&src, &b, plain);
+        let input = Input::open(&[&src]).unwrap();
+        for reader_only in [false, true] {
+            let e = write(&input, &out, &o, reader_only).unwrap_err();
+            assert!(
+                e.contains("column 'x', row 2: element 1 = 1e300 does not fit in F32"),
+                "plain {plain}, reader only {reader_only}: {e}"
+            );
+            assert!(!out.join("dataset_manifest.json").exists());
+        }
+        // Infinities and NaNs in the input are kept as they are.
+        let b = batch(vec![(
+            "x",
+            f64_lists(&[&[f64::INFINITY, 2.0], &[f64::NAN, -f64::INFINITY]]),
+        )]);
+        parquet(&src, &b, plain);
+        let input = Input::open(&[&src]).unwrap();
+        let decoded = write(&input, &out, &o, false).unwrap();
+        assert_eq!(decoded, 1, "the page decoder wrote it");
+        let s = Dataset::open(&out).unwrap().sample(1).unwrap();
+        let v: Vec<f32> = s[0]
+            .1
+            .data
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(v[0].is_nan() && v[1] == f32::NEG_INFINITY, "{v:?}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 }
