@@ -312,7 +312,14 @@ impl Input {
             })?;
             for f in &files[1..] {
                 let got = f.schema.field_with_name(c).map_err(|_| {
-                    DatasetError::column(c, "no such column in the input").in_file(&f.path)
+                    DatasetError::column(
+                        c,
+                        format!(
+                            "{} (the first input file) has the column and this file does not",
+                            first.path.display()
+                        ),
+                    )
+                    .in_file(&f.path)
                 })?;
                 if got.data_type() != want.data_type() {
                     return Err(DatasetError::column(

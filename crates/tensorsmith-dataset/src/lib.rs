@@ -26,6 +26,7 @@ mod input;
 mod input_cut;
 mod input_list;
 mod input_memory;
+mod input_schema;
 mod input_source;
 mod remote_chunks;
 // Columns to tensor bytes.

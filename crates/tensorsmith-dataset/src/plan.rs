@@ -4,6 +4,7 @@
 use crate::column::ColumnPlan;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
+use crate::input_schema::check_same_columns;
 use crate::kv_keys::{is_key_type, misread_column};
 use crate::options::{Naming, WriteOptions};
 
@@ -31,6 +32,10 @@ impl Plan {
                 .filter(|n| Some(n) != name_col.as_ref())
                 .collect(),
         };
+        if opts.columns.is_none() {
+            // Every column is written: every file must have the same ones.
+            check_same_columns(input.files())?;
+        }
         if columns.is_empty() {
             return Err(DatasetError::option("columns", "no column to write"));
         }

@@ -1,6 +1,6 @@
 //! Input refused at write time by the rule it breaks, before a dataset is written: KV column
 //! names that hold the separator, values beyond the target dtype's range (the Parquet reader
-//! and the page decoder alike).
+//! and the page decoder alike), input files whose columns differ.
 
 use arrow_array::builder::{Float64Builder, Int32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -8,6 +8,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use std::path::Path;
 use std::sync::Arc;
+use tensorsmith::bytes::StorageOptions;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{write_dataset, Dataset, Input, JobOptions, Progress, WriteOptions};
 
@@ -166,4 +167,39 @@ fn floats_beyond_the_target_are_an_error_and_infinities_stay() {
         assert!(v[0].is_nan() && v[1] == f32::NEG_INFINITY, "{v:?}");
         std::fs::remove_dir_all(&out).unwrap();
     }
+}
+
+#[test]
+fn a_column_only_a_later_file_has_is_an_error_naming_both_files() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("in");
+    std::fs::create_dir(&dir).unwrap();
+    let narrow = batch(vec![("x", f64_lists(&[&[1.0]]))]);
+    let wide = batch(vec![
+        ("x", f64_lists(&[&[2.0]])),
+        ("y", f64_lists(&[&[3.0]])),
+    ]);
+    let out = d.path().join("ds");
+    let mut o = WriteOptions::batch(1);
+    o.dtype = Some(DType::F32);
+    let storage = StorageOptions::default();
+    let folder = [dir.to_string_lossy().into_owned()];
+    for (first, second, has) in [
+        (&narrow, &wide, "this file has"),
+        (&wide, &narrow, "has the column and this file does not"),
+    ] {
+        parquet(&dir.join("a.parquet"), first, false);
+        parquet(&dir.join("b.parquet"), second, false);
+        let input = Input::open_at(&folder, &storage).unwrap();
+        let e = write(&input, &out, &o, false).unwrap_err();
+        assert!(e.contains("b.parquet: column 'y'"), "{e}");
+        assert!(e.contains("a.parquet (the first input file)"), "{e}");
+        assert!(e.contains(has), "{e}");
+        assert!(!out.join("dataset_manifest.json").exists());
+    }
+    // With the columns named, only they must agree.
+    o.columns = Some(vec!["x".into()]);
+    let input = Input::open_at(&folder, &storage).unwrap();
+    write(&input, &out, &o, false).unwrap();
+    assert_eq!(Dataset::open(&out).unwrap().len().unwrap(), 2);
 }
