@@ -1,9 +1,12 @@
-//! Input refused at write time by the rule it breaks, before a dataset is written: KV column
-//! names that hold the separator, values beyond the target dtype's range (the Parquet reader
-//! and the page decoder alike), input files whose columns differ.
+//! Input refused (or read) at write time by the rule it breaks, before a dataset is written:
+//! KV column names that hold the separator, values beyond the target dtype's range (the
+//! Parquet reader and the page decoder alike), input files whose columns differ;
+//! dictionary-encoded key columns are read as their values.
 
 use arrow_array::builder::{Float64Builder, Int32Builder, ListBuilder};
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::types::Int8Type;
+use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
+use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use std::path::Path;
@@ -202,4 +205,29 @@ fn a_column_only_a_later_file_has_is_an_error_naming_both_files() {
     let input = Input::open_at(&folder, &storage).unwrap();
     write(&input, &out, &o, false).unwrap();
     assert_eq!(Dataset::open(&out).unwrap().len().unwrap(), 2);
+}
+
+#[test]
+fn a_dictionary_encoded_key_column_is_read_as_strings() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("in.parquet");
+    let names: DictionaryArray<Int8Type> = vec!["bob", "alice", "bob2"].into_iter().collect();
+    let b = batch(vec![
+        ("v", f64_lists(&[&[1.0], &[2.0], &[3.0]])),
+        ("name", Arc::new(names) as ArrayRef),
+    ]);
+    parquet(&src, &b, false);
+    let input = Input::open(&[&src]).unwrap();
+    assert!(matches!(
+        input.schema().field_with_name("name").unwrap().data_type(),
+        DataType::Dictionary(_, _)
+    ));
+    let mut o = WriteOptions::kv("name");
+    o.dtype = Some(DType::F64);
+    let out = d.path().join("ds");
+    write(&input, &out, &o, false).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    let t = ds.tensor("alice__v").unwrap();
+    assert_eq!(t.data, 2.0f64.to_le_bytes());
+    assert_eq!(ds.len().unwrap(), 3);
 }
