@@ -1,7 +1,7 @@
 //! Input refused (or read) at write time by the rule it breaks, before a dataset is written:
 //! KV column names that hold the separator, values beyond the target dtype's range (the
-//! Parquet reader and the page decoder alike), input files whose columns differ;
-//! dictionary-encoded key columns are read as their values.
+//! Parquet reader and the page decoder alike), input files whose columns differ, and
+//! Hive-partitioned folders; dictionary-encoded key columns are read as their values.
 
 use arrow_array::builder::{Float64Builder, Int32Builder, ListBuilder};
 use arrow_array::types::Int8Type;
@@ -230,4 +230,22 @@ fn a_dictionary_encoded_key_column_is_read_as_strings() {
     let t = ds.tensor("alice__v").unwrap();
     assert_eq!(t.data, 2.0f64.to_le_bytes());
     assert_eq!(ds.len().unwrap(), 3);
+}
+
+#[test]
+fn a_hive_partitioned_folder_is_refused_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("table");
+    std::fs::create_dir_all(dir.join("part=0")).unwrap();
+    let b = batch(vec![("x", f64_lists(&[&[1.0]]))]);
+    parquet(&dir.join("part=0").join("f.parquet"), &b, false);
+    let folder = [dir.to_string_lossy().into_owned()];
+    let e = Input::open_at(&folder, &StorageOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("{}: a Hive-partitioned folder", dir.display())),
+        "{e}"
+    );
+    assert!(e.contains("subfolder part=0"), "{e}");
 }
