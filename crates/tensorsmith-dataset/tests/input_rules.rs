@@ -1,7 +1,8 @@
 //! Input refused (or read) at write time by the rule it breaks, before a dataset is written:
 //! KV column names that hold the separator, values beyond the target dtype's range (the
-//! Parquet reader and the page decoder alike), input files whose columns differ, and
-//! Hive-partitioned folders; dictionary-encoded key columns are read as their values.
+//! Parquet reader, the tensor struct and the page decoder alike), input files whose columns
+//! differ, Hive-partitioned folders and files that are not input; dictionary-encoded key
+//! columns are read as their values.
 
 use arrow_array::builder::{Float64Builder, Int32Builder, ListBuilder};
 use arrow_array::types::Int8Type;
@@ -172,6 +173,53 @@ fn floats_beyond_the_target_are_an_error_and_infinities_stay() {
     }
 }
 
+/// The tensor struct: F64 rows written as F32 by the dtype option.
+#[test]
+fn tensor_struct_floats_beyond_the_target_are_an_error() {
+    use arrow_array::builder::{BinaryBuilder, StringBuilder};
+    use arrow_array::{Array, StructArray};
+    use arrow_schema::Field;
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("in.parquet");
+    let rows: [[f64; 2]; 2] = [[1.0, f64::INFINITY], [2.0, -1e300]];
+    let mut data = BinaryBuilder::new();
+    let mut shape = ListBuilder::new(Int32Builder::new());
+    let mut dtype = StringBuilder::new();
+    for r in rows {
+        data.append_value(r.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+        shape.values().append_value(2);
+        shape.append(true);
+        dtype.append_value("F64");
+    }
+    let shape = shape.finish();
+    let fields = vec![
+        Field::new("data", DataType::Binary, false),
+        Field::new("shape", shape.data_type().clone(), false),
+        Field::new("dtype", DataType::Utf8, false),
+    ];
+    let t = StructArray::try_new(
+        fields.into(),
+        vec![
+            Arc::new(data.finish()),
+            Arc::new(shape),
+            Arc::new(dtype.finish()),
+        ],
+        None,
+    )
+    .unwrap();
+    parquet(&src, &batch(vec![("t", Arc::new(t) as ArrayRef)]), false);
+    let input = Input::open(&[&src]).unwrap();
+    let mut o = WriteOptions::batch(2);
+    o.dtype = Some(DType::F32);
+    let out = d.path().join("ds");
+    let e = write(&input, &out, &o, false).unwrap_err();
+    assert!(
+        e.contains("column 't', row 1: element 1 = -1e300 does not fit in F32"),
+        "{e}"
+    );
+    assert!(!out.join("dataset_manifest.json").exists());
+}
+
 #[test]
 fn a_column_only_a_later_file_has_is_an_error_naming_both_files() {
     let d = tempfile::tempdir().unwrap();
@@ -248,4 +296,23 @@ fn a_hive_partitioned_folder_is_refused_naming_it() {
         "{e}"
     );
     assert!(e.contains("subfolder part=0"), "{e}");
+}
+
+/// A text file is named as not Parquet or Arrow, without the Arrow stream reader's account of
+/// its bytes; a file that starts as an Arrow stream does and is cut short is a damaged stream.
+#[test]
+fn a_file_that_is_not_input_is_named_for_what_it_is() {
+    let d = tempfile::tempdir().unwrap();
+    let txt = d.path().join("rows.txt");
+    std::fs::write(&txt, "hello, world\n").unwrap();
+    let e = Input::open(&[&txt]).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}: not a Parquet or Arrow file", txt.display())),
+        "{e}"
+    );
+    assert!(!e.contains("metadata bytes"), "{e}");
+    let cut = d.path().join("cut.arrows");
+    std::fs::write(&cut, [0xff, 0xff, 0xff, 0xff, 0x40, 0, 0, 0, 1, 2]).unwrap();
+    let e = Input::open(&[&cut]).unwrap_err().to_string();
+    assert!(e.contains("a damaged Arrow IPC stream: "), "{e}");
 }
