@@ -22,11 +22,9 @@ pub(crate) fn first_overflow(from: DType, src: &[u8], to: DType, out: &[u8]) -> 
     if !can_overflow(from, to) {
         return None;
     }
-    let (iw, ow) = (width(from), width(to));
-    (0..out.len() / ow).find(|&k| {
-        is_infinite(to, &out[k * ow..(k + 1) * ow])
-            && !is_infinite_or_nan(from, &src[k * iw..(k + 1) * iw])
-    })
+    out.chunks_exact(width(to))
+        .zip(src.chunks_exact(width(from)))
+        .position(|(o, i)| is_infinite(to, o) && !is_infinite_or_nan(from, i))
 }
 
 /// Element `i` of `src` (little-endian `from`) as text, for an error message.
