@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use tensorsmith_dataset::{
-    format_utc, write_dataset_to, Input, JobOptions, Progress, WriteMode, WriteOptions,
+    format_utc, write_dataset_to, Input, InputKind, JobOptions, Progress, WriteMode, WriteOptions,
 };
 
 #[derive(Subcommand)]
@@ -143,6 +143,8 @@ pub struct WriteArgs {
     lock_timeout: std::time::Duration,
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    progress: crate::progress_view::QuietArgs,
     /// Read Parquet only through the Parquet reader, never copying or decoding shards
     /// straight from pages (same output; for comparisons).
     #[arg(long, hide = true)]
@@ -391,10 +393,11 @@ fn write(a: &WriteArgs) -> u8 {
     job = job.with_retain(a.retain).with_lock_timeout(a.lock_timeout);
     let progress = Progress::default();
     let t = std::time::Instant::now();
-    let result = with_progress_bar(&progress, || {
+    let result = with_progress_bar(a.progress.shows(), &progress, || {
         write_dataset_to(&input, out_loc, &a.store.options(), &opts, &job, &progress)
     });
     match result {
+        Ok(_) if a.progress.quiet => EXIT_OK,
         Ok(m) => {
             let secs = t.elapsed().as_secs_f64();
             let copied = progress.direct_shards.load(Ordering::Relaxed);
@@ -410,8 +413,15 @@ fn write(a: &WriteArgs) -> u8 {
                     progress.lock_held_us.load(Ordering::Relaxed) as f64 / 1e3
                 ),
             };
+            let parquet = input.files().iter().any(|f| f.kind == InputKind::Parquet);
+            let arrow = input.files().iter().any(|f| f.kind != InputKind::Parquet);
+            let how = match (parquet, arrow) {
+                (true, false) => format!("{copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader"),
+                (true, true) => format!("{copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet and Arrow IPC readers"),
+                (false, _) => format!("{reader} through the Arrow IPC reader"),
+            };
             eprintln!(
-                "{}: {} in {} ({copied} copied from Parquet pages, {decoded} decoded from Parquet pages, {reader} through the Parquet reader), {} bytes, {:.2} s ({:.0} MB/s); {commit}",
+                "{}: {} in {} ({how}), {} bytes, {:.2} s ({:.0} MB/s); {commit}",
                 shown(out),
                 count(m.total_samples, "sample"),
                 count(m.shards.len(), "shard"),
@@ -488,11 +498,10 @@ fn info(a: &InfoArgs) -> u8 {
     EXIT_OK
 }
 
-/// Runs `f` while a progress line (rows, bytes written, rate) is drawn on stderr, when stderr
-/// is a terminal.
-fn with_progress_bar<T>(p: &Progress, f: impl FnOnce() -> T) -> T {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
+/// Runs `f` while a progress line (rows, bytes written, rate) is drawn on stderr, when `show`
+/// (stderr is a terminal and no --quiet).
+fn with_progress_bar<T>(show: bool, p: &Progress, f: impl FnOnce() -> T) -> T {
+    if !show {
         return f();
     }
     let bar = indicatif::ProgressBar::new_spinner();

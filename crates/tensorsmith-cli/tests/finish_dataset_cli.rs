@@ -1,7 +1,8 @@
 //! `dataset` errors that say what to do: an input that is not Parquet or Arrow names what the
-//! command reads (and a model file as one), a missing `--dtype` names the column's Arrow type
-//! and the option; `dataset export --key` takes a name as the Spark source's `keys` does, or a
-//! full tensor key.
+//! command reads (and a model file as one, and nothing the Arrow reader made of it), a
+//! missing `--dtype` names the column's Arrow type and the option; `write`'s summary names the
+//! reader that read the input (and `-q` prints none); `dataset export --key` takes a name as
+//! the Spark source's `keys` does, or a full tensor key.
 
 use arrow_array::builder::{Float32Builder, ListBuilder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
@@ -87,8 +88,59 @@ fn input_that_is_not_parquet_or_arrow_is_named_for_what_it_is() {
             "{err}"
         );
         assert!(err.contains(says), "{err}");
+        assert!(err.contains("not a Parquet or Arrow file"), "{err}");
+        let named = format!(
+            "tensorsmith: {}: not a Parquet or Arrow file",
+            file.display()
+        );
+        assert!(err.starts_with(&named), "{err}");
+        // Only the message: not what the Arrow stream reader made of the bytes.
+        assert!(
+            !err.contains("metadata bytes") && !err.contains("Arrow stream"),
+            "{err}"
+        );
         assert!(!out.join("dataset_manifest.json").exists());
     }
+}
+
+#[test]
+fn the_summary_names_the_reader_and_quiet_prints_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in.arrow");
+    input(&inp);
+    let out = d.path().join("ds");
+    let (code, _, err) = run(args![
+        "dataset",
+        "write",
+        inp.as_os_str(),
+        out.as_os_str(),
+        "--batch-size",
+        "2",
+        "--dtype",
+        "F32",
+        "--columns",
+        "a,b"
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("(2 through the Arrow IPC reader)"), "{err}");
+    assert!(!err.contains("Parquet"), "{err}");
+    let (code, stdout, err) = run(args![
+        "dataset",
+        "write",
+        inp.as_os_str(),
+        out.as_os_str(),
+        "--batch-size",
+        "2",
+        "--dtype",
+        "F32",
+        "--columns",
+        "a,b",
+        "--mode",
+        "overwrite",
+        "-q"
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!((stdout.as_str(), err.as_str()), ("", ""));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! an error, never wrapped); integer to float rounds to nearest. Integers never pass through
 //! f64 on their way to an integer dtype. Float to integer is refused: it would drop fractions.
 
+use crate::finite_range::{first_overflow, value_text};
 use arrow_array::types::*;
 use arrow_array::{Array, ArrowPrimitiveType, PrimitiveArray};
 use arrow_buffer::ToByteSlice;
@@ -164,10 +165,12 @@ where
     if is_float(from) {
         // float to float (float to integer is refused before any data is read)
         let c = cast(vals.to_byte_slice(), from, to, rounding).expect("float cast");
+        check_finite(from, vals.to_byte_slice(), to, &c)?;
         out.extend_from_slice(&c);
         return Ok(());
     }
     if is_float(to) {
+        let start = out.len();
         match to {
             DType::F64 => vals
                 .iter()
@@ -181,7 +184,7 @@ where
                 out.extend_from_slice(&cast(&wide, DType::F64, to, rounding).expect("float cast"));
             }
         }
-        return Ok(());
+        return check_finite(from, vals.to_byte_slice(), to, &out[start..]);
     }
     let (lo, hi): (i128, i128) = match to {
         DType::I8 => (i8::MIN.into(), i8::MAX.into()),
@@ -207,6 +210,18 @@ where
         out.extend_from_slice(&x.to_le_bytes()[..size]);
     }
     Ok(())
+}
+
+/// A finite value that became an infinity (beyond `to`'s range) is out of range
+/// (finite_range.rs).
+fn check_finite(from: DType, src: &[u8], to: DType, out: &[u8]) -> Result<(), OutOfRange> {
+    match first_overflow(from, src, to, out) {
+        Some(element) => Err(OutOfRange {
+            element,
+            value: value_text(from, src, element),
+        }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -260,5 +275,23 @@ mod tests {
         assert!(convertible(DType::F32, DType::I32)
             .unwrap_err()
             .contains("fractions"));
+    }
+
+    #[test]
+    fn finite_values_beyond_a_float_dtype_fail_and_infinities_stay() {
+        use arrow_array::{Float64Array, Int32Array};
+        let e = conv(&Int32Array::from(vec![1, 70000]), DType::F16).unwrap_err();
+        assert_eq!((e.element, e.value.as_str()), (1, "70000"));
+        let e = conv(&Float64Array::from(vec![0.5, 1e300]), DType::F32).unwrap_err();
+        assert_eq!((e.element, e.value.as_str()), (1, "1e300"));
+        let e = conv(&Float32Array::from(vec![1e30]), DType::BF16);
+        assert!(e.is_ok(), "BF16 holds 1e30");
+        let e = conv(&Float32Array::from(vec![1e30]), DType::F16).unwrap_err();
+        assert_eq!(e.element, 0);
+        let inf = Float64Array::from(vec![f64::INFINITY, f64::NAN, -f64::INFINITY]);
+        let out = conv(&inf, DType::F32).unwrap();
+        assert!(f32::from_le_bytes(out[..4].try_into().unwrap()).is_infinite());
+        assert!(f32::from_le_bytes(out[4..8].try_into().unwrap()).is_nan());
+        assert!(conv(&Int64Array::from(vec![65504]), DType::F16).is_ok());
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::arrow_values::{self, leaf_dtype};
 use crate::error::{DatasetError, Result};
+use crate::finite_range::{first_overflow, value_text};
 use crate::options::dataset_dtype;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -307,8 +308,17 @@ impl ColumnPlan {
                     if to == from {
                         out.bytes.extend_from_slice(b);
                     } else {
-                        out.bytes
-                            .extend_from_slice(&cast(b, from, to, self.rounding)?);
+                        let c = cast(b, from, to, self.rounding)?;
+                        if let Some(i) = first_overflow(from, b, to, &c) {
+                            return Err(row_err(
+                                r,
+                                format!(
+                                    "element {i} = {} does not fit in {to}",
+                                    value_text(from, b, i)
+                                ),
+                            ));
+                        }
+                        out.bytes.extend_from_slice(&c);
                     }
                 }
             }

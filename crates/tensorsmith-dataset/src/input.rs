@@ -85,11 +85,19 @@ fn first_bytes(path: &Path, origin: &Origin, n: usize) -> Result<Vec<u8>> {
     Ok(head)
 }
 
-/// A file with no Parquet or Arrow IPC file magic that is not an Arrow IPC stream either:
-/// say what the input may be and what the file looks like (a local model file is named as
-/// one).
+/// A file with no Parquet or Arrow IPC file magic that the Arrow stream reader refused: one
+/// that starts as a stream does (the continuation marker) is a damaged stream, with the
+/// reader's error; any other is not dataset input: say what the input may be and what the
+/// file looks like (a local model file is named as one), not what the stream reader made of
+/// its bytes.
 fn not_an_input(path: &Path, origin: &Origin, source: arrow_schema::ArrowError) -> DatasetError {
     let head = first_bytes(path, origin, 8).unwrap_or_default();
+    if head.starts_with(&[0xff; 4]) {
+        return DatasetError::Corrupt {
+            path: path.to_path_buf(),
+            msg: format!("a damaged Arrow IPC stream: {source}"),
+        };
+    }
     let opened = match origin {
         Origin::Local(p) => {
             tensorsmith::open(&p.to_string_lossy(), &tensorsmith::OpenOptions::default()).ok()
@@ -109,8 +117,8 @@ fn not_an_input(path: &Path, origin: &Origin, source: arrow_schema::ArrowError) 
     DatasetError::Corrupt {
         path: path.to_path_buf(),
         msg: format!(
-            "not dataset input: dataset write reads Parquet files and Arrow IPC files or streams; \
-             {looks} (as an Arrow stream: {source})"
+            "not a Parquet or Arrow file: dataset write reads Parquet files and Arrow IPC files \
+             or streams; {looks}"
         ),
     }
 }
@@ -312,7 +320,14 @@ impl Input {
             })?;
             for f in &files[1..] {
                 let got = f.schema.field_with_name(c).map_err(|_| {
-                    DatasetError::column(c, "no such column in the input").in_file(&f.path)
+                    DatasetError::column(
+                        c,
+                        format!(
+                            "{} (the first input file) has the column and this file does not",
+                            first.path.display()
+                        ),
+                    )
+                    .in_file(&f.path)
                 })?;
                 if got.data_type() != want.data_type() {
                     return Err(DatasetError::column(

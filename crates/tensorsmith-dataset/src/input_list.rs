@@ -1,7 +1,8 @@
 //! The input files a write names: a file or object as given; a local folder, or a URL that
 //! ends with `/` or names no object but a prefix (`s3://b/in/`), gives the files directly in
 //! it, in name order, skipping names that start with `_` or `.` (`_SUCCESS`, `.crc` files), as
-//! Spark reads a folder.
+//! Spark reads a folder. A Hive-partitioned folder (`key=value` subfolders) is refused,
+//! naming it.
 
 use crate::error::{DatasetError, Result};
 use std::path::Path;
@@ -54,6 +55,8 @@ fn list_folder(dir: &Path) -> Result<Vec<String>> {
         let name = e.file_name().to_string_lossy().into_owned();
         if listed(&name) && e.path().is_file() {
             names.push(name);
+        } else if listed(&name) && name.contains('=') && e.path().is_dir() {
+            return Err(hive_partitioned(dir, &name));
         }
     }
     names.sort();
@@ -61,6 +64,23 @@ fn list_folder(dir: &Path) -> Result<Vec<String>> {
         .into_iter()
         .map(|n| dir.join(n).to_string_lossy().into_owned())
         .collect())
+}
+
+/// A folder with `key=value` subfolders: a Hive-partitioned table, whose partition columns
+/// live in folder names. Not read: its files would lose those columns, and the subfolders
+/// would be skipped as any folder in an input folder is.
+fn hive_partitioned(dir: &Path, sub: &str) -> DatasetError {
+    DatasetError::Input {
+        file: Some(dir.to_path_buf()),
+        column: None,
+        row: None,
+        msg: format!(
+            "a Hive-partitioned folder (subfolder {sub}), which dataset write does not read: \
+             its partition columns are in folder names, not in the files; write a folder of \
+             files without partitions (Spark: no partitionBy), or name the partition files \
+             themselves as inputs"
+        ),
+    }
 }
 
 /// The objects directly under `prefix` (a URL ending with `/`: `s3://`, `az://`,
@@ -93,9 +113,19 @@ pub fn list_prefix(prefix: &str, storage: &StorageOptions) -> Result<Vec<String>
             });
         }
     };
-    let mut names: Vec<String> = objects
+    let under: Vec<String> = objects
         .into_iter()
         .filter_map(|o| o.key.strip_prefix(key.as_str()).map(str::to_owned))
+        .collect();
+    if let Some((sub, _)) = under
+        .iter()
+        .filter_map(|n| n.split_once('/'))
+        .find(|(sub, _)| listed(sub) && sub.contains('='))
+    {
+        return Err(hive_partitioned(Path::new(&redact_url(prefix)), sub));
+    }
+    let mut names: Vec<String> = under
+        .into_iter()
         .filter(|n| listed(n) && !n.contains('/'))
         .collect();
     names.sort();

@@ -27,11 +27,13 @@ mod input;
 mod input_cut;
 mod input_list;
 mod input_memory;
+mod input_schema;
 mod input_source;
 mod remote_chunks;
 // Columns to tensor bytes.
 mod arrow_values;
 mod column;
+mod finite_range;
 mod kv_keys;
 // Writing: task reports, duplicates, the plan, tasks and their strategies, the commit,
 // the job API and write_dataset.

@@ -297,6 +297,12 @@ impl WriteOptions {
             }
             _ => {}
         }
+        if self.kv_separator.is_empty() {
+            return Err(DatasetError::option(
+                "kv_separator",
+                "must not be empty: tensor keys are <name><kv_separator><column>, and readers split them at the last separator (default \"__\")",
+            ));
+        }
         if let Some(d) = self.dtype {
             if !DATASET_DTYPES.contains(&d) {
                 return Err(DatasetError::option(
@@ -460,5 +466,10 @@ mod tests {
         assert!(err(&[("name_col", "k"), ("columns", "a,k")]).contains("key column"));
         assert!(err(&[("batch_size", "1"), ("batchsize", "1")]).contains("unknown option"));
         assert!(err(&[("batch_size", "1"), ("BATCH_SIZE", "2")]).contains("given twice"));
+        assert!(err(&[("name_col", "k"), ("kv_separator", "")])
+            .contains("option kv_separator: must not be empty"));
+        let mut o = WriteOptions::kv("k");
+        o.kv_separator = String::new();
+        assert!(o.check().unwrap_err().to_string().contains("kv_separator"));
     }
 }

@@ -4,7 +4,8 @@
 use crate::column::ColumnPlan;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
-use crate::kv_keys::is_key_type;
+use crate::input_schema::check_same_columns;
+use crate::kv_keys::{is_key_type, misread_column};
 use crate::options::{Naming, WriteOptions};
 
 /// The options checked against the input schema: which columns become tensors and how.
@@ -31,6 +32,10 @@ impl Plan {
                 .filter(|n| Some(n) != name_col.as_ref())
                 .collect(),
         };
+        if opts.columns.is_none() {
+            // Every column is written: every file must have the same ones.
+            check_same_columns(input.files())?;
+        }
         if columns.is_empty() {
             return Err(DatasetError::option("columns", "no column to write"));
         }
@@ -39,6 +44,9 @@ impl Plan {
                 "shapes",
                 format!("names '{c}', which is not a written column"),
             ));
+        }
+        if name_col.is_some() {
+            check_kv_column_names(&columns, &opts.kv_separator)?;
         }
         let mut read_cols = columns.clone();
         if let Some(n) = &name_col {
@@ -74,4 +82,23 @@ impl Plan {
             .collect::<Result<Vec<_>>>()?;
         Ok(Plan { plans, read_cols })
     }
+}
+
+/// KV tensor keys are `<name><sep><column>`, and every reader splits them at the last `sep`:
+/// a column whose name holds the separator would be read back as another column.
+fn check_kv_column_names(columns: &[String], sep: &str) -> Result<()> {
+    for c in columns {
+        if let Some(seen) = misread_column(c, sep) {
+            return Err(DatasetError::column(
+                c,
+                format!(
+                    "the name holds the KV separator '{sep}': readers split a tensor key \
+                     <name>{sep}{c} at its last '{sep}' and would see a column '{seen}'; \
+                     choose another separator with the kv_separator option (--kv-separator in \
+                     the CLI), or rename the column"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

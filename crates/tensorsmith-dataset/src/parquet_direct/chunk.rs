@@ -208,7 +208,10 @@ pub(super) fn scan(
             };
             let mut entries =
                 Vec::with_capacity(need as usize / cast.stored_width() * cast.target_width());
-            cast.append(&buf[..need as usize], &mut entries);
+            // A value beyond the target's range: the reader reports its row.
+            if cast.append(&buf[..need as usize], &mut entries).is_err() {
+                return Ok(None);
+            }
             dict = Some(Arc::new(entries));
             continue;
         }

@@ -8,6 +8,7 @@ use super::dict_indices::DictIndices;
 use super::page_crc::page_error;
 use super::page_plan::DirectPlan;
 use crate::error::DatasetError;
+use crate::finite_range::value_text;
 use std::io::Write;
 use std::ops::Range;
 use tensorsmith::safetensors::TensorData;
@@ -61,6 +62,21 @@ impl<'p> ColumnCursor<'p> {
             }
             let (path, file) = &plan.files[pc.file];
             let bad = |why: String| Fail::Page(page_error(path, &c.name, pc.group, why));
+            // Value `v` of the chunk that does not fit in the target dtype: its row and
+            // element, as the reader path names them.
+            let too_big = |v: u64, stored: &[u8], i: usize| {
+                Fail::Page(DatasetError::Input {
+                    file: Some(path.clone()),
+                    column: Some(c.name.clone()),
+                    row: Some(r0 + v / c.row_len),
+                    msg: format!(
+                        "element {} = {} does not fit in {}",
+                        v % c.row_len,
+                        value_text(c.cast.from, stored, i),
+                        c.cast.to
+                    ),
+                })
+            };
             let (s, e) = ((lo - r0) * c.row_len, (hi - r0) * c.row_len);
             let pages = &pc.layout.pages;
             let first = pages.partition_point(|p| p.first + p.count <= s);
@@ -77,7 +93,8 @@ impl<'p> ColumnCursor<'p> {
                         file.read_exact_at(&mut self.buf, at + a * w as u64)
                             .map_err(|e| bad(format!("page values at byte {at}: {e}")))?;
                         self.loaded = None;
-                        write_cast(c.cast, &self.buf, &mut self.scratch, out)?;
+                        write_cast(c.cast, &self.buf, &mut self.scratch, out)
+                            .map_err(|e| e.at(|i| too_big(p.first + a + i as u64, &self.buf, i)))?;
                     }
                     Stored::Plain(h) => {
                         if !matches!(self.loaded, Some((kk, ii, _)) if kk == k && ii == i) {
@@ -88,7 +105,8 @@ impl<'p> ColumnCursor<'p> {
                         let v0 = self.values;
                         let vals = self.buf.get(v0 + a as usize * w..v0 + b as usize * w);
                         let vals = vals.ok_or_else(|| bad("page values cut short".into()))?;
-                        write_cast(c.cast, vals, &mut self.scratch, out)?;
+                        write_cast(c.cast, vals, &mut self.scratch, out)
+                            .map_err(|e| e.at(|i| too_big(p.first + a + i as u64, vals, i)))?;
                     }
                     Stored::Dict(h) => {
                         let fresh = match &self.loaded {
@@ -128,20 +146,37 @@ impl<'p> ColumnCursor<'p> {
     }
 }
 
+/// Why stored values could not be written: the output failed, or value `i` does not fit in
+/// the target dtype.
+enum CastFail {
+    Out(std::io::Error),
+    Value(usize),
+}
+
+impl CastFail {
+    /// As a [`Fail`], a value that does not fit named by `name(i)`.
+    fn at(self, name: impl FnOnce(usize) -> Fail) -> Fail {
+        match self {
+            CastFail::Out(e) => Fail::Out(e),
+            CastFail::Value(i) => name(i),
+        }
+    }
+}
+
 /// Writes stored values `vals` to `out` in the target dtype (through `scratch` when cast).
 fn write_cast(
     cast: super::value_cast::ValueCast,
     vals: &[u8],
     scratch: &mut Vec<u8>,
     out: &mut dyn Write,
-) -> Result<(), Fail> {
+) -> Result<(), CastFail> {
     let bytes = if cast.is_copy() {
         vals
     } else {
-        cast.append(vals, scratch);
+        cast.append(vals, scratch).map_err(CastFail::Value)?;
         &scratch[..]
     };
-    out.write_all(bytes).map_err(Fail::Out)
+    out.write_all(bytes).map_err(CastFail::Out)
 }
 
 /// A shard's tensor of a decoded column: rows `rows`, then `zeros` bytes of padding.

@@ -1,8 +1,10 @@
 //! Values as Parquet stores them (PLAIN, little-endian) to the bytes of the dataset dtype,
 //! with the same bits as the reader path (arrow_values.rs): the same dtype is a copy, floats
 //! go through `tensorsmith::cast` (F16/BF16 nearest-even or truncated), integers widen
-//! exactly. Every other pair is left to the reader.
+//! exactly; a finite value beyond the target's range is an error, as on the reader path.
+//! Every other pair is left to the reader.
 
+use crate::finite_range::first_overflow;
 use tensorsmith::cast::{cast, f32_to_bf16_truncate, f32_to_f16_truncate, Rounding};
 use tensorsmith::dtype::DType;
 
@@ -41,8 +43,19 @@ impl ValueCast {
         self.to.byte_size().expect("whole-byte dtype")
     }
 
-    /// Appends `src` (whole stored values) to `out` as the target dtype.
-    pub fn append(&self, src: &[u8], out: &mut Vec<u8>) {
+    /// Appends `src` (whole stored values) to `out` as the target dtype. A finite value
+    /// beyond the target's range (one that became an infinity) fails with its index in
+    /// `src`, as on the reader path (finite_range.rs).
+    pub fn append(&self, src: &[u8], out: &mut Vec<u8>) -> Result<(), usize> {
+        let start = out.len();
+        self.convert(src, out);
+        match first_overflow(self.from, src, self.to, &out[start..]) {
+            Some(i) => Err(i),
+            None => Ok(()),
+        }
+    }
+
+    fn convert(&self, src: &[u8], out: &mut Vec<u8>) {
         if self.is_copy() {
             out.extend_from_slice(src);
             return;
@@ -104,17 +117,17 @@ mod tests {
     fn widenings_and_float_casts_give_the_readers_bits() {
         let c = ValueCast::new(DType::I32, DType::I64, Rounding::Nearest).unwrap();
         let mut out = Vec::new();
-        c.append(&(-5i32).to_le_bytes(), &mut out);
+        c.append(&(-5i32).to_le_bytes(), &mut out).unwrap();
         assert_eq!(out, (-5i64).to_le_bytes());
         let c = ValueCast::new(DType::U32, DType::I64, Rounding::Nearest).unwrap();
         out.clear();
-        c.append(&u32::MAX.to_le_bytes(), &mut out);
+        c.append(&u32::MAX.to_le_bytes(), &mut out).unwrap();
         assert_eq!(out, i64::from(u32::MAX).to_le_bytes());
         for r in [Rounding::Nearest, Rounding::Truncate] {
             let c = ValueCast::new(DType::F32, DType::BF16, r).unwrap();
             out.clear();
             let x = 1.0f32 + f32::EPSILON * 3.0 * 65536.0;
-            c.append(&x.to_le_bytes(), &mut out);
+            c.append(&x.to_le_bytes(), &mut out).unwrap();
             assert_eq!(
                 out,
                 cast(&x.to_le_bytes(), DType::F32, DType::BF16, r).unwrap()
@@ -137,10 +150,18 @@ mod tests {
                 let mut out = Vec::new();
                 ValueCast::new(DType::F32, to, r)
                     .unwrap()
-                    .append(&src, &mut out);
+                    .convert(&src, &mut out);
                 assert!(out == cast(&src, DType::F32, to, r).unwrap(), "{to} {r:?}");
             }
         }
+        // A finite value that becomes an infinity fails, naming it; infinities stay.
+        let c = ValueCast::new(DType::F64, DType::F32, Rounding::Nearest).unwrap();
+        let src: Vec<u8> = [f64::INFINITY, 2.0, 1e300]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        assert_eq!(c.append(&src, &mut Vec::new()), Err(2));
+        assert_eq!(c.append(&src[..16], &mut Vec::new()), Ok(()));
         // Float to integer and integer to float: the reader's.
         assert!(ValueCast::new(DType::F32, DType::I32, Rounding::Nearest).is_none());
         assert!(ValueCast::new(DType::I32, DType::F32, Rounding::Nearest).is_none());
