@@ -31,15 +31,7 @@ impl Model {
                 h.update(b);
                 Ok(())
             })?;
-            let got = h.finish();
-            if got != want {
-                return Err(f.at(crate::Error::from(ErrorKind::DigestMismatch {
-                    expected: spell(&want),
-                    actual: spell(&got),
-                })
-                .at_tensor(&t.name)));
-            }
-            return Ok(());
+            return self.compare_digest(t, h);
         }
         for p in t.parts.iter().filter(|p| p.digest().is_some()) {
             f.format()
@@ -47,5 +39,48 @@ impl Model {
                 .map_err(|e| f.at(e.at_tensor(&t.name)))?;
         }
         Ok(())
+    }
+
+    /// A plain tensor's recorded digest and a hasher for it (`None`: not plain, or no digest),
+    /// for readers that stream its bytes anyway and check them on the way
+    /// ([`Model::compare_digest`] at the end).
+    pub fn digest_hasher(&self, t: &TensorInfo) -> Option<Hasher> {
+        if !self.is_plain(t) {
+            return None;
+        }
+        let (want, _) = t.parts[0].digest()?;
+        Some(Hasher::new(kind_of(&want)))
+    }
+
+    /// Checks what `h` (from [`Model::digest_hasher`]) took in against `t`'s recorded digest.
+    pub fn compare_digest(&self, t: &TensorInfo, h: Hasher) -> Result<()> {
+        let Some((want, _)) = t.parts.first().and_then(|p| p.digest()) else {
+            return Ok(());
+        };
+        let got = h.finish();
+        if got != want {
+            return Err(self
+                .file_of(t)
+                .at(crate::Error::from(ErrorKind::DigestMismatch {
+                    expected: spell(&want),
+                    actual: spell(&got),
+                })
+                .at_tensor(&t.name)));
+        }
+        Ok(())
+    }
+
+    /// Part `i` of `t` decoded as [`Model::part_bytes`] gives it, checked against its recorded
+    /// digest on the way when `verify` is set (one read for both).
+    pub fn part_bytes_checked(
+        &self,
+        t: &TensorInfo,
+        i: usize,
+        verify: bool,
+    ) -> Result<std::borrow::Cow<'_, [u8]>> {
+        let f = self.file_of(t);
+        f.format()
+            .part(f.bytes(), &t.parts[i], verify)
+            .map_err(|e| f.at(e.at_tensor(&t.name)))
     }
 }

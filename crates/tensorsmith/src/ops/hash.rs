@@ -159,12 +159,14 @@ fn digest_bytes(bytes: &[u8]) -> [u8; 16] {
 
 /// One tensor's digest. A tensor of one part: the digest of its values ([`digest_bytes`],
 /// whether stored raw, compressed or big-endian). Several parts (sparse, quantized): XXH3-128
-/// over each part's role and digest, in role order.
-fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
+/// over each part's role and digest, in role order. With `verify`, the digests the file
+/// records are checked in the same read (a plain tensor with one is then read in order, its
+/// recorded digest computed beside the content digest).
+fn tensor_digest(model: &Model, t: &TensorInfo, verify: bool) -> Result<[u8; 16]> {
     if !model.is_plain(t) {
         crate::progress::advance(t.byte_len());
         if t.parts.len() == 1 {
-            return Ok(digest_bytes(&model.part_bytes(t, 0)?));
+            return Ok(digest_bytes(&model.part_bytes_checked(t, 0, verify)?));
         }
         // In role order: files list parts in different orders.
         let mut order: Vec<usize> = (0..t.parts.len()).collect();
@@ -173,12 +175,27 @@ fn tensor_digest(model: &Model, t: &TensorInfo) -> Result<[u8; 16]> {
         for (i, p) in order.into_iter().map(|i| (i, &t.parts[i])) {
             all.extend_from_slice(&(p.role.len() as u64).to_le_bytes());
             all.extend_from_slice(p.role.as_bytes());
-            all.extend_from_slice(&digest_bytes(&model.part_bytes(t, i)?));
+            all.extend_from_slice(&digest_bytes(&model.part_bytes_checked(t, i, verify)?));
         }
         return Ok(xxh3_128(&all).to_le_bytes());
     }
     let r = t.data_range();
     let len = r.end - r.start;
+    if let Some(mut h) = model.digest_hasher(t).filter(|_| verify) {
+        let mut digests: Vec<[u8; 16]> = Vec::new();
+        model.for_each_chunk(t, CONTENT_CHUNK, |b| {
+            h.update(b);
+            digests.push(xxh3_128(b).to_le_bytes());
+            crate::progress::advance(b.len() as u64);
+            Ok(())
+        })?;
+        model.compare_digest(t, h)?;
+        return Ok(match digests.as_slice() {
+            [one] if len <= CONTENT_CHUNK => *one,
+            _ if len == 0 => xxh3_128(&[]).to_le_bytes(),
+            _ => xxh3_128(&digests.concat()).to_le_bytes(),
+        });
+    }
     if len <= CONTENT_CHUNK {
         let bytes = model.read(t, r)?;
         crate::progress::advance(len);
@@ -210,12 +227,7 @@ pub fn content_id_with(model: &Model, check_digests: bool) -> Result<String> {
     crate::progress::expect(tensors.iter().map(|t| t.byte_len()).sum());
     let digests: Result<Vec<[u8; 16]>> = tensors
         .par_iter()
-        .map(|t| {
-            if check_digests {
-                model.check_digests(t)?;
-            }
-            tensor_digest(model, t)
-        })
+        .map(|t| tensor_digest(model, t, check_digests))
         .collect();
     let digests = digests?;
     let mut e = Enc(Sha256::new());
