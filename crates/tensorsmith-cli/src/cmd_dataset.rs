@@ -198,13 +198,19 @@ pub struct CleanArgs {
 #[derive(Args)]
 pub struct AdoptArgs {
     dir: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
     /// How long to wait for a commit in progress (the dataset's commit lock).
     #[arg(long, value_parser = tensorsmith_dataset::parse_duration, default_value = "10m")]
     lock_timeout: std::time::Duration,
 }
 
 fn adopt(a: &AdoptArgs) -> u8 {
-    match tensorsmith_dataset::adopt(&a.dir, a.lock_timeout) {
+    let dir = match location(&a.dir) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    match tensorsmith_dataset::adopt_at(dir, &a.store.options(), a.lock_timeout) {
         Ok(Some(v)) => {
             outln!(
                 "adopted: {}: the other writer's dataset_manifest.json is version {v}",

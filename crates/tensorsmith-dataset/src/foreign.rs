@@ -48,12 +48,32 @@ pub(crate) fn detect(dir: &Path, snap: &Snapshot) -> Result<Option<ForeignManife
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(DatasetError::io(&path, e)),
     };
+    compare(snap, &text, &path, || {
+        let mut listed: HashSet<String> = HashSet::new();
+        for n in versions::list(dir)? {
+            if let Ok(v) = versions::read(dir, n) {
+                listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
+            }
+        }
+        Ok(listed)
+    })
+}
+
+/// The manifest bytes `text` (at `path`) against `snap`: another writer's commit when it lists
+/// a shard that no version lists (`listed` gives every version's shards, asked only when the
+/// manifest differs from `snap`'s). Local folders and stores alike.
+pub(crate) fn compare(
+    snap: &Snapshot,
+    text: &[u8],
+    path: &Path,
+    listed: impl FnOnce() -> Result<HashSet<String>>,
+) -> Result<Option<ForeignManifest>> {
     let mine = snap.manifest();
     if text == mine.to_json().as_bytes() {
         return Ok(None);
     }
     // A manifest that does not parse is not a commit of anyone's: `republish` replaces it.
-    let Ok(theirs) = Manifest::parse(&text, &path) else {
+    let Ok(theirs) = Manifest::parse(text, path) else {
         return Ok(None);
     };
     let mut sorted = theirs.shards.clone();
@@ -61,12 +81,7 @@ pub(crate) fn detect(dir: &Path, snap: &Snapshot) -> Result<Option<ForeignManife
     if same_shards(&sorted, &mine.shards) {
         return Ok(None);
     }
-    let mut listed: HashSet<String> = HashSet::new();
-    for n in versions::list(dir)? {
-        if let Ok(v) = versions::read(dir, n) {
-            listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
-        }
-    }
+    let listed = listed()?;
     let added: Vec<String> = sorted
         .iter()
         .map(|s| s.shard_path.clone())
@@ -131,6 +146,18 @@ impl ForeignManifest {
                 "{}; `tensorsmith dataset adopt {}` (or `dataset verify --repair`) makes it version {} after checking its shards; any tensorsmith write adopts it too",
                 self.describe(),
                 dir.display(),
+                self.base + 1
+            ),
+        }
+    }
+
+    /// The error of a reader or writer of a dataset on a store.
+    pub(crate) fn store_error(&self, location: &str) -> DatasetError {
+        DatasetError::Conflict {
+            dir: std::path::PathBuf::from(location),
+            msg: format!(
+                "{}; `tensorsmith dataset adopt {location}` (or `dataset verify --repair`) makes it version {} after checking its shards",
+                self.describe(),
                 self.base + 1
             ),
         }

@@ -58,6 +58,7 @@ mod write;
 // The object-store protocol: the store seam, its local folder, S3, Azure and GCS stores, the
 // versions read through it, the commit on conditional writes, clean, and the URL dispatch.
 mod store;
+mod store_adopt;
 mod store_azure;
 mod store_clean;
 mod store_commit;
@@ -93,7 +94,7 @@ pub use input_list::{input_locations, list_prefix};
 pub use job::{abort_job, commit_job, commit_job_with, start_job, write_task, write_task_range};
 pub use job_at::{abort_job_at, commit_job_at, start_job_at, write_task_at, write_task_range_at};
 pub use job_options::{JobOptions, Progress, WriteMode};
-pub use located::{clean_at, exists_at, export_at, info_at, repair_at, verify_at};
+pub use located::{adopt_at, clean_at, exists_at, export_at, info_at, repair_at, verify_at};
 pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{ColumnView, Dataset, DatasetMode, Tensor};

@@ -55,7 +55,7 @@ pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
             let dir = Path::new(location);
             Ok(crate::versions::current_id(dir)?.is_some())
         }
-        Some(store) => Ok(sv::current(&*store)?.is_some()),
+        Some(store) => Ok(sv::current_unchecked(&*store)?.is_some()),
     }
 }
 
@@ -77,10 +77,28 @@ pub fn verify_at(
 pub fn repair_at(location: &str, storage: &StorageOptions, timeout: Duration) -> Result<bool> {
     match open_store(location, storage, true)? {
         None => retention::repair(Path::new(location), timeout),
-        Some(store) => match sv::current(&*store)? {
-            Some(s) if s.versioned => republish(&*store, &s),
-            _ => Ok(false),
-        },
+        Some(store) => {
+            if crate::store_adopt::adopt_store(&*store)?.is_some() {
+                return Ok(true);
+            }
+            match sv::current(&*store)? {
+                Some(s) if s.versioned => republish(&*store, &s),
+                _ => Ok(false),
+            }
+        }
+    }
+}
+
+/// `dataset adopt` at `location`: another writer's manifest made the next version (see
+/// foreign.rs); `None` when there is nothing to adopt.
+pub fn adopt_at(
+    location: &str,
+    storage: &StorageOptions,
+    timeout: Duration,
+) -> Result<Option<u64>> {
+    match open_store(location, storage, true)? {
+        None => crate::foreign::adopt(Path::new(location), timeout),
+        Some(store) => crate::store_adopt::adopt_store(&*store),
     }
 }
 

@@ -275,3 +275,87 @@ fn writer_shard_names_are_told_from_a_users() {
         "part-00003-0012-550e8400-e29b-41d4-a716-446655440000.bin"
     ));
 }
+
+/// What safetensors-spark does to append through s3a: a new shard under its naming, the
+/// manifest rewritten over old and new (its own spelling). Returns the new shard's name.
+fn connector_append(root: &std::path::Path) -> String {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("dataset_manifest.json")).unwrap())
+            .unwrap();
+    let first = m["shards"][0]["shard_path"].as_str().unwrap().to_string();
+    let name = "part-00000-0000-550e8400-e29b-41d4-a716-446655440000.safetensors".to_string();
+    std::fs::copy(root.join(&first), root.join(&name)).unwrap();
+    let bytes = std::fs::metadata(root.join(&name)).unwrap().len();
+    let samples = m["shards"][0]["samples_count"].as_u64().unwrap();
+    let mut shards = m["shards"].as_array().unwrap().clone();
+    shards.push(serde_json::json!({"shard_path": name, "samples_count": samples, "bytes": bytes}));
+    let manifest = serde_json::json!({
+        "format_version": "1.0", "safetensors_version": "1.0",
+        "total_samples": shards.iter().map(|s| s["samples_count"].as_u64().unwrap()).sum::<u64>(),
+        "total_bytes": shards.iter().map(|s| s["bytes"].as_u64().unwrap()).sum::<u64>(),
+        "shards": shards, "schema": m["schema"],
+    });
+    std::fs::write(
+        root.join("dataset_manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    name
+}
+
+#[test]
+fn another_writers_manifest_on_a_store_is_refused_by_readers_and_adopted_by_writers() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let theirs = connector_append(d.path());
+    let e = sv::current(&store).unwrap_err();
+    assert!(
+        matches!(e, DatasetError::Conflict { .. }) && e.to_string().contains(&theirs),
+        "{e}"
+    );
+    assert!(e.to_string().contains("dataset adopt"), "{e}");
+    let r = verify_store(&store, None).unwrap();
+    let text = r.problems.join("\n");
+    assert!(
+        text.contains(&theirs) && text.contains("dataset adopt"),
+        "{text}"
+    );
+    assert!(!text.contains("dataset clean"), "{text}");
+    assert!(clean_store(&store, Duration::ZERO).is_err());
+    // A write adopts it first: nothing the manifest lists is dropped.
+    let m = write(&store, 0..4, WriteMode::Append).unwrap();
+    assert_eq!(m.total_samples, 8 + 4 + 4);
+    assert!(m.shards.iter().any(|s| s.shard_path == theirs));
+    assert!(verify_store(&store, None).unwrap().is_ok());
+}
+
+#[test]
+fn adopt_on_a_store_checks_each_new_shard() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let theirs = connector_append(d.path());
+    std::fs::write(d.path().join(&theirs), b"not a shard").unwrap();
+    let e = crate::store_adopt::adopt_store(&store).unwrap_err();
+    assert!(e.to_string().contains("not adopted"), "{e}");
+    let bytes = std::fs::read(d.path().join(m_first(d.path()))).unwrap();
+    std::fs::write(d.path().join(&theirs), bytes).unwrap();
+    assert_eq!(crate::store_adopt::adopt_store(&store).unwrap(), Some(2));
+    assert_eq!(crate::store_adopt::adopt_store(&store).unwrap(), None);
+    assert_eq!(
+        sv::current(&store)
+            .unwrap()
+            .unwrap()
+            .manifest()
+            .total_samples,
+        12
+    );
+}
+
+fn m_first(root: &std::path::Path) -> String {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("dataset_manifest.json")).unwrap())
+            .unwrap();
+    m["shards"][0]["shard_path"].as_str().unwrap().to_string()
+}

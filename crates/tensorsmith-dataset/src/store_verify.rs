@@ -25,10 +25,14 @@ fn header(store: &dyn Store, key: &str) -> Result<TensorIndex> {
 pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<DatasetReport> {
     let snap = match version {
         Some(n) => sv::at(store, n)?,
-        None => match sv::current(store)? {
+        None => match sv::current_unchecked(store)? {
             Some(s) => s,
             None => sv::at(store, 0)?,
         },
+    };
+    let foreign = match version {
+        None => sv::detect(store, &snap)?,
+        Some(_) => None,
     };
     let m: &Manifest = snap.manifest();
     let mut r = DatasetReport {
@@ -82,7 +86,14 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
     check_coverage(&mut r, m, mode, &tensors_of, &seen_keys);
     let list = sv::list(store)?;
     let is_current = list.last().is_none_or(|l| l.n == snap.version.version);
-    if snap.versioned && is_current {
+    if let Some(f) = &foreign {
+        r.problems.push(format!(
+            "{}: `tensorsmith dataset adopt {}` (or `dataset verify --repair`) makes it version {} after checking its shards",
+            f.describe(),
+            store.location(),
+            f.base + 1
+        ));
+    } else if snap.versioned && is_current {
         let manifest_ok = store
             .get(MANIFEST_NAME)?
             .is_some_and(|b| b == m.to_json().as_bytes());
@@ -107,6 +118,9 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
     }
     // Shards other kept versions list are not strays.
     let mut listed: HashSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
+    if let Some(f) = &foreign {
+        listed.extend(f.added.iter().cloned());
+    }
     for l in &list {
         if let Ok(v) = sv::read(store, l.n) {
             listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
@@ -118,9 +132,11 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
         .collect();
     stray.sort();
     for n in stray {
-        r.problems.push(format!(
-            "{n}: a shard no version lists (a writer stopped before its commit point, or one still uploading: `tensorsmith dataset clean` removes it once older than the retention and an hour)"
-        ));
+        r.problems.push(if crate::shard_record::is_writer_shard_name(n) {
+            format!("{n}: a shard no version lists (a writer stopped before its commit point, or one still uploading: `tensorsmith dataset clean` removes it once older than the retention and an hour)")
+        } else {
+            format!("{n}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")
+        });
     }
     Ok(r)
 }

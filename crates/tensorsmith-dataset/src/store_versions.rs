@@ -120,8 +120,44 @@ fn unversioned(store: &dyn Store) -> Result<Option<Snapshot>> {
 }
 
 /// The current snapshot: the highest version, else the manifest of a dataset without
-/// versions, else `None` (no dataset).
+/// versions, else `None` (no dataset). A manifest another writer committed over the current
+/// version is an error saying what differs and how to adopt it (foreign.rs).
 pub(crate) fn current(store: &dyn Store) -> Result<Option<Snapshot>> {
+    let snap = current_unchecked(store)?;
+    if let Some(s) = &snap {
+        if let Some(f) = detect(store, s)? {
+            return Err(f.store_error(&store.location()));
+        }
+    }
+    Ok(snap)
+}
+
+/// The manifest of `store` when another writer committed it over `snap` (foreign.rs).
+pub(crate) fn detect(
+    store: &dyn Store,
+    snap: &Snapshot,
+) -> Result<Option<crate::foreign::ForeignManifest>> {
+    if !snap.versioned {
+        return Ok(None);
+    }
+    let Some(bytes) = store.get(MANIFEST_NAME)? else {
+        return Ok(None);
+    };
+    crate::foreign::compare(snap, &bytes, &shown(store, MANIFEST_NAME), || {
+        let mut listed = std::collections::HashSet::new();
+        for l in list(store)? {
+            match read(store, l.n) {
+                Ok(v) => listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path)),
+                Err(DatasetError::VersionRemoved { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(listed)
+    })
+}
+
+/// [`current`] as the versions say, whatever the manifest says.
+pub(crate) fn current_unchecked(store: &dyn Store) -> Result<Option<Snapshot>> {
     // A version listed may be cleaned before it is read (a newer one came meanwhile): again.
     for _ in 0..8 {
         match list(store)?.last() {
