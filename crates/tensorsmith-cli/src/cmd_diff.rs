@@ -68,8 +68,8 @@ pub struct DiffArgs {
 pub fn run(a: &DiffArgs) -> u8 {
     let opts = a.open.open_options();
     let (ma, mb) = match (
-        crate::open_model(&a.a, &opts),
-        crate::open_model(&a.b, &opts),
+        crate::input_arg::open_input(a.a.as_ref(), &opts),
+        crate::input_arg::open_input(a.b.as_ref(), &opts),
     ) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => return fail(&e),

@@ -35,7 +35,7 @@ pub struct ReportArgs {
 
 pub fn run(a: &ReportArgs) -> u8 {
     let start = Instant::now();
-    let model = match crate::open_model(&a.model, &a.open.open_options()) {
+    let model = match crate::input_arg::open_input(a.model.as_ref(), &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
