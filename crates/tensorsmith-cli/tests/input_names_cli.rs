@@ -30,6 +30,7 @@ fn a_file_named_with_a_non_utf8_byte_is_read_by_every_command() {
     let m = model(d.path());
     let m = m.as_os_str();
     let out = d.path().join("out.safetensors");
+    let page = d.path().join("page.html");
     let os = |s: &'static str| OsStr::new(s);
     for args in [
         vec![os("inspect"), m],
@@ -38,6 +39,8 @@ fn a_file_named_with_a_non_utf8_byte_is_read_by_every_command() {
         vec![os("validate"), m],
         vec![os("verify"), m],
         vec![os("convert"), m, out.as_os_str()],
+        vec![os("diff"), m, m],
+        vec![os("report"), m, os("-o"), page.as_os_str()],
     ] {
         let o = run(&args);
         let err = String::from_utf8_lossy(&o.stderr);
