@@ -89,3 +89,27 @@ fn a_sharded_output_named_with_a_non_utf8_byte_is_refused_not_renamed() {
         .collect();
     assert_eq!(names, vec![m.file_name().unwrap().to_owned()]);
 }
+
+#[test]
+fn a_dataset_input_named_with_a_non_utf8_byte_is_refused_naming_the_rule() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join(OsStr::from_bytes(b"in\xFF.parquet"));
+    std::fs::write(&input, b"PAR1").unwrap();
+    let out = d.path().join("ds");
+    let os = OsStr::new;
+    let o = run(&[
+        os("dataset"),
+        os("write"),
+        input.as_os_str(),
+        out.as_os_str(),
+        os("--batch-size"),
+        os("1"),
+        os("--dtype"),
+        os("F32"),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+    assert!(!err.contains("No such file"), "{err}");
+    assert!(!out.exists());
+}
