@@ -44,9 +44,13 @@ fn parse_compress(s: &str) -> Result<Compression, String> {
 
 #[derive(Args)]
 pub struct ConvertArgs {
+    /// The input: a path (any file name, a pipe such as /dev/stdin), a URL, or - for stdin
+    /// (a pipe is read whole into a temporary file first: formats are read by position).
     input: PathBuf,
     /// The output: a path, or an s3://, az:// (abfs(s)://) or gs:// URL (one file, uploaded as
-    /// it is written and visible only once complete).
+    /// it is written and visible only once complete). Not - : an output is written under a
+    /// temporary name and renamed into place when complete, which stdout cannot be (./- is a
+    /// file named -).
     output: PathBuf,
     /// Cast float tensors (F64, F32, F16, BF16) to this safetensors dtype.
     #[arg(long, value_parser = parse_dtype)]
@@ -166,12 +170,20 @@ pub fn run(a: &ConvertArgs) -> u8 {
     // An output this build cannot write, or an s3:// output of several files, is refused
     // before the input is opened.
     let out = a.output.to_string_lossy();
+    if a.output.as_os_str() == "-" {
+        eprintln!(
+            "tensorsmith: output '-': convert does not write to stdout (it writes a file under \
+             a temporary name and renames it into place when complete); name a file, or ./- \
+             for a file named '-'"
+        );
+        return crate::EXIT_ERROR;
+    }
     if let Err(e) = tensorsmith::bytes::refuse_write(&out)
         .and_then(|()| tensorsmith::ops::convert::refuse_remote_outputs(&out, &opts))
     {
         return fail(&e);
     }
-    let input = match crate::open_model(&a.input.to_string_lossy(), &a.open.open_options()) {
+    let input = match crate::input_arg::open_input(a.input.as_os_str(), &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };

@@ -378,10 +378,20 @@ fn write(a: &WriteArgs) -> u8 {
     };
     // Local files and folders, and URLs (a prefix ending with `/` lists its objects), read
     // with the same storage options as the output.
-    let inputs: Vec<String> = inputs
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
+    let mut names = Vec::with_capacity(inputs.len());
+    for p in inputs {
+        match p.to_str() {
+            Some(s) => names.push(s.to_owned()),
+            None => {
+                return fail(&format!(
+                    "{}: the name is not UTF-8, and dataset write finds its inputs (and the \
+                     files of an input folder) by UTF-8 names: rename it",
+                    shown(p)
+                ))
+            }
+        }
+    }
+    let inputs = names;
     let input = match Input::open_at(&inputs, &a.store.options()) {
         Ok(i) => i.with_remote_pages(a.parquet_remote_pages),
         Err(e) => return fail(&e),

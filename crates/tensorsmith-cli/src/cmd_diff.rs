@@ -2,6 +2,7 @@
 //! Exit 0 when they are the same, 1 when they differ, 2 on error. With `--values --html PAGE`
 //! also a self-contained page of the value errors (the library's `diff_page`).
 
+use crate::input_arg::shown_name;
 use crate::render::{grouped, printable};
 use crate::{fail, OpenArgs, EXIT_NO, EXIT_OK};
 use clap::{Args, ValueEnum};
@@ -32,10 +33,11 @@ enum MapArg {
 
 #[derive(Args)]
 pub struct DiffArgs {
-    /// A file or http(s):// URL.
-    a: String,
-    /// A file or http(s):// URL.
-    b: String,
+    /// A file (any name; a pipe, or - for stdin, is read whole into a temporary file first)
+    /// or http(s):// URL.
+    a: std::ffi::OsString,
+    /// The same for B.
+    b: std::ffi::OsString,
     /// Also compare the values of tensors present in both (across dtypes and formats).
     #[arg(long)]
     values: bool,
@@ -68,8 +70,8 @@ pub struct DiffArgs {
 pub fn run(a: &DiffArgs) -> u8 {
     let opts = a.open.open_options();
     let (ma, mb) = match (
-        crate::open_model(&a.a, &opts),
-        crate::open_model(&a.b, &opts),
+        crate::input_arg::open_input(&a.a, &opts),
+        crate::input_arg::open_input(&a.b, &opts),
     ) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => return fail(&e),
@@ -110,9 +112,10 @@ pub fn run(a: &DiffArgs) -> u8 {
             );
         }
     }
-    let json = to_json(&a.a, &a.b, &d);
+    let (an, bn) = (shown_name(&a.a), shown_name(&a.b));
+    let json = to_json(&an, &bn, &d);
     if let Some(page) = &a.html {
-        let title = format!("diff {} → {}", file_name(&a.a), file_name(&a.b));
+        let title = format!("diff {} → {}", file_name(&an), file_name(&bn));
         match tensorsmith::ops::diff_page::write_diff_page(page, &title, &json) {
             Ok(len) if a.progress.shows() => eprintln!(
                 "wrote {}: {}, {}",
@@ -131,8 +134,8 @@ pub fn run(a: &DiffArgs) -> u8 {
             s.push('\n');
             s
         }
-        Style::Text => text(&a.a, &a.b, &d),
-        Style::Md => markdown(&a.a, &a.b, &d),
+        Style::Text => text(&an, &bn, &d),
+        Style::Md => markdown(&an, &bn, &d),
     };
     out!("{out}");
     if d.is_same() {

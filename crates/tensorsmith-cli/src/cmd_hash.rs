@@ -17,9 +17,10 @@ enum Compat {
 
 #[derive(Args)]
 pub struct HashArgs {
-    /// Files or http(s):// URLs.
+    /// Files (any name; a pipe, or - for stdin, is read whole into a temporary file first) or
+    /// http(s):// URLs.
     #[arg(required = true)]
-    files: Vec<String>,
+    files: Vec<std::path::PathBuf>,
     /// Also digest every tensor's bytes (reads all data; parallel).
     #[arg(long)]
     content: bool,
@@ -63,14 +64,14 @@ fn hash_all(a: &HashArgs) -> u8 {
         .with_part_only(a.compat.is_some() || a.open.part_only);
     let mut code = EXIT_OK;
     for f in &a.files {
-        let model = match crate::open_model(f, &opts) {
+        let model = match crate::input_arg::open_input(f.as_os_str(), &opts) {
             Ok(m) => m,
             Err(e) => {
                 code = code.max(fail(&e));
                 continue;
             }
         };
-        match line(a, f, &model) {
+        match line(a, &crate::input_arg::shown_name(f.as_os_str()), &model) {
             Ok(l) => outln!("{l}"),
             Err(e) => {
                 code = code.max(fail(&e));

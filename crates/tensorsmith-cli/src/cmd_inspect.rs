@@ -14,7 +14,8 @@ use tensorsmith::Model;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// A file, or an http(s):// URL (only the header is fetched, by range requests).
+    /// A file, or an http(s):// URL (only the header is fetched, by range requests), or
+    /// a pipe (/dev/stdin), or - for stdin: read whole into a temporary file first.
     file: PathBuf,
     /// Print the machine-readable form (schema "tensorsmith.inspect/1").
     #[arg(long, conflicts_with_all = ["tree", "pretty_metadata"])]
@@ -32,8 +33,7 @@ pub struct InspectArgs {
 pub fn run(a: &InspectArgs) -> u8 {
     // A URL is read with HTTP range requests (the header only); a path is opened; the format
     // is told by the first bytes.
-    let target = a.file.to_string_lossy();
-    let model = match crate::open_model(&target, &a.open.open_options()) {
+    let model = match crate::input_arg::open_input(a.file.as_os_str(), &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };

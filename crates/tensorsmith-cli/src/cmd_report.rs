@@ -14,8 +14,8 @@ use tensorsmith::ops::stats::{stats, StatsOptions};
 #[derive(Args)]
 pub struct ReportArgs {
     /// A model: a file, a folder or shard index of a checkpoint, or an http(s):// URL (only
-    /// the header is read).
-    model: String,
+    /// the header is read), or a pipe (- for stdin: read whole into a temporary file first).
+    model: std::ffi::OsString,
     /// The page to write (replaced atomically).
     #[arg(short, long, value_name = "PAGE.html")]
     output: PathBuf,
@@ -35,7 +35,7 @@ pub struct ReportArgs {
 
 pub fn run(a: &ReportArgs) -> u8 {
     let start = Instant::now();
-    let model = match crate::open_model(&a.model, &a.open.open_options()) {
+    let model = match crate::input_arg::open_input(&a.model, &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };

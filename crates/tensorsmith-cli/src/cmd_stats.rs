@@ -16,7 +16,8 @@ use tensorsmith::ops::stats_json::stats_json_text;
 
 #[derive(Args)]
 pub struct StatsArgs {
-    /// A file, a folder or shard index of a checkpoint, or an http(s):// URL.
+    /// A file, a folder or shard index of a checkpoint, an http(s):// URL, or
+    /// a pipe (/dev/stdin), or - for stdin: read whole into a temporary file first.
     model: PathBuf,
     /// Print the machine-readable form (schema "tensorsmith.stats/1").
     #[arg(long)]
@@ -44,7 +45,7 @@ pub fn run(a: &StatsArgs) -> u8 {
         (Ok(s), Ok(z)) => (s, z),
         (Err(e), _) | (_, Err(e)) => return fail(&e),
     };
-    let model = match crate::open_model(&a.model.to_string_lossy(), &a.open.open_options()) {
+    let model = match crate::input_arg::open_input(a.model.as_os_str(), &a.open.open_options()) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };

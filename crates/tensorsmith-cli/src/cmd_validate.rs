@@ -11,6 +11,7 @@ use tensorsmith::Model;
 
 #[derive(Args)]
 pub struct ValidateArgs {
+    /// Files, folders, URLs, or a pipe (/dev/stdin), or - for stdin: read whole into a temporary file first.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Also check the header against the safetensors JSON schema.
@@ -31,7 +32,7 @@ pub fn run(a: &ValidateArgs) -> u8 {
     let mut code = EXIT_OK;
     for path in &a.files {
         // A sharded checkpoint's shards must come from one write (their write ids agree).
-        let opened = crate::open_model(&path.to_string_lossy(), &opts)
+        let opened = crate::input_arg::open_input(path.as_os_str(), &opts)
             .and_then(|m| tensorsmith::ops::write_id::check(&m).map(|()| m));
         match opened {
             Ok(m) => {

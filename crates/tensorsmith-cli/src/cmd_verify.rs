@@ -13,6 +13,7 @@ use tensorsmith::ops::verify::verify;
 
 #[derive(Args)]
 pub struct VerifyArgs {
+    /// Files, folders, URLs, or a pipe (/dev/stdin), or - for stdin: read whole into a temporary file first.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     #[command(flatten)]
@@ -43,7 +44,7 @@ fn verify_all(a: &VerifyArgs) -> u8 {
             code = code.max(verify_dataset(path, &opts));
             continue;
         }
-        let opened = crate::open_model(&path.to_string_lossy(), &opts)
+        let opened = crate::input_arg::open_input(path.as_os_str(), &opts)
             .and_then(|m| tensorsmith::ops::write_id::check(&m).map(|()| m));
         match opened.map(|m| verify(&m)) {
             Ok(r) if r.is_ok() && r.checked == 0 => {
@@ -116,7 +117,7 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     let (mut checked, mut undigested) = (0, 0);
     for shard in &manifest.shards {
         let path = dir.join(&shard.shard_path);
-        match crate::open_model(&path.to_string_lossy(), opts).map(|m| verify(&m)) {
+        match crate::input_arg::open_input(path.as_os_str(), opts).map(|m| verify(&m)) {
             Ok(r) => {
                 checked += r.checked;
                 undigested += r.undigested;

@@ -22,6 +22,7 @@ mod cmd_report;
 mod cmd_stats;
 mod cmd_validate;
 mod cmd_verify;
+mod input_arg;
 mod progress_view;
 mod render;
 mod schema;

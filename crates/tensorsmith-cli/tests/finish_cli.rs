@@ -285,4 +285,21 @@ fn an_output_in_a_missing_folder_names_the_folder() {
         );
         assert!(!d.path().join("no").exists());
     }
+    // Sharded: the lock file the writer takes inside the folder is not what the user named.
+    let out = missing.join("model.safetensors");
+    let (code, _, err) = run(&[
+        "convert",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--shard-size",
+        "1MB",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("the folder {} does not exist", missing.display())),
+        "{err}"
+    );
+    assert!(err.contains(out.to_str().unwrap()), "{err}");
+    assert!(!err.contains(".lock"), "{err}");
+    assert!(!d.path().join("no").exists());
 }

@@ -79,3 +79,19 @@ fn a_bad_alignment_is_shown_with_its_gguf_type() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("got UINT32 48"), "{err}");
 }
+
+#[test]
+fn an_endpoint_of_another_scheme_is_refused_in_words() {
+    let o = run(&[
+        "inspect",
+        "s3://bucket/key.safetensors",
+        "--storage-option",
+        "endpoint_url=ftp://localhost",
+        "--storage-option",
+        "anon=true",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("http:// or https://"), "{err}");
+    assert!(!err.contains("UnsupportedScheme"), "{err}");
+}

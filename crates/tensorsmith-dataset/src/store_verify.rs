@@ -6,11 +6,10 @@
 
 use crate::error::Result;
 use crate::manifest::{Manifest, INDEX_NAME, MANIFEST_NAME};
-use crate::read::{mode_of, DatasetMode};
 use crate::store::Store;
 use crate::store_versions::{self as sv, index_key};
 use crate::tensor_index_file;
-use crate::verify::{check_coverage, check_index, check_tensors, DatasetReport};
+use crate::verify::{check_coverage, check_index, check_tensors, mode_of_shards, DatasetReport};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use tensorsmith::index::TensorIndex;
@@ -65,17 +64,7 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
             }
         }
     }
-    let mode = match headers.first() {
-        Some(Some(h)) => {
-            let tensors: Vec<(&str, Option<u64>)> = h
-                .tensors
-                .iter()
-                .map(|t| (t.name.as_str(), t.shape.first().copied()))
-                .collect();
-            mode_of(m, m.shards[0].samples_count, &tensors)
-        }
-        _ => DatasetMode::Kv,
-    };
+    let mode = mode_of_shards(m, headers.iter().map(Option::as_ref));
     let mut tensors_of: HashMap<&str, HashSet<String>> = HashMap::new();
     let mut seen_keys: HashMap<String, String> = HashMap::new();
     for (s, h) in m.shards.iter().zip(&headers) {
@@ -114,7 +103,7 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
             }),
         };
         let iname = format!("index of version {}", snap.version.version);
-        check_index(&mut r, entries, &iname, &tensors_of);
+        check_index(&mut r, entries, &iname, m, &tensors_of);
     }
     // Shards other kept versions list are not strays.
     let mut listed: HashSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::manifest::{content_digest_of, Manifest, ShardInfo, INDEX_NAME};
 use crate::publish::is_published;
-use crate::read::{Dataset, DatasetMode};
+use crate::read::{mode_of, Dataset, DatasetMode};
 use crate::staging::{stale_folders, DEFAULT_STALE_AFTER};
 use crate::tensor_index_file;
 use crate::versions::{self, indexes_dir, Snapshot};
@@ -62,9 +62,17 @@ pub fn verify_version(
         shards: m.shards.len(),
         ..Default::default()
     };
-    let mode = Dataset::open_version(dir, snap.version.version)
-        .map(|d| d.mode())
-        .unwrap_or(DatasetMode::Kv);
+    let mode = match Dataset::open_version(dir, snap.version.version) {
+        Ok(d) => d.mode(),
+        Err(_) => mode_of_shards(
+            m,
+            m.shards.iter().map(|s| {
+                tensorsmith::safetensors::SafetensorsFile::open(dir.join(&s.shard_path))
+                    .ok()
+                    .map(|f| f.index().clone())
+            }),
+        ),
+    };
     let mut tensors_of: HashMap<&str, HashSet<String>> = HashMap::new();
     let mut seen_keys: HashMap<String, String> = HashMap::new();
     for s in &m.shards {
@@ -129,7 +137,13 @@ pub fn verify_version(
         _ => Some((dir.join(INDEX_NAME), INDEX_NAME.to_string())).filter(|(p, _)| p.exists()),
     };
     if let Some((ipath, iname)) = index {
-        check_index(&mut r, tensor_index_file::read(&ipath), &iname, &tensors_of);
+        check_index(
+            &mut r,
+            tensor_index_file::read(&ipath),
+            &iname,
+            m,
+            &tensors_of,
+        );
     }
     // Shards of other versions still kept (retired, or current when checking an old one)
     // are not strays.
@@ -163,6 +177,30 @@ pub fn verify_version(
         ));
     }
     Ok(r)
+}
+
+/// The mode of a dataset told from its first shard whose header reads (`headers`, in the
+/// manifest's order, `None` for one that does not): a damaged first shard must not make a
+/// batch dataset look like a KV one, each of whose other shards would then seem to repeat its
+/// neighbours' keys. KV when no header reads.
+pub(crate) fn mode_of_shards<H: std::borrow::Borrow<TensorIndex>>(
+    m: &Manifest,
+    headers: impl IntoIterator<Item = Option<H>>,
+) -> DatasetMode {
+    m.shards
+        .iter()
+        .zip(headers)
+        .find_map(|(s, h)| {
+            let h = h?;
+            let tensors: Vec<(&str, Option<u64>)> = h
+                .borrow()
+                .tensors
+                .iter()
+                .map(|t| (t.name.as_str(), t.shape.first().copied()))
+                .collect();
+            Some(mode_of(m, s.samples_count, &tensors))
+        })
+        .unwrap_or(DatasetMode::Kv)
 }
 
 /// The tensors of shard `s` (its header's `index`) checked against the manifest `m`.
@@ -226,7 +264,8 @@ pub(crate) fn check_tensors<'a>(
     }
 }
 
-/// Batch mode: every shard holds every column; KV: every schema key is in some shard.
+/// Batch mode: every shard holds every column; KV: every schema key is in some shard (not
+/// checked when a shard could not be read).
 pub(crate) fn check_coverage(
     r: &mut DatasetReport,
     m: &Manifest,
@@ -247,6 +286,14 @@ pub(crate) fn check_coverage(
             }
         }
     } else if !m.schema.is_empty() {
+        // A shard that could not be read (reported already) may hold any key: not every key
+        // it held is reported again.
+        if m.shards
+            .iter()
+            .any(|s| !tensors_of.contains_key(s.shard_path.as_str()))
+        {
+            return;
+        }
         for k in m.schema.keys().filter(|k| !seen_keys.contains_key(*k)) {
             r.problems
                 .push(format!("schema names '{k}', which no shard holds"));
@@ -255,16 +302,21 @@ pub(crate) fn check_coverage(
 }
 
 /// The index's entries (as read) checked against the shards' tensors; `iname` names it.
+/// Entries pointing at a shard the manifest lists but that could not be read are not
+/// reported again (the shard's own problem says why).
 pub(crate) fn check_index(
     r: &mut DatasetReport,
     entries: Result<Vec<tensor_index_file::IndexEntry>>,
     iname: &str,
+    m: &Manifest,
     tensors_of: &HashMap<&str, HashSet<String>>,
 ) {
+    let listed: HashSet<&str> = m.shards.iter().map(|s| s.shard_path.as_str()).collect();
     match entries {
         Ok(entries) => {
             for e in entries {
                 match tensors_of.get(&*e.file_name) {
+                    None if listed.contains(&*e.file_name) => {}
                     None => r.problems.push(format!(
                         "{iname}: '{}' points at {}, which the manifest does not list",
                         e.tensor_key, e.file_name

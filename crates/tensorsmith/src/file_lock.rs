@@ -55,7 +55,7 @@ impl FileLock {
                 .create(true)
                 .truncate(false)
                 .open(path)
-                .map_err(|e| crate::error::creating(e, path).in_file(path))?;
+                .map_err(|e| crate::error::creating_internal(e, path))?;
             loop {
                 match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                     Ok(()) => break,
@@ -98,7 +98,7 @@ impl FileLock {
             .create(true)
             .truncate(false)
             .open(path)
-            .map_err(|e| crate::error::creating(e, path).in_file(path))?;
+            .map_err(|e| crate::error::creating_internal(e, path))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {
                 let _ = flock(&file, FlockOperation::Unlock);

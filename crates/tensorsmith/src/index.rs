@@ -238,6 +238,19 @@ pub enum Encoding {
     Other(Box<str>),
 }
 
+impl Encoding {
+    /// The encoding as files name it (`raw`, `zstd`, `zt.zstd-seekable/1`, or the file's own
+    /// word for one this library does not know).
+    pub fn name(&self) -> &str {
+        match self {
+            Encoding::Raw => "raw",
+            Encoding::Zstd => "zstd",
+            Encoding::ZstdSeekable => "zt.zstd-seekable/1",
+            Encoding::Other(e) => e,
+        }
+    }
+}
+
 /// A content digest as a file records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Digest {

@@ -134,3 +134,18 @@ fn a_name_already_there_or_a_file_not_v2_is_refused_and_the_file_kept() {
         "a temp file was left"
     );
 }
+
+#[test]
+fn an_unknown_encoding_is_named_as_the_file_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("acme.zt");
+    let vector = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/ztensor/v2/invalid_encoding_unknown.zt");
+    std::fs::copy(vector, &path).unwrap();
+    let input = safetensors(dir.path(), &["new"]);
+    let e = convert(&input, &path, &ConvertOptions::new().with_append(true)).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("encoding 'acme-zip/1'"), "{text}");
+    assert!(!text.contains("Other("), "{text}");
+    assert!(text.contains("acme.zt"), "{text}");
+}

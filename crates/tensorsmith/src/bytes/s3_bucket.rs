@@ -63,8 +63,16 @@ impl S3Bucket {
         let shown = redact_url(&endpoint);
         let url = url::Url::parse(&endpoint)
             .map_err(|e| bad(format!("endpoint {shown} is not a URL: {e}")))?;
-        let b = Bucket::new(url, style, bucket.to_owned(), s.region.clone())
-            .map_err(|e| bad(format!("endpoint {shown} with bucket '{bucket}': {e:?}")))?;
+        let b = Bucket::new(url, style, bucket.to_owned(), s.region.clone()).map_err(|e| {
+            let why = match e {
+                rusty_s3::BucketError::UnsupportedScheme => {
+                    "an endpoint is an http:// or https:// URL".to_owned()
+                }
+                rusty_s3::BucketError::MissingHost => "the URL names no host".to_owned(),
+                other => other.to_string(),
+            };
+            bad(format!("endpoint {shown} with bucket '{bucket}': {why}"))
+        })?;
         let credentials = s.keys.map(|k| match k.token {
             Some(t) => Credentials::new_with_token(k.id, k.secret, t),
             None => Credentials::new(k.id, k.secret),

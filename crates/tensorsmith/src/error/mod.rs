@@ -353,21 +353,41 @@ impl std::error::Error for Error {
     }
 }
 
+/// The folder `file` would be created in.
+fn folder_of(file: &Path) -> &Path {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// True when `e`, from creating `file`, is because its folder does not exist.
+fn folder_missing(e: &io::Error, file: &Path) -> bool {
+    e.kind() == io::ErrorKind::NotFound && !folder_of(file).is_dir()
+}
+
 /// An error creating `file`, said plainly when the cause is that its folder does not exist
 /// (the OS says only "No such file or directory", and names neither: the path it failed on
 /// may be a temporary or lock file beside the output).
 pub(crate) fn creating(e: io::Error, file: &Path) -> Error {
-    let dir = match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let e = if e.kind() == io::ErrorKind::NotFound && !dir.is_dir() {
+    let e = if folder_missing(&e, file) {
         io::Error::new(
             io::ErrorKind::NotFound,
-            format!("the folder {} does not exist", dir.display()),
+            format!("the folder {} does not exist", folder_of(file).display()),
         )
     } else {
         e
     };
     Error::from(e)
+}
+
+/// An error creating the internal file `file` (a lock file): like [`creating`], but it names
+/// `file` only when the folder exists, so a missing folder is reported as that and nothing
+/// else (the caller names the output).
+pub(crate) fn creating_internal(e: io::Error, file: &Path) -> Error {
+    if folder_missing(&e, file) {
+        creating(e, file)
+    } else {
+        creating(e, file).in_file(file)
+    }
 }

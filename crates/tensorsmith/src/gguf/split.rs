@@ -9,6 +9,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::MetaValue;
+use crate::ops::inspect::meta_item_text;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
@@ -76,7 +77,10 @@ pub fn split_keys(metadata: &BTreeMap<String, MetaValue>) -> Result<Option<Split
         match metadata.get(key) {
             Some(MetaValue::UInt(v)) => Ok(*v),
             Some(MetaValue::Int(v)) if *v >= 0 => Ok(*v as u64),
-            Some(v) => Err(bad(format!("{key} is {v:?}, not a count"))),
+            Some(v) => Err(bad(format!(
+                "{key} is {}, not a count (a non-negative integer)",
+                meta_item_text(v)
+            ))),
             None => Err(bad(format!("{KEY_COUNT} is set but {key} is missing"))),
         }
     };
@@ -214,6 +218,14 @@ mod tests {
             })
         );
         m.insert(KEY_TENSORS.into(), MetaValue::Int(-1));
-        assert!(split_keys(&m).is_err());
+        let e = split_keys(&m).unwrap_err().to_string();
+        assert!(e.contains("split.tensors.count is -1, not a count"), "{e}");
+        m.insert(KEY_TENSORS.into(), MetaValue::Str("five".into()));
+        let e = split_keys(&m).unwrap_err().to_string();
+        assert!(
+            e.contains("split.tensors.count is \"five\", not a count"),
+            "{e}"
+        );
+        assert!(!e.contains("Str("), "{e}");
     }
 }

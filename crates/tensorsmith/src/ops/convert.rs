@@ -52,6 +52,13 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
     let name = out.to_string_lossy();
     crate::bytes::refuse_write(&name)?;
     refuse_remote_outputs(&name, opts)?;
+    let several = opts.shard_size.is_some()
+        || opts.split_max_tensors.is_some()
+        || opts.split_small_first
+        || opts.external_data;
+    if several && out.file_name().is_some_and(|f| f.to_str().is_none()) {
+        return refuse("the output's name is not UTF-8, and the files of a sharded or split output are named inside them in UTF-8 (the index, the split parts, ONNX external data): name the output in UTF-8");
+    }
     let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
     let onnx_out = out
         .extension()

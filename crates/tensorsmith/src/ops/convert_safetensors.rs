@@ -378,10 +378,12 @@ fn write_shards(
         .unwrap_or(&file)
         .to_owned();
     let index_path = dir.join(format!("{stem}{}", crate::model::INDEX_SUFFIX));
+    // A missing folder is named with the output, not with the lock file inside it.
     let lock = FileLock::acquire(
         &file_lock::beside(&index_path),
         file_lock::DEFAULT_LOCK_TIMEOUT,
-    )?;
+    )
+    .map_err(|e| e.in_file(out))?;
     // A failed or interrupted write leaves nothing of its own, the lock file included.
     let written = write_shards_locked(input, dir, &stem, &index_path, groups, meta, opts);
     lock.release_and_remove();

@@ -49,8 +49,9 @@ fn old_objects(index: &TensorIndex) -> Result<Vec<PlacedObject>> {
                         Encoding::ZstdSeekable => true,
                         other => {
                             return Err(refuse(format!(
-                                "object '{}' has a part in an encoding this writer does not write ({other:?})",
-                                t.name
+                                "object '{}' has a part in encoding '{}', which this writer does not write",
+                                t.name,
+                                other.name()
                             )))
                         }
                     };
