@@ -266,6 +266,10 @@ class _Source(Datasource):
                 if cols.setdefault(col, this) != this:
                     raise OptionError(f"column {col!r}: tensors of {cols[col]} and {this} "
                                       "(dtype, rank) cannot share a column")
+            if name_col in cols:
+                raise OptionError(
+                    f"name_col: {name_col!r} is a tensor column of this KV dataset (its tensor "
+                    f"columns: {sorted(cols)}); pass another name_col for the names")
             fields = [pa.field(name_col, pa.string(), False)] + [
                 pa.field(c, _arrow_type(d, r), True) for c, (d, r) in sorted(cols.items())]
             if keys is not None:

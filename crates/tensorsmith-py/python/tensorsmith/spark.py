@@ -102,6 +102,15 @@ def _kv_columns(schema: dict, sep: str):
     return cols, split
 
 
+def _check_name_col(name_col: str, cols) -> None:
+    """KV rows: the name column must not be one of the tensor columns (the row would have two
+    columns of that name, a string and a tensor)."""
+    if name_col in cols:
+        raise OptionError(
+            f"name_col: {name_col!r} is a tensor column of this KV dataset (its tensor columns: "
+            f"{sorted(cols)}); set the name_col option to another column name for the names")
+
+
 @dataclass
 class _Shards(InputPartition):
     paths: list
@@ -186,6 +195,7 @@ class SafetensorsDataSource(DataSource):
                 [StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
                  for c, s in m.schema().items()]))
         cols, _ = _kv_columns(m.schema(), sep)
+        _check_name_col(name_col, cols)
         return StructType(self._columns(
             [StructField(name_col, StringType(), False)]
             + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()]))
