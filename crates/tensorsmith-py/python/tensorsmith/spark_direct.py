@@ -51,7 +51,9 @@ def _files(paths, storage=()) -> list:
     """Files of the input, in order: a folder gives its Parquet files sorted by name (hidden
     and `_`-prefixed files skipped, as Spark does); so does an object-store URL ending with
     `/` (listed with `storage`, the storage option pairs), which every executor reads by
-    range itself."""
+    range itself. Folders and prefixes are listed by the Rust lister `tensorsmith dataset
+    write` uses, which refuses a Hive-partitioned folder (`key=value` subfolders: the
+    partition columns are not in its files) by name."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = []
@@ -62,8 +64,7 @@ def _files(paths, storage=()) -> list:
             continue
         p = _local_path(p)
         if os.path.isdir(p):
-            out += sorted(os.path.join(p, n) for n in os.listdir(p)
-                          if not n.startswith(("_", ".")) and os.path.isfile(os.path.join(p, n)))
+            out += _native.input_files([p], list(storage))
         else:
             out.append(p)
     if not out:
