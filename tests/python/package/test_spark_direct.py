@@ -162,3 +162,15 @@ def test_a_hive_partitioned_folder_is_refused_by_name(spark, tmp_path):
                                         dtype="F32")
     assert r.manifest["total_samples"] == 8
 
+
+def test_tail_strategy_drop_returns_the_rows_each_task_dropped(spark, src, tmp_path):
+    # Ranges start on batch boundaries: only the last task has a partial batch (103 rows,
+    # batches of 10: 3 rows), dropped and counted.
+    r = tensorsmith.spark.write_dataset(spark, [str(src)], tmp_path / "d", batch_size=10,
+                                        dtype="F32", columns="x", tasks=3, tail_strategy="drop")
+    assert r.manifest["total_samples"] == 100
+    assert r.dropped == {0: 0, 1: 0, 2: 3}
+    assert [t["dropped"] for t in r.timeline] == [0, 0, 3]
+    plain = tensorsmith.spark.write_dataset(spark, [str(src)], tmp_path / "w", batch_size=10,
+                                            dtype="F32", columns="x", tasks=3)
+    assert plain.manifest["total_samples"] == N and plain.dropped == {}
