@@ -335,3 +335,12 @@ def test_datasets_on_s3(tmp_path):
         assert objects("failed/") == []
     finally:
         next(servers, None)
+
+
+def test_read_name_col_naming_a_tensor_column_is_refused(tmp_path):
+    t = table(n=4)
+    tensorsmith.write_dataset(t, tmp_path / "kv", name_col="id", dtype="F32")
+    with pytest.raises(tensorsmith.OptionError, match=r"name_col: 'x' is a tensor column"):
+        tray.read_dataset(tmp_path / "kv", name_col="x").take_all()
+    rows = tray.read_dataset(tmp_path / "kv", name_col="name").take_all()
+    assert sorted(r["name"] for r in rows) == [f"s{i:03d}" for i in range(4)]
