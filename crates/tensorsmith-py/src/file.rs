@@ -6,7 +6,8 @@ use crate::buffer::Bytes;
 use crate::errors::{from_core, raise, IntoPy};
 use crate::reader::{dup_fd, PyReader};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
+use pyo3::IntoPyObjectExt;
 use std::borrow::Cow;
 use std::sync::Arc;
 use tensorsmith::bytes::{Backend, LocalFile};
@@ -14,6 +15,45 @@ use tensorsmith::index::{Format, Layout, LayoutNames, MetaValue, TensorInfo};
 use tensorsmith::model::open_reader;
 use tensorsmith::ops::inspect::meta_json;
 use tensorsmith::{open, Model, OpenOptions};
+
+/// A metadata value as Python: the value of its JSON form (`meta_json`: strings, bools, ints,
+/// floats, lists, dicts, None, bytes as `{"bytes_hex": ...}`), except that NaN and ±Inf are
+/// floats, not the strings JSON spells them as.
+fn meta_py<'py>(py: Python<'py>, v: &MetaValue) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        MetaValue::Str(s) => s.into_bound_py_any(py)?,
+        MetaValue::Bool(b) => b.into_bound_py_any(py)?,
+        MetaValue::Int(i) => i.into_bound_py_any(py)?,
+        MetaValue::UInt(u) => u.into_bound_py_any(py)?,
+        // Through the shortest decimal that round-trips as f32 (0.1, not 0.10000000149011612),
+        // as `meta_json` writes it.
+        MetaValue::F32(f) if f.is_finite() => format!("{f}")
+            .parse::<f64>()
+            .unwrap_or(f64::from(*f))
+            .into_bound_py_any(py)?,
+        MetaValue::F32(f) => f64::from(*f).into_bound_py_any(py)?,
+        MetaValue::F64(f) => f.into_bound_py_any(py)?,
+        MetaValue::Array(a) => {
+            let l = PyList::empty(py);
+            for x in a {
+                l.append(meta_py(py, x)?)?;
+            }
+            l.into_any()
+        }
+        MetaValue::Null => py.None().into_bound(py),
+        MetaValue::Bytes(_) => {
+            let loads = py.import("json")?.getattr("loads")?;
+            loads.call1((meta_json(v).to_string(),))?
+        }
+        MetaValue::Map(m) => {
+            let d = PyDict::new(py);
+            for (k, x) in m {
+                d.set_item(k, meta_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
 
 #[pyclass(frozen, module = "tensorsmith._native")]
 pub struct File {
@@ -205,12 +245,8 @@ impl File {
             return Ok(empty_object.then(|| PyDict::new(py)));
         }
         let d = PyDict::new(py);
-        let loads = py.import("json")?.getattr("loads")?;
         for (k, v) in meta {
-            match v {
-                MetaValue::Str(s) => d.set_item(k, s)?,
-                other => d.set_item(k, loads.call1((meta_json(other).to_string(),))?)?,
-            }
+            d.set_item(k, meta_py(py, v)?)?;
         }
         Ok(Some(d))
     }

@@ -67,6 +67,28 @@ def test_gguf_tensors_and_metadata():
             assert hashlib.sha256(got).hexdigest() == t["sha256"], t["name"]
 
 
+def test_nonfinite_metadata_floats_are_python_floats(tmp_path):
+    """GGUF float metadata NaN/+inf/-inf (alone and in arrays) reach metadata() as floats,
+    not the "NaN"/"Infinity" strings of their JSON spelling; so do they after a conversion
+    to zTensor v2, whose metadata is typed too."""
+    import math
+
+    src = DATA / "gguf" / "nonfinite_meta.gguf"
+    out = tmp_path / "m.zt"
+    tensorsmith.convert(src, out, zt_version="2")
+    for path in (src, out):
+        with tensorsmith.safe_open(path) as f:
+            meta = f.metadata()
+        for k in ("t.nan32", "t.nan64"):
+            assert isinstance(meta[k], float) and math.isnan(meta[k]), (path, k, meta[k])
+        assert meta["t.inf32"] == math.inf and isinstance(meta["t.inf32"], float), path
+        assert meta["t.ninf64"] == -math.inf and isinstance(meta["t.ninf64"], float), path
+        assert meta["t.half32"] == 0.5, path
+        assert meta["t.arr_f32"] == [0.0, -math.inf, -1.0], path
+        nan, inf, x = meta["t.arr_f64"]
+        assert math.isnan(nan) and inf == math.inf and x == 1.5, path
+
+
 def test_inspect_hash_diff_convert_return_plain_python(tmp_path):
     tensors = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(4, np.float32)}
     st = tmp_path / "m.safetensors"

@@ -125,6 +125,42 @@ def test_options_tail_shapes_and_shard_size(df, spark, tmp_path):
     assert manifest(out)["schema"]["x"]["shape"] == [5, 2, 3]
 
 
+_DROP_JOB = r"""
+import os, sys
+from pyspark.sql import SparkSession
+import tensorsmith.spark
+os.environ["PYSPARK_PYTHON"] = sys.executable
+s = (SparkSession.builder.master("local[2]").appName("tensorsmith-drop")
+     .config("spark.ui.enabled", "false").getOrCreate())
+s.sparkContext.setLogLevel("ERROR")
+tensorsmith.spark.register(s)
+rdd = s.sparkContext.parallelize([([float(i)],) for i in range(10)], 3)  # 3, 3 and 4 rows
+df = s.createDataFrame(rdd, "x array<float>")
+(df.write.format("safetensors").mode("append").option("batch_size", 4).option("dtype", "F32")
+ .option("tail_strategy", "drop").save(sys.argv[1]))
+s.stop()
+"""
+
+
+def test_tail_strategy_drop_says_how_many_rows_each_task_dropped(tmp_path):
+    # The connector's behaviour, kept: each task drops its own partial batch (10 rows in 3
+    # partitions of 3, 3 and 4 keep 4), but every task's log says how many it dropped and the
+    # driver's commit sums them up, task by task. A job of its own, to read its log.
+    import subprocess
+
+    out = tmp_path / "drop"
+    p = subprocess.run([sys.executable, "-c", _DROP_JOB, str(out)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert manifest(out)["total_samples"] == 4
+    log = p.stderr
+    assert "task 0 dropped its last 3 row(s) (tail_strategy=drop" in log, log[-4000:]
+    assert "task 1 dropped its last 3 row(s)" in log, log[-4000:]
+    assert "task 2 dropped" not in log
+    assert ("tail_strategy=drop: 6 row(s) dropped in all (task 0: 3, task 1: 3, task 2: 0)"
+            in log), log[-4000:]
+
+
 def test_unknown_option_fails_before_any_task(df, tmp_path):
     out = tmp_path / "bad"
     with pytest.raises(Exception, match="unknown option"):

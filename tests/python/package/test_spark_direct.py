@@ -136,3 +136,41 @@ def test_a_failing_task_leaves_no_dataset_and_no_shards(spark, tmp_path):
     # At most the commit lock's folder is left, holding an empty lock file.
     assert os.listdir(out) in ([], ["_tensorsmith"])
     assert not os.path.isdir(out / "_tensorsmith") or os.listdir(out / "_tensorsmith") == ["lock"]
+
+
+def test_a_hive_partitioned_folder_is_refused_by_name(spark, tmp_path):
+    # key=value subfolders: the partition column lives in folder names, not in the files;
+    # the direct path refuses the folder as `tensorsmith dataset write` does (not "no input
+    # files", which the folder's top level alone would say).
+    t = pa.table({"part": ["a"] * 4 + ["b"] * 4,
+                  "x": pa.array([[float(i), 1.0] for i in range(8)], pa.list_(pa.float32()))})
+    hive = tmp_path / "hive"
+    pq.write_to_dataset(t, hive, partition_cols=["part"])
+    assert sorted(os.listdir(hive)) == ["part=a", "part=b"]
+    with pytest.raises(tensorsmith.errors.TensorsmithError, match="Hive-partitioned.*part=") as e:
+        tensorsmith.spark.write_dataset(spark, str(hive), tmp_path / "o", batch_size=2,
+                                        dtype="F32")
+    assert "no input files" not in str(e.value)
+    assert not os.path.exists(tmp_path / "o" / "dataset_manifest.json")
+    # A plain folder of Parquet files is still listed (by name, `_` and `.` names skipped).
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(t.slice(0, 4).drop(["part"]), plain / "a.parquet")
+    pq.write_table(t.slice(4).drop(["part"]), plain / "b.parquet")
+    (plain / "_SUCCESS").write_text("")
+    r = tensorsmith.spark.write_dataset(spark, str(plain), tmp_path / "p", batch_size=2,
+                                        dtype="F32")
+    assert r.manifest["total_samples"] == 8
+
+
+def test_tail_strategy_drop_returns_the_rows_each_task_dropped(spark, src, tmp_path):
+    # Ranges start on batch boundaries: only the last task has a partial batch (103 rows,
+    # batches of 10: 3 rows), dropped and counted.
+    r = tensorsmith.spark.write_dataset(spark, [str(src)], tmp_path / "d", batch_size=10,
+                                        dtype="F32", columns="x", tasks=3, tail_strategy="drop")
+    assert r.manifest["total_samples"] == 100
+    assert r.dropped == {0: 0, 1: 0, 2: 3}
+    assert [t["dropped"] for t in r.timeline] == [0, 0, 3]
+    plain = tensorsmith.spark.write_dataset(spark, [str(src)], tmp_path / "w", batch_size=10,
+                                            dtype="F32", columns="x", tasks=3)
+    assert plain.manifest["total_samples"] == N and plain.dropped == {}

@@ -107,6 +107,25 @@ def test_the_columns_read_option_reads_only_those_columns(tmp_path):
         spark.read.format("safetensors").option("columns", "nope").load(str(tmp_path / "b")).columns
 
 
+def test_name_col_naming_a_tensor_column_is_a_clear_error(tmp_path):
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (SparkSession.builder.master("local[2]").appName("tensorsmith-read-tests")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    tensorsmith.spark.register(spark)
+    t = pa.table({"id": [f"r{i}" for i in range(5)],
+                  "x": pa.array([[float(i)] * 3 for i in range(5)], pa.list_(pa.float32()))})
+    tensorsmith.write_dataset(t, tmp_path / "k", name_col="id", dtype="F32")
+    # "x" is the dataset's tensor column: the option and the column are named (not pyarrow's
+    # "Unsupported cast from string to list" from inside a task).
+    with pytest.raises(Exception, match=r"name_col: 'x' is a tensor column") as e:
+        spark.read.format("safetensors").option("name_col", "x").load(str(tmp_path / "k")).collect()
+    assert "Unsupported cast" not in str(e.value)
+    ok = spark.read.format("safetensors").option("name_col", "id").load(str(tmp_path / "k"))
+    assert sorted(r.id for r in ok.collect()) == [f"r{i}" for i in range(5)]
+
+
 @pytest.mark.parametrize("index", [True, False])
 def test_kv_reads_of_some_keys_read_only_their_shards(tmp_path, index):
     """The `keys` option and a pushed-down filter on the name column: the rows of those names,

@@ -130,6 +130,94 @@ def test_a_killed_write_task_is_retried_and_rows_are_written_once(tmp_path):
     assert len([p for p in names if p.endswith(".safetensors")]) == N // 2
 
 
+def _raise_once(marker):
+    def _staged(out):
+        # Shard names in the job staging folders under dataset folder `out`.
+        return [n for j in os.listdir(out) if j.startswith("_tensorsmith_job")
+                for n in os.listdir(os.path.join(out, j)) if n.endswith(".safetensors")]
+
+    def udf(b):
+        # The sixth batch of block 2 raises once (a transient error: the worker lives on and
+        # runs the retry): the task has written shards by then. The marker records the
+        # staged shards then; a second file, those when the retry reaches the same batch.
+        if [26] in b["idx"].to_pylist():
+            out = os.path.join(os.path.dirname(marker), "d")
+            if not os.path.exists(marker):
+                with open(marker, "w") as f:
+                    f.write("\n".join(_staged(out)))
+                raise RuntimeError("transient")
+            with open(marker + ".retry", "w") as f:
+                f.write("\n".join(_staged(out)))
+        return b
+    return udf
+
+
+@pytest.mark.parametrize("kv", [False, True])
+def test_a_write_task_that_raised_is_retried_clean_and_rows_are_written_once(tmp_path, kv):
+    t = table()
+    marker = str(tmp_path / "raised")
+    opts = dict(name_col="id") if kv else dict(batch_size=2, columns=["idx", "x"])
+    # Ray Data retries a task's user exceptions when asked: the fused map and write again,
+    # in the same worker process. Output blocks of a batch each (a tiny target block size),
+    # so the write has taken block 2's first batches when its sixth raises.
+    ctx = ray.data.DataContext.get_current()
+    keep = ctx.retried_map_errors, ctx.max_map_retries, ctx.target_max_block_size
+    ctx.retried_map_errors, ctx.max_map_retries, ctx.target_max_block_size = True, 2, 64
+    try:
+        ds = ray.data.from_arrow([t.slice(i, 16) for i in range(0, N, 16)]).map_batches(
+            _raise_once(marker), batch_size=2, batch_format="pyarrow")
+        m = tray.write_dataset(ds, tmp_path / "d", dtype="F32", **opts)
+    finally:
+        ctx.retried_map_errors, ctx.max_map_retries, ctx.target_max_block_size = keep
+    before = [n for n in open(marker).read().split() if n.startswith("part-00001-")]
+    retry = [n for n in open(marker + ".retry").read().split() if n.startswith("part-00001-")]
+    if not kv:  # batch mode: the failed attempt had written task 1's first shards
+        assert before, open(marker).read()
+    # The retry started clean: none of the failed attempt's shards left beside its own.
+    assert not set(before) & set(retry), (before, retry)
+    assert len({n.split("-", 3)[3] for n in retry}) <= 1, retry  # one attempt's uuid
+    assert m["total_samples"] == N
+    back = tensorsmith.Dataset(tmp_path / "d")
+    if kv:
+        assert sorted(back.keys()) == sorted(f"s{i:03d}__{c}" for i in range(N)
+                                             for c in ("idx", "x"))
+    else:
+        assert [int(back[i]["idx"][0]) for i in range(N)] == list(range(N))
+    names = os.listdir(tmp_path / "d")
+    assert not [p for p in names if p.startswith("_tensorsmith_job")], names
+    listed = {s["shard_path"] for s in m["shards"]}
+    assert {p for p in names if p.endswith(".safetensors")} == listed
+
+
+def _raise_always():
+    def udf(b):
+        if [26] in b["idx"].to_pylist():
+            raise RuntimeError("bad block")
+        return b
+    return udf
+
+
+def test_a_write_task_raises_its_inputs_exception_not_an_arrow_stream_error(tmp_path):
+    # A block that fails upstream of the write, after the task has written shards: the task
+    # fails with that exception (what Ray's retry policies look at), not a DatasetCorrupt
+    # about the Arrow stream; nothing is left.
+    t = table()
+    ctx = ray.data.DataContext.get_current()
+    keep = ctx.target_max_block_size
+    ctx.target_max_block_size = 64
+    try:
+        ds = ray.data.from_arrow([t.slice(i, 16) for i in range(0, N, 16)]).map_batches(
+            _raise_always(), batch_size=2, batch_format="pyarrow")
+        with pytest.raises(Exception, match="bad block") as e:
+            tray.write_dataset(ds, tmp_path / "d", batch_size=2, dtype="F32", columns="x")
+    finally:
+        ctx.target_max_block_size = keep
+    text = str(e.value)
+    assert "DatasetCorrupt" not in text and "C Data interface" not in text, text
+    left = os.listdir(tmp_path / "d")
+    assert left in ([], ["_tensorsmith"]), left
+
+
 def _failing():
     # A closure: Ray's workers cannot import this test module, so it travels by value.
     def udf(b):
@@ -247,3 +335,12 @@ def test_datasets_on_s3(tmp_path):
         assert objects("failed/") == []
     finally:
         next(servers, None)
+
+
+def test_read_name_col_naming_a_tensor_column_is_refused(tmp_path):
+    t = table(n=4)
+    tensorsmith.write_dataset(t, tmp_path / "kv", name_col="id", dtype="F32")
+    with pytest.raises(tensorsmith.OptionError, match=r"name_col: 'x' is a tensor column"):
+        tray.read_dataset(tmp_path / "kv", name_col="x").take_all()
+    rows = tray.read_dataset(tmp_path / "kv", name_col="name").take_all()
+    assert sorted(r["name"] for r in rows) == [f"s{i:03d}" for i in range(4)]

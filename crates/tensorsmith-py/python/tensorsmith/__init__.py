@@ -210,8 +210,9 @@ class safe_open:
         return self._f.names()
 
     def metadata(self):
-        """The file's metadata (strings for safetensors, typed values for zTensor and GGUF),
-        or None: `f.metadata()` -> `{"format": "pt"}`."""
+        """The file's metadata (strings for safetensors, typed values for zTensor and GGUF:
+        ints, floats, including NaN and ±inf as floats, bools, lists, dicts), or None:
+        `f.metadata()` -> `{"format": "pt"}`."""
         return self._f.metadata()
 
     def get_shape(self, name):

@@ -11,8 +11,11 @@ into the staging folder and returns a report; once every task has succeeded, the
 commits the reports (`on_write_complete`: manifest, index, KV duplicates across tasks, the
 dataset's next version under its commit lock), and if one failed it aborts
 (`on_write_failed`: every shard of the job removed, nothing committed). A task Ray retries
-after a failure writes its rows again under new shard names; only the shards its last,
-successful attempt reports are committed, so every row is written once. The write keeps the
+after a failure starts clean: whatever ended the attempt before it (an exception in its
+input, which the task raises as itself, not wrapped in an Arrow stream error; a killed
+worker; a timeout), that attempt's shards are removed from the staging folder, and the task
+writes its rows again under new shard names; only the shards its last, successful attempt
+reports are committed, so every row is written once. The write keeps the
 dataset's block order (Ray's `preserve_order`, for its duration), so shards sort in row order:
 where each block holds whole batches, the shards are those `tensorsmith dataset write`
 writes for the same rows; otherwise each task's tail is handled as the CLI handles a
@@ -90,6 +93,46 @@ def _join(path, name):
     return path.rstrip("/") + "/" + name if "://" in path else os.path.join(path, name)
 
 
+_JOB_STAGING_PREFIX = "_tensorsmith_job-"
+
+
+class _Pulled:
+    """An iterator of blocks that remembers the exception it raised."""
+
+    def __init__(self, it):
+        self.it, self.error = iter(it), None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self.it)
+        except StopIteration:
+            raise
+        except BaseException as e:
+            self.error = e
+            raise
+
+
+def _remove_task_shards(staging, task):
+    """Removes task `task`'s shards (`part-{task:05}-*`, every attempt's) from the job's local
+    staging folder `staging` (None: nothing to do)."""
+    if staging is None:
+        return
+    prefix = f"part-{task:05d}-"
+    try:
+        names = os.listdir(staging)
+    except FileNotFoundError:
+        return
+    for n in names:
+        if n.startswith(prefix) and n.endswith(".safetensors"):
+            try:
+                os.remove(os.path.join(staging, n))
+            except FileNotFoundError:
+                pass
+
+
 class _Sink(Datasink):
     def __init__(self, path, options, mode, storage=()):
         _native.check_options(options)  # on the driver: a typo fails before any task
@@ -107,8 +150,23 @@ class _Sink(Datasink):
     def on_write_start(self, schema=None):
         self._beat = _native.JobHeartbeat(self.path, self.job_id, self.storage)
 
+    def _staging(self):
+        """The job's local staging folder (None on an object store, where the Rust side
+        tracks each attempt's uploads and the commit or abort sweeps those not committed)."""
+        if "://" in self.path:
+            return None
+        return os.path.join(self.path, _JOB_STAGING_PREFIX + self.job_id)
+
     def write(self, blocks, ctx):
-        tables = (_plain(BlockAccessor.for_block(b).to_arrow()) for b in blocks)
+        task = ctx.task_idx
+        staging = self._staging()
+        # A retried task starts clean, whatever ended the attempt before it (an exception,
+        # a killed worker, a timeout): the shards earlier attempts of this task left in
+        # staging go first (the commit takes only the last attempt's report, but stray
+        # shards of an attempt would linger until then).
+        _remove_task_shards(staging, task)
+        pulled = _Pulled(blocks)
+        tables = (_plain(BlockAccessor.for_block(b).to_arrow()) for b in pulled)
         tables = (t for t in tables if t.num_rows)
         first = next(tables, None)
         if first is None:
@@ -122,8 +180,18 @@ class _Sink(Datasink):
         batches = itertools.chain.from_iterable(
             same(t).to_batches() for t in itertools.chain([first], tables))
         stream = pa.RecordBatchReader.from_batches(schema, batches)
-        return _native.write_job_task(stream, self.path, self.job_id, ctx.task_idx,
-                                      self.options, self.storage)
+        try:
+            return _native.write_job_task(stream, self.path, self.job_id, task,
+                                          self.options, self.storage)
+        except BaseException:
+            _remove_task_shards(staging, task)  # this attempt's shards
+            if pulled.error is None:
+                raise
+        # The input's own exception (a block that failed upstream), not the Arrow stream
+        # error wrapping it (a DatasetCorrupt), and with its own cause chain (raised outside
+        # the handler): Ray's retry policies (`retry_exceptions`, `retried_map_errors`) see
+        # the error as it was raised.
+        raise pulled.error
 
     def _stop(self):
         if self._beat is not None:
@@ -198,6 +266,10 @@ class _Source(Datasource):
                 if cols.setdefault(col, this) != this:
                     raise OptionError(f"column {col!r}: tensors of {cols[col]} and {this} "
                                       "(dtype, rank) cannot share a column")
+            if name_col in cols:
+                raise OptionError(
+                    f"name_col: {name_col!r} is a tensor column of this KV dataset (its tensor "
+                    f"columns: {sorted(cols)}); pass another name_col for the names")
             fields = [pa.field(name_col, pa.string(), False)] + [
                 pa.field(c, _arrow_type(d, r), True) for c, (d, r) in sorted(cols.items())]
             if keys is not None:

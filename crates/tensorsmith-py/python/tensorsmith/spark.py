@@ -49,6 +49,7 @@ from pyspark.sql.types import (
 from . import _native, _shard_arrow
 from ._options import option_texts, storage_pairs
 from .errors import OptionError
+from .spark_direct import drops, dropped_rows, log, log_dropped
 from .spark_read import _SPARK, batch_rows, file_row, kv_rows
 
 _READ_OPTIONS = {"path", "rows", "kv_separator", "name_col", "columns"}
@@ -102,6 +103,15 @@ def _kv_columns(schema: dict, sep: str):
     return cols, split
 
 
+def _check_name_col(name_col: str, cols) -> None:
+    """KV rows: the name column must not be one of the tensor columns (the row would have two
+    columns of that name, a string and a tensor)."""
+    if name_col in cols:
+        raise OptionError(
+            f"name_col: {name_col!r} is a tensor column of this KV dataset (its tensor columns: "
+            f"{sorted(cols)}); set the name_col option to another column name for the names")
+
+
 @dataclass
 class _Shards(InputPartition):
     paths: list
@@ -134,6 +144,8 @@ def split_storage(options: dict, session: dict | None = None) -> tuple[dict, dic
 @dataclass
 class _Report(WriterCommitMessage):
     report: str  # JSON of the task's shards; "" for an empty partition
+    task: int = 0
+    dropped: int = 0  # rows of its partial last batch the task dropped (tail_strategy=drop)
 
 
 class SafetensorsDataSource(DataSource):
@@ -186,6 +198,7 @@ class SafetensorsDataSource(DataSource):
                 [StructField(c, _nested_type(s["dtype"], len(s["shape"]) - 1), False)
                  for c, s in m.schema().items()]))
         cols, _ = _kv_columns(m.schema(), sep)
+        _check_name_col(name_col, cols)
         return StructType(self._columns(
             [StructField(name_col, StringType(), False)]
             + [StructField(c, _nested_type(d, r), True) for c, (d, r) in cols.items()]))
@@ -315,14 +328,21 @@ class _Writer(DataSourceArrowWriter):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         stream = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], iterator))
-        return _Report(_native.write_job_task(stream, self.path, self.job_id, task, self.options,
-                                              self.storage))
+        report = _native.write_job_task(stream, self.path, self.job_id, task, self.options,
+                                        self.storage)
+        dropped = dropped_rows(report, self.options)
+        if dropped:
+            log.warning("tensorsmith: task %d dropped its last %d row(s) (tail_strategy=drop: "
+                        "fewer than batch_size)", task, dropped)
+        return _Report(report, task, dropped)
 
     def commit(self, messages):
-        reports = [m.report for m in messages if m is not None and m.report]
+        done = [m for m in messages if m is not None and m.report]
         _stop_heartbeat(self.job_id)
-        _native.commit_job_reports(self.path, self.job_id, reports, self.options, self.mode,
-                                   self.storage)
+        _native.commit_job_reports(self.path, self.job_id, [m.report for m in done],
+                                   self.options, self.mode, self.storage)
+        if drops(self.options):
+            log_dropped({m.task: m.dropped for m in done})
 
     def abort(self, messages):
         _stop_heartbeat(self.job_id)

@@ -11,6 +11,8 @@ task reads only its row groups, by range); the output may be a folder they all s
 object-store URL (tasks upload their shards, the driver commits).
 """
 
+import json
+import logging
 import os
 import resource
 import time
@@ -51,7 +53,9 @@ def _files(paths, storage=()) -> list:
     """Files of the input, in order: a folder gives its Parquet files sorted by name (hidden
     and `_`-prefixed files skipped, as Spark does); so does an object-store URL ending with
     `/` (listed with `storage`, the storage option pairs), which every executor reads by
-    range itself."""
+    range itself. Folders and prefixes are listed by the Rust lister `tensorsmith dataset
+    write` uses, which refuses a Hive-partitioned folder (`key=value` subfolders: the
+    partition columns are not in its files) by name."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = []
@@ -62,8 +66,7 @@ def _files(paths, storage=()) -> list:
             continue
         p = _local_path(p)
         if os.path.isdir(p):
-            out += sorted(os.path.join(p, n) for n in os.listdir(p)
-                          if not n.startswith(("_", ".")) and os.path.isfile(os.path.join(p, n)))
+            out += _native.input_files([p], list(storage))
         else:
             out.append(p)
     if not out:
@@ -106,12 +109,46 @@ def scan_of(df):
     return sorted(df.inputFiles()), columns
 
 
+# Rows dropped by tail_strategy=drop are logged here (tasks: in the executor's log; the job's
+# sum: on the driver).
+log = logging.getLogger("tensorsmith.spark")
+
+
+def drops(options: dict) -> bool:
+    """Whether the options drop each task's partial last batch (batch mode, tail_strategy
+    drop)."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    return opts.get("tail_strategy", "").lower() == "drop" and "batch_size" in opts
+
+
+def dropped_rows(report: str, options: dict) -> int:
+    """Rows a batch-mode task read but wrote into no shard: with `tail_strategy=drop`, its
+    partial last batch (each task's tail is its own, as the connector drops it); 0 otherwise.
+    `report` is the task's report (JSON text), `options` the dataset options as texts."""
+    if not report or not drops(options):
+        return 0
+    r = json.loads(report)
+    return max(0, int(r["rows"]) - sum(int(s["samples_count"]) for s in r["shards"]))
+
+
+def log_dropped(dropped: dict) -> None:
+    """The job's summary of `tail_strategy=drop` (a log line on the driver): how many rows
+    each task dropped ({task: rows})."""
+    total = sum(dropped.values())
+    each = ", ".join(f"task {t}: {n}" for t, n in sorted(dropped.items()))
+    log.warning("tensorsmith: tail_strategy=drop: %d row(s) dropped in all (%s)", total,
+                each or "no task")
+
+
 @dataclass
 class DirectWrite:
-    """What a direct write did: the manifest, and one entry per task (task, rows, where and
-    when it ran: worker pid, wall-clock start and end, seconds, the worker's peak RSS in MiB)."""
+    """What a direct write did: the manifest, one entry per task (task, rows, where and when
+    it ran: worker pid, wall-clock start and end, seconds, the worker's peak RSS in MiB, rows
+    dropped), and `dropped`: {task: rows} each task dropped with `tail_strategy=drop` (its
+    partial last batch; empty for other strategies)."""
     manifest: dict
     timeline: list = field(default_factory=list)
+    dropped: dict = field(default_factory=dict)
 
 
 def _run_range(args):
@@ -122,8 +159,13 @@ def _run_range(args):
     t1 = time.time()
     # The worker's peak RSS so far (a reused worker: over every task it ran).
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    dropped = dropped_rows(report, opts)
+    if dropped:
+        log.warning("tensorsmith: task %d dropped its last %d row(s) (tail_strategy=drop: "
+                    "fewer than batch_size)", task, dropped)
     return report, {"task": task, "rows": [start, end], "pid": os.getpid(),
-                    "start": t0, "end": t1, "seconds": t1 - t0, "maxrss_mib": rss}
+                    "start": t0, "end": t1, "seconds": t1 - t0, "maxrss_mib": rss,
+                    "dropped": dropped}
 
 
 def _output(p) -> str:
@@ -137,8 +179,6 @@ def _output(p) -> str:
 def write(spark, files, out, mode, tasks, options, storage=()):
     """The direct write of `files` to `out` (a folder, or a store URL with `storage`, the
     (key, value) storage option pairs); returns a DirectWrite."""
-    import json
-
     opts = option_texts(options)
     out = _output(out)
     storage = list(storage)
@@ -165,7 +205,12 @@ def write(spark, files, out, mode, tasks, options, storage=()):
         beat.stop()
         _native.abort_job_shards(out, job_id, storage)
         raise
-    return DirectWrite(json.loads(manifest), [t for _, t in done])
+    timeline = [t for _, t in done]
+    dropped = {}
+    if drops(opts):
+        dropped = {t["task"]: t["dropped"] for t in timeline}
+        log_dropped(dropped)
+    return DirectWrite(json.loads(manifest), timeline, dropped)
 
 
 def _native_exists(out):
