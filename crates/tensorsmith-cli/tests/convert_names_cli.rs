@@ -2,21 +2,12 @@
 //! `out.GGUF` is GGUF), and `--zt-version` refused with a name that says safetensors; `verify
 //! --help` names every format whose digests it checks.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{p, run};
 use std::path::Path;
-use std::process::{Command, Output};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 fn model(path: &Path) {
     let mut w = Writer::new();

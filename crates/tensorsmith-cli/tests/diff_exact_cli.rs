@@ -2,22 +2,13 @@
 //! 2^64 - 2 differ, as `hash --content` says); `--json` lists every compared pair, identical
 //! ones with zero error; the summary line counts tensors in the singular and plural.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{p, run};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 fn le<T: Copy, const N: usize>(v: &[T], f: fn(T) -> [u8; N]) -> Vec<u8> {
     v.iter().flat_map(|&x| f(x)).collect()

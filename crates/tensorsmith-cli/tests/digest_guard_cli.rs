@@ -3,29 +3,12 @@
 //! or not, with or without `--digest`: nothing written) and `hash --content`, naming the
 //! tensor; `--no-digest-check` skips the check; an intact file converts as before.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{p as s, run, text};
 use std::path::Path;
-use std::process::{Command, Output};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 const MARK: f32 = 1234.5;
 

@@ -3,28 +3,11 @@
 //! tests/data/ztensor/v2/unknown_layout.zt (ztensor 2.1.2) through convert and diff, and a bad
 //! `general.alignment` given to the GGUF writer.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{data, p, run};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
-
-fn vector() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/ztensor/v2/unknown_layout.zt")
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 fn no_debug_text(text: &str) {
     assert!(!text.contains("Other(") && !text.contains("(\""), "{text}");
@@ -34,7 +17,11 @@ fn no_debug_text(text: &str) {
 fn layouts_are_named_as_the_file_names_them() {
     let dir = tempfile::tempdir().unwrap();
     for out in ["o.safetensors", "o.gguf"] {
-        let o = run(&["convert", &vector(), p(&dir.path().join(out))]);
+        let o = run(&[
+            "convert",
+            &data("ztensor/v2/unknown_layout.zt"),
+            p(&dir.path().join(out)),
+        ]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(
@@ -46,13 +33,18 @@ fn layouts_are_named_as_the_file_names_them() {
     let o = run(&[
         "convert",
         "--densify",
-        &vector(),
+        &data("ztensor/v2/unknown_layout.zt"),
         p(&dir.path().join("d.safetensors")),
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("acme.thing/1"), "{err}");
     no_debug_text(&err);
-    let o = run(&["diff", "--values", &vector(), &vector()]);
+    let o = run(&[
+        "diff",
+        "--values",
+        &data("ztensor/v2/unknown_layout.zt"),
+        &data("ztensor/v2/unknown_layout.zt"),
+    ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains("values of layouts acme.thing/1 and acme.thing/1 are not compared"),

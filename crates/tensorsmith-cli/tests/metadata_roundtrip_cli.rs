@@ -4,19 +4,14 @@
 //! both as itself and under the output's prefix with different values, and `convert --append`
 //! of a key the file has with another value, are errors naming the key.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{p, run};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
 use tensorsmith::dtype::DType;
 use tensorsmith::index::MetaValue;
 use tensorsmith::safetensors::Writer;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn ok(args: &[&str]) {
     let o = run(args);
@@ -31,10 +26,6 @@ fn fails(args: &[&str]) -> String {
     let o = run(args);
     assert_eq!(o.status.code(), Some(2), "{args:?} should fail");
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 fn model(path: &Path, name: &str, meta: &[(&str, &str)]) {

@@ -5,6 +5,9 @@
 //! 130 and leaves the old checkpoint as it was, with no temporary file; a single-file rewrite
 //! removes the sharded layout of the same name, and a sharded one the single file.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{p as s, text};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -20,21 +23,9 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().unwrap()
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn ok(args: &[&str]) {
     let o = run(args);
     assert!(o.status.success(), "{args:?}: {}", text(&o));
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// `n` F32 tensors of `elems` elements each, values offset by `seed`.

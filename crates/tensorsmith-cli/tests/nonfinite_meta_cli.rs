@@ -3,24 +3,12 @@
 //! the strings "NaN", "Infinity", "-Infinity"; every conversion keeps it (zTensor v2 as CBOR
 //! floats, safetensors and zTensor v1.1 as `repr` text); `diff` compares values.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{data, p, run};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use tensorsmith::index::MetaValue;
-
-fn vector() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/gguf/nonfinite_meta.gguf")
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn ok(args: &[&str]) -> String {
     let o = run(args);
@@ -33,10 +21,6 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
 fn text_meta(path: &Path, key: &str) -> String {
     let m = tensorsmith::open(p(path), &tensorsmith::OpenOptions::new()).unwrap();
     match m.index.metadata.get(key) {
@@ -47,7 +31,12 @@ fn text_meta(path: &Path, key: &str) -> String {
 
 #[test]
 fn inspect_json_spells_nan_and_infinities_as_strings() {
-    let v: Value = serde_json::from_str(&ok(&["inspect", "--json", &vector()])).unwrap();
+    let v: Value = serde_json::from_str(&ok(&[
+        "inspect",
+        "--json",
+        &data("gguf/nonfinite_meta.gguf"),
+    ]))
+    .unwrap();
     let m = &v["metadata"];
     assert_eq!(m["t.nan32"], "NaN");
     assert_eq!(m["t.inf32"], "Infinity");
@@ -60,7 +49,7 @@ fn inspect_json_spells_nan_and_infinities_as_strings() {
 
 #[test]
 fn inspect_text_spells_them_as_python_does() {
-    let text = ok(&["inspect", &vector()]);
+    let text = ok(&["inspect", &data("gguf/nonfinite_meta.gguf")]);
     for line in [
         "t.nan32: nan",
         "t.inf32: inf",
@@ -77,20 +66,26 @@ fn inspect_text_spells_them_as_python_does() {
 fn conversions_keep_them() {
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().join("m.safetensors");
-    ok(&["convert", &vector(), p(&st)]);
+    ok(&["convert", &data("gguf/nonfinite_meta.gguf"), p(&st)]);
     assert_eq!(text_meta(&st, "t.nan32"), "nan");
     assert_eq!(text_meta(&st, "t.inf32"), "inf");
     assert_eq!(text_meta(&st, "t.ninf64"), "-inf");
     assert_eq!(text_meta(&st, "t.arr_f32"), "[0.0,-inf,-1.0]");
 
     let v11 = dir.path().join("m11.zt");
-    ok(&["convert", &vector(), p(&v11), "--zt-version", "1.1"]);
+    ok(&[
+        "convert",
+        &data("gguf/nonfinite_meta.gguf"),
+        p(&v11),
+        "--zt-version",
+        "1.1",
+    ]);
     assert_eq!(text_meta(&v11, "t.nan64"), "nan");
     assert_eq!(text_meta(&v11, "t.arr_f64"), "[nan,inf,1.5]");
 
     // zTensor v2 keeps them as CBOR floats: the same values, so diff finds no change.
     let v2 = dir.path().join("m2.zt");
-    ok(&["convert", &vector(), p(&v2)]);
+    ok(&["convert", &data("gguf/nonfinite_meta.gguf"), p(&v2)]);
     let m = tensorsmith::open(p(&v2), &tensorsmith::OpenOptions::new()).unwrap();
     let md = &m.index.metadata;
     assert!(
@@ -98,13 +93,13 @@ fn conversions_keep_them() {
         "{md:?}"
     );
     assert!(matches!(md["t.ninf64"], MetaValue::F64(f) if f == f64::NEG_INFINITY));
-    let text = ok(&["diff", &vector(), p(&v2)]);
+    let text = ok(&["diff", &data("gguf/nonfinite_meta.gguf"), p(&v2)]);
     assert!(text.contains("same structure and metadata"), "{text}");
 
     // GGUF to GGUF keeps the types and the values.
     let g = dir.path().join("m.gguf");
-    ok(&["convert", &vector(), p(&g)]);
-    let text = ok(&["diff", &vector(), p(&g)]);
+    ok(&["convert", &data("gguf/nonfinite_meta.gguf"), p(&g)]);
+    let text = ok(&["diff", &data("gguf/nonfinite_meta.gguf"), p(&g)]);
     assert!(text.contains("same structure and metadata"), "{text}");
 }
 
@@ -112,8 +107,20 @@ fn conversions_keep_them() {
 fn diff_compares_values_not_renderings() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.gguf"), dir.path().join("b.gguf"));
-    ok(&["convert", &vector(), p(&a), "--set", "t.x=f32:inf"]);
-    ok(&["convert", &vector(), p(&b), "--set", "t.x=f32:-inf"]);
+    ok(&[
+        "convert",
+        &data("gguf/nonfinite_meta.gguf"),
+        p(&a),
+        "--set",
+        "t.x=f32:inf",
+    ]);
+    ok(&[
+        "convert",
+        &data("gguf/nonfinite_meta.gguf"),
+        p(&b),
+        "--set",
+        "t.x=f32:-inf",
+    ]);
     let o = run(&["diff", p(&a), p(&b)]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{text}");

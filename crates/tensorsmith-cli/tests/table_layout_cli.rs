@@ -3,17 +3,12 @@
 //! aligned), and the name column stops at 80 columns, so one very long name does not pad
 //! every other row.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::run;
 use std::path::Path;
-use std::process::{Command, Output};
 use tensorsmith::dtype::DType;
 use tensorsmith::safetensors::Writer;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn out(args: &[&str]) -> String {
     let o = run(args);

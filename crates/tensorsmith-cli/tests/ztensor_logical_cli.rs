@@ -3,23 +3,10 @@
 //! tests/data/ztensor/generate_float_logical.py) read as the float everywhere: inspect, stats
 //! (1.0, not the bit pattern 16256) and convert.
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{data, p, run};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn vector() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/ztensor/v2/float_logical.zt")
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorsmith"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn json(args: &[&str]) -> Value {
     let o = run(args);
@@ -40,17 +27,13 @@ fn tensor<'a>(v: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} in {v}"))
 }
 
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
 #[test]
 fn inspect_and_stats_decode_the_logical_type() {
-    let v = json(&["inspect", "--json", &vector()]);
+    let v = json(&["inspect", "--json", &data("ztensor/v2/float_logical.zt")]);
     assert_eq!(tensor(&v, "bf16_on_u16")["dtype"], "BF16");
     assert_eq!(tensor(&v, "f16_on_u16")["dtype"], "F16");
     assert_eq!(tensor(&v, "f32_on_u32")["dtype"], "F32");
-    let s = json(&["stats", "--json", &vector()]);
+    let s = json(&["stats", "--json", &data("ztensor/v2/float_logical.zt")]);
     let bf = tensor(&s, "bf16_on_u16");
     assert_eq!(
         (&bf["min"], &bf["max"]),
@@ -69,7 +52,7 @@ fn inspect_and_stats_decode_the_logical_type() {
 fn convert_writes_the_floats() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.safetensors");
-    let o = run(&["convert", &vector(), p(&out)]);
+    let o = run(&["convert", &data("ztensor/v2/float_logical.zt"), p(&out)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let m = tensorsmith::open(p(&out), &tensorsmith::OpenOptions::new()).unwrap();
     let t = m
@@ -82,7 +65,12 @@ fn convert_writes_the_floats() {
     // 1.0, 2.0, -3.5 in bf16.
     let bytes = m.tensor_bytes(t).unwrap();
     assert_eq!(bytes.as_ref(), &[0x80, 0x3f, 0x00, 0x40, 0x60, 0xc0]);
-    let o = run(&["diff", "--values", &vector(), p(&out)]);
+    let o = run(&[
+        "diff",
+        "--values",
+        &data("ztensor/v2/float_logical.zt"),
+        p(&out),
+    ]);
     assert_eq!(
         o.status.code(),
         Some(0),
