@@ -18,7 +18,8 @@ pub enum DatasetCommand {
     Info(InfoArgs),
     /// Check every shard of the current version (or --version N) against its manifest
     /// (presence, sizes, headers, schema, sample counts) and the index; exit 0 sound, 1
-    /// problems found, 2 unreadable.
+    /// problems found, 2 unreadable. Files no version lists (a killed writer's shards, a
+    /// user's own) are noted, not failed on.
     Verify(VerifyArgs),
     /// Remove what is retired or abandoned for longer than --older-than: versions superseded
     /// that long ago and the shards only they list, shards of commits killed before their
@@ -318,20 +319,27 @@ fn verify(a: &VerifyArgs) -> u8 {
         }
     }
     match tensorsmith_dataset::verify_at(dir, &storage, a.version, a.stale_after) {
-        Ok(r) if r.is_ok() => {
-            outln!(
-                "ok: {} ({}, {})",
-                shown(&a.dir),
-                count(r.shards, "shard"),
-                count(r.tensors, "tensor")
-            );
-            EXIT_OK
-        }
         Ok(r) => {
+            if r.is_ok() {
+                outln!(
+                    "ok: {} ({}, {})",
+                    shown(&a.dir),
+                    count(r.shards, "shard"),
+                    count(r.tensors, "tensor")
+                );
+            }
             for p in &r.problems {
                 outln!("{}: {}", shown(&a.dir), crate::render::printable(p));
             }
-            crate::EXIT_NO
+            // Files beside the dataset that no version lists: noted, not failed on.
+            for n in &r.notes {
+                outln!("{}: note: {}", shown(&a.dir), crate::render::printable(n));
+            }
+            if r.is_ok() {
+                EXIT_OK
+            } else {
+                crate::EXIT_NO
+            }
         }
         Err(e) => fail(&e),
     }

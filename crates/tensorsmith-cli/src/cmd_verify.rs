@@ -103,6 +103,9 @@ fn verify_dataset(dir: &Path, opts: &tensorsmith::OpenOptions) -> u8 {
     for p in &structure.problems {
         outln!("FAILED: {}: {}", shown(dir), printable(p));
     }
+    for n in &structure.notes {
+        outln!("note: {}: {}", shown(dir), printable(n));
+    }
     // The current version's shards (the dataset's verify checked the entry files mirror it).
     let manifest = match tensorsmith_dataset::Snapshot::current(dir).and_then(|s| {
         s.map(|s| s.version.manifest)

@@ -121,7 +121,7 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
         .collect();
     stray.sort();
     for n in stray {
-        r.problems.push(if crate::shard_record::is_writer_shard_name(n) {
+        r.notes.push(if crate::shard_record::is_writer_shard_name(n) {
             format!("{n}: a shard no version lists (a writer stopped before its commit point, or one still uploading: `tensorsmith dataset clean` removes it once older than the retention and an hour)")
         } else {
             format!("{n}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")

@@ -14,12 +14,15 @@ use std::path::Path;
 use std::time::Duration;
 use tensorsmith::index::TensorIndex;
 
-/// What `verify` found: problems, one line each (empty when the dataset is sound).
+/// What `verify` found: problems, one line each (empty when the dataset is sound), and notes
+/// on files beside it that no version lists (a killed writer's shards, a user's own files):
+/// they do not make the dataset unsound.
 #[derive(Debug, Default)]
 pub struct DatasetReport {
     pub shards: usize,
     pub tensors: usize,
     pub problems: Vec<String>,
+    pub notes: Vec<String>,
 }
 
 impl DatasetReport {
@@ -161,8 +164,8 @@ pub fn verify_version(
         if listed.contains(&n) {
             continue;
         }
-        r.problems.push(if pending.contains(&n) {
-            format!("{n}: a shard of a commit killed before its commit point (`tensorsmith dataset clean` removes it)")
+        r.notes.push(if pending.contains(&n) {
+            format!("{n}: a shard of a commit killed before its commit point (no version lists it; the next commit or `tensorsmith dataset clean` removes it)")
         } else {
             format!("{n}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")
         });

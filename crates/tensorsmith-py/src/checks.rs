@@ -109,7 +109,7 @@ pub fn dataset_info_json(
     .to_string())
 }
 
-/// `dataset verify`: `{"ok", "shards", "tensors", "problems", "repaired"}`.
+/// `dataset verify`: `{"ok", "shards", "tensors", "problems", "notes", "repaired"}`.
 #[pyfunction]
 #[pyo3(signature = (path, version = None, stale_after = "24h", repair = false, storage = Vec::new()))]
 pub fn dataset_verify_json(
@@ -134,7 +134,7 @@ pub fn dataset_verify_json(
         .py_err(py)?;
     Ok(json!({
         "ok": r.is_ok(), "shards": r.shards, "tensors": r.tensors,
-        "problems": r.problems, "repaired": repaired,
+        "problems": r.problems, "notes": r.notes, "repaired": repaired,
     })
     .to_string())
 }

@@ -41,7 +41,8 @@ def dataset_info(path, *, storage_options=None) -> dict:
 def dataset_verify(path, *, version=None, stale_after="24h", repair=False,
                    storage_options=None) -> dict:
     """The dataset's manifest, index and shards against each other: `{"ok", "shards",
-    "tensors", "problems", "repaired"}`; `version` checks an older version still kept.
+    "tensors", "problems", "notes", "repaired"}` (notes: files beside the dataset that no
+    version lists, which do not make it unsound); `version` checks an older version still kept.
 
     >>> tensorsmith.dataset_verify("ds")["problems"]  # doctest: +SKIP
     []"""
