@@ -5,6 +5,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "../../tensorsmith/tests/support/http_server.rs"]
+mod http_server;
 use cli::{p as s, run, text};
 use std::path::Path;
 use tensorsmith::dtype::DType;
@@ -14,10 +16,15 @@ const MARK: f32 = 1234.5;
 
 /// Three F32 tensors; `b` is full of MARK so its bytes can be found in any raw layout.
 fn model(path: &Path) {
+    model_of(path, 64);
+}
+
+/// As [`model`], each tensor `side` x `side`.
+fn model_of(path: &Path, side: u64) {
     let mut w = Writer::new();
     for (name, v) in [("a", 1.0f32), ("b", MARK), ("c", 3.0)] {
-        let data: Vec<u8> = (0..4096).flat_map(|_| v.to_le_bytes()).collect();
-        w.add(name, DType::F32, &[64, 64], data).unwrap();
+        let data: Vec<u8> = (0..side * side).flat_map(|_| v.to_le_bytes()).collect();
+        w.add(name, DType::F32, &[side, side], data).unwrap();
     }
     w.write_file(path).unwrap();
 }
@@ -92,5 +99,54 @@ fn a_flipped_bit_under_a_recorded_digest_is_never_copied_or_hashed() {
         ]);
         assert!(o.status.success(), "{}", text(&o));
         std::fs::remove_dir_all(&outs).unwrap();
+    }
+}
+
+#[test]
+fn a_remote_input_is_checked_on_its_one_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain.safetensors");
+    // 4 MiB a tensor: well past the first read of a remote file (256 KiB).
+    model_of(&plain, 1024);
+    let good = tmp.path().join("good.safetensors");
+    assert!(run(&["convert", s(&plain), s(&good), "--digest", "xxh3"])
+        .status
+        .success());
+    let bad = tmp.path().join("bad.safetensors");
+    std::fs::copy(&good, &bad).unwrap();
+    flip(&bad);
+    let len = std::fs::metadata(&good).unwrap().len() as usize;
+    let server = http_server::Server::start(
+        [
+            (
+                "/good.safetensors".to_string(),
+                std::fs::read(&good).unwrap(),
+            ),
+            ("/bad.safetensors".to_string(), std::fs::read(&bad).unwrap()),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let out = tmp.path().join("o.safetensors");
+    for extra in [vec![], vec!["--dtype", "F16"]] {
+        server.sent.store(0, std::sync::atomic::Ordering::SeqCst);
+        let url = server.url("/good.safetensors");
+        let mut args = vec!["convert", url.as_str(), s(&out)];
+        args.extend(&extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{extra:?}: {}", text(&o));
+        let sent = server.sent.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            sent <= len + (256 << 10),
+            "{extra:?}: {sent} bytes sent for {len}"
+        );
+        std::fs::remove_file(&out).unwrap();
+        let url = server.url("/bad.safetensors");
+        let mut args = vec!["convert", url.as_str(), s(&out)];
+        args.extend(&extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
+        assert!(text(&o).contains("'b'"), "{}", text(&o));
+        assert!(!out.exists());
     }
 }

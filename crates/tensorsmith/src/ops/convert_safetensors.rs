@@ -25,12 +25,15 @@ const CAST_CHUNK_ELEMENTS: u64 = 1 << 20;
 /// Bytes copied per chunk from a model file.
 const COPY_CHUNK: u64 = 8 << 20;
 
-/// A tensor's bytes read from its model in bounded chunks, optionally cast.
+/// A tensor's bytes read from its model in bounded chunks, optionally cast; with `check`, the
+/// digest its file records is checked on the same read (a remote input is fetched once), and
+/// the write fails, naming the tensor, before its output is committed.
 struct ModelRange<'a> {
     model: &'a Model,
     tensor: &'a TensorInfo,
     /// `Some((from, to, rounding))` to cast.
     cast: Option<(DType, DType, Rounding)>,
+    check: bool,
 }
 
 impl TensorData for ModelRange<'_> {
@@ -45,18 +48,40 @@ impl TensorData for ModelRange<'_> {
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
-        if self.cast.is_none() {
-            return self.model.copy_to(self.tensor, COPY_CHUNK, out);
+        let (model, t) = (self.model, self.tensor);
+        let checked = self.check && model.has_digest(t);
+        if self.cast.is_none() && !checked {
+            return model.copy_to(t, COPY_CHUNK, out);
         }
         let step = match self.cast {
             None => COPY_CHUNK,
             Some((from, _, _)) => CAST_CHUNK_ELEMENTS * from.byte_size().expect("float") as u64,
         };
-        self.model
-            .for_each_chunk(self.tensor, step, |bytes| match self.cast {
+        let cast_to = self.cast;
+        let mut emit = |bytes: &[u8]| -> Result<()> {
+            match cast_to {
                 None => Ok(out.write_all(bytes)?),
                 Some((from, to, rounding)) => Ok(out.write_all(&cast(bytes, from, to, rounding)?)?),
-            })
+            }
+        };
+        if !checked {
+            return model.for_each_chunk(t, step, emit);
+        }
+        match model.digest_hasher(t) {
+            // Plain: hashed piece by piece as it streams.
+            Some(mut h) => {
+                model.for_each_chunk(t, step, |bytes| {
+                    h.update(bytes);
+                    emit(bytes)
+                })?;
+                model.compare_digest(t, h)
+            }
+            // Decoded whole anyway (compressed, big-endian): checked as it is decoded.
+            None => model
+                .part_bytes_checked(t, 0, true)?
+                .chunks(step as usize)
+                .try_for_each(emit),
+        }
     }
 }
 
@@ -201,20 +226,10 @@ fn cast_of(t: &TensorInfo, opts: &ConvertOptions) -> Option<(DType, DType, Round
 /// Writes `tensors` as one safetensors file at `path`: copied file to file by the kernel when
 /// every tensor is dense, uncast and stored raw in a local file; streamed otherwise. Digests,
 /// when asked for, are computed by the writer from the same sources either way.
+///
+/// Recorded digests are checked before the output is committed: beside a kernel copy by a
+/// second thread (`digest_guard::beside`), on the same read when streamed (`ModelRange`).
 fn write_group(
-    input: &Model,
-    tensors: &[&TensorInfo],
-    meta: &BTreeMap<String, String>,
-    opts: &ConvertOptions,
-    path: &Path,
-) -> Result<(u64, AtomicFile)> {
-    super::digest_guard::beside(input, tensors, opts, || {
-        write_group_unchecked(input, tensors, meta, opts, path)
-    })
-}
-
-/// [`write_group`] without the digest check.
-fn write_group_unchecked(
     input: &Model,
     tensors: &[&TensorInfo],
     meta: &BTreeMap<String, String>,
@@ -238,15 +253,29 @@ fn write_group_unchecked(
         let n = w.write_to(&mut out).map_err(|e| e.in_file(path))?;
         return Ok((n, out));
     };
+    super::digest_guard::beside(input, tensors, opts, || {
+        copy_group(input, tensors, &files, meta, opts, path)
+    })
+}
+
+/// A group whose tensors are all plain ranges of local files, copied by the kernel.
+fn copy_group(
+    input: &Model,
+    tensors: &[&TensorInfo],
+    files: &[&std::fs::File],
+    meta: &BTreeMap<String, String>,
+    opts: &ConvertOptions,
+    path: &Path,
+) -> Result<(u64, AtomicFile)> {
     let mut w = new_writer(meta, opts);
-    for (t, f) in tensors.iter().zip(&files) {
+    for (t, f) in tensors.iter().zip(files) {
         let data = FilePieces {
             pieces: vec![Piece::Range(f, t.data_range())],
         };
         w.add(&t.name, t.dtype, &t.shape, data)
             .map_err(|e| e.in_file(path))?;
     }
-    if let Some(file) = same_file(input, &mut w, &files)? {
+    if let Some(file) = same_file(input, &mut w, files)? {
         let mut whole = FilePieces {
             pieces: vec![Piece::Range(file, 0..w.file_len())],
         };
@@ -312,7 +341,11 @@ fn writer_for<'a>(
     opts: &ConvertOptions,
 ) -> Result<Writer<'a>> {
     let mut w = new_writer(meta, opts);
+    let check = !opts.skip_digest_check;
     for t in tensors {
+        if check && t.layout != Layout::Dense {
+            input.check_digests(t)?;
+        }
         if dequantize::block_type(t).is_some() {
             let to = opts.dtype.unwrap_or(DType::F32);
             let data = Dequantized {
@@ -345,6 +378,7 @@ fn writer_for<'a>(
             model: input,
             tensor: t,
             cast,
+            check,
         };
         w.add(&t.name, dtype, &t.shape, data)?;
     }

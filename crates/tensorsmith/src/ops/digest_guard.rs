@@ -1,8 +1,9 @@
 //! A conversion never copies a tensor whose bytes no longer match the digest its input
 //! records (a flipped bit in a `.safetensors` with `tensorsmith.digest`, a `.zt` checksum):
-//! it fails naming the tensor, and writes nothing. Safetensors output checks beside the copy
-//! (a second thread hashes the mapped source while the kernel copies it, and the output is
-//! committed only once every digest held), so the check costs little wall time; other
+//! it fails naming the tensor, and writes nothing. Safetensors output copied by the kernel
+//! checks beside the copy (a second thread hashes the mapped source while the kernel copies
+//! it, and the output is committed only once every digest held), so the check costs little
+//! wall time; streamed safetensors output checks on its one read (`ModelRange`); other
 //! outputs check before writing.
 
 use super::convert_options::ConvertOptions;
