@@ -92,6 +92,10 @@ pub(crate) fn commit(
         if foreign_change(out)? {
             crate::foreign::adopt(out, job.lock_timeout())?;
         }
+        // What the manifest file was when it was found to be no other writer's: under the
+        // lock, only a manifest changed since then is read again (reading a large one there
+        // would hold the lock for as long).
+        let checked = manifest_stamp(out);
         let base = Snapshot::current(out)?;
         let mut prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
         let mut manifest = prepared.version.version.manifest.clone();
@@ -99,7 +103,8 @@ pub(crate) fn commit(
         let held = Instant::now();
         // A clean may have taken the index file of a commit that waited long for the lock.
         let index_gone = prepared.index.as_ref().is_some_and(|i| !i.path.exists());
-        if current_id(out)? != prepared.base_id || index_gone || foreign_change(out)? {
+        let stale = current_id(out)? != prepared.base_id || index_gone;
+        if stale || (manifest_stamp(out) != checked && foreign_change(out)?) {
             conflicts += 1;
             if let Some(p) = progress {
                 p.commit_retries.fetch_add(1, Ordering::Relaxed);
@@ -133,6 +138,12 @@ pub(crate) fn commit(
         job.lock_timeout(),
     );
     Ok(manifest)
+}
+
+/// The manifest file's length and modification time (`None`: no manifest).
+fn manifest_stamp(out: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let m = std::fs::metadata(out.join(crate::manifest::MANIFEST_NAME)).ok()?;
+    Some((m.len(), m.modified().ok()?))
 }
 
 /// Whether another writer committed a manifest over the current version.
