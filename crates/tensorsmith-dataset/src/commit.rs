@@ -148,7 +148,7 @@ fn manifest_stamp(out: &Path) -> Option<(u64, std::time::SystemTime)> {
 
 /// Whether another writer committed a manifest over the current version.
 fn foreign_change(out: &Path) -> Result<bool> {
-    Ok(match Snapshot::current_unchecked(out)? {
+    Ok(match Snapshot::current(out)? {
         Some(s) => crate::foreign::detect(out, &s)?.is_some(),
         None => false,
     })

@@ -105,7 +105,7 @@ pub(crate) fn prepare(
         Vec::new()
     };
     if base.is_none() {
-        crate::foreign::refuse_in_the_way(out, mode)?;
+        crate::outsiders::refuse_in_the_way(out, mode)?;
     }
     if let Some(b) = base {
         match mode {

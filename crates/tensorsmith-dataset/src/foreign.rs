@@ -10,14 +10,25 @@
 
 use crate::commit_lock;
 use crate::error::{DatasetError, Result};
-use crate::job_options::WriteMode;
-use crate::manifest::{is_shard_file_name, Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
+use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
 use crate::publish::republish;
 use crate::tensor_index_file;
 use crate::versions::{self, indexes_dir, now_ms, Snapshot, Version};
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
+
+/// The current snapshot of `dir` for a reader: a manifest another writer committed over it
+/// is an error saying what differs and how to adopt it.
+pub(crate) fn current_checked(dir: &Path) -> Result<Option<Snapshot>> {
+    let snap = Snapshot::current(dir)?;
+    if let Some(s) = &snap {
+        if let Some(f) = detect(dir, s)? {
+            return Err(f.error(dir));
+        }
+    }
+    Ok(snap)
+}
 
 /// A manifest another writer committed over version `base`.
 #[derive(Debug, Clone)]
@@ -105,20 +116,6 @@ pub(crate) fn compare(
     }))
 }
 
-fn list_names(names: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut s = names
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > SHOWN {
-        s.push_str(&format!(" and {} more", names.len() - SHOWN));
-    }
-    s
-}
-
 impl ForeignManifest {
     /// What differs between the manifest and version `base`, for people.
     pub fn describe(&self) -> String {
@@ -126,14 +123,14 @@ impl ForeignManifest {
             "{MANIFEST_NAME} was committed by another writer (safetensors-spark or another tool that knows only the manifest) after version {}: it lists {} shard(s) no version lists ({})",
             self.base,
             self.added.len(),
-            list_names(&self.added)
+            crate::outsiders::list_names(&self.added)
         );
         if !self.dropped.is_empty() {
             s.push_str(&format!(
                 " and leaves out {} of version {}'s ({})",
                 self.dropped.len(),
                 self.base,
-                list_names(&self.dropped)
+                crate::outsiders::list_names(&self.dropped)
             ));
         }
         s
@@ -201,7 +198,7 @@ fn check_added(dir: &Path, f: &ForeignManifest) -> Result<()> {
 /// version, `None` when the manifest is the current version's.
 pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
     let _lock = commit_lock::acquire(dir, timeout)?;
-    let Some(snap) = Snapshot::current_unchecked(dir)? else {
+    let Some(snap) = Snapshot::current(dir)? else {
         return Ok(None);
     };
     let Some(f) = detect(dir, &snap)? else {
@@ -230,7 +227,7 @@ pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
             msg: format!("version {next} was committed while the other writer's manifest was adopted; nothing was adopted"),
         });
     }
-    if let Some(s) = Snapshot::current_unchecked(dir)? {
+    if let Some(s) = Snapshot::current(dir)? {
         republish(dir, &s)?;
     }
     Ok(Some(next))
@@ -270,48 +267,4 @@ fn adopted_index(
     let path = idir.join(&name);
     tensor_index_file::prepare(&path, &entries)?.commit()?;
     Ok(Some((name, path)))
-}
-
-/// Files named like shards (`part-*.safetensors`) in `dir`, sorted.
-pub(crate) fn shard_named_files(dir: &Path) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(DatasetError::io(dir, e)),
-    };
-    let mut out: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter(|n| n.starts_with("part-") && is_shard_file_name(n))
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-/// A write in mode error or append into `dir`, which holds no dataset: refused when files
-/// named like shards are there (a reader of the layout could take them for the dataset's).
-/// (Shards a killed commit of this folder left, which `_tensorsmith/pending` names, are not in
-/// the way: the commit removes them.)
-pub(crate) fn refuse_in_the_way(dir: &Path, mode: WriteMode) -> Result<()> {
-    let mode = match mode {
-        WriteMode::Overwrite => return Ok(()),
-        WriteMode::ErrorIfExists => "error",
-        WriteMode::Append => "append",
-    };
-    let pending = crate::publish::pending_names(dir)?;
-    let names: Vec<String> = shard_named_files(dir)?
-        .into_iter()
-        .filter(|n| !pending.contains(n))
-        .collect();
-    if names.is_empty() {
-        return Ok(());
-    }
-    Err(DatasetError::Conflict {
-        dir: dir.to_path_buf(),
-        msg: format!(
-            "holds no dataset but {} file(s) named like shards ({}); tensorsmith does not write a dataset beside them in mode {mode} (move them, write elsewhere, or use --mode overwrite, which writes beside them and never touches them)",
-            names.len(),
-            list_names(&names)
-        ),
-    })
 }

@@ -103,6 +103,8 @@ pub fn commit_job_at(
     match open_store(location, storage, true)? {
         None => commit_job_with(Path::new(location), job_id, reports, opts, job),
         Some(store) => {
+            // Another writer's commit (safetensors-spark's append) becomes a version first.
+            crate::store_adopt::adopt_store(&*store)?;
             let m = commit_store_job(&*store, job_id, reports, opts, job)?;
             let _ = clean_store(&*store, job.retain());
             Ok(m)

@@ -14,7 +14,6 @@ use crate::store_open::open_store;
 use crate::store_verify::verify_store;
 use crate::store_versions as sv;
 use crate::verify::{verify_version, DatasetReport};
-use crate::versions::Snapshot;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tensorsmith::bytes::StorageOptions;
@@ -27,7 +26,7 @@ pub fn info_at(
 ) -> Result<(Manifest, Vec<VersionInfo>, Vec<RetiredShard>)> {
     let Some(store) = open_store(location, storage, false)? else {
         let dir = Path::new(location);
-        let m = match Snapshot::current(dir)? {
+        let m = match crate::foreign::current_checked(dir)? {
             Some(s) => s.version.manifest,
             None => Manifest::read(dir)?,
         };

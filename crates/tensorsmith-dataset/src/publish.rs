@@ -12,7 +12,8 @@ use crate::commit_lock::sync_dir;
 use crate::commit_prepare::Prepared;
 use crate::error::{DatasetError, Result};
 use crate::manifest::{ShardInfo, INDEX_NAME, MANIFEST_NAME};
-use crate::versions::{indexes_dir, meta_dir, Snapshot};
+use crate::pending::{pending_path, read_pending};
+use crate::versions::{indexes_dir, Snapshot};
 use std::collections::HashSet;
 use std::path::Path;
 use tensorsmith::sink::AtomicFile;
@@ -85,10 +86,6 @@ pub(crate) fn test_pause(step: u32) {
     }
 }
 
-fn pending_path(out: &Path) -> std::path::PathBuf {
-    meta_dir(out).join("pending")
-}
-
 /// Under the commit lock: the shards a killed commit moved in but never published (those
 /// `_tensorsmith/pending` names that the current version does not list) are removed.
 pub(crate) fn remove_pending(out: &Path) -> Result<Vec<String>> {
@@ -117,23 +114,6 @@ pub(crate) fn remove_pending(out: &Path) -> Result<Vec<String>> {
     }
     std::fs::remove_file(&path).map_err(|e| DatasetError::io(&path, e))?;
     Ok(removed)
-}
-
-fn read_pending(out: &Path) -> Result<Option<String>> {
-    let path = pending_path(out);
-    match std::fs::read_to_string(&path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(DatasetError::io(&path, e)),
-    }
-}
-
-/// The shards a killed commit moved into `out` (its next commit or clean removes those no
-/// version lists).
-pub(crate) fn pending_names(out: &Path) -> Result<HashSet<String>> {
-    Ok(read_pending(out)?
-        .map(|t| t.lines().map(String::from).collect())
-        .unwrap_or_default())
 }
 
 fn lost_race(out: &Path, n: u64) -> DatasetError {

@@ -73,7 +73,7 @@ impl Dataset {
     pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
         must_be_a_folder(&dir)?;
-        match Snapshot::current(&dir)? {
+        match crate::foreign::current_checked(&dir)? {
             Some(s) => Self::from_snapshot(dir, s),
             // No dataset: the manifest's own error, naming the file.
             None => Manifest::read(&dir).and_then(|_| unreachable_dataset(&dir)),

@@ -107,7 +107,7 @@ pub fn clean_with(
     let _lock = commit_lock::acquire(dir, timeout)?;
     // Another writer's manifest is adopted or refused before anything is removed: its
     // shards are listed by no version yet.
-    let current = Snapshot::current(dir)?;
+    let current = crate::foreign::current_checked(dir)?;
     let mut report = CleanReport::default();
     for f in stale_folders(dir, staging_idle)? {
         std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;

@@ -158,8 +158,6 @@ fn commit_uploaded(
     let mirror = staging.join("_prepared");
     let mut conflicts = 0u32;
     loop {
-        // Another writer's commit (safetensors-spark's append) becomes a version first.
-        crate::store_adopt::adopt_store(store)?;
         let base = sv::current(store)?;
         if let Some(b) = &base {
             match job.mode() {

@@ -101,6 +101,8 @@ pub(crate) fn write_to_store(
             return Err(e);
         }
     };
+    // Another writer's commit (safetensors-spark's append) becomes a version first.
+    crate::store_adopt::adopt_store(store)?;
     let manifest = commit_to_store(
         store,
         &staging.0,

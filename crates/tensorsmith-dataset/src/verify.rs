@@ -50,7 +50,7 @@ pub fn verify_version(
 ) -> Result<DatasetReport> {
     let snap = match version {
         Some(n) => Snapshot::at(dir, n)?,
-        None => match Snapshot::current_unchecked(dir)? {
+        None => match Snapshot::current(dir)? {
             Some(s) => s,
             None => Snapshot::at(dir, 0)?,
         },
@@ -159,8 +159,8 @@ pub fn verify_version(
     if let Some(f) = &foreign {
         listed.extend(f.added.iter().cloned());
     }
-    let pending = crate::publish::pending_names(dir)?;
-    for n in crate::foreign::shard_named_files(dir)? {
+    let pending = crate::pending::pending_names(dir)?;
+    for n in crate::outsiders::shard_named_files(dir)? {
         if listed.contains(&n) {
             continue;
         }

@@ -189,21 +189,10 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The current snapshot of `dir`, `None` when it holds no dataset. A manifest another
-    /// writer committed over the current version is an error saying what differs and how to
-    /// adopt it (foreign.rs).
+    /// The current snapshot of `dir` as its versions say, `None` when it holds no dataset.
+    /// Readers go through `foreign::current_checked`, which also refuses a manifest another
+    /// writer committed over it.
     pub fn current(dir: &Path) -> Result<Option<Snapshot>> {
-        let snap = Snapshot::current_unchecked(dir)?;
-        if let Some(s) = &snap {
-            if let Some(f) = crate::foreign::detect(dir, s)? {
-                return Err(f.error(dir));
-            }
-        }
-        Ok(snap)
-    }
-
-    /// The current snapshot of `dir` as its versions say, whatever its manifest says.
-    pub(crate) fn current_unchecked(dir: &Path) -> Result<Option<Snapshot>> {
         // A version found by the listing may be cleaned before it is read (a newer one was
         // committed meanwhile): list again.
         for _ in 0..8 {

@@ -36,12 +36,12 @@ pub fn write_dataset(
     // Refused (or read, to fail early on a damaged one) before anything is written; the
     // commit looks again, under its lock.
     // Another writer's manifest is adopted by the commit, not refused here.
-    match Snapshot::current_unchecked(out)? {
+    match Snapshot::current(out)? {
         Some(_) if job.mode == WriteMode::ErrorIfExists => {
             return Err(DatasetError::Exists(out.to_path_buf()))
         }
         Some(_) => {}
-        None => crate::foreign::refuse_in_the_way(out, job.mode)?,
+        None => crate::outsiders::refuse_in_the_way(out, job.mode)?,
     }
     let threads = job
         .threads
