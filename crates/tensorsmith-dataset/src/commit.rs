@@ -87,16 +87,19 @@ pub(crate) fn commit(
     commit_lock::probe(out)?;
     let mut conflicts = 0u32;
     let manifest = loop {
-        // Another writer's commit (a manifest listing shards no version lists) becomes a
-        // version first, so that this one keeps its shards.
-        if foreign_change(out)? {
-            crate::foreign::adopt(out, job.lock_timeout())?;
-        }
         // What the manifest file was when it was found to be no other writer's: under the
         // lock, only a manifest changed since then is read again (reading a large one there
         // would hold the lock for as long).
         let checked = manifest_stamp(out);
         let base = Snapshot::current(out)?;
+        // Another writer's commit (a manifest listing shards no version lists) becomes a
+        // version first, so that this one keeps its shards.
+        if let Some(b) = &base {
+            if crate::foreign::detect(out, b)?.is_some() {
+                crate::foreign::adopt(out, job.lock_timeout())?;
+                continue;
+            }
+        }
         let mut prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
         let mut manifest = prepared.version.version.manifest.clone();
         let lock = commit_lock::acquire(out, job.lock_timeout())?;

@@ -139,7 +139,7 @@ pub(crate) fn prepare(
         entries.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));
         let idir = indexes_dir(out);
         std::fs::create_dir_all(&idir).map_err(|e| DatasetError::io(&idir, e))?;
-        let name = format!("{next:08}-{}.parquet", uuid::Uuid::new_v4().simple());
+        let name = tensor_index_file::new_file_name(next);
         let path = idir.join(&name);
         let f = tensor_index_file::prepare(&path, &entries)?;
         let file = IndexFile {

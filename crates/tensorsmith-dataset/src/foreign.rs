@@ -10,12 +10,12 @@
 
 use crate::commit_lock;
 use crate::error::{DatasetError, Result};
-use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
+use crate::manifest::{Manifest, ShardInfo, MANIFEST_NAME};
 use crate::publish::republish;
-use crate::tensor_index_file;
+use crate::tensor_index_file::{self, IndexEntry, SharedNames};
 use crate::versions::{self, indexes_dir, now_ms, Snapshot, Version};
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The current snapshot of `dir` for a reader: a manifest another writer committed over it
@@ -24,7 +24,7 @@ pub(crate) fn current_checked(dir: &Path) -> Result<Option<Snapshot>> {
     let snap = Snapshot::current(dir)?;
     if let Some(s) = &snap {
         if let Some(f) = detect(dir, s)? {
-            return Err(f.error(dir));
+            return Err(f.error(&dir.to_string_lossy()));
         }
     }
     Ok(snap)
@@ -87,13 +87,14 @@ pub(crate) fn compare(
     let Ok(theirs) = Manifest::parse(text, path) else {
         return Ok(None);
     };
-    let mut sorted = theirs.shards.clone();
-    sorted.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
-    if same_shards(&sorted, &mine.shards) {
+    // In the order of a version's manifest (sorted by path), to compare.
+    let theirs = Manifest::new(theirs.shards, theirs.schema);
+    if same_shards(&theirs.shards, &mine.shards) {
         return Ok(None);
     }
     let listed = listed()?;
-    let added: Vec<String> = sorted
+    let added: Vec<String> = theirs
+        .shards
         .iter()
         .map(|s| s.shard_path.clone())
         .filter(|p| !listed.contains(p))
@@ -101,7 +102,11 @@ pub(crate) fn compare(
     if added.is_empty() {
         return Ok(None);
     }
-    let theirs_names: HashSet<&str> = sorted.iter().map(|s| s.shard_path.as_str()).collect();
+    let theirs_names: HashSet<&str> = theirs
+        .shards
+        .iter()
+        .map(|s| s.shard_path.as_str())
+        .collect();
     let dropped = mine
         .shards
         .iter()
@@ -110,7 +115,7 @@ pub(crate) fn compare(
         .collect();
     Ok(Some(ForeignManifest {
         base: snap.version.version,
-        manifest: Manifest::new(sorted, theirs.schema),
+        manifest: theirs,
         added,
         dropped,
     }))
@@ -136,25 +141,71 @@ impl ForeignManifest {
         s
     }
 
-    pub(crate) fn error(&self, dir: &Path) -> DatasetError {
+    /// The error of a reader of the dataset at `location` (a folder or a store URL).
+    pub(crate) fn error(&self, location: &str) -> DatasetError {
         DatasetError::Conflict {
-            dir: dir.to_path_buf(),
+            dir: PathBuf::from(location),
             msg: format!(
-                "{}; `tensorsmith dataset adopt {}` (or `dataset verify --repair`) makes it version {} after checking its shards; any tensorsmith write adopts it too",
+                "{}; `tensorsmith dataset adopt {location}` (or `dataset verify --repair`) makes it version {} after checking its shards; any tensorsmith write adopts it too",
                 self.describe(),
-                dir.display(),
                 self.base + 1
             ),
         }
     }
 
-    /// The error of a reader or writer of a dataset on a store.
-    pub(crate) fn store_error(&self, location: &str) -> DatasetError {
+    /// The shards the other writer added, as its manifest lists them.
+    pub(crate) fn added_shards(&self) -> impl Iterator<Item = &ShardInfo> {
+        self.manifest
+            .shards
+            .iter()
+            .filter(|s| self.added.contains(&s.shard_path))
+    }
+
+    /// The error of an added shard that fails its check (`path` names it).
+    pub(crate) fn not_adopted(path: PathBuf, msg: String) -> DatasetError {
+        DatasetError::Corrupt {
+            path,
+            msg: format!("listed by another writer's {MANIFEST_NAME}, {msg}: not adopted"),
+        }
+    }
+
+    /// The adopted version's index: the base's entries less the shards the manifest left
+    /// out, plus `added` (read from the added shards' headers), sorted as a write sorts them.
+    pub(crate) fn index_entries(
+        &self,
+        mut base: Vec<IndexEntry>,
+        added: Vec<IndexEntry>,
+    ) -> Vec<IndexEntry> {
+        let keep: HashSet<&str> = self
+            .manifest
+            .shards
+            .iter()
+            .map(|s| s.shard_path.as_str())
+            .collect();
+        base.retain(|e| keep.contains(&*e.file_name));
+        base.extend(added);
+        base.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));
+        base
+    }
+
+    /// The adopted version, next after the base, with the index file `index`.
+    pub(crate) fn version(&self, index: Option<String>) -> Version {
+        Version {
+            version: self.base + 1,
+            base: Some(self.base),
+            committed_ms: now_ms(),
+            mode: "adopted".into(),
+            manifest: self.manifest.clone(),
+            index,
+        }
+    }
+
+    /// The error when another commit took the adopted version's number first.
+    pub(crate) fn lost_race(&self, location: &str) -> DatasetError {
         DatasetError::Conflict {
-            dir: std::path::PathBuf::from(location),
+            dir: PathBuf::from(location),
             msg: format!(
-                "{}; `tensorsmith dataset adopt {location}` (or `dataset verify --repair`) makes it version {} after checking its shards",
-                self.describe(),
+                "version {} was committed while the other writer's manifest was adopted; nothing was adopted",
                 self.base + 1
             ),
         }
@@ -162,35 +213,28 @@ impl ForeignManifest {
 }
 
 /// Each shard the other writer added: present, of the size its manifest says, with a valid
-/// safetensors header.
-fn check_added(dir: &Path, f: &ForeignManifest) -> Result<()> {
-    for s in f
-        .manifest
-        .shards
-        .iter()
-        .filter(|s| f.added.contains(&s.shard_path))
-    {
+/// safetensors header; its index entries.
+fn check_added(dir: &Path, f: &ForeignManifest) -> Result<Vec<IndexEntry>> {
+    let mut entries = Vec::new();
+    let mut names = SharedNames::default();
+    for s in f.added_shards() {
         let path = dir.join(&s.shard_path);
         let len = std::fs::metadata(&path)
             .map_err(|e| DatasetError::io(&path, e))?
             .len();
         if len != s.bytes {
-            return Err(DatasetError::Corrupt {
-                path,
-                msg: format!(
-                    "{len} bytes, {MANIFEST_NAME} (written by another writer) says {}: not adopted",
-                    s.bytes
-                ),
-            });
+            let msg = format!("{len} bytes where the manifest says {}", s.bytes);
+            return Err(ForeignManifest::not_adopted(path, msg));
         }
-        tensorsmith::safetensors::SafetensorsFile::open(&path).map_err(|e| {
-            DatasetError::Corrupt {
-                path: path.clone(),
-                msg: format!("listed by another writer's {MANIFEST_NAME}, not a valid safetensors file ({e}): not adopted"),
-            }
+        let file = tensorsmith::safetensors::SafetensorsFile::open(&path).map_err(|e| {
+            ForeignManifest::not_adopted(
+                path.clone(),
+                format!("not a valid safetensors file ({e})"),
+            )
         })?;
+        tensor_index_file::entries_of(file.index(), &s.shard_path, &mut names, &mut entries);
     }
-    Ok(())
+    Ok(entries)
 }
 
 /// Makes another writer's manifest of `dir` the next version (mode `adopted`), each shard it
@@ -204,67 +248,25 @@ pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
     let Some(f) = detect(dir, &snap)? else {
         return Ok(None);
     };
-    check_added(dir, &f)?;
-    let next = f.base + 1;
-    let index = adopted_index(dir, &f, &snap, next)?;
-    let prepared = versions::prepare(
-        dir,
-        Version {
-            version: next,
-            base: Some(f.base),
-            committed_ms: now_ms(),
-            mode: "adopted".into(),
-            manifest: f.manifest.clone(),
-            index: index.as_ref().map(|(n, _)| n.clone()),
-        },
-    )?;
+    let added = check_added(dir, &f)?;
+    let index = match snap.index_entries(dir)? {
+        Some(base) => {
+            let name = tensor_index_file::new_file_name(f.base + 1);
+            let path = indexes_dir(dir).join(&name);
+            tensor_index_file::prepare(&path, &f.index_entries(base, added))?.commit()?;
+            Some((name, path))
+        }
+        None => None,
+    };
+    let prepared = versions::prepare(dir, f.version(index.as_ref().map(|(n, _)| n.clone())))?;
     if !prepared.publish(dir)? {
         if let Some((_, p)) = index {
             let _ = std::fs::remove_file(p);
         }
-        return Err(DatasetError::Conflict {
-            dir: dir.to_path_buf(),
-            msg: format!("version {next} was committed while the other writer's manifest was adopted; nothing was adopted"),
-        });
+        return Err(f.lost_race(&dir.to_string_lossy()));
     }
     if let Some(s) = Snapshot::current(dir)? {
         republish(dir, &s)?;
     }
-    Ok(Some(next))
-}
-
-/// The adopted version's index file: the other writer's `_tensor_index.parquet` when it
-/// covers exactly the manifest's shards, else one read from the shards' headers when the
-/// base version had an index; `None` when neither.
-fn adopted_index(
-    dir: &Path,
-    f: &ForeignManifest,
-    base: &Snapshot,
-    next: u64,
-) -> Result<Option<(String, std::path::PathBuf)>> {
-    let shards: HashSet<&str> = f
-        .manifest
-        .shards
-        .iter()
-        .map(|s| s.shard_path.as_str())
-        .collect();
-    let theirs = tensor_index_file::read(&dir.join(INDEX_NAME))
-        .ok()
-        .filter(|e| {
-            let named: HashSet<&str> = e.iter().map(|x| &*x.file_name).collect();
-            named == shards
-        });
-    let entries = match theirs {
-        Some(e) => e,
-        None if base.version.index.is_some() => {
-            tensor_index_file::entries_from_headers(dir, &f.manifest.shards)?
-        }
-        None => return Ok(None),
-    };
-    let idir = indexes_dir(dir);
-    std::fs::create_dir_all(&idir).map_err(|e| DatasetError::io(&idir, e))?;
-    let name = format!("{next:08}-{}.parquet", uuid::Uuid::new_v4().simple());
-    let path = idir.join(&name);
-    tensor_index_file::prepare(&path, &entries)?.commit()?;
-    Ok(Some((name, path)))
+    Ok(Some(f.base + 1))
 }

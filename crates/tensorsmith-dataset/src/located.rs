@@ -33,7 +33,7 @@ pub fn info_at(
         let (v, r) = retention::versions_info(dir)?;
         return Ok((m, v, r));
     };
-    let m = match sv::current(&*store)? {
+    let m = match sv::current_checked(&*store)? {
         Some(s) => s.version.manifest,
         None => {
             return Err(DatasetError::Corrupt {
@@ -54,7 +54,7 @@ pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
             let dir = Path::new(location);
             Ok(crate::versions::current_id(dir)?.is_some())
         }
-        Some(store) => Ok(sv::current_unchecked(&*store)?.is_some()),
+        Some(store) => Ok(sv::current(&*store)?.is_some()),
     }
 }
 

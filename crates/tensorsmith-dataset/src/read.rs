@@ -105,7 +105,7 @@ impl Dataset {
         };
         let snap = match version {
             Some(v) => sv::at(&*store, v)?,
-            None => sv::current(&*store)?.ok_or_else(|| DatasetError::Corrupt {
+            None => sv::current_checked(&*store)?.ok_or_else(|| DatasetError::Corrupt {
                 path: PathBuf::from(store.location()),
                 msg: "no dataset here (no versions, no dataset_manifest.json)".into(),
             })?,

@@ -39,7 +39,7 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
             remove.push(w[0].n);
         }
     }
-    let current = sv::current(store)?;
+    let current = sv::current_checked(store)?;
     let mut keep: HashSet<String> = HashSet::new();
     let mut keep_index: HashSet<String> = HashSet::new();
     let mut removed_lists: HashSet<String> = HashSet::new();

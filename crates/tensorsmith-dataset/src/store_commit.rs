@@ -158,7 +158,8 @@ fn commit_uploaded(
     let mirror = staging.join("_prepared");
     let mut conflicts = 0u32;
     loop {
-        let base = sv::current(store)?;
+        // Another writer's commit since the caller adopted is refused, not written over.
+        let base = sv::current_checked(store)?;
         if let Some(b) = &base {
             match job.mode() {
                 WriteMode::ErrorIfExists => {

@@ -315,7 +315,7 @@ fn another_writers_manifest_on_a_store_is_refused_by_readers_and_adopted_by_writ
     let store = LocalStore::new(d.path());
     write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
     let theirs = connector_append(d.path());
-    let e = sv::current(&store).unwrap_err();
+    let e = sv::current_checked(&store).unwrap_err();
     assert!(
         matches!(e, DatasetError::Conflict { .. }) && e.to_string().contains(&theirs),
         "{e}"

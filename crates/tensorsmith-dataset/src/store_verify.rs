@@ -24,7 +24,7 @@ fn header(store: &dyn Store, key: &str) -> Result<TensorIndex> {
 pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<DatasetReport> {
     let snap = match version {
         Some(n) => sv::at(store, n)?,
-        None => match sv::current_unchecked(store)? {
+        None => match sv::current(store)? {
             Some(s) => s,
             None => sv::at(store, 0)?,
         },

@@ -119,14 +119,13 @@ fn unversioned(store: &dyn Store) -> Result<Option<Snapshot>> {
     }))
 }
 
-/// The current snapshot: the highest version, else the manifest of a dataset without
-/// versions, else `None` (no dataset). A manifest another writer committed over the current
-/// version is an error saying what differs and how to adopt it (foreign.rs).
-pub(crate) fn current(store: &dyn Store) -> Result<Option<Snapshot>> {
-    let snap = current_unchecked(store)?;
+/// [`current`] for a reader (and `clean`): a manifest another writer committed over the
+/// current version is an error saying what differs and how to adopt it (foreign.rs).
+pub(crate) fn current_checked(store: &dyn Store) -> Result<Option<Snapshot>> {
+    let snap = current(store)?;
     if let Some(s) = &snap {
         if let Some(f) = detect(store, s)? {
-            return Err(f.store_error(&store.location()));
+            return Err(f.error(&store.location()));
         }
     }
     Ok(snap)
@@ -156,8 +155,9 @@ pub(crate) fn detect(
     })
 }
 
-/// [`current`] as the versions say, whatever the manifest says.
-pub(crate) fn current_unchecked(store: &dyn Store) -> Result<Option<Snapshot>> {
+/// The current snapshot: the highest version, else the manifest of a dataset without
+/// versions, else `None` (no dataset). Readers take [`current_checked`].
+pub(crate) fn current(store: &dyn Store) -> Result<Option<Snapshot>> {
     // A version listed may be cleaned before it is read (a newer one came meanwhile): again.
     for _ in 0..8 {
         match list(store)?.last() {

@@ -61,7 +61,7 @@ pub(crate) fn write_to_store(
     let plan = Plan::new(input, opts)?;
     // Refused (or read, to fail early on a damaged one) before anything is written; the
     // commit looks again.
-    if sv::current_unchecked(store)?.is_some() && job.mode == WriteMode::ErrorIfExists {
+    if sv::current(store)?.is_some() && job.mode == WriteMode::ErrorIfExists {
         return Err(DatasetError::Exists(PathBuf::from(store.location())));
     }
     let threads = job

@@ -204,14 +204,29 @@ pub fn entries_from_headers(dir: &Path, shards: &[ShardInfo]) -> Result<Vec<Inde
     let mut names = SharedNames::default();
     for s in shards {
         let f = tensorsmith::safetensors::SafetensorsFile::open(dir.join(&s.shard_path))?;
-        for t in &f.index().tensors {
-            out.push(IndexEntry {
-                tensor_key: t.name.clone(),
-                file_name: names.get(&s.shard_path),
-                shape: t.shape.to_vec(),
-                dtype: names.get(t.dtype.safetensors_name()),
-            });
-        }
+        entries_of(f.index(), &s.shard_path, &mut names, &mut out);
     }
     Ok(out)
+}
+
+/// The index entries of one shard's header (`index`), appended to `out`.
+pub(crate) fn entries_of(
+    index: &tensorsmith::index::TensorIndex,
+    shard: &str,
+    names: &mut SharedNames,
+    out: &mut Vec<IndexEntry>,
+) {
+    for t in &index.tensors {
+        out.push(IndexEntry {
+            tensor_key: t.name.clone(),
+            file_name: names.get(shard),
+            shape: t.shape.to_vec(),
+            dtype: names.get(t.dtype.safetensors_name()),
+        });
+    }
+}
+
+/// A new index file's name in `_tensorsmith/index/` for version `version`.
+pub(crate) fn new_file_name(version: u64) -> String {
+    format!("{version:08}-{}.parquet", uuid::Uuid::new_v4().simple())
 }

@@ -23,20 +23,20 @@ impl Model {
         if !self.has_digest(t) {
             return Ok(());
         }
-        let f = self.file_of(t);
-        if self.is_plain(t) {
-            let (want, _) = t.parts[0].digest().expect("has a digest");
-            let mut h = Hasher::new(kind_of(&want));
+        if let Some(mut h) = self.digest_hasher(t) {
             self.for_each_chunk(t, PIECE, |b| {
                 h.update(b);
                 Ok(())
             })?;
             return self.compare_digest(t, h);
         }
-        for p in t.parts.iter().filter(|p| p.digest().is_some()) {
-            f.format()
-                .part(f.bytes(), p, true)
-                .map_err(|e| f.at(e.at_tensor(&t.name)))?;
+        for (i, _) in t
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.digest().is_some())
+        {
+            self.part_bytes_checked(t, i, true)?;
         }
         Ok(())
     }

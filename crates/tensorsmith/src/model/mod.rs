@@ -123,10 +123,7 @@ impl Model {
     /// Part `i` of tensor `t`, decoded (decompressed, little-endian); zero-copy when stored
     /// raw in a mapped file.
     pub fn part_bytes(&self, t: &TensorInfo, i: usize) -> Result<Cow<'_, [u8]>> {
-        let f = self.file_of(t);
-        f.format()
-            .part(f.bytes(), &t.parts[i], false)
-            .map_err(|e| f.at(e.at_tensor(&t.name)))
+        self.part_bytes_checked(t, i, false)
     }
 
     /// A dense tensor's values (decoded).

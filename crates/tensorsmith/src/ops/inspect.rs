@@ -18,12 +18,12 @@ pub fn meta_json(v: &MetaValue) -> Value {
         MetaValue::Bool(b) => Value::Bool(*b),
         MetaValue::Int(i) => json!(i),
         MetaValue::UInt(u) => json!(u),
-        MetaValue::F32(f) => match non_finite_json(f64::from(*f)) {
+        MetaValue::F32(f) => match non_finite(f64::from(*f), JSON_SPELLING) {
             Some(name) => Value::String(name.to_owned()),
             // Through the shortest decimal that round-trips as f32 (0.1, not 0.10000000149011612).
             None => json!(format!("{f}").parse::<f64>().unwrap_or(f64::from(*f))),
         },
-        MetaValue::F64(f) => match non_finite_json(*f) {
+        MetaValue::F64(f) => match non_finite(*f, JSON_SPELLING) {
             Some(name) => Value::String(name.to_owned()),
             None => json!(f),
         },
@@ -39,23 +39,17 @@ pub fn meta_json(v: &MetaValue) -> Value {
     }
 }
 
-/// The JSON spelling of a float JSON cannot hold (`None` for a finite one).
-fn non_finite_json(f: f64) -> Option<&'static str> {
-    if f.is_nan() {
-        Some("NaN")
-    } else if f.is_infinite() {
-        Some(if f > 0.0 { "Infinity" } else { "-Infinity" })
-    } else {
-        None
-    }
-}
+/// NaN, +inf and -inf as JSON output spells them (pandas', Spark's).
+const JSON_SPELLING: [&str; 3] = ["NaN", "Infinity", "-Infinity"];
+/// NaN, +inf and -inf as Python's `repr` spells them.
+const TEXT_SPELLING: [&str; 3] = ["nan", "inf", "-inf"];
 
-/// Python's `repr` of a float JSON cannot hold (`None` for a finite one).
-fn non_finite_text(f: f64) -> Option<&'static str> {
+/// `spelling`'s word for a float JSON cannot hold (`None` for a finite one).
+fn non_finite(f: f64, spelling: [&'static str; 3]) -> Option<&'static str> {
     if f.is_nan() {
-        Some("nan")
+        Some(spelling[0])
     } else if f.is_infinite() {
-        Some(if f > 0.0 { "inf" } else { "-inf" })
+        Some(if f > 0.0 { spelling[1] } else { spelling[2] })
     } else {
         None
     }
@@ -86,8 +80,8 @@ pub fn meta_item_text(v: &MetaValue) -> String {
 
 fn text_into(s: &mut String, v: &MetaValue) {
     let float = match v {
-        MetaValue::F32(f) => non_finite_text(f64::from(*f)),
-        MetaValue::F64(f) => non_finite_text(*f),
+        MetaValue::F32(f) => non_finite(f64::from(*f), TEXT_SPELLING),
+        MetaValue::F64(f) => non_finite(*f, TEXT_SPELLING),
         _ => None,
     };
     if let Some(t) = float {
