@@ -24,10 +24,29 @@ impl Model {
             return Ok(());
         }
         if let Some(mut h) = self.digest_hasher(t) {
-            self.for_each_chunk(t, PIECE, |b| {
-                h.update(b);
-                Ok(())
-            })?;
+            let f = self.file_of(t);
+            match f.bytes().local_file() {
+                // Read into one bounded buffer (`read_exact_at` reads a mapped file's large
+                // pieces through the file), not through the map, so a check beside a kernel
+                // copy keeps its memory flat whatever the model size.
+                Some(_) => {
+                    let r = t.data_range();
+                    let mut buf = vec![0u8; PIECE.min(r.end - r.start) as usize];
+                    let mut off = r.start;
+                    while off < r.end {
+                        let piece = &mut buf[..(r.end - off).min(PIECE) as usize];
+                        f.bytes()
+                            .read_exact_at(off, piece)
+                            .map_err(|e| f.at(e.at_tensor(&t.name)))?;
+                        h.update(piece);
+                        off += piece.len() as u64;
+                    }
+                }
+                None => self.for_each_chunk(t, PIECE, |b| {
+                    h.update(b);
+                    Ok(())
+                })?,
+            }
             return self.compare_digest(t, h);
         }
         for (i, _) in t
