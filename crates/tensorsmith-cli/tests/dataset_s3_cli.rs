@@ -373,3 +373,43 @@ fn writers_killed_before_and_after_the_commit_point() {
     assert!(text.contains("repaired: s3://bkt/k"), "{text}");
     assert!(!text.contains("is not version 2's"), "{text}");
 }
+
+#[test]
+fn a_shard_the_connector_appended_on_s3_is_refused_by_readers_and_kept_by_writers() {
+    let m = Moto::start();
+    m.bucket("bkt");
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path();
+    let inp = t.path().join("in.arrow");
+    input(&inp, 1, 11);
+    let run = |args: &[&str]| cli(home, &m.endpoint).args(args).output().unwrap();
+    ok(&run(&write_args(&inp, "s3://bkt/ca", "error")));
+    // What safetensors-spark does to append through s3a, done with boto3: a shard under its
+    // naming, the manifest rewritten over old and new.
+    let name = "part-00000-0000-550e8400-e29b-41d4-a716-446655440000.safetensors";
+    let total = m.py(&format!(
+        "import json\n\
+         m = json.loads(s3.get_object(Bucket='bkt', Key='ca/dataset_manifest.json')['Body'].read())\n\
+         first = m['shards'][0]\n\
+         s3.copy_object(Bucket='bkt', Key='ca/{name}', CopySource={{'Bucket': 'bkt', 'Key': 'ca/' + first['shard_path']}})\n\
+         m['shards'].append({{'shard_path': '{name}', 'samples_count': first['samples_count'], 'bytes': first['bytes']}})\n\
+         m['total_samples'] += first['samples_count']\n\
+         m['total_bytes'] += first['bytes']\n\
+         s3.put_object(Bucket='bkt', Key='ca/dataset_manifest.json', Body=json.dumps(m).encode())\n\
+         print(m['total_samples'])\n"
+    ));
+    let total: u64 = total.trim().parse().unwrap();
+    let e = err(&run(&["dataset", "info", "s3://bkt/ca"]));
+    assert!(e.contains(name) && e.contains("dataset adopt"), "{e}");
+    // An append adopts it first: the connector's shard stays listed, and every row is read.
+    ok(&run(&write_args(&inp, "s3://bkt/ca", "append")));
+    let info = ok(&run(&["dataset", "info", "s3://bkt/ca"]));
+    assert!(info.contains(&format!("samples: {}", total + 11)), "{info}");
+    let v = ok(&run(&["dataset", "verify", "s3://bkt/ca"]));
+    assert!(v.starts_with("ok: s3://bkt/ca"), "{v}");
+    let keys: Vec<String> = objects(&m, "bkt", "ca")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(keys.iter().any(|k| k == name), "{keys:?}");
+}
