@@ -9,6 +9,11 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
+# With no credentials anywhere, the AWS credential chain's last source is the EC2 instance
+# metadata service at 169.254.169.254; no test may ask a link-local address, so the tests and
+# the processes they start skip it unless a test points it at a stand-in of its own.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
 
 class Tensorsmith:
     """Runs the binary and returns the completed process."""

@@ -126,7 +126,9 @@ impl Drop for Moto {
     }
 }
 
-/// The CLI with no AWS or Hub settings from the caller's environment, `HOME` at `home`.
+/// The CLI with no AWS or Hub settings from the caller's environment, `HOME` at `home`, and
+/// the EC2 instance metadata service off (no test asks 169.254.169.254; a test of it points
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT` at a stand-in and removes `AWS_EC2_METADATA_DISABLED`).
 pub fn bare_cli(home: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tensorsmith"));
     for (k, _) in std::env::vars() {
@@ -134,7 +136,7 @@ pub fn bare_cli(home: &std::path::Path) -> Command {
             c.env_remove(k);
         }
     }
-    c.env("HOME", home);
+    c.env("HOME", home).env("AWS_EC2_METADATA_DISABLED", "true");
     c
 }
 

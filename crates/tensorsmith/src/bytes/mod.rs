@@ -5,7 +5,15 @@
 //! the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
 #[cfg(feature = "remote")]
+mod aws_chain;
+#[cfg(feature = "remote")]
 mod aws_config;
+#[cfg(feature = "remote")]
+mod aws_profile;
+#[cfg(feature = "remote")]
+mod aws_sigv4;
+#[cfg(feature = "remote")]
+mod aws_sources;
 #[cfg(feature = "remote")]
 mod azure;
 #[cfg(feature = "remote")]

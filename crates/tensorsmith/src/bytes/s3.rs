@@ -53,7 +53,7 @@ impl Target for S3Object {
     fn url(&self) -> String {
         self.store
             .bucket
-            .get_object(self.store.credentials.as_ref(), &self.key)
+            .get_object(self.store.credentials().as_ref(), &self.key)
             .sign(EXPIRY)
             .to_string()
     }
@@ -70,8 +70,11 @@ impl Target for S3Object {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::aws_config::{AwsKeys, AwsSettings};
+    use crate::bytes::aws_chain::Found;
+    use crate::bytes::aws_config::{AwsSettings, Credentials};
+    use crate::bytes::aws_sources::AwsKeys;
     use crate::bytes::s3_bucket::split_s3_url;
+    use std::sync::Arc;
 
     fn object(location: &str, s: AwsSettings) -> Result<S3Object> {
         let (store, key) = S3Bucket::with_settings(location, s)?;
@@ -83,12 +86,16 @@ mod tests {
     }
 
     fn settings(endpoint: Option<&str>, keys: bool) -> AwsSettings {
+        let keys = keys.then(|| AwsKeys {
+            id: "AKIDEXAMPLE".into(),
+            secret: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into(),
+            token: None,
+        });
         AwsSettings {
-            keys: keys.then(|| AwsKeys {
-                id: "AKIDEXAMPLE".into(),
-                secret: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into(),
-                token: None,
-            }),
+            found: Found {
+                credentials: keys.map(|k| Arc::new(Credentials::fixed("storage options", k))),
+                tried: vec![],
+            },
             region: "eu-west-1".into(),
             endpoint: endpoint.map(str::to_owned),
         }

@@ -8,19 +8,23 @@
 //! Ceph), virtual-hosted (`https://bucket.s3.REGION.amazonaws.com/key`) on AWS, path-style
 //! there too for bucket names a host name cannot hold (dots).
 
-use super::aws_config::{self, AwsSettings};
+use super::aws_config::{self, AwsSettings, Credentials as Keys};
 use super::http::other_status;
 use super::redact_url;
 use super::storage_options::StorageOptions;
 use crate::error::{Error, ErrorKind, Result};
 use rusty_s3::{Bucket, Credentials, UrlStyle};
 use std::path::Path;
+use std::sync::Arc;
 
 /// A bucket, its credentials and endpoint: what every request to it needs.
 #[derive(Clone)]
 pub(crate) struct S3Bucket {
     pub bucket: Bucket,
-    pub credentials: Option<Credentials>,
+    /// The chain's keys, refreshed as they near expiry; `None`: unsigned requests.
+    keys: Option<Arc<Keys>>,
+    /// The sources the chain tried, for the error of a refused unsigned request.
+    tried: String,
     /// The endpoint, without credentials, for errors.
     pub endpoint: String,
     pub region: String,
@@ -40,7 +44,7 @@ pub(crate) fn split_s3_url(location: &str) -> Result<(&str, &str)> {
 impl S3Bucket {
     /// The bucket of `location` and its key, with the settings of `opts` and the environment.
     pub(crate) fn resolve(location: &str, opts: &StorageOptions) -> Result<(S3Bucket, String)> {
-        let settings = aws_config::resolve(opts, &|k| std::env::var(k).ok())
+        let settings = aws_config::resolve(opts, &|k| std::env::var(k).ok(), true)
             .map_err(|e| e.in_file(Path::new(location)))?;
         S3Bucket::with_settings(location, settings)
     }
@@ -73,17 +77,25 @@ impl S3Bucket {
             };
             bad(format!("endpoint {shown} with bucket '{bucket}': {why}"))
         })?;
-        let credentials = s.keys.map(|k| match k.token {
-            Some(t) => Credentials::new_with_token(k.id, k.secret, t),
-            None => Credentials::new(k.id, k.secret),
-        });
         let store = S3Bucket {
             bucket: b,
-            credentials,
+            keys: s.found.credentials.clone(),
+            tried: s.found.tried_sentence(),
             endpoint: shown,
             region: s.region,
         };
         Ok((store, key.to_owned()))
+    }
+
+    /// The keys to sign the next request with (refreshed when due); `None`: unsigned.
+    pub(crate) fn credentials(&self) -> Option<Credentials> {
+        self.keys.as_ref().map(|c| {
+            let k = c.current();
+            match k.token {
+                Some(t) => Credentials::new_with_token(k.id, k.secret, t),
+                None => Credentials::new(k.id, k.secret),
+            }
+        })
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -117,15 +129,22 @@ impl S3Bucket {
             (401 | 403, _)
             | (_, "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch") => {
                 let code = if code.is_empty() { "403" } else { code };
-                let why = match &self.credentials {
-                    None => "no credentials were given (anonymous request): set AWS_ACCESS_KEY_ID \
-                             and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage options key and secret"
-                        .to_owned(),
-                    Some(c) => format!(
-                        "the store refused access key id {} (check the secret, the profile, \
-                         or the bucket's policy)",
-                        c.key()
+                let why = match &self.keys {
+                    None => format!(
+                        "no credentials were found (anonymous request): set AWS_ACCESS_KEY_ID \
+                         and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage options key and \
+                         secret{}",
+                        self.tried
                     ),
+                    Some(c) => match c.refresh_failed() {
+                        Some(why) => why,
+                        None => format!(
+                            "the store refused access key id {} from {} (check the secret, \
+                             the profile, or the bucket's policy)",
+                            c.key_id(),
+                            c.source
+                        ),
+                    },
                 };
                 ErrorKind::AccessDenied(format!("{code}: {why}"))
             }

@@ -203,7 +203,7 @@ impl S3Client {
         query.sort_unstable();
         let mut headers = headers.to_vec();
         headers.sort_unstable();
-        match &self.store.credentials {
+        match &self.store.credentials() {
             Some(c) => rusty_s3::signing::sign(
                 &jiff::Timestamp::now(),
                 method,

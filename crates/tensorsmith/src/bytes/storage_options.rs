@@ -48,6 +48,13 @@ pub enum StorageKey {
     Timeout,
     /// Seconds a connection may take to open.
     ConnectTimeout,
+    /// The one credential source to use (`env`, `profile`, `web_identity`, `container`,
+    /// `imds`), instead of the chain.
+    CredentialSource,
+    /// The EC2 instance metadata service's endpoint (`AWS_EC2_METADATA_SERVICE_ENDPOINT`).
+    MetadataEndpoint,
+    /// STS's endpoint for assumed roles and web identity (`AWS_ENDPOINT_URL_STS`).
+    StsEndpoint,
 }
 
 /// Every accepted name, lower case, with the setting it names.
@@ -82,6 +89,13 @@ const NAMES: &[(&str, StorageKey)] = &[
     ("max_attempts", StorageKey::MaxAttempts),
     ("timeout", StorageKey::Timeout),
     ("connect_timeout", StorageKey::ConnectTimeout),
+    ("credential_source", StorageKey::CredentialSource),
+    ("imds_endpoint", StorageKey::MetadataEndpoint),
+    ("metadata_endpoint", StorageKey::MetadataEndpoint),
+    ("aws_metadata_endpoint", StorageKey::MetadataEndpoint),
+    ("sts_endpoint", StorageKey::StsEndpoint),
+    ("endpoint_url_sts", StorageKey::StsEndpoint),
+    ("aws_endpoint_url_sts", StorageKey::StsEndpoint),
 ];
 
 impl StorageKey {
