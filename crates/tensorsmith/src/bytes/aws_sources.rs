@@ -80,6 +80,15 @@ pub(crate) fn parse_json_keys(text: &str) -> Result<Issued, Why> {
             field("Message").unwrap_or_default()
         ));
     }
+    issued(|k| match k {
+        "SessionToken" => field("Token").or_else(|| field("SessionToken")),
+        k => field(k),
+    })
+}
+
+/// Keys from a document's `AccessKeyId`, `SecretAccessKey`, `SessionToken` and `Expiration`
+/// (ISO 8601), read by `field`.
+fn issued(field: impl Fn(&str) -> Option<String>) -> Result<Issued, Why> {
     let (Some(id), Some(secret)) = (field("AccessKeyId"), field("SecretAccessKey")) else {
         return Err("the answer has no AccessKeyId and SecretAccessKey".to_owned());
     };
@@ -91,7 +100,7 @@ pub(crate) fn parse_json_keys(text: &str) -> Result<Issued, Why> {
         keys: AwsKeys {
             id,
             secret,
-            token: field("Token").or_else(|| field("SessionToken")),
+            token: field("SessionToken"),
         },
         expires,
     })
@@ -200,22 +209,7 @@ fn sts_answer(status: u16, text: &str) -> Result<Issued, Why> {
         let msg = s3_xml::text(text, "Message").unwrap_or_default();
         return Err(format!("STS refused: {code}: {msg}"));
     }
-    let get = |k: &str| s3_xml::text(text, k);
-    let (Some(id), Some(secret)) = (get("AccessKeyId"), get("SecretAccessKey")) else {
-        return Err("STS's answer has no credentials".to_owned());
-    };
-    let expires = match get("Expiration") {
-        Some(e) => Some(parse_time(&e)?),
-        None => None,
-    };
-    Ok(Issued {
-        keys: AwsKeys {
-            id,
-            secret,
-            token: get("SessionToken"),
-        },
-        expires,
-    })
+    issued(|k| s3_xml::text(text, k)).map_err(|e| format!("STS: {e}"))
 }
 
 /// What an STS role call needs besides its keys.
