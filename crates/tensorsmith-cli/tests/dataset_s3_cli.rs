@@ -108,6 +108,29 @@ fn an_s3_dataset_is_the_local_dataset_and_reads_back() {
         e2.to_str().unwrap(),
     ]));
     assert_eq!(std::fs::read(&e1).unwrap(), std::fs::read(&e2).unwrap());
+    // Exported to the store itself: the same Parquet bytes, as one object.
+    ok(&run(&[
+        "dataset",
+        "export",
+        "s3://bkt/ds",
+        "s3://bkt/exports/ds.parquet",
+    ]));
+    let exported = objects(&m, "bkt", "exports");
+    assert_eq!(
+        exported.len(),
+        1,
+        "{:?}",
+        exported.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    assert_eq!(exported[0].1, std::fs::read(&e1).unwrap());
+    // A URL no store writes to is refused by name, and nothing is written.
+    let e = err(&run(&[
+        "dataset",
+        "export",
+        "s3://bkt/ds",
+        "hf://org/repo/ds.parquet",
+    ]));
+    assert!(e.contains("hf://"), "{e}");
     // A second write in the default mode is refused, naming the URL.
     let e = err(&run(&write_args(&inp, "s3://bkt/ds", "error")));
     assert!(e.contains("s3://bkt/ds: already holds a dataset"), "{e}");

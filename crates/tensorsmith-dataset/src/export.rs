@@ -16,6 +16,7 @@ use arrow_schema::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
 use std::path::Path;
 use std::sync::Arc;
+use tensorsmith::bytes::StorageOptions;
 use tensorsmith::dtype::DType;
 use tensorsmith::sink::AtomicFile;
 
@@ -89,6 +90,19 @@ pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>, sep: &str) -
 
 /// As [`export_keys`], of a dataset already open (a local folder or a store's).
 pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
+    export_dataset_to(ds, out, &StorageOptions::new(), keys, sep)
+}
+
+/// As [`export_dataset`], to a local file or an object-store URL (`s3://`, `az://`, `gs://`)
+/// with the store settings `storage`: the Parquet file is streamed up in parts and appears
+/// only when complete (a failed or killed export leaves no object).
+pub fn export_dataset_to(
+    ds: &Dataset,
+    out: &Path,
+    storage: &StorageOptions,
+    keys: Option<&[String]>,
+    sep: &str,
+) -> Result<u64> {
     let dir = ds.dir();
     if keys.is_some() && ds.mode() == DatasetMode::Batch {
         return Err(DatasetError::input(format!(
@@ -100,7 +114,7 @@ pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &s
         path: out.to_path_buf(),
         source,
     };
-    let file = AtomicFile::create(out)?;
+    let file = AtomicFile::create_with(out, storage)?;
     let mut rows = 0u64;
     let file = match ds.mode() {
         DatasetMode::Batch => {

@@ -5,7 +5,7 @@
 //! reader's `open_at`), any other scheme is refused by name (store_open.rs).
 
 use crate::error::{DatasetError, Result};
-use crate::export::export_dataset;
+use crate::export::export_dataset_to;
 use crate::manifest::Manifest;
 use crate::read::Dataset;
 use crate::retention::{self, CleanReport, RetiredShard, VersionInfo};
@@ -132,5 +132,11 @@ pub fn export_at(
     keys: Option<&[String]>,
     sep: &str,
 ) -> Result<u64> {
-    export_dataset(&Dataset::open_at(location, storage, None)?, out, keys, sep)
+    export_dataset_to(
+        &Dataset::open_at(location, storage, None)?,
+        out,
+        storage,
+        keys,
+        sep,
+    )
 }
