@@ -286,6 +286,13 @@ fn clean(a: &CleanArgs) -> u8 {
     if r.repaired {
         outln!("repaired dataset_manifest.json from the current version");
     }
+    for k in &r.kept {
+        outln!(
+            "kept {} for now: a clean from {} takes it",
+            crate::render::printable(&k.what),
+            tensorsmith_dataset::format_utc(k.from_ms)
+        );
+    }
     outln!(
         "{}: {}, {}, {}, {} ({} bytes) removed",
         shown(&a.dir),

@@ -79,6 +79,13 @@ fn verify_reports_and_clean_removes_only_stale_staging_folders() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("1 stale staging folder,"), "{out}");
+    // The live writer's folder is left, and the clean says from when it would take it.
+    assert!(
+        out.contains("kept staging folder ")
+            && out.contains("_tensorsmith_job-live (a writer's, idle "),
+        "{out}"
+    );
+    assert!(out.contains(" UTC takes it"), "{out}");
     assert!(!dir.join("_tensorsmith_job-dead").exists());
     assert!(dir.join("_tensorsmith_job-live").exists());
     assert_eq!(run(&["dataset", "verify", d]).status.code(), Some(0));

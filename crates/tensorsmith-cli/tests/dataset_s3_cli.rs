@@ -380,6 +380,13 @@ fn writers_killed_before_and_after_the_commit_point() {
         "0",
     ]));
     assert!(c.contains("0 versions, 0 shards"), "{c}");
+    // It says what it left and when a clean will take it (an hour after the upload).
+    assert_eq!(c.matches("kept shard part-").count(), 2, "{c}");
+    assert!(
+        c.contains("(no version lists it yet) for now: a clean from "),
+        "{c}"
+    );
+    assert!(c.contains(" UTC takes it"), "{c}");
     // Killed just after the commit point: version 2 is committed and read; the manifest is
     // still version 1's until verify --repair (or the next commit) writes it again.
     killed_at(home, &m.endpoint, &b, "s3://bkt/k", "13");

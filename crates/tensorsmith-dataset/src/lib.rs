@@ -101,7 +101,8 @@ pub use manifest::{Manifest, ShardInfo, TensorSchema};
 pub use options::{Duplicates, Naming, TailStrategy, WriteOptions};
 pub use read::{ColumnView, Dataset, DatasetMode, Tensor};
 pub use retention::{
-    clean, clean_with, repair, versions_info, CleanReport, RetiredShard, VersionInfo, STAGING_FLOOR,
+    clean, clean_with, repair, versions_info, CleanReport, Kept, RetiredShard, VersionInfo,
+    STAGING_FLOOR,
 };
 pub use staging::{
     parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder, DEFAULT_HEARTBEAT,

@@ -11,7 +11,7 @@ use crate::commit_lock::{self, DEFAULT_LOCK_TIMEOUT};
 use crate::error::{DatasetError, Result};
 use crate::manifest::{is_index_file_name, is_shard_file_name, MANIFEST_NAME};
 use crate::publish::{remove_pending, republish};
-use crate::staging::stale_folders;
+
 use crate::versions::{self, indexes_dir, now_ms, version_path, Snapshot};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,17 @@ pub struct CleanReport {
     pub uploads: Vec<String>,
     /// Whether `dataset_manifest.json` was written again from the current version.
     pub repaired: bool,
+    /// What the clean left for now because it is too recent, and when a clean with the same
+    /// retention will take it.
+    pub kept: Vec<Kept>,
+}
+
+/// Something `clean` leaves for now: what it is, and from when (milliseconds since the epoch)
+/// a clean with the same retention removes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub what: String,
+    pub from_ms: u64,
 }
 
 /// A version of a dataset, as `dataset info` lists it.
@@ -109,9 +120,21 @@ pub fn clean_with(
     // shards are listed by no version yet.
     let current = crate::foreign::current_checked(dir)?;
     let mut report = CleanReport::default();
-    for f in stale_folders(dir, staging_idle)? {
-        std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
-        report.staging.push(f.path);
+    for f in crate::staging::staging_folders(dir)? {
+        if f.idle > staging_idle {
+            std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
+            report.staging.push(f.path);
+        } else {
+            let idle_ms = f.idle.as_millis() as u64;
+            report.kept.push(Kept {
+                what: format!(
+                    "staging folder {} (a writer's, idle {} s)",
+                    f.path.display(),
+                    idle_ms / 1000
+                ),
+                from_ms: now_ms().saturating_sub(idle_ms) + staging_idle.as_millis() as u64 + 1,
+            });
+        }
     }
     for name in remove_pending(dir)? {
         report.shards.push((name, 0));
@@ -124,6 +147,11 @@ pub fn clean_with(
         let superseded = mtime_ms(&version_path(dir, w[1])).unwrap_or(now);
         if now.saturating_sub(superseded) >= limit {
             remove.push(w[0]);
+        } else {
+            report.kept.push(Kept {
+                what: format!("version {} (and the shards only it lists)", w[0]),
+                from_ms: superseded + limit,
+            });
         }
     }
     let keep_versions: Vec<u64> = list

@@ -10,7 +10,7 @@
 
 use crate::error::{DatasetError, Result};
 use crate::manifest::{is_index_file_name, is_shard_file_name, INDEX_NAME, MANIFEST_NAME};
-use crate::retention::CleanReport;
+use crate::retention::{CleanReport, Kept};
 use crate::shard_record::is_writer_shard_name;
 use crate::store::Store;
 use crate::store_commit::mirror_entry_files;
@@ -32,11 +32,26 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
     let floor = older_than.max(ABANDONED_FLOOR).as_millis() as u64;
     // Past the floor; an object the store does not date (0) is never taken for abandoned.
     let abandoned = |at_ms: u64| at_ms > 0 && now.saturating_sub(at_ms) >= floor;
+    // What is left for now, and when the same clean takes it.
+    let mut kept = Vec::new();
+    let mut later = |what: String, at_ms: u64| {
+        if at_ms > 0 {
+            kept.push(Kept {
+                what,
+                from_ms: at_ms + floor,
+            });
+        }
+    };
     let list = sv::list(store)?;
     let mut remove = Vec::new();
     for w in list.windows(2) {
         if now.saturating_sub(w[1].created_ms) >= limit {
             remove.push(w[0].n);
+        } else {
+            report.kept.push(Kept {
+                what: format!("version {} (and the shards only it lists)", w[0].n),
+                from_ms: w[1].created_ms + limit,
+            });
         }
     }
     let current = sv::current_checked(store)?;
@@ -93,6 +108,11 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         if removed_lists.contains(name) || (writers && abandoned(e.modified_ms)) {
             store.delete(name)?;
             report.shards.push((e.key.clone(), e.size));
+        } else if writers {
+            later(
+                format!("shard {name} (no version lists it yet)"),
+                e.modified_ms,
+            );
         }
     }
     report.shards.sort();
@@ -106,6 +126,11 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         if removed_lists.contains(name) || abandoned(e.modified_ms) {
             store.delete(&index_key(name))?;
             report.index_files.push(name.to_string());
+        } else {
+            later(
+                format!("index file {name} (no version lists it yet)"),
+                e.modified_ms,
+            );
         }
     }
     for u in store.uploads("")? {
@@ -114,8 +139,14 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
             report
                 .uploads
                 .push(format!("{} (upload {})", store.show(&u.key), u.id));
+        } else {
+            later(
+                format!("unfinished upload of {}", store.show(&u.key)),
+                u.started_ms,
+            );
         }
     }
+    report.kept.append(&mut kept);
     if let Some(s) = current.filter(|s| s.versioned) {
         report.repaired = republish(store, &s)?;
     }

@@ -163,9 +163,15 @@ pub fn dataset_clean_json(
         .map(|(s, b)| json!({"shard_path": s, "bytes": b}))
         .collect();
     let staging: Vec<String> = r.staging.iter().map(|p| shown(p)).collect();
+    let kept: Vec<_> = r
+        .kept
+        .iter()
+        .map(|k| json!({"what": k.what, "from_ms": k.from_ms}))
+        .collect();
     Ok(json!({
         "staging": staging, "versions": r.versions, "shards": shards,
         "index_files": r.index_files, "uploads": r.uploads, "repaired": r.repaired,
+        "kept": kept,
     })
     .to_string())
 }

@@ -3,6 +3,7 @@ semantics: a broken file or dataset is a result naming what is wrong (the CLI's 
 unreadable one raises (exit 2); and the same answers as the CLI gives."""
 
 import os
+import time
 import subprocess
 
 import numpy as np
@@ -58,6 +59,10 @@ def test_dataset_commands(tmp_path):
     # An overwrite retires the first shards; clean with no retention removes them.
     tensorsmith.write_dataset(t, ds, name_col="id", dtype="F32", mode="overwrite")
     assert len(tensorsmith.dataset_info(ds)["retired_shards"]) >= 1
+    # With a retention, version 1 is kept, and the report says from when a clean takes it.
+    kept = tensorsmith.dataset_clean(ds, older_than="1h")
+    assert kept["versions"] == [] and kept["kept"][0]["what"].startswith("version 1 "), kept
+    assert kept["kept"][0]["from_ms"] > time.time() * 1000 + 3500_000, kept
     removed = tensorsmith.dataset_clean(ds, older_than="0")
     assert removed["versions"] == [1] and removed["shards"], removed
     assert tensorsmith.dataset_info(ds)["retired_shards"] == []

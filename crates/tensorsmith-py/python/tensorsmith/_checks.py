@@ -52,7 +52,9 @@ def dataset_verify(path, *, version=None, stale_after="24h", repair=False,
 
 def dataset_clean(path, *, older_than="24h", storage_options=None) -> dict:
     """Removes versions superseded for longer than `older_than` and the shards only they
-    list, shards of killed commits and stale staging folders; returns what was removed.
+    list, shards of killed commits and stale staging folders; returns what was removed, and
+    under "kept" what it left for now with "from_ms", when a clean of the same retention
+    takes it.
 
     >>> tensorsmith.dataset_clean("ds", older_than="0")["versions"]  # doctest: +SKIP
     [1]"""
