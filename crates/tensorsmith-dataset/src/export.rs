@@ -108,11 +108,20 @@ pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &s
             let mut file = Some(file);
             for i in 0..ds.manifest().shards.len() {
                 let f = ds.file(i)?;
+                // Every tensor of the shard: a shard on a store is downloaded whole, once.
+                let all = f
+                    .index()
+                    .tensors
+                    .iter()
+                    .map(|t| t.data_range())
+                    .map(|r| r.end - r.start);
+                f.will_read(all.sum()).map_err(|e| ds.removed_or(e))?;
                 let mut cols = Vec::new();
                 let mut fields = Vec::new();
                 for t in &f.index().tensors {
                     let n = *t.shape.first().unwrap_or(&0) as usize;
-                    let v = leaf(t.dtype, f.tensor(&t.name)?.bytes())?;
+                    let bytes = f.tensor_bytes(&t.name).map_err(|e| ds.removed_or(e))?;
+                    let v = leaf(t.dtype, &bytes)?;
                     let a = nest(v, n, &t.shape[1..])?;
                     fields.push(Field::new(&t.name, a.data_type().clone(), false));
                     cols.push(a);
@@ -156,6 +165,9 @@ pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &s
                 }
                 None => ds.tensor_keys()?,
             };
+            // The shards of which these keys are most are downloaded whole, once; the rest
+            // are read tensor by tensor, by range.
+            ds.will_read_keys(&keys)?;
             for chunk in keys.chunks(1024) {
                 let (mut k, mut data, mut shape, mut dtype) = (
                     StringBuilder::new(),

@@ -77,6 +77,7 @@ mod store_write;
 // Reading, verifying, exporting a dataset.
 mod export;
 mod read;
+mod shard_file;
 mod verify;
 // Reading, verifying and cleaning a dataset on a store, and the commands by location.
 mod located;
@@ -103,6 +104,7 @@ pub use read::{ColumnView, Dataset, DatasetMode, Tensor};
 pub use retention::{
     clean, clean_with, repair, versions_info, CleanReport, RetiredShard, VersionInfo, STAGING_FLOOR,
 };
+pub use shard_file::ShardFile;
 pub use staging::{
     parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder, DEFAULT_HEARTBEAT,
     DEFAULT_STALE_AFTER,
