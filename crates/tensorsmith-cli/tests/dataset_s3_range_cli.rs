@@ -146,17 +146,28 @@ fn one_column_of_an_s3_dataset_moves_that_columns_bytes() {
     let one = p.down.load(Ordering::SeqCst) as u64 - before;
     assert!(one < u64::from(WIDTH) * 4 + 2048, "one row moved {one} B");
 
-    // Every column of a shard: the shard is downloaded whole, once, and read from there.
+    // What was read is kept: column b again moves nothing, and is a view (of the cache's map).
+    let before = p.down.load(Ordering::SeqCst) as u64;
+    let again = ds.rows_of(256..512, Some(&["b"])).unwrap();
+    assert!(matches!(again[0].data, std::borrow::Cow::Borrowed(_)));
+    assert!(again[0].data == expected(1, 256..512));
+    assert_eq!(p.down.load(Ordering::SeqCst) as u64, before, "read again");
+
+    // Every column of a shard: what the shard's cache lacks is fetched in one download, then
+    // read from there.
+    let held = ds.file(2).unwrap().bytes_held();
     let before = p.down.load(Ordering::SeqCst) as u64;
     let all = ds.shard_rows(2, 0..256).unwrap();
     assert_eq!(all.len(), 3);
     assert!(all[0].data == expected(0, 512..768));
+    assert!(all[2].data == expected(2, 512..768));
     assert!(ds.file(2).unwrap().is_downloaded());
     let whole = p.down.load(Ordering::SeqCst) as u64 - before;
     let size = ds.manifest().shards[2].bytes;
+    let lacking = size - held;
     assert!(
-        whole <= size + 16 * 2048 && whole >= size - OPEN_PREFIX,
-        "{whole} B for a shard of {size} B"
+        whole <= lacking + 16 * 2048 && whole + OPEN_PREFIX >= lacking,
+        "{whole} B for the {lacking} B of a shard of {size} B not read before"
     );
     let before = p.down.load(Ordering::SeqCst) as u64;
     ds.shard_rows(2, 0..256).unwrap();

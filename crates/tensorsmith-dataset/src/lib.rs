@@ -76,6 +76,7 @@ mod store_versions;
 mod store_write;
 // Reading, verifying, exporting a dataset.
 mod export;
+mod range_cache;
 mod read;
 mod shard_file;
 mod verify;

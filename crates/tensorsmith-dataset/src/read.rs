@@ -5,9 +5,9 @@
 //! headers. With such an index, the mode is told from it too, so a tensor by key opens its
 //! own shard and no other. Shards are opened on demand and kept open (`shard_file.rs`): a
 //! local one memory-mapped, one on a store read by ranged GETs pinned to the version opened
-//! (only its header at open, then the tensors a read asks for; a read of most of a shard
-//! downloads it whole once). A read may ask for some columns only (`shard_columns`,
-//! `rows_of`): on a store, only their bytes travel.
+//! (only its header at open, then the tensors a read asks for, kept in a mapped sparse temp
+//! file; a read of most of a shard fetches it whole in one download). A read may ask for
+//! some columns only (`shard_columns`, `rows_of`): on a store, only their bytes travel.
 //! A dataset is opened at one version (the current one, or one asked for) and reads that
 //! version to the end: later commits retire shards, they do not delete them.
 
@@ -39,9 +39,9 @@ pub enum DatasetMode {
     Kv,
 }
 
-/// A column's rows as they lie in a shard: borrowed from the shard's memory map when they are
-/// one contiguous run (always, within a shard) of a mapped shard, owned where they were read
-/// by range from a store or gathered across shards.
+/// A column's rows as they lie in a shard: borrowed from the shard's memory map (a local
+/// shard's, or the range cache of a shard on a store) when they are one contiguous run
+/// (always, within a shard), gathered into a new buffer across shards.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnView<'a> {
     pub name: String,

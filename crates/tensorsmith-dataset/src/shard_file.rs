@@ -1,17 +1,18 @@
 //! One shard as a dataset reader sees it: its safetensors header, validated, and the bytes
 //! behind it. A local shard is memory-mapped (reads are views of the map). A shard on an
-//! object store is read by range through the store's `ReadAt` (`Store::open`: the first bytes
-//! fetched at open hold the header; every later request is pinned to the version opened, so
-//! an object replaced mid-read is `ChangedDuringRead`, never a mix): a reader moves the
-//! tensors it reads and no more.
+//! object store is read by range through the store's `ReadAt` (`Store::open_head`: the first
+//! bytes fetched at open hold the header; every later request is pinned to the version
+//! opened, so an object replaced mid-read is `ChangedDuringRead`, never a mix): a reader
+//! moves the tensors it reads and no more. What was read is kept on disk (`RangeCache`: a
+//! sparse unlinked temporary file, mapped), so reads are views as of a local shard, memory
+//! holds no shard, and a range read again moves nothing.
 //!
 //! Whole or by range is decided by the bytes a read asks for ([`ShardFile::will_read`]): a
 //! read that asks for at least `1 / WHOLE_OVER` of a remote shard (most of it: every column
-//! of an export, a whole shard of the Python reader) downloads the shard whole instead, once,
-//! in one streamed parallel download into an unlinked temporary file (the same pinned
-//! version) that is then mapped and serves every later read. The download then moves at most
-//! `WHOLE_OVER` times the bytes asked for, and the reads that follow are views of the map, not
-//! buffers in memory; a smaller read (one column of several) moves only its ranges.
+//! of an export, a whole shard of the Python reader) fetches the whole shard (what is not
+//! held yet) in one streamed parallel download rather than as its runs; that moves at most
+//! `WHOLE_OVER` times the bytes asked for. A smaller read (one column of several) moves only
+//! its ranges.
 
 use crate::error::{DatasetError, Result};
 use std::borrow::Cow;
@@ -19,11 +20,13 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use tensorsmith::bytes::{Backend, LocalFile, ReadAt};
+
+use crate::range_cache::RangeCache;
+use tensorsmith::bytes::{LocalFile, ReadAt};
 use tensorsmith::index::{TensorIndex, TensorInfo};
 use tensorsmith::OpenOptions;
 
-/// A remote shard is downloaded whole when a read asks for at least `1 / WHOLE_OVER` of its
+/// A remote shard is fetched whole when a read asks for at least `1 / WHOLE_OVER` of its
 /// bytes: the download then costs at most 1.1 times what was asked.
 const WHOLE_OVER: f64 = 1.1;
 
@@ -36,8 +39,8 @@ pub struct ShardFile {
     remote: bool,
     index: TensorIndex,
     by_name: OnceLock<HashMap<String, usize>>,
-    /// A remote shard downloaded whole (after a read of most of it), mapped.
-    whole: OnceLock<LocalFile>,
+    /// A remote shard's ranges read so far, on disk (made at the first read past the header).
+    cache: OnceLock<RangeCache>,
 }
 
 impl ShardFile {
@@ -63,7 +66,7 @@ impl ShardFile {
             remote,
             index,
             by_name: OnceLock::new(),
-            whole: OnceLock::new(),
+            cache: OnceLock::new(),
         })
     }
 
@@ -89,9 +92,14 @@ impl ShardFile {
         self.remote
     }
 
-    /// Whether a remote shard has been downloaded whole (a read asked for most of it).
+    /// Whether a remote shard is held whole (read whole, or every byte of it read).
     pub fn is_downloaded(&self) -> bool {
-        self.whole.get().is_some()
+        self.remote && self.bytes_held() == self.len()
+    }
+
+    /// Bytes of a remote shard read so far and kept (0 for a local shard).
+    pub fn bytes_held(&self) -> u64 {
+        self.cache.get().map_or(0, RangeCache::held)
     }
 
     /// Describes a tensor, or says there is none of that name.
@@ -109,26 +117,30 @@ impl ShardFile {
     }
 
     /// Tells the shard that the reads to come ask for `bytes` of it: a remote shard is then
-    /// downloaded whole when that is most of it (see the module's doc), else left to ranges.
+    /// fetched whole when that is most of it (see the module's doc), else left to ranges.
     pub fn will_read(&self, bytes: u64) -> Result<()> {
-        if !self.remote || self.whole.get().is_some() || self.is_empty() {
-            return Ok(());
-        }
-        if (bytes as f64) * WHOLE_OVER >= self.len() as f64 {
-            let f = self.download()?;
-            let _ = self.whole.set(f);
+        if self.remote && !self.is_empty() && (bytes as f64) * WHOLE_OVER >= self.len() as f64 {
+            self.read(0..self.len())?;
         }
         Ok(())
     }
 
-    /// The bytes of `range`: a view of the map (local, or a remote shard downloaded whole), or
-    /// ranged GETs of the pinned version into a new buffer.
+    /// The bytes of `range`: a view of the map (a local shard), or of the remote shard's
+    /// range cache, fetched first by ranged GETs of the pinned version where not held.
     pub fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
-        let r = match self.whole.get() {
-            Some(f) => f.read(range),
-            None => self.source.read(range),
+        let r = if self.remote {
+            self.cache().and_then(|c| {
+                c.read(&*self.source, range)
+                    .map(Cow::Borrowed)
+                    .map_err(DatasetError::Tensor)
+            })
+        } else {
+            self.source.read(range).map_err(DatasetError::Tensor)
         };
-        r.map_err(|e| DatasetError::Tensor(e.in_file(&self.path)))
+        r.map_err(|e| match e {
+            DatasetError::Tensor(t) => DatasetError::Tensor(t.in_file(&self.path)),
+            e => e,
+        })
     }
 
     /// A tensor's stored bytes.
@@ -137,27 +149,12 @@ impl ShardFile {
         self.read(r).map_err(|e| in_tensor(e, name))
     }
 
-    /// The whole shard streamed into an unlinked temporary file (parallel ranged GETs of the
-    /// pinned version, memory bounded by the transfer's parts), then mapped.
-    fn download(&self) -> Result<LocalFile> {
-        let temp = std::env::temp_dir().join(format!(
-            ".tensorsmith-shard-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        let io = |e| DatasetError::io(&temp, e);
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(io)?;
-        let _ = std::fs::remove_file(&temp);
-        self.source
-            .copy_to(0..self.len(), &mut file)
-            .map_err(|e| DatasetError::Tensor(e.in_file(&self.path)))?;
-        LocalFile::from_file(file, Backend::Mmap)
-            .map_err(|e| DatasetError::Tensor(e.in_file(&self.path)))
+    fn cache(&self) -> Result<&RangeCache> {
+        if let Some(c) = self.cache.get() {
+            return Ok(c);
+        }
+        let c = RangeCache::new(self.len())?;
+        Ok(self.cache.get_or_init(|| c))
     }
 }
 
