@@ -96,6 +96,12 @@ def test_columns_of_a_dataset_on_s3_read_by_range(tmp_path, opts):
     assert sorted(every[5]) == ["a", "b", "c"]
     with pytest.raises(tensorsmith.errors.OptionError, match="'z'"):
         tensorsmith.Dataset("s3://pyds/cols", storage_options=opts, columns=["b", "z"])
+    out = tmp_path / "b.parquet"
+    assert tensorsmith.dataset_export("s3://pyds/cols", str(out), storage_options=opts,
+                                      columns="b") == n
+    back = pq.read_table(out)
+    assert back.column_names == ["b"]
+    assert back.column("b").to_pylist()[7] == [1007.0] * 64
 
 
 def test_engine_batches_of_a_shard_on_s3_read_rows_by_range(tmp_path, opts, monkeypatch):

@@ -1,7 +1,8 @@
 //! Datasets on S3 read by range (issue 41, item 4), against moto in server mode behind the
 //! counting forwarder (`object_store/proxy.rs`): one column of a dataset of three read
-//! through `Dataset` moves that column's bytes (plus headers, manifest, versions and index),
-//! not the shards; a read of every column downloads each shard whole once; a shard replaced
+//! through `Dataset` (and `dataset export --column`) moves that column's bytes (plus
+//! headers, manifest, versions and index), not the shards; what was read is not fetched
+//! again; a read of every column fetches each shard whole once; a shard replaced
 //! between its open and a tensor read is `ChangedDuringRead`, never a mix of two versions; a
 //! shard `dataset clean` removed, opened or not, is the version's removal error.
 
@@ -175,6 +176,49 @@ fn one_column_of_an_s3_dataset_moves_that_columns_bytes() {
         p.down.load(Ordering::SeqCst) as u64,
         before,
         "read again from the download"
+    );
+
+    // `dataset export --column b`: the local export's file, and column b's bytes moved.
+    let local = t.path().join("local");
+    ok(&cli(t.path(), &m.endpoint)
+        .args(write_args(&inp, local.to_str().unwrap()))
+        .output()
+        .unwrap());
+    let (e1, e2) = (t.path().join("l.parquet"), t.path().join("r.parquet"));
+    let export = |from: &str, to: &Path| {
+        ok(&cli(t.path(), &p.endpoint)
+            .args([
+                "dataset",
+                "export",
+                from,
+                to.to_str().unwrap(),
+                "--column",
+                "b",
+            ])
+            .output()
+            .unwrap())
+    };
+    export(local.to_str().unwrap(), &e1);
+    let (before, requests_before) = (
+        p.down.load(Ordering::SeqCst) as u64,
+        p.requests.load(Ordering::SeqCst) as u64,
+    );
+    export("s3://bkt/ds", &e2);
+    let moved = p.down.load(Ordering::SeqCst) as u64 - before;
+    let requests = p.requests.load(Ordering::SeqCst) as u64 - requests_before;
+    assert_eq!(std::fs::read(&e1).unwrap(), std::fs::read(&e2).unwrap());
+    let allowance = 2 * at_open + shards * OPEN_PREFIX + requests * 2048;
+    eprintln!("export --column b: {moved} B in {requests} requests");
+    let o = cli(t.path(), &m.endpoint)
+        .args(["dataset", "export", "s3://bkt/ds", e2.to_str().unwrap()])
+        .args(["--column", "b", "--column", "z"])
+        .output()
+        .unwrap();
+    let e = moto::err(&o);
+    assert!(e.contains("no column 'z' in the dataset"), "{e}");
+    assert!(
+        moved as f64 <= 1.1 * column as f64 + allowance as f64,
+        "export moved {moved} B for a column of {column} B (+ {allowance} B)"
     );
 }
 

@@ -89,6 +89,19 @@ pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>, sep: &str) -
 
 /// As [`export_keys`], of a dataset already open (a local folder or a store's).
 pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
+    export_choosing(ds, out, keys, None, sep)
+}
+
+/// As [`export_dataset`]; a batch dataset's `columns`, when given, choose the only columns
+/// written (in the shards' column order): on a store, only their bytes are read. One the
+/// dataset lacks is an error; KV datasets choose by `keys`.
+pub fn export_choosing(
+    ds: &Dataset,
+    out: &Path,
+    keys: Option<&[String]>,
+    columns: Option<&[String]>,
+    sep: &str,
+) -> Result<u64> {
     let dir = ds.dir();
     if keys.is_some() && ds.mode() == DatasetMode::Batch {
         return Err(DatasetError::input(format!(
@@ -96,6 +109,24 @@ pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &s
             dir.display()
         )));
     }
+    if let Some(cols) = columns {
+        if ds.mode() == DatasetMode::Kv {
+            return Err(DatasetError::input(format!(
+                "{}: a KV dataset's tensors are chosen by key, not by column",
+                dir.display()
+            )));
+        }
+        let have = &ds.manifest().schema;
+        if let Some(c) = cols.iter().find(|c| !have.contains_key(*c)) {
+            let mut names: Vec<&String> = have.keys().collect();
+            names.sort();
+            return Err(DatasetError::input(format!(
+                "{}: no column '{c}' in the dataset (it has {names:?})",
+                dir.display()
+            )));
+        }
+    }
+    let chosen = |name: &str| columns.is_none_or(|c| c.iter().any(|x| x == name));
     let pq = |source| DatasetError::Parquet {
         path: out.to_path_buf(),
         source,
@@ -108,17 +139,22 @@ pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &s
             let mut file = Some(file);
             for i in 0..ds.manifest().shards.len() {
                 let f = ds.file(i)?;
-                // Every tensor of the shard: a shard on a store is downloaded whole, once.
-                let all = f
+                let tensors: Vec<_> = f
                     .index()
                     .tensors
                     .iter()
+                    .filter(|t| chosen(&t.name))
+                    .collect();
+                // Every column: a shard on a store is fetched whole, once; some columns: their
+                // bytes alone, by range (`ShardFile::will_read` decides by the bytes asked).
+                let asked = tensors
+                    .iter()
                     .map(|t| t.data_range())
                     .map(|r| r.end - r.start);
-                f.will_read(all.sum()).map_err(|e| ds.removed_or(e))?;
+                f.will_read(asked.sum()).map_err(|e| ds.removed_or(e))?;
                 let mut cols = Vec::new();
                 let mut fields = Vec::new();
-                for t in &f.index().tensors {
+                for t in tensors {
                     let n = *t.shape.first().unwrap_or(&0) as usize;
                     let bytes = f.tensor_bytes(&t.name).map_err(|e| ds.removed_or(e))?;
                     let v = leaf(t.dtype, &bytes)?;

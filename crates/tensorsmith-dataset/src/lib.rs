@@ -90,7 +90,7 @@ mod store_verify;
 
 pub use commit_lock::{lock_path, DEFAULT_LOCK_TIMEOUT};
 pub use error::{DatasetError, Result};
-pub use export::{export, export_dataset, export_keys};
+pub use export::{export, export_choosing, export_dataset, export_keys};
 pub use foreign::{adopt, ForeignManifest};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
