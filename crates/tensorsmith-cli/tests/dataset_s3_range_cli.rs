@@ -255,6 +255,43 @@ fn a_shard_replaced_after_its_open_is_changed_during_read() {
             Ok(_) => panic!("a read of a replaced shard gave bytes"),
         }
     }
+
+    // The CLI: `dataset export --column b` with the last shard replaced between its header
+    // and its column (before the export's last request) exits 3 and writes nothing.
+    let last = ds.manifest().shards[3].shard_path.clone();
+    let out = t.path().join("e.parquet");
+    let export = |endpoint: &str| {
+        cli(t.path(), endpoint)
+            .args(["dataset", "export", "s3://bkt/ds", out.to_str().unwrap()])
+            .args(["--column", "b"])
+            .output()
+            .unwrap()
+    };
+    let counted = Proxy::start(&m.endpoint);
+    ok(&export(&counted.endpoint));
+    let requests = counted.requests.load(Ordering::SeqCst);
+    std::fs::remove_file(&out).unwrap();
+    let (py, endpoint) = (moto::python(), m.endpoint.clone());
+    let replace = move || {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{endpoint}', aws_access_key_id='{KEY}', \
+             aws_secret_access_key='{SECRET}', region_name='us-east-1')\n\
+             o = s3.get_object(Bucket='bkt', Key='ds/{last}')['Body'].read()\n\
+             s3.put_object(Bucket='bkt', Key='ds/{last}', Body=o[:-1] + bytes([o[-1] ^ 1]))\n"
+        );
+        let st = std::process::Command::new(&py)
+            .args(["-c", &code])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let hooked = Proxy::start_with_hook(&m.endpoint, requests, Box::new(replace));
+    let o = export(&hooked.endpoint);
+    let e = moto::err(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("changed during the read"), "{e}");
+    assert!(!out.exists());
 }
 
 #[test]
