@@ -1,6 +1,6 @@
 """Datasets on S3 from Python, against moto in server mode on 127.0.0.1 (started by a
 fixture): `write_dataset(table, "s3://…", storage_options=…)` writes what a local write
-writes, `Dataset("s3://…")` reads samples and KV keys back, `dataset_info`/`dataset_verify`/
+writes, `Dataset("s3://…")` reads samples and KV keys back (`columns=` those columns only), `dataset_info`/`dataset_verify`/
 `dataset_export`/`dataset_clean` take the URL, appends and overwrites make versions, writer
 threads racing on one prefix each commit a version of their own or fail with the conflict
 error, `hf://` and unknown schemes are refused by name, and no error shows the secret."""
@@ -71,6 +71,64 @@ def test_write_and_read_back_as_the_local_dataset(tmp_path, opts):
     assert pq.read_table(out).num_rows == 10
     with pytest.raises(tensorsmith.errors.DatasetExists, match="s3://pyds/ds1"):
         tensorsmith.write_dataset(t, "s3://pyds/ds1", storage_options=opts, **kw)
+
+
+def test_columns_of_a_dataset_on_s3_read_by_range(tmp_path, opts):
+    n = 40
+    t = pa.table({c: pa.array([[float(k * 1000 + i)] * 64 for i in range(n)],
+                              pa.list_(pa.float32()))
+                  for k, c in enumerate(["a", "b", "c"])})
+    kw = dict(batch_size=16, dtype="F32", generate_index="true")
+    tensorsmith.write_dataset(t, str(tmp_path / "local"), **kw)
+    tensorsmith.write_dataset(t, "s3://pyds/cols", storage_options=opts, **kw)
+    a = tensorsmith.Dataset(str(tmp_path / "local"), columns=["b"])
+    b = tensorsmith.Dataset("s3://pyds/cols", storage_options=opts, columns="b")
+    assert list(b[3]) == ["b"]
+    for i in (0, 17, 39):
+        np.testing.assert_array_equal(b[i]["b"], a[i]["b"])
+    np.testing.assert_array_equal(b[10:30]["b"], a[10:30]["b"])  # across shards
+    order = [list(x["b"][:, 0]) for x in b.batches(8, shuffle=1)]
+    assert sorted(v for batch in order for v in batch) == [1000.0 + i for i in range(n)]
+    import pickle
+    c = pickle.loads(pickle.dumps(b))
+    assert list(c[5]) == ["b"] and c.version == b.version
+    every = tensorsmith.Dataset("s3://pyds/cols", storage_options=opts)
+    assert sorted(every[5]) == ["a", "b", "c"]
+    with pytest.raises(tensorsmith.errors.OptionError, match="'z'"):
+        tensorsmith.Dataset("s3://pyds/cols", storage_options=opts, columns=["b", "z"])
+    out = tmp_path / "b.parquet"
+    assert tensorsmith.dataset_export("s3://pyds/cols", str(out), storage_options=opts,
+                                      columns="b") == n
+    back = pq.read_table(out)
+    assert back.column_names == ["b"]
+    assert back.column("b").to_pylist()[7] == [1007.0] * 64
+
+
+def test_engine_batches_of_a_shard_on_s3_read_rows_by_range(tmp_path, opts, monkeypatch):
+    """The Spark and Ray readers' batches (`_shard_arrow.batch_rows`) of a shard on S3: a
+    batch of rows at a time, each chosen column's rows by one ranged read, equal to the
+    local shard's batches."""
+    from tensorsmith import _shard_arrow
+
+    t = pa.table({c: pa.array([[float(k * 1000 + i)] * 8 for i in range(30)],
+                              pa.list_(pa.float32()))
+                  for k, c in enumerate(["a", "b", "c"])})
+    kw = dict(batch_size=30, dtype="F32")
+    m = tensorsmith.write_dataset(t, str(tmp_path / "local"), **kw)
+    tensorsmith.write_dataset(t, "s3://pyds/engine", storage_options=opts, **kw)
+    remote = tensorsmith.dataset_info("s3://pyds/engine", storage_options=opts)
+    monkeypatch.setattr(_shard_arrow, "CHUNK_ROWS", 7)
+    schema = pa.schema([pa.field("c", pa.list_(pa.float32()), False)])
+    targets = {"F32": np.float32}
+    local = tmp_path / "local" / m["shards"][0]["shard_path"]
+    url = "s3://pyds/engine/" + remote["manifest"]["shards"][0]["shard_path"]
+    with tensorsmith.safe_open(str(local), framework="np") as f:
+        want = list(_shard_arrow.batch_rows(f, schema, targets))
+    with tensorsmith.safe_open(url, framework="np", storage_options=opts) as f:
+        assert _shard_arrow._ranged(f)
+        got = list(_shard_arrow.batch_rows(f, schema, targets))
+    assert [b.num_rows for b in got] == [7, 7, 7, 7, 2]
+    assert got == want
 
 
 def test_kv_keys_append_overwrite_and_clean(opts):

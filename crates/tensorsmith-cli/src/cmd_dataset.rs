@@ -69,6 +69,10 @@ pub struct ExportArgs {
     /// through the tensor index).
     #[arg(long = "key", value_name = "NAME|KEY")]
     keys: Vec<String>,
+    /// Batch datasets: export only this column (repeat for more), in the shards' column
+    /// order; on a store only its bytes are read, by range.
+    #[arg(long = "column", value_name = "NAME")]
+    columns: Vec<String>,
     /// The KV separator the dataset was written with, between a name and its column.
     #[arg(long, default_value = "__")]
     kv_separator: String,
@@ -243,6 +247,7 @@ pub fn run(c: &DatasetCommand) -> u8 {
                 &a.store.options(),
                 &a.out,
                 (!a.keys.is_empty()).then_some(&a.keys[..]),
+                (!a.columns.is_empty()).then_some(&a.columns[..]),
                 &a.kv_separator,
             )
         }) {

@@ -239,11 +239,17 @@ pub fn emit(args: std::fmt::Arguments<'_>) {
 }
 
 /// Prints an error to stderr and gives the exit code for it: [`error_code`] for the
-/// library's errors, [`EXIT_ERROR`] for any other.
+/// library's errors (a dataset error's too, such as a shard changed mid-read), [`EXIT_ERROR`]
+/// for any other.
 pub fn fail<E: std::fmt::Display + 'static>(e: &E) -> u8 {
     eprintln!("tensorsmith: {}", render::printable(&e.to_string()));
-    (e as &dyn std::any::Any)
-        .downcast_ref::<tensorsmith::Error>()
+    let any = e as &dyn std::any::Any;
+    if let Some(tensorsmith_dataset::DatasetError::Tensor(t)) =
+        any.downcast_ref::<tensorsmith_dataset::DatasetError>()
+    {
+        return error_code(t);
+    }
+    any.downcast_ref::<tensorsmith::Error>()
         .map_or(EXIT_ERROR, error_code)
 }
 

@@ -90,17 +90,20 @@ pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>, sep: &str) -
 
 /// As [`export_keys`], of a dataset already open (a local folder or a store's).
 pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
-    export_dataset_to(ds, out, &StorageOptions::new(), keys, sep)
+    export_choosing(ds, out, &StorageOptions::new(), keys, None, sep)
 }
 
-/// As [`export_dataset`], to a local file or an object-store URL (`s3://`, `az://`, `gs://`)
-/// with the store settings `storage`: the Parquet file is streamed up in parts and appears
-/// only when complete (a failed or killed export leaves no object).
-pub fn export_dataset_to(
+/// As [`export_dataset`]; a batch dataset's `columns`, when given, choose the only columns
+/// written (in the shards' column order): on a store, only their bytes are read. One the
+/// dataset lacks is an error; KV datasets choose by `keys`. `out` is a local file or an
+/// object-store URL (`s3://`, `az://`, `gs://`) written with the store settings `storage`:
+/// streamed up in parts, visible only when complete (a failed export leaves no object).
+pub fn export_choosing(
     ds: &Dataset,
     out: &Path,
     storage: &StorageOptions,
     keys: Option<&[String]>,
+    columns: Option<&[String]>,
     sep: &str,
 ) -> Result<u64> {
     let dir = ds.dir();
@@ -110,6 +113,24 @@ pub fn export_dataset_to(
             dir.display()
         )));
     }
+    if let Some(cols) = columns {
+        if ds.mode() == DatasetMode::Kv {
+            return Err(DatasetError::input(format!(
+                "{}: a KV dataset's tensors are chosen by key, not by column",
+                dir.display()
+            )));
+        }
+        let have = &ds.manifest().schema;
+        if let Some(c) = cols.iter().find(|c| !have.contains_key(*c)) {
+            let mut names: Vec<&String> = have.keys().collect();
+            names.sort();
+            return Err(DatasetError::input(format!(
+                "{}: no column '{c}' in the dataset (it has {names:?})",
+                dir.display()
+            )));
+        }
+    }
+    let chosen = |name: &str| columns.is_none_or(|c| c.iter().any(|x| x == name));
     let pq = |source| DatasetError::Parquet {
         path: out.to_path_buf(),
         source,
@@ -122,11 +143,25 @@ pub fn export_dataset_to(
             let mut file = Some(file);
             for i in 0..ds.manifest().shards.len() {
                 let f = ds.file(i)?;
+                let tensors: Vec<_> = f
+                    .index()
+                    .tensors
+                    .iter()
+                    .filter(|t| chosen(&t.name))
+                    .collect();
+                // Every column: a shard on a store is fetched whole, once; some columns: their
+                // bytes alone, by range (`ShardFile::will_read` decides by the bytes asked).
+                let asked = tensors
+                    .iter()
+                    .map(|t| t.data_range())
+                    .map(|r| r.end - r.start);
+                f.will_read(asked.sum()).map_err(|e| ds.removed_or(e))?;
                 let mut cols = Vec::new();
                 let mut fields = Vec::new();
-                for t in &f.index().tensors {
+                for t in tensors {
                     let n = *t.shape.first().unwrap_or(&0) as usize;
-                    let v = leaf(t.dtype, f.tensor(&t.name)?.bytes())?;
+                    let bytes = f.tensor_bytes(&t.name).map_err(|e| ds.removed_or(e))?;
+                    let v = leaf(t.dtype, &bytes)?;
                     let a = nest(v, n, &t.shape[1..])?;
                     fields.push(Field::new(&t.name, a.data_type().clone(), false));
                     cols.push(a);
@@ -170,6 +205,9 @@ pub fn export_dataset_to(
                 }
                 None => ds.tensor_keys()?,
             };
+            // The shards of which these keys are most are downloaded whole, once; the rest
+            // are read tensor by tensor, by range.
+            ds.will_read_keys(&keys)?;
             for chunk in keys.chunks(1024) {
                 let (mut k, mut data, mut shape, mut dtype) = (
                     StringBuilder::new(),

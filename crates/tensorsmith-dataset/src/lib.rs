@@ -76,7 +76,9 @@ mod store_versions;
 mod store_write;
 // Reading, verifying, exporting a dataset.
 mod export;
+mod range_cache;
 mod read;
+mod shard_file;
 mod verify;
 // Reading, verifying and cleaning a dataset on a store, and the commands by location.
 mod located;
@@ -88,7 +90,7 @@ mod store_verify;
 
 pub use commit_lock::{lock_path, DEFAULT_LOCK_TIMEOUT};
 pub use error::{DatasetError, Result};
-pub use export::{export, export_dataset, export_dataset_to, export_keys};
+pub use export::{export, export_choosing, export_dataset, export_keys};
 pub use foreign::{adopt, ForeignManifest};
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
@@ -104,6 +106,7 @@ pub use retention::{
     clean, clean_with, repair, versions_info, CleanReport, Kept, RetiredShard, VersionInfo,
     STAGING_FLOOR,
 };
+pub use shard_file::ShardFile;
 pub use staging::{
     parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder, DEFAULT_HEARTBEAT,
     DEFAULT_STALE_AFTER,

@@ -5,7 +5,7 @@
 //! reader's `open_at`), any other scheme is refused by name (store_open.rs).
 
 use crate::error::{DatasetError, Result};
-use crate::export::export_dataset_to;
+use crate::export::export_choosing;
 use crate::manifest::Manifest;
 use crate::read::Dataset;
 use crate::retention::{self, CleanReport, RetiredShard, VersionInfo};
@@ -124,19 +124,23 @@ pub fn clean_at(
     }
 }
 
-/// `dataset export` of the dataset at `location` to the local Parquet file `out`.
+/// `dataset export` of the dataset at `location` to the Parquet file `out` (local, or an
+/// `s3://`, `az://`, `gs://` URL with the store settings `storage`) (KV: the
+/// tensors of `keys`; batch: the columns of `columns`; every one when `None`).
 pub fn export_at(
     location: &str,
     storage: &StorageOptions,
     out: &Path,
     keys: Option<&[String]>,
+    columns: Option<&[String]>,
     sep: &str,
 ) -> Result<u64> {
-    export_dataset_to(
+    export_choosing(
         &Dataset::open_at(location, storage, None)?,
         out,
         storage,
         keys,
+        columns,
         sep,
     )
 }

@@ -3,7 +3,11 @@
 //! the shards' cumulative sample counts. KV mode (one tensor per key): a tensor by key, found
 //! through `_tensor_index.parquet` when it agrees with the manifest, else through the shard
 //! headers. With such an index, the mode is told from it too, so a tensor by key opens its
-//! own shard and no other. Shards are opened (and memory-mapped) on demand and kept open.
+//! own shard and no other. Shards are opened on demand and kept open (`shard_file.rs`): a
+//! local one memory-mapped, one on a store read by ranged GETs pinned to the version opened
+//! (only its header at open, then the tensors a read asks for, kept in a mapped sparse temp
+//! file; a read of most of a shard fetches it whole in one download). A read may ask for
+//! some columns only (`shard_columns`, `rows_of`): on a store, only their bytes travel.
 //! A dataset is opened at one version (the current one, or one asked for) and reads that
 //! version to the end: later commits retire shards, they do not delete them.
 
@@ -19,9 +23,15 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use tensorsmith::bytes::{ReadAt, StorageOptions};
+use tensorsmith::bytes::StorageOptions;
 use tensorsmith::dtype::DType;
-use tensorsmith::safetensors::SafetensorsFile;
+
+use crate::shard_file::ShardFile;
+
+/// What a shard's open fetches from a store: a batch shard's header (a few hundred bytes a
+/// column) fits, and little of its first tensor travels unasked; a larger header (KV shards)
+/// costs one more ranged GET.
+const SHARD_OPEN_BYTES: u64 = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatasetMode {
@@ -29,8 +39,9 @@ pub enum DatasetMode {
     Kv,
 }
 
-/// A column's rows as they lie in a shard: borrowed from the shard's memory map when they are
-/// one contiguous run (always, within a shard), gathered into a new buffer across shards.
+/// A column's rows as they lie in a shard: borrowed from the shard's memory map (a local
+/// shard's, or the range cache of a shard on a store) when they are one contiguous run
+/// (always, within a shard), gathered into a new buffer across shards.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnView<'a> {
     pub name: String,
@@ -56,7 +67,7 @@ pub struct Dataset {
     mode: DatasetMode,
     /// Samples before each shard (batch mode).
     starts: Vec<u64>,
-    files: Vec<OnceLock<SafetensorsFile>>,
+    files: Vec<OnceLock<ShardFile>>,
     /// KV: tensor key to shard position.
     keys: OnceLock<HashMap<String, usize>>,
     /// `_tensor_index.parquet`, when it agrees with the manifest (every entry in one of its
@@ -90,8 +101,8 @@ impl Dataset {
 
     /// Opens the dataset at `location`, a local folder or an `s3://`, `az://` or `gs://` prefix (with the
     /// settings of `storage` and the environment): the current version, or `version`. A
-    /// shard on a store is downloaded once, when first read, into an unlinked temporary file
-    /// that is then mapped (reads are views of it, as of a local shard).
+    /// shard on a store is opened when first read (its header, by range, its version pinned)
+    /// and read by range; a read asking for most of it downloads it whole once (`ShardFile`).
     pub fn open_at(
         location: &str,
         storage: &StorageOptions,
@@ -211,34 +222,51 @@ impl Dataset {
         Ok(self.len()? == 0)
     }
 
-    pub fn file(&self, shard: usize) -> Result<&SafetensorsFile> {
+    /// Shard `shard` (its position in the manifest), opened on first use: its header only.
+    pub fn file(&self, shard: usize) -> Result<&ShardFile> {
         if let Some(f) = self.files[shard].get() {
             return Ok(f);
         }
-        if let Some(store) = &self.store {
-            let f = fetch_shard(
-                &**store,
-                &self.manifest.shards[shard].shard_path,
-                self.version,
-            )?;
-            self.opened
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return Ok(self.files[shard].get_or_init(|| f));
-        }
-        let path = self.dir.join(&self.manifest.shards[shard].shard_path);
-        let f = match SafetensorsFile::open(&path) {
-            Ok(f) => f,
-            Err(e) => {
-                // A shard gone from under a version that `dataset clean` removed.
-                if let Some(at) = versions::removed_at(&self.dir, self.version) {
-                    return Err(versions::removed_error(&self.dir, self.version, at));
-                }
-                return Err(e.into());
-            }
+        let key = &self.manifest.shards[shard].shard_path;
+        let f = match &self.store {
+            Some(store) => store
+                .open_head(key, SHARD_OPEN_BYTES)
+                .and_then(|src| ShardFile::open_remote(PathBuf::from(store.show(key)), src)),
+            None => ShardFile::open_local(&self.dir.join(key)),
         };
+        let f = f.map_err(|e| self.removed_or(e))?;
         self.opened
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.files[shard].get_or_init(|| f))
+    }
+
+    /// `e`, or the removal error when the version read was removed by `dataset clean` (its
+    /// shards gone from under it).
+    pub(crate) fn removed_or(&self, e: DatasetError) -> DatasetError {
+        if let DatasetError::Tensor(t) = &e {
+            if matches!(t.kind(), tensorsmith::ErrorKind::ChangedDuringRead { .. }) {
+                return e;
+            }
+        }
+        match &self.store {
+            Some(store) => match sv::removed_at(&**store, self.version) {
+                Some(at) => DatasetError::VersionRemoved {
+                    dir: PathBuf::from(store.location()),
+                    version: self.version,
+                    at: versions::format_utc(at),
+                },
+                None => e,
+            },
+            None => match versions::removed_at(&self.dir, self.version) {
+                Some(at) => versions::removed_error(&self.dir, self.version, at),
+                None => e,
+            },
+        }
+    }
+
+    /// `range` of shard `shard`, its errors the removal error where the version was removed.
+    fn read_shard<'a>(&self, f: &'a ShardFile, range: Range<u64>) -> Result<Cow<'a, [u8]>> {
+        f.read(range).map_err(|e| self.removed_or(e))
     }
 
     /// How many shards this dataset has opened so far (each once): a read by key through the
@@ -276,10 +304,31 @@ impl Dataset {
     /// Rows `rows` of every column of shard `shard` (batch mode), borrowed from its map: one
     /// contiguous run per column, as shards hold samples row-major.
     pub fn shard_rows(&self, shard: usize, rows: Range<u64>) -> Result<Vec<ColumnView<'_>>> {
+        self.shard_columns(shard, rows, None)
+    }
+
+    /// Rows `rows` of the columns `columns` (every column: `None`) of shard `shard` (batch
+    /// mode), in the shard's column order: views of a mapped shard, or, on a store, the
+    /// columns' runs read by range (the shard downloaded whole first when the runs are most of
+    /// it). A column the shard lacks is an error naming it.
+    pub fn shard_columns(
+        &self,
+        shard: usize,
+        rows: Range<u64>,
+        columns: Option<&[&str]>,
+    ) -> Result<Vec<ColumnView<'_>>> {
         self.batch_only("shard_rows")?;
         let f = self.file(shard)?;
-        let mut out = Vec::with_capacity(f.index().tensors.len());
+        if let Some(cols) = columns {
+            for c in cols {
+                f.info(c)?;
+            }
+        }
+        let mut runs = Vec::with_capacity(f.index().tensors.len());
         for t in &f.index().tensors {
+            if columns.is_some_and(|c| !c.contains(&t.name.as_str())) {
+                continue;
+            }
             let n = *t.shape.first().unwrap_or(&0);
             if rows.end > n || rows.start > rows.end {
                 return Err(DatasetError::Corrupt {
@@ -304,16 +353,20 @@ impl Dataset {
             }
             let row_bytes = row_bits / 8;
             let start = r.start + rows.start * row_bytes;
-            let bytes = f
-                .source()
-                .read(start..start + (rows.end - rows.start) * row_bytes)?;
+            runs.push((t, start..start + (rows.end - rows.start) * row_bytes));
+        }
+        // Whole or by range, by the bytes asked for (a store's shard; see `ShardFile`).
+        f.will_read(runs.iter().map(|(_, r)| r.end - r.start).sum())
+            .map_err(|e| self.removed_or(e))?;
+        let mut out = Vec::with_capacity(runs.len());
+        for (t, run) in runs {
             let mut shape = t.shape.to_vec();
             shape[0] = rows.end - rows.start;
             out.push(ColumnView {
                 name: t.name.clone(),
                 dtype: t.dtype,
                 shape,
-                data: bytes,
+                data: self.read_shard(f, run)?,
             });
         }
         Ok(out)
@@ -322,6 +375,16 @@ impl Dataset {
     /// Samples `range` (batch mode) as one batch per column: borrowed from the map when the
     /// range lies in one shard, gathered where it spans shards.
     pub fn rows(&self, range: Range<u64>) -> Result<Vec<ColumnView<'_>>> {
+        self.rows_of(range, None)
+    }
+
+    /// As [`Dataset::rows`], of the columns `columns` only (every column: `None`): on a store,
+    /// only their bytes are read.
+    pub fn rows_of(
+        &self,
+        range: Range<u64>,
+        columns: Option<&[&str]>,
+    ) -> Result<Vec<ColumnView<'_>>> {
         self.batch_only("rows(a..b)")?;
         let total = self.manifest.total_samples;
         if range.start > range.end || range.end > total {
@@ -331,7 +394,7 @@ impl Dataset {
             )));
         }
         if range.is_empty() {
-            let mut cols = self.shard_rows(0, 0..0)?;
+            let mut cols = self.shard_columns(0, 0..0, columns)?;
             for c in &mut cols {
                 c.data = Cow::Owned(Vec::new());
             }
@@ -344,7 +407,7 @@ impl Dataset {
             let s = self.starts[shard];
             let n = self.manifest.shards[shard].samples_count;
             let local = range.start.max(s) - s..range.end.min(s + n) - s;
-            let part = self.shard_rows(shard, local.clone())?;
+            let part = self.shard_columns(shard, local.clone(), columns)?;
             out = Some(match out {
                 None => part,
                 Some(mut acc) => {
@@ -438,7 +501,8 @@ impl Dataset {
         Ok(k)
     }
 
-    /// A tensor by key (KV mode).
+    /// A tensor by key (KV mode): on a store, its bytes alone are read by range (unless
+    /// [`Dataset::will_read_keys`] had its shard downloaded whole).
     pub fn tensor(&self, key: &str) -> Result<Tensor> {
         let shard = *self
             .keys()?
@@ -449,8 +513,28 @@ impl Dataset {
         Ok(Tensor {
             dtype: t.dtype,
             shape: t.shape.to_vec(),
-            data: f.tensor(key)?.bytes().to_vec(),
+            data: self.read_shard(f, t.data_range())?.into_owned(),
         })
+    }
+
+    /// Tells the shards holding `keys` (KV mode) that those tensors are about to be read one
+    /// by one: a shard on a store of which they are most is downloaded whole once, instead of
+    /// a ranged GET per tensor (`ShardFile::will_read`). Unknown keys are left to `tensor`.
+    pub fn will_read_keys(&self, keys: &[String]) -> Result<()> {
+        let at = self.keys()?;
+        let mut asked: HashMap<usize, u64> = HashMap::new();
+        for k in keys {
+            if let Some(&s) = at.get(k) {
+                let r = self.file(s)?.info(k)?.data_range();
+                *asked.entry(s).or_default() += r.end - r.start;
+            }
+        }
+        for (s, bytes) in asked {
+            self.file(s)?
+                .will_read(bytes)
+                .map_err(|e| self.removed_or(e))?;
+        }
+        Ok(())
     }
 }
 
@@ -467,45 +551,6 @@ pub(crate) fn mode_of(m: &Manifest, samples: u64, tensors: &[(&str, Option<u64>)
     } else {
         DatasetMode::Kv
     }
-}
-
-/// A shard of a store downloaded into an unlinked temporary file and opened from it.
-fn fetch_shard(store: &dyn Store, key: &str, version: u64) -> Result<SafetensorsFile> {
-    let shown = PathBuf::from(store.show(key));
-    let src = match store.open(key) {
-        Ok(s) => s,
-        Err(e) => {
-            // A shard gone from under a version that `dataset clean` removed.
-            if let Some(at) = sv::removed_at(store, version) {
-                return Err(DatasetError::VersionRemoved {
-                    dir: PathBuf::from(store.location()),
-                    version,
-                    at: versions::format_utc(at),
-                });
-            }
-            return Err(e);
-        }
-    };
-    let temp = std::env::temp_dir().join(format!(
-        ".tensorsmith-shard-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    let io = |e| DatasetError::io(&temp, e);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .map_err(io)?;
-    let _ = std::fs::remove_file(&temp);
-    src.copy_to(0..src.len(), &mut file)
-        .map_err(|e| DatasetError::Tensor(e.in_file(&shown)))?;
-    Ok(SafetensorsFile::from_file(
-        &shown,
-        file,
-        &tensorsmith::OpenOptions::new(),
-    )?)
 }
 
 fn unreachable_dataset(dir: &Path) -> Result<Dataset> {

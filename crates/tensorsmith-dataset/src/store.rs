@@ -78,6 +78,11 @@ pub(crate) trait Store: Send + Sync {
     fn delete(&self, key: &str) -> Result<()>;
     /// `key` opened for ranged reads.
     fn open(&self, key: &str) -> Result<Box<dyn ReadAt>>;
+    /// As [`Store::open`], fetching `first` bytes at open (what a reader reads first: a
+    /// shard's header) where the store fetches a prefix at all.
+    fn open_head(&self, key: &str, _first: u64) -> Result<Box<dyn ReadAt>> {
+        self.open(key)
+    }
     /// Uploads started under `prefix` and never completed.
     fn uploads(&self, prefix: &str) -> Result<Vec<Upload>>;
     /// Abandons an upload (its parts are freed).

@@ -150,6 +150,9 @@ impl Store for JobStore<'_> {
     fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
         self.inner.open(key)
     }
+    fn open_head(&self, key: &str, first: u64) -> Result<Box<dyn ReadAt>> {
+        self.inner.open_head(key, first)
+    }
     fn uploads(&self, prefix: &str) -> Result<Vec<Upload>> {
         self.inner.uploads(prefix)
     }

@@ -151,11 +151,15 @@ impl<C: BlobClient> Store for PrefixStore<C> {
     }
 
     fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
+        self.open_head(key, 64 * 1024)
+    }
+
+    fn open_head(&self, key: &str, first: u64) -> Result<Box<dyn ReadAt>> {
         let url = self.client.key_url(&self.key(key));
         Ok(Box::new(tensorsmith::bytes::open_url(
             &url,
             &self.storage,
-            64 * 1024,
+            first,
         )?))
     }
 

@@ -13,9 +13,9 @@ use shards::{shard_contents, shard_files};
 use std::sync::Arc;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{
-    abort_job, commit_job, export, export_keys, verify, write_dataset, write_task, Dataset,
-    DatasetError, Duplicates, Input, JobOptions, Manifest, Progress, TailStrategy, TaskReport,
-    WriteMode, WriteOptions,
+    abort_job, commit_job, export, export_choosing, export_keys, verify, write_dataset, write_task,
+    Dataset, DatasetError, Duplicates, Input, JobOptions, Manifest, Progress, TailStrategy,
+    TaskReport, WriteMode, WriteOptions,
 };
 
 fn schema() -> SchemaRef {
@@ -764,6 +764,21 @@ fn kv_reads_by_key_through_the_index_open_only_their_shard() {
     );
     let e = export_keys(dir, &out, Some(&["r9".to_string()]), "/").unwrap_err();
     assert!(e.to_string().contains("no tensor key or name 'r9'"), "{e}");
+    // Columns choose a batch dataset's tensors, not a KV one's.
+    let ds = Dataset::open(dir).unwrap();
+    let e = export_choosing(
+        &ds,
+        &out,
+        &Default::default(),
+        None,
+        Some(&["v".to_string()]),
+        "__",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("chosen by key, not by column"),
+        "{e}"
+    );
     // Without the index, the headers are read: every shard is needed.
     std::fs::remove_file(dir.join("_tensor_index.parquet")).unwrap();
     std::fs::remove_dir_all(dir.join("_tensorsmith/index")).unwrap();

@@ -176,9 +176,10 @@ pub fn dataset_clean_json(
     .to_string())
 }
 
-/// `dataset export`: rows written to `out` (Parquet); `keys` are names or full tensor keys.
+/// `dataset export`: rows written to `out` (Parquet); `keys` are names or full tensor keys
+/// (KV), `columns` column names (batch).
 #[pyfunction]
-#[pyo3(signature = (path, out, keys = None, kv_separator = "__", storage = Vec::new()))]
+#[pyo3(signature = (path, out, keys = None, kv_separator = "__", storage = Vec::new(), columns = None))]
 pub fn dataset_export(
     py: Python<'_>,
     path: PathBuf,
@@ -186,11 +187,19 @@ pub fn dataset_export(
     keys: Option<Vec<String>>,
     kv_separator: &str,
     storage: Vec<(String, String)>,
+    columns: Option<Vec<String>>,
 ) -> PyResult<u64> {
     let storage = crate::file::storage_options(py, storage)?;
     let path = crate::dataset::location(py, &path)?;
     py.detach(|| {
-        tensorsmith_dataset::export_at(&path, &storage, &out, keys.as_deref(), kv_separator)
+        tensorsmith_dataset::export_at(
+            &path,
+            &storage,
+            &out,
+            keys.as_deref(),
+            columns.as_deref(),
+            kv_separator,
+        )
     })
     .py_err(py)
 }

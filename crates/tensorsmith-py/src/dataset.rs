@@ -432,15 +432,29 @@ impl DatasetReader {
         Ok(self.items(cols))
     }
 
-    /// Samples `a..b` (batch mode) as one batch per column: a view of the shard's map when
-    /// they lie in one shard, gathered where they span shards.
-    fn rows(&self, py: Python<'_>, a: u64, b: u64) -> PyResult<Vec<Item>> {
-        let cols = py.detach(|| self.ds.rows(a..b)).py_err(py)?;
+    /// Samples `a..b` (batch mode) as one batch per column (of `columns` only, when given):
+    /// a view of the shard's map (on a store: of its range cache, read by range) when they
+    /// lie in one shard, gathered where they span shards.
+    #[pyo3(signature = (a, b, columns = None))]
+    fn rows(
+        &self,
+        py: Python<'_>,
+        a: u64,
+        b: u64,
+        columns: Option<Vec<String>>,
+    ) -> PyResult<Vec<Item>> {
+        let names: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(|s| &**s).collect());
+        let cols = py
+            .detach(|| self.ds.rows_of(a..b, names.as_deref()))
+            .py_err(py)?;
         Ok(self.items(cols))
     }
 
-    /// Every sample of shard `k` (batch mode), one batch per column, as views of its map.
-    fn shard(&self, py: Python<'_>, k: usize) -> PyResult<Vec<Item>> {
+    /// Every sample of shard `k` (batch mode), one batch per column (of `columns` only, when
+    /// given): views of its map, or, on a store, of the shard's range cache (the columns
+    /// read by range; most of the shard's bytes asked for: the shard fetched whole).
+    #[pyo3(signature = (k, columns = None))]
+    fn shard(&self, py: Python<'_>, k: usize, columns: Option<Vec<String>>) -> PyResult<Vec<Item>> {
         if k >= self.ds.shard_starts().len() {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!(
                 "shard {k} of {}",
@@ -448,7 +462,10 @@ impl DatasetReader {
             )));
         }
         let n = self.ds.manifest().shards[k].samples_count;
-        let cols = py.detach(|| self.ds.shard_rows(k, 0..n)).py_err(py)?;
+        let names: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(|s| &**s).collect());
+        let cols = py
+            .detach(|| self.ds.shard_columns(k, 0..n, names.as_deref()))
+            .py_err(py)?;
         Ok(self.items(cols))
     }
 

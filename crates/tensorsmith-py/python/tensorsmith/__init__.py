@@ -701,17 +701,32 @@ class Dataset:
     processes overwrite or append: their commits retire shards rather than delete them, for
     24 hours by default. `Dataset(path, version=N)` opens an older version while `dataset
     clean` keeps it. Pickled (DataLoader workers started by spawn), it reopens its version.
-    `path` may be `s3://bucket/prefix` (with `storage_options`): each shard is downloaded
-    once, when first read, into an unlinked temporary file, then read as a local one.
+    `columns` (batch mode) reads those columns only.
+
+    `path` may be `s3://bucket/prefix`, `az://…` or `gs://…` (with `storage_options`): each
+    shard's header is read when the shard is first needed, then the columns asked for, by
+    ranged requests pinned to the shard's version (`columns=["x"]` moves column x's bytes,
+    not the shards'; a read of most of a shard fetches it whole in one download). What was
+    read is kept in an unlinked sparse temporary file per shard, mapped: arrays are views of
+    it, as of a local shard, and nothing is fetched twice.
     """
 
-    def __init__(self, path, framework="np", version=None, storage_options=None):
+    def __init__(self, path, framework="np", version=None, storage_options=None, columns=None):
         self._path = os.fspath(path)
         self._framework = _framework(framework)
         self._storage_options = storage_options
         self._r = _native.DatasetReader(self._path, version, _storage(storage_options))
         self._len = len(self._r)
         self._keys = self._r.keys() if self._r.mode == "kv" else []
+        self._columns = None
+        if columns is not None:
+            if self._r.mode != "batch":
+                raise OptionError("columns: a KV dataset's tensors are read by key")
+            self._columns = [columns] if isinstance(columns, str) else list(columns)
+            have = list(json.loads(self._r.manifest_json())["schema"])
+            missing = [c for c in self._columns if c not in have]
+            if missing:
+                raise OptionError(f"columns: {missing} not in the dataset (it has {have})")
         if self._r.mode == "batch":
             self._starts = self._r.shard_starts()
             self._shards = [None] * len(self._starts)
@@ -728,7 +743,8 @@ class Dataset:
 
     def __reduce__(self):
         # Workers reopen the same version, not whatever is current when they start.
-        return (Dataset, (self._path, self._framework, self._r.version, self._storage_options))
+        return (Dataset, (self._path, self._framework, self._r.version, self._storage_options,
+                          self._columns))
 
     def manifest(self) -> dict:
         """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""
@@ -751,7 +767,7 @@ class Dataset:
         if cols is None:
             cols = self._shards[k] = {
                 name: (dtype, _array(buf, dtype, shape))
-                for name, dtype, shape, buf in self._r.shard(k)
+                for name, dtype, shape, buf in self._r.shard(k, self._columns)
             }
         return cols
 
@@ -771,13 +787,13 @@ class Dataset:
         """Samples a..b as {column: array}: views within a shard, gathered across shards."""
         if a >= b:
             return {name: _out(_array(buf, dtype, shape), self._framework, dtype)
-                    for name, dtype, shape, buf in self._r.rows(a, b)}
+                    for name, dtype, shape, buf in self._r.rows(a, b, self._columns)}
         k, row = self._locate(a)
         end = self._starts[k + 1] if k + 1 < len(self._starts) else self._len
         if b <= end:
             return {name: _out(arr[row:row + (b - a)], self._framework, dtype)
                     for name, (dtype, arr) in self._shard(k).items()}
-        return dict(self._one(t) for t in self._r.rows(a, b))
+        return dict(self._one(t) for t in self._r.rows(a, b, self._columns))
 
     def __getitem__(self, i):
         if isinstance(i, str):

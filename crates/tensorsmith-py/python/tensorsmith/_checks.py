@@ -62,12 +62,17 @@ def dataset_clean(path, *, older_than="24h", storage_options=None) -> dict:
                                                  _storage(storage_options)))
 
 
-def dataset_export(path, out, *, keys=None, kv_separator="__", storage_options=None) -> int:
+def dataset_export(path, out, *, keys=None, kv_separator="__", storage_options=None,
+                   columns=None) -> int:
     """Writes the dataset to the Parquet file `out` (batch: a row per sample; KV: a row per
-    tensor) and returns the rows written; `keys` (KV) are names or full tensor keys.
+    tensor) and returns the rows written; `keys` (KV) are names or full tensor keys,
+    `columns` (batch) the columns to write (on a store only theirs are read, by range).
 
     >>> tensorsmith.dataset_export("kv", "a.parquet", keys=["a"])  # doctest: +SKIP
     1"""
+    if isinstance(columns, str):
+        columns = [columns]
     return _native.dataset_export(os.fspath(path), os.fspath(out),
                                   None if keys is None else list(keys), kv_separator,
-                                  _storage(storage_options))
+                                  _storage(storage_options),
+                                  None if columns is None else list(columns))

@@ -1,7 +1,7 @@
 """Arrow record batches built from a shard's memory, for the readers of other engines (the
 Spark data source, the Ray datasource): each column's values are one NumPy view of the
-shard's map (cast only where the engine lacks the type, by a table dtype -> NumPy type the
-caller gives), wrapped as Arrow without a Python object per value; list offsets computed
+shard's map, or on a store its rows read by range a batch at a time (cast only where the
+engine lacks the type, by a table dtype -> NumPy type the caller gives), wrapped as Arrow without a Python object per value; list offsets computed
 with NumPy. Batches are bounded (`CHUNK_BYTES` of values, `CHUNK_ROWS` rows), whatever the
 shard's size. Batch mode: a sample per row; KV mode: a name per row, tensors of any shape
 (ragged lists), missing ones null. Also which shards a read needs: groups of consecutive
@@ -38,17 +38,70 @@ def nested(arr: np.ndarray, target, sample_shape) -> pa.Array:
 
 def batch_rows(f, arrow_schema, targets):
     """Batch mode: the columns of `arrow_schema` of shard `f` (a `safe_open` handle), a row
-    per sample."""
-    tensors = {name: f.get_tensor(name) for name in arrow_schema.names}
-    n = len(next(iter(tensors.values()))) if tensors else 0
-    row_bytes = sum(t[:1].nbytes for t in tensors.values())
+    per sample. A mapped shard's columns are views of its map; a shard on a store without
+    digests to check is read a batch of rows at a time, each column's rows by one ranged read
+    (`_ranged_rows`): only the columns asked for travel, and memory holds one batch."""
+    names = arrow_schema.names
+    shapes = {name: f.get_shape(name) for name in names}
+    n = shapes[names[0]][0] if names else 0
+    row_bytes = sum(_nbytes(f, name) // max(shapes[name][0], 1) for name in names)
     step = max(1, min(CHUNK_ROWS, CHUNK_BYTES // max(row_bytes, 1)))
+    rows = _ranged_rows(f, names) if _ranged(f) else _view_rows(f, names)
     for start in range(0, n, step):
         cols = []
-        for name in arrow_schema.names:
-            t = tensors[name][start:start + step]
+        for name in names:
+            t = rows(name, start, min(start + step, n))
             cols.append(nested(t, targets[f.get_dtype(name)], t.shape[1:]))
         yield pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+
+
+def _nbytes(f, key):
+    """A tensor's bytes, from the header (nothing read)."""
+    from ._numpy import dtype_of
+
+    dtype, shape, layout = f._f.info_of(key)
+    return int(np.prod(shape, dtype=np.int64)) * dtype_of(dtype, layout).itemsize
+
+
+def _ranged(f):
+    """Whether `f` is read by range (not mapped: a shard on a store) with no digests to check
+    (those are checked over whole tensors, by `get_tensor`)."""
+    return f._f.local_file(0) is None and "tensorsmith.digest" not in (f.metadata() or {})
+
+
+def _view_rows(f, names):
+    """rows(name, a, b): rows a..b of column `name`, a slice of the whole tensor (a view of
+    a mapped shard)."""
+    tensors = {name: f.get_tensor(name) for name in names}
+
+    def rows(name, a, b):
+        return tensors[name][a:b]
+
+    return rows
+
+
+def _ranged_rows(f, names):
+    """rows(name, a, b): rows a..b of column `name` read by one ranged read into a new array
+    (a tensor not stored raw: sliced from the whole, as `_view_rows`)."""
+    from ._numpy import dtype_of
+
+    if any(f._f.raw_range(name) is None for name in names):
+        return _view_rows(f, names)
+    where = {}
+    for name in names:
+        dtype, shape, layout = f._f.info_of(name)
+        i, start, end = f._f.raw_range(name)
+        row = (end - start) // max(shape[0], 1)
+        where[name] = (dtype_of(dtype, layout), list(shape[1:]), i, start, row)
+
+    def rows(name, a, b):
+        dt, inner, i, start, row = where[name]
+        out = np.empty([b - a, *inner], dtype=dt)
+        if b > a and row:
+            f._f.read_into(i, start + a * row, (b - a) * row, out.ctypes.data)
+        return out
+
+    return rows
 
 
 def kv_rows(f, arrow_schema, sep, name_col, targets, names=None):
@@ -66,7 +119,7 @@ def kv_rows(f, arrow_schema, sep, name_col, targets, names=None):
         for c in wanted:
             key = rows[name].get(c)
             if key is not None:
-                size += f.get_tensor(key).nbytes
+                size += _nbytes(f, key)  # from the header: a tensor on a store is read once
         if size >= CHUNK_BYTES or len(chunk) >= CHUNK_ROWS:
             yield _kv_batch(f, arrow_schema, rows, chunk, name_col, targets)
             chunk, size = [], 0
