@@ -152,11 +152,11 @@ impl<C: BlobClient> Store for PrefixStore<C> {
 
     fn open(&self, key: &str) -> Result<Box<dyn ReadAt>> {
         let url = self.client.key_url(&self.key(key));
-        Ok(Box::new(tensorsmith::bytes::open_url(
+        Ok(tensorsmith::bytes::open_url(
             &url,
             &self.storage,
             64 * 1024,
-        )?))
+        )?)
     }
 
     fn uploads(&self, prefix: &str) -> Result<Vec<Upload>> {
