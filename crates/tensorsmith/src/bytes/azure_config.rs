@@ -166,8 +166,12 @@ pub(crate) fn resolve(
                 .to_owned())
         })?,
     };
-    let endpoint = match opts.get(StorageKey::EndpointUrl) {
-        Some(e) => e.to_owned(),
+    let endpoint = match opts
+        .get(StorageKey::EndpointUrl)
+        .map(str::to_owned)
+        .or_else(|| env("AZURE_STORAGE_ENDPOINT"))
+    {
+        Some(e) => e,
         None => match (from_cs("blobendpoint"), host) {
             (Some(e), _) => e,
             (None, Some((_, suffix))) => format!("https://{account}.blob.{suffix}"),

@@ -51,10 +51,9 @@ pub(crate) fn classify(e: &object_store::Error) -> Failure {
         }
         if text.contains("Error performing token request")
             || text.contains("Error getting token")
-            || text.contains("token")
-                && (text.contains("credential") || text.contains("Credential"))
-            || text.contains("Azure CLI")
-            || text.contains("federated token")
+            || text.contains("federated token file")
+            || text.contains("az account get-access-token")
+            || text.contains("azure cli response")
         {
             f.credential = true;
         }
