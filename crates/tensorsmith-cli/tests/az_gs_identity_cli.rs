@@ -1,17 +1,19 @@
-//! Azure identities as the cloud hands them out, against stand-ins that refuse anything else
-//! (tests/python/cloud_identity_standins.py: the VM metadata service, App Service's identity
-//! endpoint, Entra ID's token endpoint for client secrets and federated tokens, a fake `az`,
-//! and a proxy in front of Azurite that lets a request through only with a bearer token one
-//! of them issued, unexpired): each source is found and used for reads and writes, a source
-//! that is absent lets the next be tried, a broken one is an error naming it. No test asks
-//! 169.254.169.254: the managed identity's endpoint is always a stand-in or a closed port.
+//! Azure and Google Cloud identities as the clouds hand them out, against stand-ins that
+//! refuse anything else (tests/python/cloud_identity_standins.py: the VM metadata service,
+//! App Service's identity endpoint, Entra ID's token endpoint for client secrets and
+//! federated tokens, a fake `az`, the GCE metadata server, and proxies in front of Azurite
+//! and fake-gcs-server that let a request through only with a bearer token one of them
+//! issued, unexpired): each source is found and used for reads and writes, a source that is
+//! absent lets the next be tried, a broken one is an error naming it. No test asks
+//! 169.254.169.254: the managed identity's endpoint and `GCE_METADATA_IP` are always a
+//! stand-in or a closed port.
 
 #[path = "object_store/emulators.rs"]
 mod emulators;
 #[path = "object_store/moto.rs"]
 mod moto;
 
-use emulators::Azurite;
+use emulators::{Azurite, FakeGcs};
 use moto::{free_port, python, repo_root};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -22,6 +24,7 @@ struct Standins {
     child: Child,
     info: serde_json::Value,
     _azurite: Azurite,
+    gcs: FakeGcs,
     _dir: tempfile::TempDir,
 }
 
@@ -30,11 +33,14 @@ impl Standins {
         let azurite = Azurite::start();
         azurite.container("models", false);
         azurite.put_file("models", "m.safetensors", Path::new(&model()));
+        let gcs = FakeGcs::start();
+        gcs.bucket("models");
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log.jsonl");
         let mut child = Command::new(python())
             .arg(repo_root().join("tests/python/cloud_identity_standins.py"))
             .args(["--azurite-blob-endpoint", &azurite.endpoint])
+            .args(["--fake-gcs-endpoint", &gcs.endpoint])
             .args(["--azure-upstream", "sas", "--log", log.to_str().unwrap()])
             .args(["--lifetime", "600"])
             .args(["--workdir", dir.path().to_str().unwrap()])
@@ -53,8 +59,29 @@ impl Standins {
             child,
             info,
             _azurite: azurite,
+            gcs,
             _dir: dir,
         }
+    }
+
+    fn gcp(&self, key: &str) -> &str {
+        self.info["gcp"][key].as_str().unwrap_or_default()
+    }
+
+    /// The CLI reading `gs://` through the bearer-checking proxy, with `env`.
+    fn gs_cli(&self, home: &Path, env: &[(&str, String)]) -> Command {
+        let mut c = self.cli(home, env);
+        c.env("STORAGE_EMULATOR_HOST", "");
+        c
+    }
+
+    /// The metadata server's environment (its host, and the fallback IP the same).
+    fn metadata_env(&self) -> Vec<(&'static str, String)> {
+        let host = self.gcp("metadata_host").to_owned();
+        vec![
+            ("GCE_METADATA_HOST", host.clone()),
+            ("GCE_METADATA_IP", host),
+        ]
     }
 
     fn az(&self, key: &str) -> &str {
@@ -279,4 +306,129 @@ fn absent_azure_sources_fall_through_broken_ones_are_named() {
     // Nothing configured: anonymous, refused by the proxy, saying so.
     let e = stderr(&run(s.cli(home.path(), &[]), &["hash", url]));
     assert!(e.contains("anonymous"), "{e}");
+}
+
+/// `args` with the proxy as `endpoint_url`.
+fn via_proxy<'a>(s: &'a Standins, args: &[&'a str]) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    v.push("--storage-option".into());
+    v.push(format!("endpoint_url={}", s.gcp("gcs_endpoint")));
+    v
+}
+
+fn run_owned(c: Command, args: &[String]) -> Output {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(c, &refs)
+}
+
+#[test]
+fn the_gce_metadata_server_is_found_and_used_for_reads_and_writes() {
+    let s = Standins::start();
+    let home = tempfile::tempdir().unwrap();
+    let local = digest(&ok(&run(s.cli(home.path(), &[]), &["hash", &model()])));
+    // The object, put straight into fake-gcs-server.
+    let direct = format!("endpoint_url={}", s.gcs.endpoint);
+    ok(&run(
+        s.gs_cli(home.path(), &[]),
+        &[
+            "convert",
+            &model(),
+            "gs://models/m.safetensors",
+            "--storage-option",
+            &direct,
+        ],
+    ));
+    let url = "gs://models/m.safetensors";
+    let vars = s.metadata_env();
+    let before = s.issued("gce_metadata");
+    let got = ok(&run_owned(
+        s.gs_cli(home.path(), &vars),
+        &via_proxy(&s, &["hash", url]),
+    ));
+    assert_eq!(digest(&got), local);
+    assert!(
+        s.issued("gce_metadata") > before,
+        "no token from the metadata server"
+    );
+    let out = "gs://models/from-metadata.safetensors";
+    ok(&run_owned(
+        s.gs_cli(home.path(), &vars),
+        &via_proxy(&s, &["convert", &model(), out]),
+    ));
+    let back = ok(&run_owned(
+        s.gs_cli(home.path(), &vars),
+        &via_proxy(&s, &["hash", out]),
+    ));
+    assert_eq!(digest(&back), local);
+    let refused: Vec<_> = s
+        .events("refuse")
+        .into_iter()
+        .filter(|e| e["source"] == "gcs_proxy")
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
+
+    // A token given comes first; credential_source=metadata forces the metadata server.
+    let mut with_token = vars.clone();
+    with_token.push(("GOOGLE_OAUTH_ACCESS_TOKEN", "ya29.not-issued".into()));
+    let e = stderr(&run_owned(
+        s.gs_cli(home.path(), &with_token),
+        &via_proxy(&s, &["hash", url]),
+    ));
+    assert!(
+        e.contains("access token was refused") && !e.contains("ya29"),
+        "{e}"
+    );
+    let before = s.issued("gce_metadata");
+    ok(&run_owned(
+        s.gs_cli(home.path(), &with_token),
+        &via_proxy(
+            &s,
+            &[
+                "hash",
+                url,
+                "--storage-option",
+                "credential_source=metadata",
+            ],
+        ),
+    ));
+    assert!(s.issued("gce_metadata") > before);
+
+    // Absent (no GCE_METADATA_HOST): anonymous, refused by the proxy, saying so.
+    let e = stderr(&run_owned(
+        s.gs_cli(home.path(), &[]),
+        &via_proxy(&s, &["hash", url]),
+    ));
+    assert!(e.contains(url) && e.contains("anonymous"), "{e}");
+    // Broken: a metadata server that does not answer is named.
+    let closed = format!("127.0.0.1:{}", free_port());
+    let e = stderr(&run_owned(
+        s.gs_cli(
+            home.path(),
+            &[
+                ("GCE_METADATA_HOST", closed.clone()),
+                ("GCE_METADATA_IP", closed.clone()),
+            ],
+        ),
+        &via_proxy(&s, &["hash", url, "--storage-option", "max_attempts=1"]),
+    ));
+    assert!(
+        e.contains(url) && e.contains("GCE metadata server") && e.contains(&closed),
+        "{e}"
+    );
+    let e = stderr(&run_owned(
+        s.gs_cli(home.path(), &[]),
+        &via_proxy(
+            &s,
+            &[
+                "hash",
+                url,
+                "--storage-option",
+                "credential_source=service_account",
+            ],
+        ),
+    ));
+    assert!(
+        e.contains("credential_source=service_account is not configured"),
+        "{e}"
+    );
 }

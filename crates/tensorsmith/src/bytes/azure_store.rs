@@ -2,17 +2,16 @@
 //! of one call (`azure_config.rs`: account, endpoint, the credential source), and Azure's
 //! failures worded as before: container or blob not found, the credential refused (naming
 //! the source used), an endpoint unreachable. The store retries per the transfer settings
-//! (`max_attempts`, `timeout`, `connect_timeout`). Plain-HTTP endpoints (Azurite, a local
+//! (`max_attempts`, `timeout`, `connect_timeout`: `store_client::client_settings`). Plain-HTTP endpoints (Azurite, a local
 //! Entra stand-in) are allowed when named.
 
 use super::azure_config::{self, split_azure_url, AzureAuth, AzureSettings};
 use super::storage_options::{StorageOptions, Transfer};
-use super::store_client::StoreClient;
+use super::store_client::{client_settings, StoreClient};
 use super::store_error::classify;
 use super::store_file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-use object_store::{ClientOptions, RetryConfig};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -78,20 +77,6 @@ impl StoreWords for AzureWords {
             None => ErrorKind::Http(f.text),
         }
     }
-}
-
-/// The retry and timeout settings of a store's client.
-pub(crate) fn client_settings(t: &Transfer, allow_http: bool) -> (ClientOptions, RetryConfig) {
-    let options = ClientOptions::new()
-        .with_timeout(t.timeout)
-        .with_connect_timeout(t.connect_timeout)
-        .with_allow_http(allow_http);
-    let retry = RetryConfig {
-        max_retries: t.max_attempts.saturating_sub(1) as usize,
-        retry_timeout: t.timeout.max(std::time::Duration::from_secs(30)),
-        ..RetryConfig::default()
-    };
-    (options, retry)
 }
 
 /// The builder of `container` with the settings `s`.

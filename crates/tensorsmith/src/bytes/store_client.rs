@@ -15,7 +15,10 @@ use super::store_upload::StoreUpload;
 use crate::error::{Error, ErrorKind, Result};
 use futures_util::TryStreamExt;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{
+    ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig,
+};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -136,4 +139,18 @@ impl StoreClient {
             self.transfer,
         )
     }
+}
+
+/// The retry and timeout settings of a store's client.
+pub(crate) fn client_settings(t: &Transfer, allow_http: bool) -> (ClientOptions, RetryConfig) {
+    let options = ClientOptions::new()
+        .with_timeout(t.timeout)
+        .with_connect_timeout(t.connect_timeout)
+        .with_allow_http(allow_http);
+    let retry = RetryConfig {
+        max_retries: t.max_attempts.saturating_sub(1) as usize,
+        retry_timeout: t.timeout.max(std::time::Duration::from_secs(30)),
+        ..RetryConfig::default()
+    };
+    (options, retry)
 }
