@@ -215,6 +215,18 @@ fn every_azure_source_is_found_and_used_for_reads_and_writes() {
         let back = ok(&run(s.cli(home.path(), &vars), &["hash", &out]));
         assert_eq!(digest(&back), local, "{env}");
     }
+    // One process, two blobs of the container: one token (lifetime 600 s), not one a blob.
+    let before = s.issued("imds");
+    let vars = s.env_of("imds");
+    ok(&run(
+        s.cli(home.path(), &vars),
+        &[
+            "diff",
+            "az://models/m.safetensors",
+            "az://models/from-imds.safetensors",
+        ],
+    ));
+    assert_eq!(s.issued("imds"), before + 1);
     let refused: Vec<_> = s
         .events("refuse")
         .into_iter()

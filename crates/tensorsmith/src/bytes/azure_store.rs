@@ -11,9 +11,10 @@ use super::store_client::{client_settings, StoreClient};
 use super::store_error::classify;
 use super::store_file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
-use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::azure::{AzureConfigKey, MicrosoftAzure, MicrosoftAzureBuilder};
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Azure's wording of a failure on a blob of one container.
 struct AzureWords {
@@ -128,14 +129,71 @@ fn builder(container: &str, s: &AzureSettings, t: &Transfer) -> MicrosoftAzureBu
     }
 }
 
-/// The client of the container `location` names, and the blob's name.
-pub(crate) fn client_for(location: &str, opts: &StorageOptions) -> Result<(StoreClient, String)> {
-    let (container, host, blob) = split_azure_url(location)?;
-    let env = |k: &str| std::env::var(k).ok();
-    let s = azure_config::resolve(host, opts, &env).map_err(|e| e.in_file(Path::new(location)))?;
-    let transfer = opts.transfer();
+/// Stores made in this process (its pid), by their settings: the blobs of one container
+/// share one client, its connections and its token (an Entra or managed-identity token is
+/// asked for once, and renewed by object_store before it expires), not one per open.
+type Stores = HashMap<String, Arc<MicrosoftAzure>>;
+static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
+
+/// Everything a store is made of, secrets included (in memory only, as in the store).
+fn cache_key(container: &str, s: &AzureSettings, t: &Transfer) -> String {
+    let auth = match &s.auth {
+        AzureAuth::Key(k) => format!("key {k}"),
+        AzureAuth::Sas(sas) => format!("sas {sas}"),
+        AzureAuth::ClientSecret {
+            tenant,
+            client_id,
+            secret,
+        } => format!("secret {tenant} {client_id} {secret}"),
+        AzureAuth::Workload {
+            tenant,
+            client_id,
+            file,
+        } => format!("workload {tenant} {client_id} {file}"),
+        AzureAuth::Managed {
+            endpoint,
+            client_id,
+        } => format!("managed {endpoint:?} {client_id:?}"),
+        AzureAuth::AzureCli => "cli".into(),
+        AzureAuth::Anonymous => "anonymous".into(),
+    };
+    format!(
+        "{container}\n{}\n{}\n{auth}\n{:?}\n{} {} {} {:?} {:?}",
+        s.account,
+        s.endpoint,
+        s.authority_host,
+        t.max_concurrency,
+        t.part_size,
+        t.max_attempts,
+        t.timeout,
+        t.connect_timeout
+    )
+}
+
+/// The store of `container` with the settings `s`: made once per process and settings (a
+/// forked child makes its own: the parent's connections belong to the parent's runtime).
+fn cached_store(
+    container: &str,
+    s: &AzureSettings,
+    t: &Transfer,
+    location: &str,
+) -> Result<Arc<MicrosoftAzure>> {
+    let key = cache_key(container, s, t);
+    let pid = std::process::id();
+    let mut slot = STORES.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.as_ref().is_none_or(|(made_by, _)| *made_by != pid) {
+        // A forked child: the parent's clients are never dropped here (their connection
+        // tasks belong to the parent's runtime).
+        if let Some(parent) = slot.replace((pid, HashMap::new())) {
+            std::mem::forget(parent);
+        }
+    }
+    let stores = &mut slot.as_mut().expect("just set").1;
+    if let Some(store) = stores.get(&key) {
+        return Ok(Arc::clone(store));
+    }
     super::runtime::install_tls();
-    let store = builder(container, &s, &transfer).build().map_err(|e| {
+    let store = builder(container, s, t).build().map_err(|e| {
         Error::new(ErrorKind::BadStorageOption(format!(
             "Azure settings ({}): {}",
             s.auth.source(),
@@ -143,6 +201,18 @@ pub(crate) fn client_for(location: &str, opts: &StorageOptions) -> Result<(Store
         )))
         .in_file(Path::new(location))
     })?;
+    let store = Arc::new(store);
+    stores.insert(key, Arc::clone(&store));
+    Ok(store)
+}
+
+/// The client of the container `location` names, and the blob's name.
+pub(crate) fn client_for(location: &str, opts: &StorageOptions) -> Result<(StoreClient, String)> {
+    let (container, host, blob) = split_azure_url(location)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let s = azure_config::resolve(host, opts, &env).map_err(|e| e.in_file(Path::new(location)))?;
+    let transfer = opts.transfer();
+    let store = cached_store(container, &s, &transfer, location)?;
     let words = AzureWords {
         account: s.account.clone(),
         container: container.to_owned(),
@@ -152,7 +222,7 @@ pub(crate) fn client_for(location: &str, opts: &StorageOptions) -> Result<(Store
     let base = location[..location.len() - blob.len() - 1].to_owned();
     Ok((
         StoreClient {
-            store: Arc::new(store),
+            store,
             base,
             words: Arc::new(words),
             transfer,
