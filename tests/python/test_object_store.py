@@ -274,3 +274,37 @@ def test_save_file_and_convert_to_azure_and_gcs(azurite, gcs, tmp_path, monkeypa
             "connection_string": azurite.replace(AZ_KEY, "A" * 88)})
     assert "az://models/w/denied.safetensors" in str(e.value)
     assert AZ_KEY not in str(e.value) and "A" * 88 not in str(e.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork(2)")
+def test_azure_reads_in_forked_children(bucket, azurite, monkeypatch):
+    """The I/O runtime of the parent (started by its first read) is not in a forked child
+    (DataLoader workers, Spark's Python workers fork): the child makes its own and reads."""
+    for k in list(os.environ):
+        if k.startswith("AZURE_"):
+            monkeypatch.delenv(k)
+    az = {"connection_string": azurite}
+    url = "az://models/dir/m.safetensors"
+    want = tensorsmith.hash(url, storage_options=az)
+    children = []
+    for _ in range(2):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: read, report, exit without the parent's cleanup
+            os.close(r)
+            try:
+                got = tensorsmith.hash(url, storage_options=az)
+                os.write(w, got.encode() if isinstance(got, str) else repr(got).encode())
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                os.write(w, f"error: {e}".encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        children.append((pid, r))
+    for pid, r in children:
+        with os.fdopen(r, "rb") as f:
+            got = f.read().decode()
+        os.waitpid(pid, 0)
+        assert got == (want if isinstance(want, str) else repr(want)), got
+    # The parent's runtime still serves it.
+    assert tensorsmith.hash(url, storage_options=az) == want

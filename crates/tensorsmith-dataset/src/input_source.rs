@@ -59,7 +59,7 @@ impl Origin {
         }
         let file = tensorsmith::bytes::open_url(location, storage, FIRST_BYTES)?;
         Ok(Origin::Remote {
-            file: Arc::new(file),
+            file: Arc::from(file),
             transfer: storage.transfer(),
             flights: Arc::clone(flights),
         })

@@ -1,6 +1,6 @@
 //! The store seam over an Azure Blob prefix (`az://container/path/to/dataset`, also
 //! `az://CONTAINER@ACCOUNT.blob…/…` and `abfs(s)://CONTAINER@ACCOUNT.dfs…/…`): the byte
-//! layer's Azure client (`tensorsmith::bytes::AzureClient`: SAS per request, retries, block
+//! layer's Azure client (`tensorsmith::bytes::AzureClient` over object_store: the credential chain, retries, block
 //! uploads, errors naming `az://…` without credentials) as a `BlobClient` of
 //! store_prefix.rs. The exclusive create is a Put Blob with `If-None-Match: *` (Azure's 409
 //! `BlobAlreadyExists` or 412: another writer created the name first), the conditional

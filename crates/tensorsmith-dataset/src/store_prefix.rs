@@ -156,11 +156,7 @@ impl<C: BlobClient> Store for PrefixStore<C> {
 
     fn open_head(&self, key: &str, first: u64) -> Result<Box<dyn ReadAt>> {
         let url = self.client.key_url(&self.key(key));
-        Ok(Box::new(tensorsmith::bytes::open_url(
-            &url,
-            &self.storage,
-            first,
-        )?))
+        Ok(tensorsmith::bytes::open_url(&url, &self.storage, first)?)
     }
 
     fn uploads(&self, prefix: &str) -> Result<Vec<Upload>> {

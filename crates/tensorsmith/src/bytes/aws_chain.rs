@@ -515,7 +515,7 @@ pub(crate) fn find(i: &Inputs<'_>) -> Result<Found> {
             )));
         }
     }
-    let wants = |s: &str| forced.as_deref().map_or(true, |f| f == s);
+    let wants = |s: &str| forced.as_deref().is_none_or(|f| f == s);
     let mut tried: Vec<String> = Vec::new();
     let found = |c: Arc<Credentials>, tried: Vec<String>| {
         Ok(Found {

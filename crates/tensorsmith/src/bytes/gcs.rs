@@ -7,7 +7,11 @@
 //! `Authorization: Bearer` to the endpoint's host only: the `token` storage option, else
 //! `GOOGLE_OAUTH_ACCESS_TOKEN` (`gcloud auth print-access-token` prints one), else one from a
 //! credential file (`GOOGLE_APPLICATION_CREDENTIALS` or gcloud's application-default
-//! credentials: `gcs_auth.rs`; not read for an emulator named by `STORAGE_EMULATOR_HOST`).
+//! credentials: `gcs_auth.rs`; not read for an emulator named by `STORAGE_EMULATOR_HOST`),
+//! else the GCE metadata server's token for the instance's service account when its host is
+//! announced (`GCE_METADATA_HOST`), through `object_store`'s provider (cached, renewed four
+//! minutes before expiry; it falls back to `GCE_METADATA_IP`, 169.254.169.254 by default).
+//! `credential_source=token|service_account|authorized_user|metadata` forces one source.
 //! Without any (or with `anon=true`) requests go unauthenticated: public objects, emulators.
 
 use super::gcs_auth::{credential_file, TokenSource};
@@ -27,6 +31,53 @@ enum Credential {
     Token(String),
     /// Tokens from a credential file, fetched through the agent.
     File(TokenSource, ureq::Agent),
+    /// The GCE metadata server's tokens (object_store's provider), and where it was asked.
+    Metadata(object_store::gcp::GcpCredentialProvider, String),
+}
+
+/// The metadata server's tokens for `bucket`, through object_store's instance provider
+/// (what its builder uses when no credential file is given), with the transfer's timeouts.
+fn metadata(bucket: &str, opts: &StorageOptions) -> Result<Credential> {
+    use object_store::gcp::GoogleCloudStorageBuilder;
+    super::runtime::install_tls();
+    let (options, retry) = super::store_client::client_settings(&opts.transfer(), true);
+    let store = GoogleCloudStorageBuilder::new()
+        .with_bucket_name(bucket)
+        .with_client_options(options)
+        .with_retry(retry)
+        .build()
+        .map_err(|e| {
+            ErrorKind::BadStorageOption(format!(
+                "the GCE metadata server: {}",
+                super::store_error::scrub(&e.to_string())
+            ))
+        })?;
+    let host = std::env::var("GCE_METADATA_HOST")
+        .or_else(|_| std::env::var("GCE_METADATA_ROOT"))
+        .unwrap_or_else(|_| "metadata.google.internal".to_owned());
+    Ok(Credential::Metadata(store.credentials().clone(), host))
+}
+
+impl Credential {
+    /// The current token (fetched or renewed now if need be).
+    fn token(&self) -> Result<Option<String>> {
+        Ok(Some(match self {
+            Credential::Anonymous => return Ok(None),
+            Credential::Token(t) => t.clone(),
+            Credential::File(source, agent) => source.token(agent)?,
+            Credential::Metadata(provider, host) => {
+                super::runtime::block_on(provider.get_credential())
+                    .map_err(|e| {
+                        ErrorKind::AccessDenied(format!(
+                            "the GCE metadata server at {host} (metadata) gave no token: {}",
+                            super::store_error::scrub(&e.to_string())
+                        ))
+                    })?
+                    .bearer
+                    .clone()
+            }
+        }))
+    }
 }
 
 /// An object in a Cloud Storage bucket, and how to ask for it.
@@ -74,30 +125,75 @@ impl GcsObject {
             .get(StorageKey::Token)
             .map(str::to_owned)
             .or_else(|| env("GOOGLE_OAUTH_ACCESS_TOKEN"));
-        let file = match (&token, &emulator) {
-            (None, None) => credential_file(env),
+        let forced = opts
+            .get(StorageKey::CredentialSource)
+            .map(str::trim)
+            .filter(|f| !f.is_empty());
+        let file = match (&token, &emulator, forced) {
+            (_, _, Some("service_account" | "authorized_user")) => credential_file(env),
+            (None, None, None) => credential_file(env),
             _ => None,
         };
-        let credential = match (opts.anon(), token, file) {
-            (true, _, _) => Credential::Anonymous,
-            (false, Some(t), _) => Credential::Token(t),
-            (false, None, Some(path)) => {
-                let source =
-                    TokenSource::load(&path).map_err(|e| e.in_file(Path::new(location)))?;
-                let agent: ureq::Agent = ureq::Agent::config_builder()
-                    .http_status_as_error(false)
-                    .timeout_global(Some(opts.transfer().timeout))
-                    .timeout_connect(Some(opts.transfer().connect_timeout))
-                    .build()
-                    .into();
-                // The first token now: a refused credential fails the open, naming the file.
-                source
-                    .token(&agent)
-                    .map_err(|e| e.in_file(Path::new(location)))?;
-                Credential::File(source, agent)
-            }
-            (false, None, None) => Credential::Anonymous,
+        let missing = |what: &str, needs: &str| {
+            ErrorKind::BadStorageOption(format!(
+                "credential_source={what} is not configured: it needs {needs}"
+            ))
         };
+        let load = |path: &std::path::Path| -> Result<Credential> {
+            let source = TokenSource::load(path).map_err(|e| e.in_file(Path::new(location)))?;
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(opts.transfer().timeout))
+                .timeout_connect(Some(opts.transfer().connect_timeout))
+                .build()
+                .into();
+            // The first token now: a refused credential fails the open, naming the file.
+            source
+                .token(&agent)
+                .map_err(|e| e.in_file(Path::new(location)))?;
+            Ok(Credential::File(source, agent))
+        };
+        let announced = env("GCE_METADATA_HOST").is_some() && emulator.is_none();
+        let credential = match (opts.anon(), forced) {
+            (true, _) => Credential::Anonymous,
+            (false, None) => match (token, file) {
+                (Some(t), _) => Credential::Token(t),
+                (None, Some(path)) => load(&path)?,
+                (None, None) if announced => metadata(bucket, opts)?,
+                (None, None) => Credential::Anonymous,
+            },
+            (false, Some("token")) => Credential::Token(token.ok_or_else(|| {
+                missing(
+                    "token",
+                    "the token storage option or GOOGLE_OAUTH_ACCESS_TOKEN",
+                )
+            })?),
+            (false, Some("service_account" | "authorized_user")) => match file {
+                Some(path) => load(&path)?,
+                None => {
+                    return Err(missing(
+                        forced.unwrap_or_default(),
+                        "GOOGLE_APPLICATION_CREDENTIALS or gcloud's application-default \
+                         credentials",
+                    )
+                    .into())
+                }
+            },
+            (false, Some("metadata")) => metadata(bucket, opts)?,
+            (false, Some(other)) => {
+                return Err(ErrorKind::BadStorageOption(format!(
+                    "credential_source \"{other}\" is not a Google Cloud source (token, \
+                     service_account, authorized_user, metadata)"
+                ))
+                .into())
+            }
+        };
+        if let Credential::Metadata(..) = credential {
+            // The first token now: a metadata server that gives none fails the open.
+            credential
+                .token()
+                .map_err(|e| e.in_file(Path::new(location)))?;
+        }
         Ok(GcsObject {
             name: location.to_owned(),
             url: format!(
@@ -155,13 +251,9 @@ impl Target for GcsObject {
     }
 
     fn authorization(&self) -> Option<String> {
-        let token = match &*self.credential {
-            Credential::Anonymous => return None,
-            Credential::Token(t) => t.clone(),
-            // A token that cannot be renewed: the request goes without, and its refusal says
-            // which credential was in use.
-            Credential::File(source, agent) => source.token(agent).ok()?,
-        };
+        // A token that cannot be renewed: the request goes without, and its refusal says
+        // which credential was in use.
+        let token = self.credential.token().ok()??;
         Some(format!("Bearer {token}"))
     }
 
@@ -189,6 +281,10 @@ impl Target for GcsObject {
                     Credential::File(source, _) => {
                         format!("{} has no access to the bucket", source.who())
                     }
+                    Credential::Metadata(_, host) => format!(
+                        "the instance's service account (GCE metadata server at {host}) has \
+                         no access to the bucket"
+                    ),
                 };
                 ErrorKind::AccessDenied(format!("{code}: {why}"))
             }

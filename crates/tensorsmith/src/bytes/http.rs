@@ -334,9 +334,7 @@ impl HttpFile {
             .timeout_global(Some(time))
             .build();
         if let Some(auth) = self.target.authorization() {
-            if via.map_or(true, |v| {
-                host_of(v).is_some() && host_of(v) == host_of(&own)
-            }) {
+            if via.is_none_or(|v| host_of(v).is_some() && host_of(v) == host_of(&own)) {
                 req = req.header("Authorization", auth);
             }
         }

@@ -1,7 +1,8 @@
 //! The byte layer: one positioned-read trait, [`ReadAt`], through which every format parses
 //! and every operation reads. It is implemented by a local file ([`LocalFile`]: a memory map
 //! with zero-copy views, or `pread`), an HTTP(S) file read by range requests ([`HttpFile`],
-//! behind the `remote` feature; `s3://`, `gs://`, `az://` and `hf://` URLs too, through it) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
+//! behind the `remote` feature; `s3://`, `gs://` and `hf://` URLs too, through it), an Azure
+//! blob read through `object_store` ([`StoreFile`]) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
 //! the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
 #[cfg(feature = "remote")]
@@ -15,15 +16,11 @@ mod aws_sigv4;
 #[cfg(feature = "remote")]
 mod aws_sources;
 #[cfg(feature = "remote")]
-mod azure;
-#[cfg(feature = "remote")]
 mod azure_client;
 #[cfg(feature = "remote")]
 mod azure_config;
 #[cfg(feature = "remote")]
-mod azure_sas;
-#[cfg(feature = "remote")]
-mod azure_upload;
+mod azure_store;
 mod chunks;
 #[cfg(feature = "remote")]
 mod gcs;
@@ -48,6 +45,8 @@ mod retried;
 #[cfg(feature = "remote")]
 mod retry;
 #[cfg(feature = "remote")]
+mod runtime;
+#[cfg(feature = "remote")]
 mod s3;
 #[cfg(feature = "remote")]
 mod s3_bucket;
@@ -58,6 +57,14 @@ mod s3_upload;
 #[cfg(feature = "remote")]
 mod s3_xml;
 mod storage_options;
+#[cfg(feature = "remote")]
+mod store_client;
+#[cfg(feature = "remote")]
+mod store_error;
+#[cfg(feature = "remote")]
+mod store_file;
+#[cfg(feature = "remote")]
+mod store_upload;
 #[cfg(feature = "remote")]
 mod url_path;
 mod url_scheme;
@@ -81,6 +88,10 @@ pub use s3_upload::S3Upload;
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
+#[cfg(feature = "remote")]
+pub use store_file::StoreFile;
+#[cfg(feature = "remote")]
+pub use store_upload::StoreUpload;
 #[cfg(feature = "remote")]
 pub use url_scheme::{create_upload, open_url};
 pub use url_scheme::{

@@ -4,7 +4,7 @@
 //! while the next one fills. The hand-over waits for a free uploader, so memory stays within
 //! about (`max_concurrency` + 1) × `part_size`. The stores differ only in their
 //! [`PartTarget`]: S3 (multipart upload, `s3_upload.rs`), Azure (blocks and a block list,
-//! `azure_upload.rs`), Cloud Storage (a resumable upload, one chunk after another,
+//! `store_upload.rs` streams Azure blobs), Cloud Storage (a resumable upload, one chunk after another,
 //! `gcs_upload.rs`); the threads, the buffer and the abort-on-drop live here once.
 //!
 //! Nothing is visible until [`PartUpload::commit`]; an output smaller than one part goes up

@@ -13,12 +13,11 @@ use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::path::Path;
 
-/// A response: status, `Location`, `ETag` and body: as text (the first MiB: other replies
+/// A response: status, `Location` and body: as text (the first MiB: other replies
 /// are acknowledgements, listings and error bodies), and whole as bytes for a `GET`.
 pub(crate) struct Reply {
     pub status: u16,
     pub location: Option<String>,
-    pub etag: Option<String>,
     /// Cloud Storage's `x-goog-generation`: the object's version, what its conditions name.
     pub generation: Option<String>,
     pub body: String,
@@ -127,7 +126,7 @@ fn send_once(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let (location, etag) = (header("location"), header("etag"));
+    let location = header("location");
     let generation = header("x-goog-generation");
     let status = resp.status().as_u16();
     let mut bytes = Vec::new();
@@ -151,7 +150,6 @@ fn send_once(
     Ok(Reply {
         status,
         location,
-        etag,
         generation,
         body,
         bytes,

@@ -1,7 +1,7 @@
 //! Which locations are URLs, and of which scheme: `http(s)://` (read as given), `s3://` and
 //! `s3a://` (an S3 object, `s3.rs`), `gs://` (Cloud Storage, `gcs.rs`), `az://`, `abfs://`
-//! and `abfss://` (Azure Blob Storage, `azure.rs`), `hf://` (the Hugging Face Hub, `hf.rs`).
-//! Every one is read through the HTTP file; any other `scheme://` is refused by name, never
+//! and `abfss://` (Azure Blob Storage, through `object_store`: `azure_client.rs`), `hf://`
+//! (the Hugging Face Hub, `hf.rs`). All but Azure are read through the HTTP file; any other `scheme://` is refused by name, never
 //! taken for a local path. Outputs may be `s3://`, `az://`/`abfs(s)://` and `gs://` URLs
 //! ([`create_upload`]; `sink.rs` uploads them); `hf://` is read only.
 
@@ -103,32 +103,31 @@ pub fn open_url(
     location: &str,
     storage: &super::StorageOptions,
     first: u64,
-) -> Result<super::HttpFile> {
+) -> Result<Box<dyn super::ReadAt>> {
     use super::http::HttpFile;
     let transfer = storage.transfer();
-    match url_scheme(location) {
-        Some(UrlScheme::S3) => HttpFile::open_target(
+    Ok(match url_scheme(location) {
+        Some(UrlScheme::S3) => Box::new(HttpFile::open_target(
             Box::new(super::s3::S3Object::resolve(location, storage)?),
             first,
             &transfer,
-        ),
-        Some(UrlScheme::Hf) => HttpFile::open_target(
+        )?),
+        Some(UrlScheme::Hf) => Box::new(HttpFile::open_target(
             Box::new(super::hf::HfFile::resolve(location, storage)?),
             first,
             &transfer,
-        ),
-        Some(UrlScheme::Gs) => HttpFile::open_target(
+        )?),
+        Some(UrlScheme::Gs) => Box::new(HttpFile::open_target(
             Box::new(super::gcs::GcsObject::resolve(location, storage)?),
             first,
             &transfer,
-        ),
-        Some(UrlScheme::Az) => HttpFile::open_target(
-            Box::new(super::azure::AzureBlob::resolve(location, storage)?),
-            first,
-            &transfer,
-        ),
-        _ => HttpFile::open_with(location, first, &transfer),
-    }
+        )?),
+        Some(UrlScheme::Az) => {
+            let (client, key) = super::AzureClient::for_url(location, storage)?;
+            Box::new(client.open(&key, first)?)
+        }
+        _ => Box::new(HttpFile::open_with(location, first, &transfer)?),
+    })
 }
 
 /// Starts an upload of one object to `location` (`s3://`, `az://`, `abfs(s)://`, `gs://`),
@@ -148,9 +147,10 @@ pub fn create_upload(
                 super::PutCondition::Always,
             )))
         }
-        Some(UrlScheme::Az) => Ok(Box::new(super::azure_upload::AzureUpload::create(
-            location, storage,
-        )?)),
+        Some(UrlScheme::Az) => {
+            let (client, key) = super::AzureClient::for_url(location, storage)?;
+            Ok(Box::new(client.upload(&key, super::PutCondition::Always)))
+        }
         Some(UrlScheme::Gs) => Ok(Box::new(super::gcs_upload::GcsUpload::create(
             location, storage,
         )?)),

@@ -84,11 +84,7 @@ pub(crate) fn open_bytes(location: &str, opts: &OpenOptions) -> Result<Box<dyn R
     }
     if is_url(location) {
         #[cfg(feature = "remote")]
-        return Ok(Box::new(crate::bytes::open_url(
-            location,
-            opts.storage_options(),
-            REMOTE_FIRST_READ,
-        )?));
+        return crate::bytes::open_url(location, opts.storage_options(), REMOTE_FIRST_READ);
         #[cfg(not(feature = "remote"))]
         return Err(Error::new(crate::error::ErrorKind::Unsupported(
             "http(s) URLs (this build has no `remote` feature)".into(),

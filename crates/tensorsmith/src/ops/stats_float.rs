@@ -96,7 +96,7 @@ impl FloatAcc {
         }
         if e < self.exp_first {
             let grow = (self.exp_first - e) as usize;
-            self.exponents.splice(0..0, std::iter::repeat(0).take(grow));
+            self.exponents.splice(0..0, std::iter::repeat_n(0, grow));
             self.exp_first = e;
         }
         let i = (e - self.exp_first) as usize;

@@ -62,7 +62,7 @@ pub fn check_overlaps(
                 });
             }
         }
-        if prev.map_or(true, |p| r.1 > p.1) {
+        if prev.is_none_or(|p| r.1 > p.1) {
             prev = Some(r);
         }
     }

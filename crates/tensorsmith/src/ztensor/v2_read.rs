@@ -84,7 +84,7 @@ pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
     }
     let data_end = len - FOOTER_LEN;
     let (off, mlen) = (footer.manifest_offset, footer.manifest_length);
-    if off.checked_add(mlen).map_or(true, |e| e > data_end) {
+    if off.checked_add(mlen).is_none_or(|e| e > data_end) {
         return Err(ErrorKind::ZtManifestOutOfBounds {
             offset: off,
             len: mlen,

@@ -1,0 +1,68 @@
+//! The one tokio runtime of the process, on which the object-store clients (`object_store`,
+//! async) run, for callers that are all synchronous: [`block_on`] runs a future on it from
+//! any thread (rayon workers, upload threads, Python calls with the GIL released).
+//!
+//! Made at the first use, and made again in a child after a `fork` (Spark's forked Python
+//! workers, PyTorch DataLoader workers): the parent's runtime threads do not exist there,
+//! so the runtime is tied to the pid that made it, and a child's first call makes its own
+//! (the parent's is leaked, never shut down: its threads are not there to join). Also
+//! installs ring as the process's rustls provider (reqwest is built without one), once.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use tokio::runtime::{Builder, Runtime};
+
+/// The runtime and the pid of the process that made it.
+static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+
+/// The process's runtime, made now if there is none for this pid.
+pub(crate) fn handle() -> Arc<Runtime> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
+    match &*slot {
+        Some((made_by, rt)) if *made_by == pid => return Arc::clone(rt),
+        Some(_) => {
+            // A forked child: the parent's worker threads are gone; never drop it.
+            if let Some((_, parent)) = slot.take() {
+                std::mem::forget(parent);
+            }
+        }
+        None => {}
+    }
+    install_tls();
+    let rt = Arc::new(
+        Builder::new_multi_thread()
+            .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)))
+            .thread_name("tensorsmith-io")
+            .enable_all()
+            .build()
+            .expect("the I/O runtime starts"),
+    );
+    *slot = Some((pid, Arc::clone(&rt)));
+    rt
+}
+
+/// Installs ring as the process's rustls provider (reqwest, built without one, asks for
+/// the process default when a client is built), once; one installed already is kept.
+pub(crate) fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Runs `f` to completion on the process's runtime, blocking this (synchronous) thread.
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
+    handle().block_on(f)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_runtime_per_process() {
+        let a = super::handle();
+        let b = super::handle();
+        assert!(std::sync::Arc::ptr_eq(&a, &b));
+        assert_eq!(super::block_on(async { 41 + 1 }), 42);
+    }
+}

@@ -1,0 +1,156 @@
+//! `StoreClient`: what the dataset commit asks of an object store, over any `object_store`
+//! store (Azure Blob today; `AzureClient` wraps it): an object read whole with its tag
+//! (`get_tagged`: `None` when there is none), written (`put`, under a `PutMode`: a refused
+//! condition is [`ErrorKind::PreconditionFailed`]), a file streamed up (`put_file`, through
+//! `StoreUpload`), every object under a prefix (`list`, any prefix: the store lists whole
+//! path segments, so the folder above it is listed and filtered), deleted (a missing one is
+//! no error), opened for ranged reads (`open`). Every call is `block_on` the process's
+//! runtime; retries are the store's (`max_attempts`, `timeout` in its client options).
+
+use super::runtime::block_on;
+use super::storage_options::Transfer;
+use super::store_error::refused_condition;
+use super::store_file::{StoreFile, StoreWords};
+use super::store_upload::StoreUpload;
+use crate::error::{Error, ErrorKind, Result};
+use futures_util::TryStreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{
+    ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig,
+};
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A client of one container or bucket.
+#[derive(Clone)]
+pub(crate) struct StoreClient {
+    pub store: Arc<dyn ObjectStore>,
+    /// `az://CONTAINER` (as given): keys are named below it.
+    pub base: String,
+    pub words: Arc<dyn StoreWords>,
+    pub transfer: Transfer,
+}
+
+impl StoreClient {
+    pub(crate) fn key_url(&self, key: &str) -> String {
+        format!("{}/{key}", self.base)
+    }
+
+    fn err(&self, e: &object_store::Error, key: &str, write: bool) -> Error {
+        Error::new(self.words.error(e, key, write)).in_file(Path::new(&self.key_url(key)))
+    }
+
+    /// The whole object `key`, its ETag and version, `None` when there is none.
+    pub(crate) fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, ObjectMeta)>> {
+        let path = StorePath::from(key);
+        let got = block_on(async {
+            let r = self.store.get(&path).await?;
+            let meta = r.meta.clone();
+            Ok::<_, object_store::Error>((r.bytes().await?, meta))
+        });
+        match got {
+            Ok((bytes, meta)) => Ok(Some((bytes.to_vec(), meta))),
+            Err(e @ object_store::Error::NotFound { .. }) => {
+                // A missing container is an error; a missing object is none.
+                match self.words.error(&e, key, false) {
+                    ErrorKind::RemoteNotFound(m) if m.starts_with("no container") => {
+                        Err(self.err(&e, key, false))
+                    }
+                    ErrorKind::NoSuchBucket(_) => Err(self.err(&e, key, false)),
+                    _ => Ok(None),
+                }
+            }
+            Err(e) => Err(self.err(&e, key, false)),
+        }
+    }
+
+    /// Writes `bytes` as `key` in one put under `mode`; a refused condition is
+    /// [`ErrorKind::PreconditionFailed`], worded by `why`.
+    pub(crate) fn put(&self, key: &str, bytes: &[u8], mode: PutMode, why: &str) -> Result<()> {
+        let opts = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        let payload = PutPayload::from(bytes.to_vec());
+        match block_on(self.store.put_opts(&StorePath::from(key), payload, opts)) {
+            Ok(_) => Ok(()),
+            Err(e) if refused_condition(&e) => {
+                Err(Error::new(ErrorKind::PreconditionFailed(why.to_owned()))
+                    .in_file(Path::new(&self.key_url(key))))
+            }
+            Err(e) => Err(self.err(&e, key, true)),
+        }
+    }
+
+    /// A streamed upload of `key` (`mode` applies when it fits one part).
+    pub(crate) fn upload(&self, key: &str, mode: PutMode) -> StoreUpload {
+        StoreUpload::new(
+            Arc::clone(&self.store),
+            key,
+            self.key_url(key),
+            Arc::clone(&self.words),
+            self.transfer,
+            mode,
+        )
+    }
+
+    /// Uploads the file `from` as `key`, streamed in parts.
+    pub(crate) fn put_file(&self, key: &str, from: &File, mode: PutMode) -> Result<()> {
+        let mut upload = self.upload(key, mode);
+        let mut reader = from;
+        std::io::copy(&mut reader, &mut upload)
+            .map_err(|e| Error::new(ErrorKind::Io(e)).in_file(Path::new(&self.key_url(key))))?;
+        upload.commit()?;
+        Ok(())
+    }
+
+    /// Removes `key`; an object already gone is no error.
+    pub(crate) fn delete(&self, key: &str) -> Result<()> {
+        match block_on(self.store.delete(&StorePath::from(key))) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err(&e, key, true)),
+        }
+    }
+
+    /// Every object whose name starts with `prefix`, in name order.
+    pub(crate) fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let folder = prefix.rfind('/').map(|i| &prefix[..i]);
+        let folder = folder.filter(|f| !f.is_empty()).map(StorePath::from);
+        let listed = block_on(self.store.list(folder.as_ref()).try_collect::<Vec<_>>());
+        let mut out: Vec<ObjectMeta> = match listed {
+            Ok(v) => v,
+            Err(e) => return Err(self.err(&e, prefix, false)),
+        };
+        out.retain(|m| m.location.as_ref().starts_with(prefix));
+        out.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(out)
+    }
+
+    /// `key` opened for ranged reads, its first `first` bytes fetched.
+    pub(crate) fn open(&self, key: &str, first: u64) -> Result<StoreFile> {
+        StoreFile::open(
+            Arc::clone(&self.store),
+            key,
+            self.key_url(key),
+            Arc::clone(&self.words),
+            first,
+            self.transfer,
+        )
+    }
+}
+
+/// The retry and timeout settings of a store's client.
+pub(crate) fn client_settings(t: &Transfer, allow_http: bool) -> (ClientOptions, RetryConfig) {
+    let options = ClientOptions::new()
+        .with_timeout(t.timeout)
+        .with_connect_timeout(t.connect_timeout)
+        .with_allow_http(allow_http);
+    let retry = RetryConfig {
+        max_retries: t.max_attempts.saturating_sub(1) as usize,
+        retry_timeout: t.timeout.max(std::time::Duration::from_secs(30)),
+        ..RetryConfig::default()
+    };
+    (options, retry)
+}

@@ -1,0 +1,176 @@
+//! `StoreFile`: an object of any `object_store` store (Azure Blob today) as a [`ReadAt`]. The
+//! open fetches the first bytes and pins the version (its ETag); every later read is a ranged
+//! GET conditional on it (`if_match`), so an object replaced mid-read fails the read with
+//! [`ErrorKind::ChangedDuringRead`] instead of mixing two versions. Reads inside the first
+//! bytes are served from memory; a read larger than a part, and `copy_to`, are parallel ranged
+//! GETs (`parts::copy_parallel`, `max_concurrency` at once). Errors are worded by the store
+//! (`StoreWords`) and name the object's URL.
+
+use super::parts::copy_parallel;
+use super::runtime::block_on;
+use super::storage_options::Transfer;
+use super::{check_range, ReadAt};
+use crate::error::{Error, ErrorKind, Result};
+use object_store::path::Path as StorePath;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use std::borrow::Cow;
+use std::io::Write;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How a store words its failures: `e` on `key`.
+pub(crate) trait StoreWords: Send + Sync {
+    fn error(&self, e: &object_store::Error, key: &str, write: bool) -> ErrorKind;
+}
+
+/// An object opened for reading, its version pinned.
+pub struct StoreFile {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    /// The URL errors name (`az://container/blob`).
+    name: String,
+    words: Arc<dyn StoreWords>,
+    len: u64,
+    /// The ETag opened; every later read is conditional on it.
+    etag: Option<String>,
+    first: Vec<u8>,
+    transfer: Transfer,
+}
+
+impl std::fmt::Debug for StoreFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreFile({:?}, {} bytes)", self.name, self.len)
+    }
+}
+
+impl StoreFile {
+    /// Opens `key` of `store`, fetching its first `first` bytes (one request).
+    pub(crate) fn open(
+        store: Arc<dyn ObjectStore>,
+        key: &str,
+        name: String,
+        words: Arc<dyn StoreWords>,
+        first: u64,
+        transfer: Transfer,
+    ) -> Result<StoreFile> {
+        let path = StorePath::from(key);
+        let err = |e: &object_store::Error| Error::new(words.error(e, key, false));
+        let opts = GetOptions {
+            range: (first > 0).then_some(GetRange::Bounded(0..first)),
+            ..GetOptions::default()
+        };
+        let got = block_on(async {
+            let r = store.get_opts(&path, opts).await?;
+            let meta = r.meta.clone();
+            let bytes = r.bytes().await?;
+            Ok::<_, object_store::Error>((meta, bytes))
+        });
+        let (meta, bytes) = match got {
+            Ok(g) => g,
+            // An empty object has no byte 0 to ask for: its metadata alone.
+            Err(e) if e.to_string().contains("416") || e.to_string().contains("InvalidRange") => {
+                let meta =
+                    block_on(store.head(&path)).map_err(|e| err(&e).in_file(Path::new(&name)))?;
+                (meta, Default::default())
+            }
+            Err(e) => return Err(err(&e).in_file(Path::new(&name))),
+        };
+        Ok(StoreFile {
+            len: meta.size,
+            etag: meta.e_tag,
+            first: bytes.to_vec(),
+            store,
+            path,
+            name,
+            words,
+            transfer,
+        })
+    }
+
+    fn error(&self, e: &object_store::Error) -> Error {
+        let kind = match e {
+            object_store::Error::Precondition { .. } => ErrorKind::ChangedDuringRead {
+                what: "the ETag",
+                pinned: self.etag.clone().unwrap_or_default(),
+                now: "another (If-Match refused)".into(),
+            },
+            _ => self.words.error(e, self.path.as_ref(), false),
+        };
+        Error::new(kind).in_file(Path::new(&self.name))
+    }
+
+    /// The bytes of `range` (within the object) by one conditional GET into `buf`.
+    fn get_into(&self, range: Range<u64>, buf: &mut [u8]) -> Result<()> {
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: self.etag.clone(),
+            ..GetOptions::default()
+        };
+        let got = block_on(async {
+            let r = self.store.get_opts(&self.path, opts).await?;
+            let size = r.meta.size;
+            let etag = r.meta.e_tag.clone();
+            Ok::<_, object_store::Error>((size, etag, r.bytes().await?))
+        })
+        .map_err(|e| self.error(&e))?;
+        let (size, etag, bytes) = got;
+        if size != self.len || (self.etag.is_some() && etag.is_some() && etag != self.etag) {
+            return Err(Error::new(ErrorKind::ChangedDuringRead {
+                what: "the ETag and length",
+                pinned: format!("{:?}, {} bytes", self.etag, self.len),
+                now: format!("{etag:?}, {size} bytes"),
+            })
+            .in_file(Path::new(&self.name)));
+        }
+        if bytes.len() != buf.len() {
+            return Err(Error::new(ErrorKind::Http(format!(
+                "asked for {} bytes at {}, got {}",
+                buf.len(),
+                range.start,
+                bytes.len()
+            )))
+            .in_file(Path::new(&self.name)));
+        }
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// `range` written to `out`: parallel parts of `part_size`.
+    fn fetch_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
+        let fetch = |r: Range<u64>, buf: &mut [u8]| self.get_into(r, buf);
+        copy_parallel(range, out, &self.transfer, &fetch)
+    }
+}
+
+impl ReadAt for StoreFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        check_range(&range, self.len)?;
+        let (start, end) = (range.start as usize, range.end as usize);
+        if end <= self.first.len() {
+            return Ok(Cow::Borrowed(&self.first[start..end]));
+        }
+        let mut buf = Vec::with_capacity(end - start);
+        if range.end - range.start > self.transfer.part_size {
+            self.fetch_to(range, &mut buf)?;
+        } else {
+            buf.resize(end - start, 0);
+            self.get_into(range, &mut buf)?;
+        }
+        Ok(Cow::Owned(buf))
+    }
+
+    fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
+        check_range(&range, self.len)?;
+        let held = (self.first.len() as u64).clamp(range.start, range.end);
+        out.write_all(&self.first[range.start.min(held) as usize..held as usize])?;
+        if held < range.end {
+            self.fetch_to(held..range.end, out)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,263 @@
+//! `StoreUpload`: an object of any `object_store` store written as a stream
+//! ([`std::io::Write`]) in bounded memory, the [`ObjectUpload`] the sink holds: bytes gather
+//! in one part-sized buffer; each full part becomes the next part of the store's multipart
+//! upload (Azure: a block; numbered when handed over, so parts keep their order whatever
+//! finishes first), sent on the process's runtime with at most `max_concurrency` in flight
+//! (the writer waits for the oldest beyond that: memory about (`max_concurrency` + 1) ×
+//! `part_size`). An output smaller than a part goes up at commit in one put, with the
+//! condition asked (`PutMode::Create` for `IfNoneMatch`). A larger one created only if
+//! absent goes up under a staging name beside it (`KEY.tensorsmith-upload-PID-N`: a
+//! multipart commit carries no condition in object_store) and is copied to its name with
+//! the store's copy-if-not-exists, then the staging object deleted. Nothing is visible
+//! before the commit; an upload dropped or failed is aborted.
+
+use super::part_upload::ObjectUpload;
+use super::runtime::{block_on, handle};
+use super::storage_options::Transfer;
+use super::store_error::refused_condition;
+use super::store_file::StoreWords;
+use crate::error::{Error, ErrorKind, Result};
+use object_store::path::Path as StorePath;
+use object_store::{MultipartUpload, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// An object being written; invisible until committed.
+pub struct StoreUpload {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    name: String,
+    words: Arc<dyn StoreWords>,
+    transfer: Transfer,
+    /// The condition of a one-put upload (a multipart one cannot carry one).
+    mode: PutMode,
+    buf: Vec<u8>,
+    /// Bytes handed to parts (they can no longer be cut back).
+    sent: u64,
+    upload: Option<Box<dyn MultipartUpload>>,
+    in_flight: VecDeque<JoinHandle<object_store::Result<()>>>,
+    /// Where the parts of a create-if-absent upload go before the copy to `path`.
+    staging: Option<StorePath>,
+    done: bool,
+}
+
+impl std::fmt::Debug for StoreUpload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Upload({})", self.name)
+    }
+}
+
+impl StoreUpload {
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        key: &str,
+        name: String,
+        words: Arc<dyn StoreWords>,
+        transfer: Transfer,
+        mode: PutMode,
+    ) -> StoreUpload {
+        StoreUpload {
+            store,
+            path: StorePath::from(key),
+            name,
+            words,
+            transfer,
+            mode,
+            buf: Vec::new(),
+            sent: 0,
+            upload: None,
+            in_flight: VecDeque::new(),
+            staging: None,
+            done: false,
+        }
+    }
+
+    fn part_size(&self) -> usize {
+        self.transfer.part_size.max(1) as usize
+    }
+
+    fn err(&self, e: &object_store::Error) -> Error {
+        Error::new(self.words.error(e, self.path.as_ref(), true)).in_file(Path::new(&self.name))
+    }
+
+    /// The name taken, or the version changed: the condition refused.
+    fn taken(&self) -> Error {
+        let why = match &self.mode {
+            PutMode::Update(v) => format!(
+                "'{}' is no longer the version {} (If-Match)",
+                self.path,
+                v.e_tag
+                    .as_deref()
+                    .or(v.version.as_deref())
+                    .unwrap_or("read")
+            ),
+            _ => format!("'{}' exists already (If-None-Match: *)", self.path),
+        };
+        Error::new(ErrorKind::PreconditionFailed(why)).in_file(Path::new(&self.name))
+    }
+
+    /// Waits for the oldest part in flight.
+    fn wait_oldest(&mut self) -> Result<()> {
+        if let Some(h) = self.in_flight.pop_front() {
+            match block_on(h) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(self.err(&e)),
+                Err(e) => {
+                    return Err(
+                        Error::new(ErrorKind::Http(format!("an upload task failed: {e}")))
+                            .in_file(Path::new(&self.name)),
+                    )
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands the buffer over as the next part.
+    fn send_part(&mut self) -> Result<()> {
+        if let PutMode::Update(_) = self.mode {
+            return Err(Error::new(ErrorKind::Unsupported(
+                "a replace-if-unchanged upload larger than one part (raise the part_size \
+                 storage option)"
+                    .into(),
+            ))
+            .in_file(Path::new(&self.name)));
+        }
+        if self.upload.is_none() {
+            let target = match self.mode {
+                PutMode::Create => {
+                    static N: AtomicU64 = AtomicU64::new(0);
+                    let n = N.fetch_add(1, Ordering::Relaxed);
+                    let pid = std::process::id();
+                    let staging =
+                        StorePath::from(format!("{}.tensorsmith-upload-{pid}-{n}", self.path));
+                    self.staging = Some(staging.clone());
+                    staging
+                }
+                _ => self.path.clone(),
+            };
+            let u = block_on(self.store.put_multipart(&target)).map_err(|e| self.err(&e))?;
+            self.upload = Some(u);
+        }
+        let part = std::mem::take(&mut self.buf);
+        self.sent += part.len() as u64;
+        let fut = self
+            .upload
+            .as_mut()
+            .expect("begun")
+            .put_part(PutPayload::from(part));
+        self.in_flight.push_back(handle().spawn(fut));
+        while self.in_flight.len() >= self.transfer.max_concurrency.max(1) {
+            self.wait_oldest()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<String> {
+        if self.upload.is_none() {
+            let body = PutPayload::from(std::mem::take(&mut self.buf));
+            let opts = PutOptions {
+                mode: self.mode.clone(),
+                ..PutOptions::default()
+            };
+            return match block_on(self.store.put_opts(&self.path, body, opts)) {
+                Ok(r) => Ok(r.e_tag.unwrap_or_default()),
+                Err(e) if refused_condition(&e) => Err(self.taken()),
+                Err(e) => Err(self.err(&e)),
+            };
+        }
+        if !self.buf.is_empty() {
+            self.send_part()?;
+        }
+        while !self.in_flight.is_empty() {
+            self.wait_oldest()?;
+        }
+        let upload = self.upload.as_mut().expect("begun");
+        let r = block_on(upload.complete());
+        let r = r.map_err(|e| self.err(&e))?;
+        self.upload = None;
+        let Some(staging) = self.staging.take() else {
+            return Ok(r.e_tag.unwrap_or_default());
+        };
+        let copied = block_on(self.store.copy_if_not_exists(&staging, &self.path));
+        let _ = block_on(self.store.delete(&staging));
+        match copied {
+            Ok(()) => Ok(String::new()),
+            Err(e) if refused_condition(&e) => Err(self.taken()),
+            Err(e) => Err(self.err(&e)),
+        }
+    }
+
+    /// Completes the upload: the object appears whole, now. Its ETag.
+    pub fn commit(mut self) -> Result<String> {
+        let r = self.finish();
+        self.done = r.is_ok();
+        r
+    }
+}
+
+impl Write for StoreUpload {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let room = self.part_size() - self.buf.len();
+        let n = data.len().min(room);
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(self.part_size());
+        }
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == self.part_size() {
+            self.send_part().map_err(io::Error::other)?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl ObjectUpload for StoreUpload {
+    fn written(&self) -> u64 {
+        self.sent + self.buf.len() as u64
+    }
+
+    fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
+        if pos < self.sent || pos > self.written() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "cannot cut an upload back to byte {pos}: {} bytes are uploaded already",
+                    self.sent
+                ),
+            ));
+        }
+        self.buf.truncate((pos - self.sent) as usize);
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<String> {
+        StoreUpload::commit(*self)
+    }
+}
+
+impl Drop for StoreUpload {
+    /// Not committed, or the commit failed: the parts in flight finish, then the upload is
+    /// aborted, so no object appears.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let in_flight = std::mem::take(&mut self.in_flight);
+        if let Some(mut u) = self.upload.take() {
+            block_on(async move {
+                for h in in_flight {
+                    let _ = h.await;
+                }
+                let _ = u.abort().await;
+            });
+        }
+    }
+}
