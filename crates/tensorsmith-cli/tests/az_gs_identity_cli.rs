@@ -12,17 +12,18 @@
 mod emulators;
 #[path = "object_store/moto.rs"]
 mod moto;
+#[path = "object_store/standin_process.rs"]
+mod standin_process;
 
 use emulators::{Azurite, FakeGcs};
-use moto::{free_port, python, repo_root};
-use std::io::{BufRead, BufReader};
+use moto::free_port;
+use standin_process::{model, ok, run, stderr, StandinProcess};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// The stand-ins in front of an Azurite; stopped when dropped.
 struct Standins {
-    child: Child,
-    info: serde_json::Value,
+    p: StandinProcess,
     _azurite: Azurite,
     gcs: FakeGcs,
     _dir: tempfile::TempDir,
@@ -37,27 +38,25 @@ impl Standins {
         gcs.bucket("models");
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log.jsonl");
-        let mut child = Command::new(python())
-            .arg(repo_root().join("tests/python/cloud_identity_standins.py"))
-            .args(["--azurite-blob-endpoint", &azurite.endpoint])
-            .args(["--fake-gcs-endpoint", &gcs.endpoint])
-            .args(["--azure-upstream", "sas", "--log", log.to_str().unwrap()])
-            .args(["--lifetime", "600"])
-            .args(["--workdir", dir.path().to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let info: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the stand-ins printed {line:?}: {e}"));
+        let p = StandinProcess::start(
+            "cloud_identity_standins.py",
+            &[
+                "--azurite-blob-endpoint",
+                &azurite.endpoint,
+                "--fake-gcs-endpoint",
+                &gcs.endpoint,
+                "--azure-upstream",
+                "sas",
+                "--log",
+                log.to_str().unwrap(),
+                "--lifetime",
+                "600",
+                "--workdir",
+                dir.path().to_str().unwrap(),
+            ],
+        );
         Standins {
-            child,
-            info,
+            p,
             _azurite: azurite,
             gcs,
             _dir: dir,
@@ -65,7 +64,7 @@ impl Standins {
     }
 
     fn gcp(&self, key: &str) -> &str {
-        self.info["gcp"][key].as_str().unwrap_or_default()
+        self.p.info["gcp"][key].as_str().unwrap_or_default()
     }
 
     /// The CLI reading `gs://` through the bearer-checking proxy, with `env`.
@@ -85,7 +84,7 @@ impl Standins {
     }
 
     fn az(&self, key: &str) -> &str {
-        self.info["azure"][key].as_str().unwrap_or_default()
+        self.p.info["azure"][key].as_str().unwrap_or_default()
     }
 
     /// The CLI with no cloud settings of the caller, the storage account behind the proxy,
@@ -120,7 +119,7 @@ impl Standins {
     /// The environment of `source` as the stand-ins describe it (`PATH_PREPEND`: `az`).
     fn env_of(&self, source: &str) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
-        let env = self.info["azure"]["env"][source].as_object().unwrap();
+        let env = self.p.info["azure"]["env"][source].as_object().unwrap();
         for (k, v) in env {
             let v = v.as_str().unwrap().to_owned();
             let k: &'static str = Box::leak(k.clone().into_boxed_str());
@@ -133,53 +132,14 @@ impl Standins {
         out
     }
 
-    fn events(&self, event: &str) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(self.info["log"].as_str().unwrap()).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["event"] == event)
-            .collect()
-    }
-
     /// Tokens issued by `source`.
     fn issued(&self, source: &str) -> usize {
-        self.events("issue")
+        self.p
+            .events("issue")
             .iter()
             .filter(|e| e["source"] == source)
             .count()
     }
-}
-
-impl Drop for Standins {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-fn model() -> String {
-    repo_root()
-        .join("tests/data/safetensors/dtype_float32.safetensors")
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn run(mut c: Command, args: &[&str]) -> Output {
-    c.args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        stderr(o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn digest(out: &str) -> String {
@@ -227,11 +187,11 @@ fn every_azure_source_is_found_and_used_for_reads_and_writes() {
         ],
     ));
     assert_eq!(s.issued("imds"), before + 1);
-    let refused: Vec<_> = s
-        .events("refuse")
-        .into_iter()
-        .filter(|e| e["source"] == "azure_proxy")
-        .collect();
+    let refused: Vec<_> =
+        s.p.events("refuse")
+            .into_iter()
+            .filter(|e| e["source"] == "azure_proxy")
+            .collect();
     assert!(refused.is_empty(), "{refused:?}");
 }
 
@@ -372,11 +332,11 @@ fn the_gce_metadata_server_is_found_and_used_for_reads_and_writes() {
         &via_proxy(&s, &["hash", out]),
     ));
     assert_eq!(digest(&back), local);
-    let refused: Vec<_> = s
-        .events("refuse")
-        .into_iter()
-        .filter(|e| e["source"] == "gcs_proxy")
-        .collect();
+    let refused: Vec<_> =
+        s.p.events("refuse")
+            .into_iter()
+            .filter(|e| e["source"] == "gcs_proxy")
+            .collect();
     assert!(refused.is_empty(), "{refused:?}");
 
     // A token given comes first; credential_source=metadata forces the metadata server.

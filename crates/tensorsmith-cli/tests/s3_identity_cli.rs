@@ -7,19 +7,20 @@
 
 #[path = "object_store/moto.rs"]
 mod moto;
+#[path = "object_store/standin_process.rs"]
+mod standin_process;
 
-use moto::{bare_cli, python, repo_root};
-use std::io::{BufRead, BufReader};
+use moto::{bare_cli, python};
+use standin_process::{model, ok, run, stderr, StandinProcess};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 
 const STATIC_KEY: &str = "AKIASTATICSTANDIN";
 const STATIC_SECRET: &str = "staticStandinSecret/never-printed";
 
 /// The stand-ins and moto behind them, one process; stopped when dropped.
 struct Standins {
-    child: Child,
-    info: serde_json::Value,
+    p: StandinProcess,
     _dir: tempfile::TempDir,
 }
 
@@ -28,27 +29,23 @@ impl Standins {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log.jsonl");
         let static_key = format!("{STATIC_KEY}:{STATIC_SECRET}");
-        let mut child = Command::new(python())
-            .arg(repo_root().join("tests/python/aws_standins.py"))
-            .args(["--moto-endpoint", "start", "--log", log.to_str().unwrap()])
-            .args(["--web-identity-token", "web-identity-token-of-the-pod"])
-            .args(["--container-token", "container-token-of-the-task"])
-            .args(["--static-key", &static_key, "--public-bucket", "public"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let info: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the stand-ins printed {line:?}: {e}"));
+        let mut args = vec![
+            "--moto-endpoint",
+            "start",
+            "--log",
+            log.to_str().unwrap(),
+            "--web-identity-token",
+            "web-identity-token-of-the-pod",
+            "--container-token",
+            "container-token-of-the-task",
+            "--static-key",
+            &static_key,
+            "--public-bucket",
+            "public",
+        ];
+        args.extend_from_slice(extra);
         let s = Standins {
-            child,
-            info,
+            p: StandinProcess::start("aws_standins.py", &args),
             _dir: dir,
         };
         s.boto(
@@ -65,7 +62,7 @@ impl Standins {
         let prelude = format!(
             "import boto3, sys\ns3 = boto3.client('s3', endpoint_url='{}', \
              aws_access_key_id='x', aws_secret_access_key='y', region_name='us-east-1')\n",
-            self.info["moto"].as_str().unwrap()
+            self.p.info["moto"].as_str().unwrap()
         );
         let o = Command::new(python())
             .args(["-c", &format!("{prelude}{code}")])
@@ -78,7 +75,7 @@ impl Standins {
     /// The CLI with the environment of `source` (a key of the stand-ins' `env`).
     fn cli(&self, home: &Path, source: &str) -> Command {
         let mut c = bare_cli(home);
-        let env = self.info["env"][source]
+        let env = self.p.info["env"][source]
             .as_object()
             .unwrap_or_else(|| panic!("no environment for {source}"));
         for (k, v) in env {
@@ -87,18 +84,10 @@ impl Standins {
         c
     }
 
-    /// The log's events of kind `event`.
-    fn events(&self, event: &str) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(self.info["log"].as_str().unwrap()).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["event"] == event)
-            .collect()
-    }
-
     /// Key ids the stand-ins issued from `source`.
     fn issued(&self, source: &str) -> Vec<String> {
-        self.events("issue")
+        self.p
+            .events("issue")
             .iter()
             .filter(|e| e["source"] == source)
             .map(|e| e["key"].as_str().unwrap_or_default().to_owned())
@@ -107,43 +96,12 @@ impl Standins {
 
     /// Key ids the proxy let through.
     fn used(&self) -> Vec<String> {
-        self.events("s3")
+        self.p
+            .events("s3")
             .iter()
             .map(|e| e["key"].as_str().unwrap_or_default().to_owned())
             .collect()
     }
-}
-
-impl Drop for Standins {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-fn model() -> String {
-    repo_root()
-        .join("tests/data/safetensors/dtype_float32.safetensors")
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn run(mut c: Command, args: &[&str]) -> Output {
-    c.args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        stderr(o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 #[test]
@@ -187,9 +145,9 @@ fn every_aws_source_is_found_and_used_for_reads_and_writes() {
         );
     }
     assert!(
-        s.events("s3_refused").is_empty(),
+        s.p.events("s3_refused").is_empty(),
         "{:?}",
-        s.events("s3_refused")
+        s.p.events("s3_refused")
     );
 }
 
@@ -255,7 +213,7 @@ fn absent_sources_fall_through_broken_ones_are_named() {
     let mut c = s.cli(home.path(), "imds");
     c.env(
         "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        s.info["container_uri"].as_str().unwrap(),
+        s.p.info["container_uri"].as_str().unwrap(),
     )
     .env(
         "AWS_CONTAINER_AUTHORIZATION_TOKEN",
