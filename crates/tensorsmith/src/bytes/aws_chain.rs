@@ -30,8 +30,7 @@ use super::aws_profile::Profile;
 use super::aws_sources::{self, AwsKeys, Issued, Role, Why};
 use super::storage_options::{StorageKey, StorageOptions};
 use crate::error::{Error, ErrorKind, Result};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// One source of temporary or static keys, with what it needs to ask again.
@@ -643,22 +642,6 @@ pub(crate) fn find(i: &Inputs<'_>) -> Result<Found> {
         credentials: None,
         tried,
     })
-}
-
-/// The chain's answers of this process, by their inputs, so that each object of a dataset
-/// does not read the files or ask the metadata service again.
-pub(crate) fn cached(key: String, run: impl FnOnce() -> Result<Found>) -> Result<Found> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Found>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(f) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return Ok(f.clone());
-    }
-    let f = run()?;
-    cache
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key, f.clone());
-    Ok(f)
 }
 
 #[cfg(test)]

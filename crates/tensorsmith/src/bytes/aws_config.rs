@@ -14,6 +14,8 @@ use super::aws_chain::{self, Found};
 use super::aws_profile::Profile;
 use super::storage_options::{StorageKey, StorageOptions};
 use crate::error::Result;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 /// What a request to S3 needs.
 #[derive(Clone, Debug)]
@@ -69,7 +71,7 @@ const OPTS: &[StorageKey] = &[
 ];
 
 /// The settings from `opts`, the environment read by `env`, and the shared files; the
-/// chain's answer is cached for the process under these inputs (`cache`), so that a dataset's
+/// settings are cached for the process under these inputs (`cache`), so that a dataset's
 /// objects do not each read the files or ask a metadata service.
 pub(crate) fn resolve(
     opts: &StorageOptions,
@@ -77,6 +79,36 @@ pub(crate) fn resolve(
     cache: bool,
 ) -> Result<AwsSettings> {
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
+    if !cache {
+        return settings(opts, &env);
+    }
+    let mut key = String::new();
+    for k in OPTS {
+        key.push_str(&format!("{:?}={:?};", k, opts.get(*k)));
+    }
+    for v in ENV {
+        key.push_str(&format!("{v}={:?};", env(v)));
+    }
+    cached(key, || settings(opts, &env))
+}
+
+/// The settings of this process by their inputs.
+fn cached(key: String, run: impl FnOnce() -> Result<AwsSettings>) -> Result<AwsSettings> {
+    static CACHE: OnceLock<Mutex<HashMap<String, AwsSettings>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(s) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(s.clone());
+    }
+    let s = run()?;
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, s.clone());
+    Ok(s)
+}
+
+/// The settings read afresh: the profile's files, then the chain.
+fn settings(opts: &StorageOptions, env: &dyn Fn(&str) -> Option<String>) -> Result<AwsSettings> {
     let explicit_profile = opts
         .get(StorageKey::Profile)
         .map(str::to_owned)
@@ -84,7 +116,7 @@ pub(crate) fn resolve(
     let profile_name = explicit_profile
         .clone()
         .unwrap_or_else(|| "default".to_owned());
-    let profile = Profile::load(&profile_name, explicit_profile.is_some(), &env)?;
+    let profile = Profile::load(&profile_name, explicit_profile.is_some(), env)?;
     let opt = |k| opts.get(k).map(str::to_owned);
     let region = opt(StorageKey::Region)
         .or_else(|| env("AWS_REGION"))
@@ -95,31 +127,18 @@ pub(crate) fn resolve(
         .or_else(|| env("AWS_ENDPOINT_URL_S3"))
         .or_else(|| env("AWS_ENDPOINT_URL"))
         .or_else(|| profile.get("endpoint_url"));
-    let run = || {
-        if opts.anon() {
-            return Ok(Found {
-                credentials: None,
-                tried: vec!["anon=true".to_owned()],
-            });
+    let found = if opts.anon() {
+        Found {
+            credentials: None,
+            tried: vec!["anon=true".to_owned()],
         }
+    } else {
         aws_chain::find(&aws_chain::Inputs {
             opts,
-            env: &env,
+            env,
             profile: &profile,
             region: &region,
-        })
-    };
-    let found = if cache {
-        let mut key = String::new();
-        for k in OPTS {
-            key.push_str(&format!("{:?}={:?};", k, opts.get(*k)));
-        }
-        for v in ENV {
-            key.push_str(&format!("{v}={:?};", env(v)));
-        }
-        aws_chain::cached(key, run)?
-    } else {
-        run()?
+        })?
     };
     Ok(AwsSettings {
         found,

@@ -185,17 +185,7 @@ impl<T: PartTarget> PartUpload<T> {
     /// Cuts the output back to `pos` bytes, which must not be before the bytes already
     /// handed to uploaders (the part being filled can be cut back; parts sent cannot).
     pub fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
-        if pos < self.sent || pos > self.written() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "cannot cut an upload back to byte {pos}: {} bytes are uploaded already",
-                    self.sent
-                ),
-            ));
-        }
-        self.buf.truncate((pos - self.sent) as usize);
-        Ok(())
+        cut_back(&mut self.buf, self.sent, pos)
     }
 
     /// Completes the upload: the object appears whole, now (when the store's condition
@@ -337,6 +327,19 @@ impl<T: PartTarget> Uploader<T> {
 pub(crate) fn doubling_part_len(base: u64, i: u32, per_size: u32, max: u64) -> usize {
     let doublings = (i / per_size).min(20);
     (base << doublings).min(max) as usize
+}
+
+/// Cuts an upload's output back to byte `pos`: `buf` holds the bytes after the `sent` ones
+/// already handed to the store (those cannot be cut back).
+pub(crate) fn cut_back(buf: &mut Vec<u8>, sent: u64, pos: u64) -> io::Result<()> {
+    if pos < sent || pos > sent + buf.len() as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("cannot cut an upload back to byte {pos}: {sent} bytes are uploaded already"),
+        ));
+    }
+    buf.truncate((pos - sent) as usize);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -225,17 +225,7 @@ impl ObjectUpload for StoreUpload {
     }
 
     fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
-        if pos < self.sent || pos > self.written() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "cannot cut an upload back to byte {pos}: {} bytes are uploaded already",
-                    self.sent
-                ),
-            ));
-        }
-        self.buf.truncate((pos - self.sent) as usize);
-        Ok(())
+        super::part_upload::cut_back(&mut self.buf, self.sent, pos)
     }
 
     fn commit(self: Box<Self>) -> Result<String> {
