@@ -104,8 +104,10 @@ pub(crate) fn prepare(
     } else {
         Vec::new()
     };
+    // Outside the lock, a dataset another writer committed since `base` was read makes this
+    // preparation stale (the commit prepares again), not its shards in the way.
     if base.is_none() {
-        crate::outsiders::refuse_in_the_way(out, mode)?;
+        crate::outsiders::refuse_unless_committed(out, mode)?;
     }
     if let Some(b) = base {
         match mode {

@@ -48,8 +48,13 @@ pub(crate) fn refuse_in_the_way(dir: &Path, mode: WriteMode) -> Result<()> {
         WriteMode::ErrorIfExists => "error",
         WriteMode::Append => "append",
     };
+    // Listed before the pending file is read: a concurrent commit names its shards there
+    // before it moves them in and removes the file only after its commit point, so a shard
+    // seen here is either named by what is read next or already a version's (which a caller
+    // outside the commit lock sees when it reads the current version after this).
+    let listed = shard_named_files(dir)?;
     let pending = crate::pending::pending_names(dir)?;
-    let names: Vec<String> = shard_named_files(dir)?
+    let names: Vec<String> = listed
         .into_iter()
         .filter(|n| !pending.contains(n))
         .collect();
@@ -64,4 +69,16 @@ pub(crate) fn refuse_in_the_way(dir: &Path, mode: WriteMode) -> Result<()> {
             list_names(&names)
         ),
     })
+}
+
+/// [`refuse_in_the_way`] outside the commit lock, where a concurrent writer may commit
+/// between a caller's look for a dataset and this one: files that seemed in the way are that
+/// writer's shards when the folder now holds a dataset. `Ok(true)`: it does (the caller's
+/// look is out of date).
+pub(crate) fn refuse_unless_committed(dir: &Path, mode: WriteMode) -> Result<bool> {
+    match refuse_in_the_way(dir, mode) {
+        Ok(()) => Ok(false),
+        Err(e) if crate::versions::Snapshot::current(dir)?.is_none() => Err(e),
+        Err(_) => Ok(true),
+    }
 }

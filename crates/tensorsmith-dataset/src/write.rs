@@ -20,6 +20,19 @@ use crate::versions::Snapshot;
 use std::ops::Range;
 use std::path::Path;
 
+/// The checks before anything is written (the commit looks again): an existing dataset in
+/// mode error, and a user's files named like shards in a folder that holds no dataset.
+fn refuse_early(out: &Path, mode: WriteMode) -> Result<()> {
+    let found = match Snapshot::current(out)? {
+        Some(_) => true,
+        None => crate::outsiders::refuse_unless_committed(out, mode)?,
+    };
+    if found && mode == WriteMode::ErrorIfExists {
+        return Err(DatasetError::Exists(out.to_path_buf()));
+    }
+    Ok(())
+}
+
 /// Writes `input` as a dataset in `out`.
 pub fn write_dataset(
     input: &Input,
@@ -36,13 +49,7 @@ pub fn write_dataset(
     // Refused (or read, to fail early on a damaged one) before anything is written; the
     // commit looks again, under its lock.
     // Another writer's manifest is adopted by the commit, not refused here.
-    match Snapshot::current(out)? {
-        Some(_) if job.mode == WriteMode::ErrorIfExists => {
-            return Err(DatasetError::Exists(out.to_path_buf()))
-        }
-        Some(_) => {}
-        None => crate::outsiders::refuse_in_the_way(out, job.mode)?,
-    }
+    refuse_early(out, job.mode)?;
     let threads = job
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
