@@ -115,8 +115,8 @@ fn credentials_from_the_environment_a_profile_and_storage_options() {
         .env("AWS_REGION", "eu-west-3");
     ok(&run(c, &["inspect", url]));
     let sent = p.sent_text();
-    assert!(sent.contains("X-Amz-Credential=AKIAFROMENV%2F"), "{sent}");
-    assert!(sent.contains("%2Feu-west-3%2Fs3%2F"), "{sent}");
+    assert!(sent.contains("Credential=AKIAFROMENV/"), "{sent}");
+    assert!(sent.contains("/eu-west-3/s3/aws4_request"), "{sent}");
 
     let p = Proxy::start(&m.endpoint);
     let creds = home.path().join("creds");
@@ -140,11 +140,8 @@ fn credentials_from_the_environment_a_profile_and_storage_options() {
         .env("AWS_CONFIG_FILE", &config);
     ok(&run(c, &["inspect", url]));
     let sent = p.sent_text();
-    assert!(
-        sent.contains("X-Amz-Credential=AKIAFROMPROFILE%2F"),
-        "{sent}"
-    );
-    assert!(sent.contains("%2Fap-south-1%2Fs3%2F"), "{sent}");
+    assert!(sent.contains("Credential=AKIAFROMPROFILE/"), "{sent}");
+    assert!(sent.contains("/ap-south-1/s3/aws4_request"), "{sent}");
 
     // Storage options win over the environment.
     let p = Proxy::start(&m.endpoint);
@@ -158,14 +155,14 @@ fn credentials_from_the_environment_a_profile_and_storage_options() {
         ])
         .args(["--storage-option", &format!("endpoint_url={}", p.endpoint)]);
     ok(&run(c, &[url]));
-    assert!(p.sent_text().contains("X-Amz-Credential=AKIAFROMOPTION%2F"));
+    assert!(p.sent_text().contains("Credential=AKIAFROMOPTION/"));
 
     // No credentials: an unsigned request, which this bucket refuses.
     let p = Proxy::start(&m.endpoint);
     let mut c = bin(home.path());
     c.env("AWS_ENDPOINT_URL", &p.endpoint);
     let e = err(&run(c, &["inspect", url]));
-    assert!(!p.sent_text().contains("X-Amz-Signature"));
+    assert!(!p.sent_text().to_lowercase().contains("authorization:"));
     assert!(
         e.contains("s3://bkt/m.safetensors: access denied") && e.contains("no credentials"),
         "{e}"

@@ -86,14 +86,10 @@ fn hive_partitioned(dir: &Path, sub: &str) -> DatasetError {
 /// The objects directly under `prefix` (a URL ending with `/`: `s3://`, `az://`,
 /// `abfs(s)://`, `gs://`), in name order.
 pub fn list_prefix(prefix: &str, storage: &StorageOptions) -> Result<Vec<String>> {
-    use tensorsmith::bytes::{AzureClient, GcsClient, S3Client};
+    use tensorsmith::bytes::{GcsClient, ObjectClient};
     let (objects, key) = match url_scheme(prefix) {
-        Some(UrlScheme::S3) => {
-            let (client, key) = S3Client::for_url(prefix, storage)?;
-            (client.list(&key)?, key)
-        }
-        Some(UrlScheme::Az) => {
-            let (client, key) = AzureClient::for_url(prefix, storage)?;
+        Some(UrlScheme::S3 | UrlScheme::Az) => {
+            let (client, key) = ObjectClient::for_url(prefix, storage)?;
             (client.list(&key)?, key)
         }
         Some(UrlScheme::Gs) => {

@@ -61,16 +61,15 @@ mod write;
 // versions read through it, the commit on conditional writes, clean, and the URL dispatch.
 mod store;
 mod store_adopt;
-mod store_azure;
 mod store_clean;
 mod store_commit;
 mod store_gcs;
 mod store_job;
 #[cfg(test)]
 mod store_local;
+mod store_object;
 mod store_open;
 mod store_prefix;
-mod store_s3;
 mod store_upload;
 mod store_versions;
 mod store_write;

@@ -4,8 +4,8 @@
 //! exclusively (the commit point), listed, deleted. An object store has no rename and no
 //! lock, so the protocol over this seam uses only what S3 gives: a put that fails when the
 //! name exists (`If-None-Match: *`). Implemented by a local folder (`store_local.rs`, where
-//! the exclusive create is a hard link), an S3 prefix (`store_s3.rs`), an Azure prefix
-//! (`store_azure.rs`: `If-None-Match: *` too) and a GCS prefix (`store_gcs.rs`:
+//! the exclusive create is a hard link), S3 and Azure prefixes (`store_object.rs`:
+//! `If-None-Match: *` on both) and a GCS prefix (`store_gcs.rs`:
 //! `ifGenerationMatch=0`).
 
 use crate::error::Result;

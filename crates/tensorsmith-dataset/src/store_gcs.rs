@@ -6,8 +6,8 @@
 //! Resumable sessions have nothing to abort: an unfinished one makes no object and GCS
 //! expires it.
 
+use crate::store_object::iso8601_ms;
 use crate::store_prefix::{BlobClient, Cond, PrefixStore};
-use crate::store_s3::iso8601_ms;
 use std::fs::File;
 use tensorsmith::bytes::{GcsClient, ObjectMeta, PutCondition, StorageOptions};
 use tensorsmith::error::Result;

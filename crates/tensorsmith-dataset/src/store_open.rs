@@ -1,14 +1,13 @@
 //! Which store a dataset location names: a local path (`None`: the local protocol, commit
-//! lock and renames), an `s3://`/`s3a://` prefix (`store_s3.rs`), an `az://`/`abfs(s)://`
-//! prefix (`store_azure.rs`), a `gs://` prefix (`store_gcs.rs`). `hf://` is refused for
+//! lock and renames), an `s3://`/`s3a://` or `az://`/`abfs(s)://` prefix
+//! (`store_object.rs`), a `gs://` prefix (`store_gcs.rs`). `hf://` is refused for
 //! writing (the Hub is read only) and, for now, for datasets, as is `http(s)://`; any other
 //! `scheme://` is refused by name, never taken for a local folder.
 
 use crate::error::{DatasetError, Result};
 use crate::store::Store;
-use crate::store_azure::AzureStore;
 use crate::store_gcs::GcsStore;
-use crate::store_s3::S3Store;
+use crate::store_object::ObjectPrefixStore;
 use tensorsmith::bytes::{scheme_name, url_scheme, StorageOptions, UrlScheme};
 
 /// The store of `location`, `None` for a local path. `writing`: hf:// gets the read-only
@@ -22,8 +21,9 @@ pub(crate) fn open_store(
         return Ok(None);
     }
     match url_scheme(location) {
-        Some(UrlScheme::S3) => Ok(Some(Box::new(S3Store::open(location, storage)?))),
-        Some(UrlScheme::Az) => Ok(Some(Box::new(AzureStore::open(location, storage)?))),
+        Some(UrlScheme::S3 | UrlScheme::Az) => {
+            Ok(Some(Box::new(ObjectPrefixStore::open(location, storage)?)))
+        }
         Some(UrlScheme::Gs) => Ok(Some(Box::new(GcsStore::open(location, storage)?))),
         Some(UrlScheme::Hf) if writing => Err(tensorsmith::bytes::refuse_write(location)
             .expect_err("a URL")

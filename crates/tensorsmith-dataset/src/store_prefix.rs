@@ -1,7 +1,7 @@
 //! The store seam over a key prefix of an object store, whichever store: a dataset at
 //! `scheme://bucket/path/to/dataset` is the objects under `path/to/dataset/`, reached through
-//! the byte layer's client of that store (`BlobClient`: S3 in store_s3.rs, Azure in
-//! store_azure.rs, Cloud Storage in store_gcs.rs), which signs, retries and words errors
+//! the byte layer's client of that store (`BlobClient`: S3 and Azure in
+//! store_object.rs, Cloud Storage in store_gcs.rs), which signs, retries and words errors
 //! naming the URL without credentials. The exclusive create and the conditional replace are
 //! the client's conditional put (`If-None-Match: *` / `If-Match`, or the store's own form);
 //! ranged reads go through the byte layer's `open_url`.

@@ -10,13 +10,12 @@
 //! output back further than the part still in memory (the zTensor writers: a duplicate blob
 //! is found once it has streamed through) asks for a spooled output instead
 //! ([`AtomicFile::create_spooled`]): the bytes go to an unlinked local temporary file,
-//! uploaded whole at commit (S3: `S3Client::put_file`, parallel ranged parts; Azure and
-//! Cloud Storage: the file streamed through their upload): memory stays bounded, local disk
-//! holds the whole output for a while.
+//! streamed through the store's upload at commit: memory stays bounded, local disk holds
+//! the whole output for a while.
 
-use crate::bytes::StorageOptions;
 #[cfg(feature = "remote")]
-use crate::bytes::{ObjectUpload, PutCondition, S3Client};
+use crate::bytes::ObjectUpload;
+use crate::bytes::StorageOptions;
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -40,20 +39,12 @@ enum Out {
     Spool(Box<Spool>),
 }
 
-/// An unlinked local file and where it goes at commit.
+/// An unlinked local file and the upload it streams through at commit (nothing is sent
+/// before).
 #[cfg(feature = "remote")]
 struct Spool {
     out: BufWriter<File>,
-    to: SpoolTo,
-}
-
-/// Where a spooled file goes.
-#[cfg(feature = "remote")]
-enum SpoolTo {
-    /// An S3 key: the file is uploaded by ranges, in parallel.
-    S3(Box<(S3Client, String)>),
-    /// Another store: the file streams through its upload (nothing is sent before commit).
-    Stream(Box<dyn ObjectUpload>),
+    to: Box<dyn ObjectUpload>,
 }
 
 /// A file being written; invisible under its final name until [`AtomicFile::commit`].
@@ -151,13 +142,7 @@ impl AtomicFile {
         let out = match how {
             Remote::Stream => Out::Upload(crate::bytes::create_upload(&location, storage)?),
             Remote::Spool => {
-                let to = match crate::bytes::url_scheme(&location) {
-                    Some(crate::bytes::UrlScheme::S3) => {
-                        let (client, key) = S3Client::for_url(&location, storage)?;
-                        SpoolTo::S3(Box::new((client, key)))
-                    }
-                    _ => SpoolTo::Stream(crate::bytes::create_upload(&location, storage)?),
-                };
+                let to = crate::bytes::create_upload(&location, storage)?;
                 let file = tempfile::tempfile().map_err(|e| {
                     Error::from(io::Error::new(
                         e.kind(),
@@ -256,24 +241,15 @@ impl AtomicFile {
             Out::Upload(u) => u.commit().map(|_| ()),
             #[cfg(feature = "remote")]
             Out::Spool(s) => {
-                let Spool { out, to } = *s;
-                let file = out
+                use std::io::{Seek, SeekFrom};
+                let Spool { out, mut to } = *s;
+                let mut file = out
                     .into_inner()
                     .map_err(|e| Error::from(e.into_error()).in_file(&self.dest))?;
-                match to {
-                    SpoolTo::S3(to) => {
-                        to.0.put_file(&to.1, &file, PutCondition::Always)
-                            .map(|_| ())
-                    }
-                    SpoolTo::Stream(mut upload) => {
-                        use std::io::{Seek, SeekFrom};
-                        let mut file = file;
-                        file.seek(SeekFrom::Start(0))
-                            .and_then(|_| io::copy(&mut file, &mut upload))
-                            .map_err(|e| Error::from(e).in_file(&self.dest))?;
-                        upload.commit().map(|_| ())
-                    }
-                }
+                file.seek(SeekFrom::Start(0))
+                    .and_then(|_| io::copy(&mut file, &mut to))
+                    .map_err(|e| Error::from(e).in_file(&self.dest))?;
+                to.commit().map(|_| ())
             }
         }
     }

@@ -1,9 +1,8 @@
-//! A SigV4 presigned GET for AWS services other than S3: STS `AssumeRole`, called by the
-//! credential chain (`aws_sources.rs`) with the source profile's keys. Written here because
-//! rusty-s3's `signing::sign`, which signs every S3 request, names the service `s3` in the
-//! credential scope and cannot sign for `sts`; this is the query-string form of AWS's
-//! documented algorithm (canonical request, string to sign, derived key), HMAC-SHA256 and
-//! SHA-256 from `ring`.
+//! A SigV4 presigned GET: STS `AssumeRole`, called by the credential chain (`aws_sources.rs`)
+//! with the source profile's keys, and S3's ListMultipartUploads (`s3_uploads.rs`), which
+//! object_store does not offer. Written here because object_store's signer is private to
+//! its S3 client; this is the query-string form of AWS's documented algorithm (canonical
+//! request, string to sign, derived key), HMAC-SHA256 and SHA-256 from `ring`.
 
 use ring::{digest, hmac};
 
@@ -87,9 +86,13 @@ pub(crate) fn presign_get(
     } else {
         endpoint.path()
     };
-    let empty_hash = hex(digest::digest(&digest::SHA256, b"").as_ref());
+    // S3 signs presigned URLs over an unsigned payload; other services over the empty body.
+    let payload = match service {
+        "s3" => "UNSIGNED-PAYLOAD".to_owned(),
+        _ => hex(digest::digest(&digest::SHA256, b"").as_ref()),
+    };
     let canonical_request =
-        format!("GET\n{path}\n{canonical_query}\nhost:{host}\n\nhost\n{empty_hash}");
+        format!("GET\n{path}\n{canonical_query}\nhost:{host}\n\nhost\n{payload}");
     let to_sign = format!(
         "AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}",
         hex(digest::digest(&digest::SHA256, canonical_request.as_bytes()).as_ref())

@@ -17,8 +17,8 @@
 use super::gcs_auth::{credential_file, TokenSource};
 use super::http::{other_status, Target};
 use super::redact_url;
-use super::s3_bucket::error_code;
 use super::storage_options::{StorageKey, StorageOptions};
+use super::store_error::error_code;
 use super::url_path::{encode, split_bucket_url};
 use crate::error::{ErrorKind, Result};
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! A small synchronous Cloud Storage client for what a dataset's commit needs, the GCS
-//! counterpart of `s3_client.rs`: an object read whole (`get`, the XML API as reads go:
+//! counterpart of `object_client.rs`: an object read whole (`get`, the XML API as reads go:
 //! `None` when there is none), written (`put`: one JSON API multipart upload; created only
 //! if absent with `ifGenerationMatch=0`, which GCS refuses with 412: then
 //! [`ErrorKind::PreconditionFailed`]), a file streamed up (`put_file`: the resumable upload
@@ -16,10 +16,10 @@
 
 use super::gcs::GcsObject;
 use super::http::Target;
+use super::object_client::{ObjectMeta, PutCondition};
 use super::retried::{self, Method, Reply};
-use super::s3_bucket::error_code;
-use super::s3_client::{ObjectMeta, PutCondition};
 use super::storage_options::{StorageOptions, Transfer};
+use super::store_error::error_code;
 use super::url_path::{encode, split_bucket_url};
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::File;

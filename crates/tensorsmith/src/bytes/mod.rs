@@ -1,9 +1,9 @@
 //! The byte layer: one positioned-read trait, [`ReadAt`], through which every format parses
 //! and every operation reads. It is implemented by a local file ([`LocalFile`]: a memory map
 //! with zero-copy views, or `pread`), an HTTP(S) file read by range requests ([`HttpFile`],
-//! behind the `remote` feature; `s3://`, `gs://` and `hf://` URLs too, through it), an Azure
-//! blob read through `object_store` ([`StoreFile`]) and bytes in memory (`&[u8]`, `Vec<u8>`). Remote readers pin
-//! the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
+//! behind the `remote` feature; `gs://` and `hf://` URLs too, through it), an S3
+//! object or Azure blob read through `object_store` ([`StoreFile`]) and bytes in memory
+//! (`&[u8]`, `Vec<u8>`). Remote readers pin the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
 #[cfg(feature = "remote")]
 mod aws_chain;
@@ -15,8 +15,6 @@ mod aws_profile;
 mod aws_sigv4;
 #[cfg(feature = "remote")]
 mod aws_sources;
-#[cfg(feature = "remote")]
-mod azure_client;
 #[cfg(feature = "remote")]
 mod azure_config;
 #[cfg(feature = "remote")]
@@ -36,6 +34,8 @@ mod hf;
 mod http;
 mod local;
 #[cfg(feature = "remote")]
+mod object_client;
+#[cfg(feature = "remote")]
 mod part_upload;
 #[cfg(feature = "remote")]
 mod parts;
@@ -47,13 +47,9 @@ mod retry;
 #[cfg(feature = "remote")]
 mod runtime;
 #[cfg(feature = "remote")]
-mod s3;
+mod s3_store;
 #[cfg(feature = "remote")]
-mod s3_bucket;
-#[cfg(feature = "remote")]
-mod s3_client;
-#[cfg(feature = "remote")]
-mod s3_upload;
+mod s3_uploads;
 #[cfg(feature = "remote")]
 mod s3_xml;
 mod storage_options;
@@ -70,8 +66,6 @@ mod url_path;
 mod url_scheme;
 mod validator;
 
-#[cfg(feature = "remote")]
-pub use azure_client::AzureClient;
 pub use chunks::for_each_chunk;
 #[cfg(feature = "remote")]
 pub use gcs_client::GcsClient;
@@ -79,12 +73,10 @@ pub use gcs_client::GcsClient;
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
 #[cfg(feature = "remote")]
+pub use object_client::{ObjectClient, ObjectMeta, PutCondition, UploadMeta};
+#[cfg(feature = "remote")]
 pub use part_upload::ObjectUpload;
 pub use redact::redact_url;
-#[cfg(feature = "remote")]
-pub use s3_client::{ObjectMeta, PutCondition, S3Client, UploadMeta};
-#[cfg(feature = "remote")]
-pub use s3_upload::S3Upload;
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };

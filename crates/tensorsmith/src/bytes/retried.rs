@@ -1,4 +1,4 @@
-//! One HTTP request of an Azure or Cloud Storage upload or blob call, retried per the
+//! One HTTP request of a Cloud Storage upload or blob call, retried per the
 //! transfer settings and the one retry policy (retry.rs: the statuses, error codes and
 //! transport failures every store client retries, the same backoff), for the clients that
 //! have no request layer of their own. The URL is made afresh for each attempt (a SAS signed
@@ -6,12 +6,16 @@
 
 use super::http::{is_unreachable, transport_message};
 use super::retry::{retryable_transport, Backoff};
-use super::s3_bucket::error_code;
-use super::s3_client::retryable_status;
 use super::storage_options::Transfer;
+use super::store_error::error_code;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::path::Path;
+
+/// Whether a status (with the store's error code) is worth another attempt.
+fn retryable_status(status: u16, code: &str) -> bool {
+    super::retry::retryable_status(status) || super::retry::retryable_code(code)
+}
 
 /// A response: status, `Location` and body: as text (the first MiB: other replies
 /// are acknowledgements, listings and error bodies), and whole as bytes for a `GET`.

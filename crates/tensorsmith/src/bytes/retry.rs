@@ -1,5 +1,5 @@
 //! When a failed request to a store is tried again, and after how long: the one retry policy
-//! of remote reads (http.rs) and writes (s3_client.rs, retried.rs), apart from any client so
+//! of remote reads (http.rs) and writes (retried.rs), apart from any client so
 //! that every client of a store follows it.
 //!
 //! - Retried: 5xx statuses other than 501 and 505 (S3's `503 SlowDown` among them), `429 Too

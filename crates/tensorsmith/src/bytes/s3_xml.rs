@@ -1,9 +1,7 @@
-//! The few S3 XML documents the client reads and writes: flat elements of a response
-//! (`ListObjectsV2`, `ListMultipartUploads`, `CreateMultipartUpload`, `CompleteMultipartUpload`,
-//! error bodies) found by tag, their text unescaped, and text escaped for the one body we send
-//! (the part list of `CompleteMultipartUpload`). No XML crate: `rusty-s3`'s parsers need its
-//! `xml` feature and do not cover `ListMultipartUploads`; S3's responses are flat documents
-//! without attributes, comments or CDATA in the elements read here.
+//! The flat XML documents read outside object_store: S3's `ListMultipartUploads`
+//! (`s3_uploads.rs`) and STS's replies (`aws_sources.rs`), elements found by tag and their
+//! text unescaped. Flat documents without attributes, comments or CDATA in the elements read
+//! here; a few lines, where an XML crate's serde structs would be more.
 
 /// The inner text of every `<tag>…</tag>` in `xml`, in order (tags of the same name are
 /// never nested in S3's responses).
@@ -66,22 +64,6 @@ pub(crate) fn unescape(s: &str) -> String {
     out
 }
 
-/// `s` as XML text.
-pub(crate) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +80,5 @@ mod tests {
         assert_eq!(text(xml, "IsTruncated").unwrap(), "false");
         assert_eq!(text(xml, "Missing"), None);
         assert_eq!(unescape("a & b &bogus; &"), "a & b &bogus; &");
-        assert_eq!(unescape(&escape("<'\"&>")), "<'\"&>");
     }
 }

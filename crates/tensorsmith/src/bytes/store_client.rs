@@ -1,5 +1,5 @@
 //! `StoreClient`: what the dataset commit asks of an object store, over any `object_store`
-//! store (Azure Blob today; `AzureClient` wraps it): an object read whole with its tag
+//! store (S3 and Azure Blob; `ObjectClient` wraps it): an object read whole with its tag
 //! (`get_tagged`: `None` when there is none), written (`put`, under a `PutMode`: a refused
 //! condition is [`ErrorKind::PreconditionFailed`]), a file streamed up (`put_file`, through
 //! `StoreUpload`), every object under a prefix (`list`, any prefix: the store lists whole

@@ -1,6 +1,6 @@
 //! What an `object_store` failure was, read out of its error (the status and body of the
 //! store's response, a connection that failed, the credential that could not be had), for
-//! each store's wording (`azure_store.rs`), with any URL it quotes shown without its query:
+//! each store's wording (`azure_store.rs`, `s3_store.rs`), with any URL it quotes shown without its query:
 //! a SAS signature is never printed.
 
 use super::redact_url;
@@ -39,9 +39,7 @@ pub(crate) fn classify(e: &object_store::Error) -> Failure {
                     .take_while(char::is_ascii_digit)
                     .collect();
                 f.status = digits.parse().ok();
-                f.code = super::s3_bucket::error_code(&text[at..])
-                    .unwrap_or_default()
-                    .to_owned();
+                f.code = error_code(&text[at..]).unwrap_or_default().to_owned();
             }
         }
         if let Some(h) = err.downcast_ref::<object_store::client::HttpError>() {
@@ -60,6 +58,13 @@ pub(crate) fn classify(e: &object_store::Error) -> Failure {
         cur = err.source();
     }
     f
+}
+
+/// The `<Code>` of an S3 or Azure error body.
+pub(crate) fn error_code(body: &str) -> Option<&str> {
+    let start = body.find("<Code>")? + "<Code>".len();
+    let len = body[start..].find("</Code>")?;
+    Some(body[start..start + len].trim())
 }
 
 /// Whether `e` is a conditional write refused: the name taken (`PutMode::Create`) or the

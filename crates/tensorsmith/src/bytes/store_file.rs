@@ -1,4 +1,4 @@
-//! `StoreFile`: an object of any `object_store` store (Azure Blob today) as a [`ReadAt`]. The
+//! `StoreFile`: an object of any `object_store` store (S3, Azure Blob) as a [`ReadAt`]. The
 //! open fetches the first bytes and pins the version (its ETag); every later read is a ranged
 //! GET conditional on it (`if_match`), so an object replaced mid-read fails the read with
 //! [`ErrorKind::ChangedDuringRead`] instead of mixing two versions. Reads inside the first
@@ -166,8 +166,11 @@ impl ReadAt for StoreFile {
 
     fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
         check_range(&range, self.len)?;
+        // The part of `range` within the first bytes is served from memory; the rest fetched.
         let held = (self.first.len() as u64).clamp(range.start, range.end);
-        out.write_all(&self.first[range.start.min(held) as usize..held as usize])?;
+        if range.start < held {
+            out.write_all(&self.first[range.start as usize..held as usize])?;
+        }
         if held < range.end {
             self.fetch_to(held..range.end, out)?;
         }

@@ -11,7 +11,7 @@
 //! the store's copy-if-not-exists, then the staging object deleted. Nothing is visible
 //! before the commit; an upload dropped or failed is aborted.
 
-use super::part_upload::ObjectUpload;
+use super::part_upload::{doubling_part_len, ObjectUpload};
 use super::runtime::{block_on, handle};
 use super::storage_options::Transfer;
 use super::store_error::refused_condition;
@@ -38,6 +38,8 @@ pub struct StoreUpload {
     buf: Vec<u8>,
     /// Bytes handed to parts (they can no longer be cut back).
     sent: u64,
+    /// Parts handed over.
+    parts: u32,
     upload: Option<Box<dyn MultipartUpload>>,
     in_flight: VecDeque<JoinHandle<object_store::Result<()>>>,
     /// Where the parts of a create-if-absent upload go before the copy to `path`.
@@ -69,6 +71,7 @@ impl StoreUpload {
             mode,
             buf: Vec::new(),
             sent: 0,
+            parts: 0,
             upload: None,
             in_flight: VecDeque::new(),
             staging: None,
@@ -76,8 +79,11 @@ impl StoreUpload {
         }
     }
 
+    /// The size of the part being filled: `part_size`, doubled after every 1,000 parts (at
+    /// most 5 GiB), so that a stream of unknown length fits in S3's 10,000 parts (8 MiB parts
+    /// hold 7.8 GiB before the first doubling).
     fn part_size(&self) -> usize {
-        self.transfer.part_size.max(1) as usize
+        doubling_part_len(self.transfer.part_size.max(1), self.parts, 1000, 5 << 30)
     }
 
     fn err(&self, e: &object_store::Error) -> Error {
@@ -145,6 +151,7 @@ impl StoreUpload {
         }
         let part = std::mem::take(&mut self.buf);
         self.sent += part.len() as u64;
+        self.parts += 1;
         let fut = self
             .upload
             .as_mut()
@@ -249,5 +256,56 @@ impl Drop for StoreUpload {
                 let _ = u.abort().await;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Plain;
+    impl StoreWords for Plain {
+        fn error(&self, e: &object_store::Error, _: &str, _: bool) -> ErrorKind {
+            ErrorKind::Http(e.to_string())
+        }
+    }
+
+    #[test]
+    fn parts_double_every_thousand_and_the_object_appears_at_commit() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let t = Transfer {
+            part_size: 1024,
+            ..Transfer::default()
+        };
+        let new = || {
+            StoreUpload::new(
+                Arc::clone(&store),
+                "k",
+                "mem://k".into(),
+                Arc::new(Plain),
+                t,
+                PutMode::Overwrite,
+            )
+        };
+        let mut u = new();
+        assert_eq!(u.part_size(), 1024);
+        u.parts = 999;
+        assert_eq!(u.part_size(), 1024);
+        u.parts = 1000;
+        assert_eq!(u.part_size(), 2048);
+        u.parts = 25_000;
+        assert_eq!(u.part_size(), 1024 << 20);
+        let mut u = new();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        u.write_all(&data).unwrap();
+        assert_eq!((u.parts, u.written()), (4, 5000));
+        let path = StorePath::from("k");
+        assert!(
+            block_on(store.head(&path)).is_err(),
+            "visible before commit"
+        );
+        u.commit().unwrap();
+        let got = block_on(async { store.get(&path).await?.bytes().await }).unwrap();
+        assert_eq!(&got[..], &data[..]);
     }
 }

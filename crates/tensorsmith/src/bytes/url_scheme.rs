@@ -107,11 +107,6 @@ pub fn open_url(
     use super::http::HttpFile;
     let transfer = storage.transfer();
     Ok(match url_scheme(location) {
-        Some(UrlScheme::S3) => Box::new(HttpFile::open_target(
-            Box::new(super::s3::S3Object::resolve(location, storage)?),
-            first,
-            &transfer,
-        )?),
         Some(UrlScheme::Hf) => Box::new(HttpFile::open_target(
             Box::new(super::hf::HfFile::resolve(location, storage)?),
             first,
@@ -122,8 +117,8 @@ pub fn open_url(
             first,
             &transfer,
         )?),
-        Some(UrlScheme::Az) => {
-            let (client, key) = super::AzureClient::for_url(location, storage)?;
+        Some(UrlScheme::S3 | UrlScheme::Az) => {
+            let (client, key) = super::ObjectClient::for_url(location, storage)?;
             Box::new(client.open(&key, first)?)
         }
         _ => Box::new(HttpFile::open_with(location, first, &transfer)?),
@@ -139,16 +134,8 @@ pub fn create_upload(
 ) -> Result<Box<dyn super::ObjectUpload>> {
     refuse_write(location)?;
     match url_scheme(location) {
-        Some(UrlScheme::S3) => {
-            let (client, key) = super::S3Client::for_url(location, storage)?;
-            Ok(Box::new(super::S3Upload::new(
-                client,
-                &key,
-                super::PutCondition::Always,
-            )))
-        }
-        Some(UrlScheme::Az) => {
-            let (client, key) = super::AzureClient::for_url(location, storage)?;
+        Some(UrlScheme::S3 | UrlScheme::Az) => {
+            let (client, key) = super::ObjectClient::for_url(location, storage)?;
             Ok(Box::new(client.upload(&key, super::PutCondition::Always)))
         }
         Some(UrlScheme::Gs) => Ok(Box::new(super::gcs_upload::GcsUpload::create(

@@ -1,19 +1,22 @@
-//! The store seam over an S3 prefix (`s3://bucket/path/to/dataset`, also `s3a://`): the
-//! byte layer's S3 client (`tensorsmith::bytes::S3Client`: signed requests, retries,
-//! multipart uploads, errors naming `s3://…` without credentials) as a `BlobClient` of
-//! store_prefix.rs. The exclusive create is a put with `If-None-Match: *` (a 412 means
-//! another writer created the name first), the conditional replace `If-Match` the ETag;
-//! unfinished multipart uploads are listed and aborted.
+//! The store seam over an S3 prefix (`s3://bucket/path/to/dataset`, also `s3a://`) or an
+//! Azure Blob prefix (`az://container/path`, `az://CONTAINER@ACCOUNT.blob…/…`,
+//! `abfs(s)://CONTAINER@ACCOUNT.dfs…/…`): the byte layer's object_store client
+//! (`tensorsmith::bytes::ObjectClient`: the credential chains, retries, multipart and block
+//! uploads, errors naming the URL without credentials) as a `BlobClient` of store_prefix.rs.
+//! The exclusive create is a put with `If-None-Match: *` (S3's 412, Azure's 409
+//! `BlobAlreadyExists` or 412: another writer created the name first), the conditional
+//! replace `If-Match` the ETag. S3's unfinished multipart uploads are listed and aborted;
+//! Azure's uncommitted blocks are never visible and Azure discards them.
 
 use crate::store_prefix::{BlobClient, Cond, PrefixStore, Unfinished};
 use std::fs::File;
-use tensorsmith::bytes::{ObjectMeta, PutCondition, S3Client, StorageOptions};
+use tensorsmith::bytes::{ObjectClient, ObjectMeta, PutCondition, StorageOptions};
 use tensorsmith::error::Result;
 
-/// A dataset on S3.
-pub(crate) type S3Store = PrefixStore<S3Client>;
+/// A dataset on S3 or Azure Blob Storage.
+pub(crate) type ObjectPrefixStore = PrefixStore<ObjectClient>;
 
-/// The S3 condition of `cond`.
+/// The put condition of `cond`.
 pub(crate) fn put_condition(cond: Cond<'_>) -> PutCondition {
     match cond {
         Cond::Always => PutCondition::Always,
@@ -22,7 +25,7 @@ pub(crate) fn put_condition(cond: Cond<'_>) -> PutCondition {
     }
 }
 
-/// `2026-11-27T03:10:05.123Z` (ISO 8601 as S3 lists times) in ms since the epoch; 0 when it
+/// `2026-11-27T03:10:05.123Z` (ISO 8601, as objects are listed) in ms since the epoch; 0 when it
 /// is not that.
 pub(crate) fn iso8601_ms(s: &str) -> u64 {
     let num = |r: std::ops::Range<usize>| s.get(r).and_then(|t| t.parse::<i64>().ok());
@@ -55,33 +58,33 @@ pub(crate) fn iso8601_ms(s: &str) -> u64 {
     u64::try_from(secs * 1000 + frac).unwrap_or(0)
 }
 
-impl BlobClient for S3Client {
-    fn for_url(location: &str, storage: &StorageOptions) -> Result<(S3Client, String)> {
-        S3Client::for_url(location, storage)
+impl BlobClient for ObjectClient {
+    fn for_url(location: &str, storage: &StorageOptions) -> Result<(ObjectClient, String)> {
+        ObjectClient::for_url(location, storage)
     }
     fn key_url(&self, key: &str) -> String {
-        S3Client::key_url(self, key)
+        ObjectClient::key_url(self, key)
     }
     fn concurrency(&self) -> usize {
         self.transfer().max_concurrency
     }
     fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, String)>> {
-        self.get(key)
+        ObjectClient::get_tagged(self, key)
     }
     fn put(&self, key: &str, bytes: &[u8], cond: Cond<'_>) -> Result<()> {
-        S3Client::put(self, key, bytes, put_condition(cond)).map(drop)
+        ObjectClient::put(self, key, bytes, put_condition(cond))
     }
     fn put_file(&self, key: &str, from: &File) -> Result<()> {
-        S3Client::put_file(self, key, from, PutCondition::Always).map(drop)
+        ObjectClient::put_file(self, key, from, PutCondition::Always)
     }
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
-        S3Client::list(self, prefix)
+        ObjectClient::list(self, prefix)
     }
     fn modified_ms(last_modified: &str) -> u64 {
         iso8601_ms(last_modified)
     }
     fn delete(&self, key: &str) -> Result<()> {
-        S3Client::delete(self, key)
+        ObjectClient::delete(self, key)
     }
     fn unfinished(&self, prefix: &str) -> Result<Vec<Unfinished>> {
         Ok(self
@@ -104,7 +107,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn s3_times() {
+    fn listed_times() {
         assert_eq!(iso8601_ms("1970-01-01T00:00:00.000Z"), 0);
         assert_eq!(iso8601_ms("2026-11-25T09:49:53.000Z"), 1_795_600_193_000);
         assert_eq!(iso8601_ms("2026-11-25T09:49:53.5Z"), 1_795_600_193_500);

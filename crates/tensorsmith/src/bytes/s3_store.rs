@@ -1,0 +1,257 @@
+//! An S3 bucket (`s3://`, `s3a://`) as an `object_store` store (`AmazonS3`), from the settings
+//! of one call (`aws_config.rs`: region, endpoint, and what the credential chain found), and
+//! S3's failures worded as before: missing bucket or key, access denied (naming the source of
+//! the keys, or the sources tried when there were none), a bucket in another region, an
+//! endpoint that does not answer.
+//!
+//! The keys come from our chain (`aws_chain.rs`) through [`ChainKeys`], object_store's
+//! `CredentialProvider`: the crate's builder picks one source from the environment and knows
+//! neither `~/.aws` profiles with `role_arn` or `credential_process` nor reports what it tried.
+//! No keys anywhere: unsigned requests (`skip_signature`), for public buckets.
+//!
+//! Addressing: path-style (`ENDPOINT/bucket/key`) for a custom endpoint (MinIO, moto, R2,
+//! Ceph) and for bucket names a host name cannot hold (dots); virtual-hosted on AWS.
+//! Conditional writes: `If-None-Match: *` and `If-Match` (object_store's `ETagMatch`); a
+//! create-if-absent copy (`StoreUpload` of more than one part) is S3's conditional multipart
+//! copy.
+
+use super::aws_config::{self, AwsSettings, Credentials};
+use super::http::other_status;
+use super::redact_url;
+use super::s3_uploads::Uploads;
+use super::storage_options::{StorageOptions, Transfer};
+use super::store_client::{client_settings, StoreClient};
+use super::store_error::classify;
+use super::store_file::StoreWords;
+use crate::error::{Error, ErrorKind, Result};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential, S3CopyIfNotExists};
+use object_store::CredentialProvider;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// The chain's keys as object_store asks for them before each request: refreshed ahead of
+/// expiry by [`Credentials::current`] (a blocking fetch, so off the runtime's workers).
+#[derive(Debug)]
+struct ChainKeys(Arc<Credentials>);
+
+#[async_trait::async_trait]
+impl CredentialProvider for ChainKeys {
+    type Credential = AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        let c = Arc::clone(&self.0);
+        let k = tokio::task::spawn_blocking(move || c.current())
+            .await
+            .map_err(|e| object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(e),
+            })?;
+        Ok(Arc::new(AwsCredential {
+            key_id: k.id,
+            secret_key: k.secret,
+            token: k.token,
+        }))
+    }
+}
+
+/// S3's wording of a failure on a key of one bucket.
+pub(crate) struct S3Words {
+    bucket: String,
+    region: String,
+    /// The endpoint, without credentials.
+    endpoint: String,
+    keys: Option<Arc<Credentials>>,
+    /// The sources the chain tried, for the error of a refused unsigned request.
+    tried: String,
+}
+
+impl S3Words {
+    /// The error of status `status` with S3's error code `code` about `key`.
+    pub(crate) fn status_error(&self, status: u16, code: &str, key: &str) -> ErrorKind {
+        let bucket = &self.bucket;
+        match (status, code) {
+            (_, "NoSuchBucket") => ErrorKind::NoSuchBucket(bucket.to_owned()),
+            (_, "NoSuchKey") | (404, _) => {
+                ErrorKind::RemoteNotFound(format!("no object '{key}' in bucket '{bucket}'"))
+            }
+            (
+                _,
+                "PermanentRedirect"
+                | "AuthorizationHeaderMalformed"
+                | "IllegalLocationConstraintException",
+            )
+            | (301, _) => ErrorKind::Http(format!(
+                "bucket '{bucket}' is not in region {} (set AWS_REGION or the region storage \
+                 option)",
+                self.region
+            )),
+            (401 | 403, _)
+            | (_, "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch") => {
+                let code = if code.is_empty() { "403" } else { code };
+                let why = match &self.keys {
+                    None => format!(
+                        "no credentials were found (anonymous request): set AWS_ACCESS_KEY_ID \
+                         and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage options key and \
+                         secret{}",
+                        self.tried
+                    ),
+                    Some(c) => match c.refresh_failed() {
+                        Some(why) => why,
+                        None => format!(
+                            "the store refused access key id {} from {} (check the secret, \
+                             the profile, or the bucket's policy)",
+                            c.key_id(),
+                            c.source
+                        ),
+                    },
+                };
+                ErrorKind::AccessDenied(format!("{code}: {why}"))
+            }
+            (s, c) => other_status(s, c),
+        }
+    }
+}
+
+impl StoreWords for S3Words {
+    fn error(&self, e: &object_store::Error, key: &str, _write: bool) -> ErrorKind {
+        let f = classify(e);
+        if f.unreachable && f.status.is_none() {
+            return ErrorKind::Unreachable(format!("{} ({})", self.endpoint, f.text));
+        }
+        let status = match (f.status, e) {
+            (Some(s), _) => s,
+            (None, object_store::Error::NotFound { .. }) => 404,
+            (None, _) => return ErrorKind::Http(f.text),
+        };
+        self.status_error(status, &f.code, key)
+    }
+}
+
+/// Where `bucket` is served: the endpoint and whether it is addressed path-style.
+fn endpoint_of(bucket: &str, s: &AwsSettings) -> (String, bool) {
+    match &s.endpoint {
+        Some(e) => (e.trim_end_matches('/').to_owned(), false),
+        None if bucket.contains('.') => (format!("https://s3.{}.amazonaws.com", s.region), false),
+        None => (format!("https://s3.{}.amazonaws.com", s.region), true),
+    }
+}
+
+/// The builder of `bucket` with the settings `s`.
+fn builder(bucket: &str, s: &AwsSettings, t: &Transfer) -> AmazonS3Builder {
+    let (endpoint, virtual_hosted) = endpoint_of(bucket, s);
+    let (options, retry) = client_settings(t, endpoint.starts_with("http:"));
+    let mut b = AmazonS3Builder::new()
+        .with_bucket_name(bucket)
+        .with_region(&s.region)
+        .with_client_options(options)
+        .with_retry(retry)
+        .with_copy_if_not_exists(S3CopyIfNotExists::Multipart);
+    b = match virtual_hosted {
+        // object_store's own endpoint for the region, virtual-hosted.
+        true => b.with_virtual_hosted_style_request(true),
+        false => b.with_endpoint(endpoint),
+    };
+    match &s.found.credentials {
+        Some(c) => b.with_credentials(Arc::new(ChainKeys(Arc::clone(c)))),
+        None => b.with_skip_signature(true),
+    }
+}
+
+type Stores = HashMap<String, Arc<AmazonS3>>;
+/// Stores made in this process (its pid), by bucket and settings: the objects of a bucket
+/// share one client and its connections (a forked child makes its own: the parent's
+/// connections belong to the parent's runtime).
+static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
+
+fn cached_store(
+    bucket: &str,
+    s: &AwsSettings,
+    t: &Transfer,
+    location: &str,
+) -> Result<Arc<AmazonS3>> {
+    // The chain's answer is one `Arc` per set of inputs (aws_config caches it): its address
+    // tells one source of keys from another without holding a secret here.
+    let keys = s.found.credentials.as_ref().map(Arc::as_ptr);
+    let key = format!(
+        "{bucket}\n{}\n{:?}\n{keys:?}\n{:?}\n{} {} {:?} {:?}",
+        s.region,
+        s.endpoint,
+        t.max_concurrency,
+        t.part_size,
+        t.max_attempts,
+        t.timeout,
+        t.connect_timeout
+    );
+    let pid = std::process::id();
+    let mut slot = STORES.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.as_ref().is_none_or(|(made_by, _)| *made_by != pid) {
+        if let Some(parent) = slot.replace((pid, HashMap::new())) {
+            std::mem::forget(parent);
+        }
+    }
+    let stores = &mut slot.as_mut().expect("just set").1;
+    if let Some(store) = stores.get(&key) {
+        return Ok(Arc::clone(store));
+    }
+    super::runtime::install_tls();
+    let store = builder(bucket, s, t).build().map_err(|e| {
+        Error::new(ErrorKind::BadStorageOption(format!(
+            "S3 settings: {}",
+            super::store_error::scrub(&e.to_string())
+        )))
+        .in_file(Path::new(location))
+    })?;
+    let store = Arc::new(store);
+    stores.insert(key, Arc::clone(&store));
+    Ok(store)
+}
+
+/// The client of the bucket `location` (`s3://BUCKET/KEY`, `s3a://…`) names, with the
+/// settings of `opts` and the environment, the key, and what listing the bucket's unfinished
+/// uploads needs.
+pub(crate) fn client_for(
+    location: &str,
+    opts: &StorageOptions,
+) -> Result<(StoreClient, String, Uploads)> {
+    let (bucket, key) = super::url_path::split_bucket_url(location)?;
+    let s = aws_config::resolve(opts, &|k| std::env::var(k).ok(), true)
+        .map_err(|e| e.in_file(Path::new(location)))?;
+    if let Some(e) = &s.endpoint {
+        if url::Url::parse(e).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+            return Err(Error::new(ErrorKind::BadStorageOption(format!(
+                "endpoint {} is not an http:// or https:// URL",
+                redact_url(e)
+            )))
+            .in_file(Path::new(location)));
+        }
+    }
+    let transfer = opts.transfer();
+    let store = cached_store(bucket, &s, &transfer, location)?;
+    let endpoint = endpoint_of(bucket, &s).0;
+    let words = Arc::new(S3Words {
+        bucket: bucket.to_owned(),
+        region: s.region.clone(),
+        endpoint: redact_url(&endpoint),
+        keys: s.found.credentials.clone(),
+        tried: s.found.tried_sentence(),
+    });
+    // Errors name `s3://` whichever alias was given (`s3a://`).
+    let base = format!("s3://{bucket}");
+    let uploads = Uploads {
+        store: Arc::clone(&store),
+        bucket_url: format!("{endpoint}/{bucket}"),
+        region: s.region.clone(),
+        keys: s.found.credentials.clone(),
+        words: Arc::clone(&words),
+        transfer,
+        base: base.clone(),
+    };
+    let client = StoreClient {
+        store,
+        base,
+        words,
+        transfer,
+    };
+    Ok((client, key.to_owned(), uploads))
+}
