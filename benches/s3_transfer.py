@@ -25,7 +25,8 @@ behind the S3 protocol, from crates.io; S3S_FS_BIN, default target/s3s-fs/bin/s3
 (default /tmp/s3-bench: the server's store; removed at the end unless S3_BENCH_KEEP=1),
 S3_BENCH_OUT (default S3_BENCH_DIR: the uploaded source and the downloads, one at a time; a
 tmpfs such as /dev/shm where the disk cannot hold two copies), TENSORSMITH_BIN (default
-target/release/tensorsmith), S3_BENCH_OPTIONS (extra `--storage-option`s for our convert,
+target/release/tensorsmith), TENSORSMITH_BASE_BIN (another build raced as "before"),
+S3_BENCH_OPTIONS (extra `--storage-option`s for our convert,
 space-separated KEY=VALUE), S3_BENCH_DIRECTIONS (default "download upload").
 
 A direction is a function returning the jobs to race (name -> command) and the files to
@@ -51,6 +52,9 @@ RUNS = int(os.environ.get("S3_BENCH_RUNS", "3"))
 DIR = pathlib.Path(os.environ.get("S3_BENCH_DIR", "/tmp/s3-bench"))
 OUT = pathlib.Path(os.environ.get("S3_BENCH_OUT", str(DIR)))
 BIN = os.environ.get("TENSORSMITH_BIN", str(REPO / "target" / "release" / "tensorsmith"))
+# Another build of ours raced beside it ("before": a binary of an earlier revision, to show a
+# change is no slower); unset: not run.
+BASE = os.environ.get("TENSORSMITH_BASE_BIN")
 S3S = os.environ.get("S3S_FS_BIN", str(REPO / "target" / "s3s-fs" / "bin" / "s3s-fs"))
 OPTIONS = os.environ.get("S3_BENCH_OPTIONS", "").split()
 KEY, SECRET, REGION = "AKIABENCHKEY", "benchSecretKey/123", "us-east-1"
@@ -216,7 +220,10 @@ def download(endpoint):
         "boto3": py + ["plain"],
         "floor": py + ["floor"],
     }
-    return jobs, [ours, boto]
+    before = OUT / "before.safetensors"
+    if BASE:
+        jobs["before"] = [BASE, "convert", URL, str(before)] + storage_options()
+    return jobs, [ours, boto, before]
 
 
 def upload(endpoint):
@@ -229,8 +236,11 @@ def upload(endpoint):
         + storage_options(),
         "boto3": py + ["upload"],
     }
+    if BASE:
+        jobs["before"] = [BASE, "convert", str(src), f"s3://{BUCKET}/up-before.safetensors"] \
+            + storage_options()
     store = DIR / "store" / BUCKET
-    return jobs, [store / "up-ours.safetensors", store / "up-boto.safetensors"]
+    return jobs, [store / f"up-{n}.safetensors" for n in ("ours", "boto", "before")]
 
 
 DIRECTIONS = {"download": download, "upload": upload}
@@ -266,6 +276,11 @@ def race(name, endpoint, e):
     for f in leftovers:
         f.unlink(missing_ok=True)
     print(f"  peak RssAnon of ours {peak / 1024:6.1f} MiB   (target <= 256 MiB)")
+    if "before" in jobs:
+        peak = peak_rss_anon(jobs["before"], e)
+        for f in leftovers:
+            f.unlink(missing_ok=True)
+        print(f"  peak RssAnon of before {peak / 1024:6.1f} MiB")
 
 
 def moved(cmd, endpoint):

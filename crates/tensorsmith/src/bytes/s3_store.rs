@@ -146,7 +146,11 @@ fn builder(bucket: &str, s: &AwsSettings, t: &Transfer) -> AmazonS3Builder {
         .with_region(&s.region)
         .with_client_options(options)
         .with_retry(retry)
-        .with_copy_if_not_exists(S3CopyIfNotExists::Multipart);
+        .with_copy_if_not_exists(S3CopyIfNotExists::Multipart)
+        // Bodies are not hashed into the signature (`UNSIGNED-PAYLOAD`, as boto3 sends over
+        // HTTPS and as our presigned requests did): TLS guards them, and hashing every part
+        // cost a fifth of an upload's time (4 GiB to s3s-fs: 40.3 s against 32.2 s).
+        .with_unsigned_payload(true);
     b = match virtual_hosted {
         // object_store's own endpoint for the region, virtual-hosted.
         true => b.with_virtual_hosted_style_request(true),

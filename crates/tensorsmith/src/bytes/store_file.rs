@@ -100,21 +100,37 @@ impl StoreFile {
         Error::new(kind).in_file(Path::new(&self.name))
     }
 
-    /// The bytes of `range` (within the object) by one conditional GET into `buf`.
+    /// The bytes of `range` (within the object) by one conditional GET into `buf`, streamed
+    /// straight into it as they arrive (no second buffer of the part).
     fn get_into(&self, range: Range<u64>, buf: &mut [u8]) -> Result<()> {
+        use futures_util::StreamExt;
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
             if_match: self.etag.clone(),
             ..GetOptions::default()
         };
+        let want = buf.len();
         let got = block_on(async {
             let r = self.store.get_opts(&self.path, opts).await?;
             let size = r.meta.size;
             let etag = r.meta.e_tag.clone();
-            Ok::<_, object_store::Error>((size, etag, r.bytes().await?))
+            let mut stream = r.into_stream();
+            let mut at = 0usize;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                let end = at + chunk.len();
+                if end > want {
+                    // More than asked for: counted, not copied (reported below).
+                    at = end;
+                    continue;
+                }
+                buf[at..end].copy_from_slice(&chunk);
+                at = end;
+            }
+            Ok::<_, object_store::Error>((size, etag, at))
         })
         .map_err(|e| self.error(&e))?;
-        let (size, etag, bytes) = got;
+        let (size, etag, got) = got;
         if size != self.len || (self.etag.is_some() && etag.is_some() && etag != self.etag) {
             return Err(Error::new(ErrorKind::ChangedDuringRead {
                 what: "the ETag and length",
@@ -123,16 +139,13 @@ impl StoreFile {
             })
             .in_file(Path::new(&self.name)));
         }
-        if bytes.len() != buf.len() {
+        if got != want {
             return Err(Error::new(ErrorKind::Http(format!(
-                "asked for {} bytes at {}, got {}",
-                buf.len(),
-                range.start,
-                bytes.len()
+                "asked for {want} bytes at {}, got {got}",
+                range.start
             )))
             .in_file(Path::new(&self.name)));
         }
-        buf.copy_from_slice(&bytes);
         Ok(())
     }
 
