@@ -22,6 +22,8 @@ mod azure_config;
 #[cfg(feature = "remote")]
 mod azure_store;
 mod chunks;
+mod counting;
+mod gather;
 #[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
@@ -73,6 +75,8 @@ mod validator;
 #[cfg(feature = "remote")]
 pub use azure_client::AzureClient;
 pub use chunks::for_each_chunk;
+pub use counting::{Counted, ReadCounter};
+pub use gather::read_plan;
 #[cfg(feature = "remote")]
 pub use gcs_client::GcsClient;
 #[cfg(feature = "remote")]
