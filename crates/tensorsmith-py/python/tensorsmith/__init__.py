@@ -264,7 +264,11 @@ class safe_open:
         slices are clamped to the shape (`[16001:32002]` of 32,001 rows gives the last 16,000),
         index lists, `None` and masks work. Otherwise the reference's rules for NumPy: ints,
         slices with a positive step, `...`, tuples of those, `[]`; out-of-range indexes are
-        errors, never clamped. A GGUF block tensor is sliced as
+        errors, never clamped. An index of ints, slices and `...` reads only the part it
+        keeps (its rows, or its runs of a later dimension; see `tensorsmith.torch.load_sharded`
+        for the rule): with the pread backend, a URL or a file object, by the part's byte
+        spans; from a mapped file, as views of the map (the kernel reads only the pages
+        touched). A GGUF block tensor is sliced as
         its stored blocks (U8, shape `[rows, bytes per row]`, as `get_shape` says), or with
         `dequantize=True` as its float32 values (rows of the tensor's own shape)."""
         return _Slice(self, name, dequantize)
@@ -272,7 +276,7 @@ class safe_open:
 
 class _Slice:
     """A tensor to index (`f.get_slice(name)[0:2, :]`); only the bytes the index selects are
-    copied out of the map."""
+    read (by span) or copied out of the map."""
 
     def __init__(self, f: safe_open, name: str, dequantize: bool = False):
         # The native file, not `f`: a slice stays usable after `f` is closed.
