@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 use std::borrow::Cow;
 use std::sync::Arc;
-use tensorsmith::bytes::{Backend, LocalFile};
+use tensorsmith::bytes::{read_plan, Backend, Counted, LocalFile, ReadAt, ReadCounter};
 use tensorsmith::index::{Format, Layout, LayoutNames, MetaValue, TensorInfo};
 use tensorsmith::model::open_reader;
 use tensorsmith::ops::inspect::meta_json;
@@ -65,6 +65,9 @@ pub struct File {
     /// Whether a safetensors header declares an empty `__metadata__` (looked up once, on
     /// the first `metadata()` call that needs it).
     empty_metadata_object: std::sync::OnceLock<bool>,
+    /// Bytes and reads of tensor data asked of the byte layer through `read_into` and
+    /// `read_part_into` (`bytes_read`, for tests of per-rank loads).
+    counter: ReadCounter,
 }
 
 impl File {
@@ -75,6 +78,7 @@ impl File {
             by_path: false,
             by_name,
             empty_metadata_object: std::sync::OnceLock::new(),
+            counter: ReadCounter::default(),
         }
     }
 
@@ -90,6 +94,28 @@ impl File {
                 ),
             )),
         }
+    }
+}
+
+impl File {
+    /// The per-rank plan of part `cut` of tensor `name`, with its file's index.
+    fn plan(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        cut: &[(u64, u64)],
+    ) -> PyResult<(usize, tensorsmith::rank_plan::RankPlan)> {
+        let t = self.info(py, name)?;
+        let cut: Vec<std::ops::Range<u64>> = cut.iter().map(|&(a, b)| a..b).collect();
+        let plan = self.model.part_plan(t, &cut).py_err(py)?;
+        let file = self.model.file_of(t);
+        let i = self
+            .model
+            .files
+            .iter()
+            .position(|f| std::ptr::eq(f, file))
+            .expect("a tensor's file is one of the model's");
+        Ok((i, plan))
     }
 }
 
@@ -373,11 +399,121 @@ impl File {
             // data pointer of a live CPU buffer of at least `len` bytes that nothing else
             // touches until this call returns.
             let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
-            f.bytes()
+            Counted::new(f.bytes(), &self.counter)
                 .read_exact_at(offset, buf)
                 .map_err(|e| e.in_file(std::path::Path::new(&f.location)))
         })
         .py_err(py)
+    }
+
+    /// The per-rank read plan of the part `cut` of a tensor (`(start, stop)` along each
+    /// leading dimension; empty: the whole tensor), as `(file index, part shape, bytes kept,
+    /// bytes per run, runs, reads as (start, end) file offsets, the rule's bound on bytes
+    /// read, (max_gap, max_read))`. Refused: tensors not stored as one raw run, cuts that do
+    /// not fall on whole bytes (packed dtypes, ggml blocks), cuts out of the shape.
+    #[allow(clippy::type_complexity)]
+    fn part_plan(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        cut: Vec<(u64, u64)>,
+    ) -> PyResult<(
+        usize,
+        Vec<u64>,
+        u64,
+        u64,
+        usize,
+        Vec<(u64, u64)>,
+        u64,
+        (u64, u64),
+    )> {
+        let (i, plan) = self.plan(py, name, &cut)?;
+        Ok((
+            i,
+            plan.shape.clone(),
+            plan.len,
+            plan.run_len,
+            plan.runs.len(),
+            plan.reads
+                .iter()
+                .map(|r| (r.range.start, r.range.end))
+                .collect(),
+            plan.bound(),
+            (plan.rule.max_gap, plan.rule.max_read),
+        ))
+    }
+
+    /// `(file index, start, end)` when the part `cut` of a tensor is one contiguous span of
+    /// its file (the whole tensor, a first-dimension cut), else None.
+    fn part_span(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        cut: Vec<(u64, u64)>,
+    ) -> PyResult<Option<(usize, u64, u64)>> {
+        let (i, plan) = self.plan(py, name, &cut)?;
+        Ok(plan.span().map(|r| (i, r.start, r.end)))
+    }
+
+    /// Reads the part `cut` of a tensor into memory at `addr` (`len` bytes, the part's size)
+    /// in the part's contiguous layout, by its per-rank plan: only the planned spans are
+    /// read, several at once (8 for URLs, up to 4 threads for local files), without the
+    /// GIL. For tensorsmith's own Python code only: `addr` is the data pointer of a CPU
+    /// buffer of `len` bytes (a new tensor or array) that the caller owns and keeps alive
+    /// until this returns.
+    fn read_part_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        cut: Vec<(u64, u64)>,
+        addr: usize,
+        len: usize,
+    ) -> PyResult<()> {
+        let (i, plan) = self.plan(py, name, &cut)?;
+        if plan.len != len as u64 {
+            return Err(raise(
+                py,
+                "OptionError",
+                format!("read_part_into: {len} bytes for a part of {}", plan.len),
+            ));
+        }
+        if addr == 0 && len > 0 {
+            return Err(raise(
+                py,
+                "OptionError",
+                "read_part_into: null address".into(),
+            ));
+        }
+        let f = &self.model.files[i];
+        let concurrency = if tensorsmith::bytes::is_url(&f.location) {
+            8
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+        };
+        py.detach(|| {
+            // SAFETY: as for `read_into`: a live CPU buffer of `len` bytes that the caller
+            // (tensorsmith's Python code) owns and nothing else touches during this call.
+            let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
+            read_plan(
+                &Counted::new(f.bytes(), &self.counter),
+                &plan,
+                buf,
+                concurrency,
+            )
+            .map_err(|e| e.in_file(std::path::Path::new(&f.location)))
+        })
+        .py_err(py)
+    }
+
+    /// `(bytes, reads)` of tensor data read through `read_into` and `read_part_into` since
+    /// the file was opened or `reset_bytes_read` was called (the header read at open is not
+    /// counted; mapped views handed out without a read are not reads).
+    fn bytes_read(&self) -> (u64, u64) {
+        (self.counter.bytes(), self.counter.reads())
+    }
+
+    fn reset_bytes_read(&self) {
+        self.counter.reset();
     }
 
     /// Where the file or shards live (as given).

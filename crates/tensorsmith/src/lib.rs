@@ -58,6 +58,7 @@ pub mod model;
 pub mod onnx;
 pub mod ops;
 pub mod progress;
+pub mod rank_plan;
 pub mod safetensors;
 pub mod sink;
 pub mod ztensor;

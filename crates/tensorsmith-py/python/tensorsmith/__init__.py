@@ -44,7 +44,7 @@ import os
 
 import numpy as np
 
-from . import _native, _numpy, _slicing
+from . import _native, _numpy, _rank_plan, _slicing
 from ._checks import (  # noqa: F401
     dataset_clean, dataset_export, dataset_info, dataset_verify, validate, verify,
 )
@@ -264,7 +264,11 @@ class safe_open:
         slices are clamped to the shape (`[16001:32002]` of 32,001 rows gives the last 16,000),
         index lists, `None` and masks work. Otherwise the reference's rules for NumPy: ints,
         slices with a positive step, `...`, tuples of those, `[]`; out-of-range indexes are
-        errors, never clamped. A GGUF block tensor is sliced as
+        errors, never clamped. An index of ints, slices and `...` reads only the part it
+        keeps (its rows, or its runs of a later dimension; see `tensorsmith.torch.load_sharded`
+        for the rule): with the pread backend, a URL or a file object, by the part's byte
+        spans; from a mapped file, as views of the map (the kernel reads only the pages
+        touched). A GGUF block tensor is sliced as
         its stored blocks (U8, shape `[rows, bytes per row]`, as `get_shape` says), or with
         `dequantize=True` as its float32 values (rows of the tensor's own shape)."""
         return _Slice(self, name, dequantize)
@@ -272,7 +276,7 @@ class safe_open:
 
 class _Slice:
     """A tensor to index (`f.get_slice(name)[0:2, :]`); only the bytes the index selects are
-    copied out of the map."""
+    read (by span) or copied out of the map."""
 
     def __init__(self, f: safe_open, name: str, dequantize: bool = False):
         # The native file, not `f`: a slice stays usable after `f` is closed.
@@ -298,10 +302,49 @@ class _Slice:
         self._file.dequantize_into(self._name, full)
         return full
 
+    def _plain(self):
+        """Whether the tensor's part can be read by span (stored as one raw run, a dtype of
+        whole bytes, not a GGUF block tensor): then only the bytes an index keeps are read."""
+        return (not self._dequantize and not self._layout.startswith("ggml:")
+                and self._dtype not in _rank_plan.PACKED
+                and self._file.raw_range(self._name) is not None)
+
+    def _read_part(self, part, empty):
+        """The part's bytes read into `empty(shape)` (a new array or tensor), then `post`."""
+        out, addr, nbytes = empty(part.shape)
+        if nbytes:
+            self._file.read_part_into(self._name, part.cut, addr, nbytes)
+        return out if part.post is None else out[part.post]
+
+    def _mapped(self):
+        """Whether PyTorch tensors of this tensor are views of a local file's map (then a
+        slice is a view too, or a copy of the elements it keeps: the kernel reads only the
+        pages they lie on)."""
+        rng = self._file.raw_range(self._name)
+        return (self._torch.mapped and rng is not None
+                and self._file.local_file(rng[0]) is not None)
+
     def _pt(self, index):
-        """torch's indexing of the whole tensor (a view of the map), as the reference."""
+        """torch's indexing, as the reference: of the part the index keeps (read alone) when
+        the index is ints, slices and `...` and the file is not mapped (pread, URLs, file
+        objects); else of the whole tensor (a view of the map)."""
         import torch
 
+        from . import _torch
+
+        torch_index = (_rank_plan.torch_index(index, self._shape)
+                       if self._plain() and not self._mapped() else None)
+        if torch_index is not None:
+            dtype = _torch.torch_dtype(self._dtype)
+
+            def empty(shape):
+                t = torch.empty(shape, dtype=dtype)
+                return t, t.data_ptr(), t.numel() * t.element_size()
+
+            part = self._read_part(torch_index, empty)
+            if not part.is_contiguous():
+                part = part.contiguous()
+            return part if self._device.type == "cpu" else part.to(self._device)
         if self._dequantize:
             full = torch.from_numpy(self._dequantized())
         else:
@@ -320,6 +363,18 @@ class _Slice:
         if self._dequantize:
             return _out(np.array(self._dequantized()[np_index], copy=True), self._framework,
                         "F32")
+        if self._plain():
+            dt = _numpy.dtype_of(self._dtype, self._layout)
+
+            def empty(shape):
+                a = np.empty(shape, dtype=dt)
+                return a, a.ctypes.data, a.nbytes
+
+            part = _rank_plan.from_indexers(np_index, self._shape)
+            arr = self._read_part(part, empty)
+            if part.post is not None:
+                arr = np.array(arr, copy=True)  # owned, C order, 0-d kept
+            return _out(arr, self._framework, self._dtype)
         full = _array(self._file.tensor_bytes(self._name), self._dtype, self._shape, self._layout)
         part = np.array(full[np_index], copy=True)  # owned, C order, 0-d kept
         return _out(part, self._framework, self._dtype)

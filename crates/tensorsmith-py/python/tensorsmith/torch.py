@@ -21,6 +21,7 @@ from . import _native
 from . import load as _load
 from . import load_file as _load_file
 from ._torch import as_bytes as _as_bytes
+from ._torch import parse_device as _parse_device
 from ._torch import spec as _spec
 from .errors import InvalidInput
 
@@ -214,6 +215,42 @@ def load_file(filename, device="cpu", *, backend="mmap", storage_options=None):
     pinned pipeline as a local file."""
     return _load_file(filename, framework="pt", backend=backend, device=device,
                       storage_options=storage_options)
+
+
+def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=None,
+                 stats=None):
+    """The parts of tensors one rank keeps, reading only their byte spans:
+    `load_sharded("m.safetensors", {"w_up": (0, r * n, (r + 1) * n), "norm": None}, "cuda:0")`.
+
+    `paths`: a file, a folder of shards, a shard index JSON, a URL (`s3://`, `az://`,
+    `gs://`, `hf://`, `http(s)://`, read by ranged GETs with `storage_options` as
+    `safe_open` takes them), or a list of shard files or URLs. `plan`: tensor name -> the
+    part this rank needs, only the names it holds are loaded:
+      - `None`: the whole tensor;
+      - `(dim, start, stop)`: elements `start:stop` along dimension `dim` (column-parallel
+        layers and experts cut dimension 0, row-parallel layers dimension 1), counted in the
+        file's elements (an F4 tensor's values, two per torch `float4_e2m1fn_x2` element);
+      - a `get_slice` index (a slice, or a tuple of slices, ints and `...`: `(slice(None),
+        slice(a, b))`), under the reference's NumPy rules (checked, never clamped).
+    This follows the shape of safetensors 0.9's per-rank prefetch plan (safetensors #848:
+    `safe_open(...).prefetch(plan)`, "slices of tensors [...] akin to get_slice but
+    declared once ahead of time"), as far as it is public: names mapped to get_slice-style
+    slices, plus the `(dim, start, stop)` form serving engines use; its exact `PrefetchPlan`
+    type was not public when this was written.
+
+    A first-dimension cut (and a whole tensor) is one contiguous span; a cut of another
+    dimension is a run per row, neighbouring runs read together when the gap between them is
+    at most 4 KiB (local files) or 256 KiB (URLs): bytes read <= kept + (runs - 1) * gap
+    then, exactly the kept bytes otherwise. Cuts of packed dtypes (F4, F6, I4, ...) must fall
+    on whole bytes; GGUF block, compressed and sparse tensors are read whole only (plan
+    None), else refused. Tensors are new (owned), contiguous, on `device` ("cpu", "cuda",
+    "cuda:N", an int, a torch.device; CUDA through the pinned ring for one-span parts).
+    `stats`, a dict, receives `bytes_kept`, `bytes_read` (tensor bytes asked of the files)
+    and `reads`."""
+    from . import _torch_sharded
+
+    natives = _torch_sharded._natives(paths, backend, storage_options)
+    return _torch_sharded.load(natives, plan, _parse_device(device), stats)
 
 
 def save_model(model, filename, metadata=None, force_contiguous=True):

@@ -20,6 +20,8 @@ mod azure_config;
 #[cfg(feature = "remote")]
 mod azure_store;
 mod chunks;
+mod counting;
+mod gather;
 #[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
@@ -67,6 +69,8 @@ mod url_scheme;
 mod validator;
 
 pub use chunks::for_each_chunk;
+pub use counting::{Counted, ReadCounter};
+pub use gather::read_plan;
 #[cfg(feature = "remote")]
 pub use gcs_client::GcsClient;
 #[cfg(feature = "remote")]

@@ -17,6 +17,7 @@ pub use open::{open, open_reader};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, TensorIndex, TensorInfo};
+use crate::rank_plan::{Coalesce, Elements, RankPlan};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -112,6 +113,31 @@ impl Model {
         f.format()
             .json_header(f.bytes(), f.header_len)
             .map_err(|e| f.at(e))
+    }
+
+    /// The per-rank read plan of the part `cut` of tensor `t` (ranges along its leading
+    /// dimensions; empty: the whole tensor), by the coalescing rule of its file's kind
+    /// ([`Coalesce::REMOTE`] for URLs, [`Coalesce::LOCAL`] otherwise). Tensors not stored as
+    /// one raw run (compressed, big-endian, sparse) are refused by name, as are cuts that
+    /// do not fall on whole bytes (see [`crate::rank_plan`]).
+    pub fn part_plan(&self, t: &TensorInfo, cut: &[Range<u64>]) -> Result<RankPlan> {
+        let f = self.file_of(t);
+        if !self.is_plain(t) {
+            return Err(f.at(Error::new(ErrorKind::Unsupported(
+                "a per-rank read of a tensor that is not stored as one raw little-endian run \
+                 (compressed, byte-swapped or in several parts): read it whole"
+                    .into(),
+            ))
+            .at_tensor(&t.name)));
+        }
+        let rule = if crate::bytes::is_url(&f.location) {
+            Coalesce::REMOTE
+        } else {
+            Coalesce::LOCAL
+        };
+        Elements::of(t.dtype, &t.layout)
+            .and_then(|el| RankPlan::new(el, &t.shape, t.data_range(), cut, rule))
+            .map_err(|e| f.at(e.at_tensor(&t.name)))
     }
 
     /// One part stored raw and little-endian in this file: its stored bytes are its values,

@@ -1,0 +1,112 @@
+"""`tensorsmith.torch.load_sharded`: the parts of tensors one rank of a tensor-parallel job
+keeps, reading only their byte spans.
+
+Each part is planned in Rust (`tensorsmith::rank_plan`): a whole tensor or a first-dimension
+cut is one contiguous span; a cut of another dimension is one run per index of the
+dimensions before it, neighbouring runs read together when the gap between them is at most
+4 KiB for local files or 256 KiB for URLs (so bytes read <= kept + (runs - 1) * gap in that
+case, exactly the kept bytes otherwise). On the CPU the part is read straight into its
+tensor (spans gathered, several at once); onto CUDA, one-span parts go through the pinned
+ring of `_torch_cuda` into their device tensors, and strided parts are gathered on the host
+(the part's bytes, never the whole tensor's) and copied over.
+"""
+
+import os
+
+import torch
+
+from . import _open_native, _rank_plan, _torch, _torch_cuda
+from .errors import InvalidInput, TensorNotFound, Unsupported
+
+
+def _natives(paths, backend, storage_options):
+    """Opened files, one per path: a file, folder, shard index, URL or file object, or a
+    list of them."""
+    if isinstance(paths, (str, bytes, os.PathLike)) or hasattr(paths, "read"):
+        paths = [paths]
+    try:
+        paths = list(paths)
+    except TypeError:
+        raise InvalidInput(f"paths must be a path, a URL or a list of them, not "
+                           f"{type(paths).__name__}") from None
+    if not paths:
+        raise InvalidInput("paths is empty: give a file, a folder, a shard index or a list "
+                           "of shards")
+    return [_open_native(p, backend, storage_options) for p in paths]
+
+
+def _owners(natives, names):
+    """Tensor name -> the opened file holding it, for the names asked; a name in two of the
+    files given is refused (which one to read would be a guess)."""
+    owner = {}
+    for f in natives:
+        have = set(f.names())
+        for n in names:
+            if n in have:
+                if n in owner:
+                    raise InvalidInput(f"tensor {n!r} is in both {owner[n].location} and "
+                                       f"{f.location}")
+                owner[n] = f
+    missing = [n for n in names if n not in owner]
+    if missing:
+        where = ", ".join(f.location for f in natives)
+        raise TensorNotFound(f"{where}: no tensor {missing[0]!r}"
+                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    return owner
+
+
+def load(natives, plan, device, stats=None):
+    """`plan` (name -> None, (dim, start, stop) or a get_slice index) -> tensors on
+    `device` (a torch.device)."""
+    if not isinstance(plan, dict):
+        raise InvalidInput(f"plan must be a dict of tensor name -> part, not "
+                           f"{type(plan).__name__}")
+    owner = _owners(natives, list(plan))
+    for f in natives:
+        f.reset_bytes_read()
+    out, kept = {}, 0
+    by_file = {}  # native -> {name: (file index, start, end)}: one-span parts for the ring
+    posts = {}
+    for name, spec in plan.items():
+        f = owner[name]
+        dtype_name, shape, layout = f.info_of(name)
+        if layout.startswith("ggml:") or f.raw_range(name) is None:
+            # GGUF blocks, compressed or sparse parts: whole tensors only, made as
+            # get_tensor makes them.
+            part = _rank_plan.plan_entry(name, spec, shape)
+            if part.cut and part.shape != list(shape):
+                raise Unsupported(f"tensor {name!r} ({layout}, not stored as one raw run) is "
+                                  "read whole only: plan None for it")
+            t = _torch.Reader(f, "pread").tensor(name)
+            out[name] = t if device.type == "cpu" else t.to(device)
+            kept += t.numel() * t.element_size()
+            continue
+        part = _rank_plan.plan_entry(name, spec, shape)
+        dtype = _torch.torch_dtype(dtype_name)
+        tshape = _torch.torch_shape(dtype_name, part.shape)
+        span = f.part_span(name, part.cut) if device.type == "cuda" else None
+        target = device if span is not None else "cpu"
+        t = torch.empty(tshape, dtype=dtype, device=target)
+        nbytes = t.numel() * t.element_size()
+        kept += nbytes
+        if span is not None:
+            if span[2] > span[1]:
+                by_file.setdefault(f, {})[name] = span
+        elif nbytes:
+            f.read_part_into(name, part.cut, t.data_ptr(), nbytes)
+        out[name] = t
+        if part.post is not None:
+            posts[name] = part.post
+    for f, spans in by_file.items():
+        dest = {n: out[n].view(-1).view(torch.uint8) for n in spans}
+        _torch_cuda._pipeline(f, _torch_cuda._plan(spans), dest, device)
+    for name, t in out.items():
+        if name in posts:
+            t = t[posts[name]]
+        if t.device != device:
+            t = t.to(device)
+        out[name] = t if t.is_contiguous() else t.contiguous()
+    if stats is not None:
+        read, reads = (sum(v) for v in zip(*(f.bytes_read() for f in natives)))
+        stats.update(bytes_kept=kept, bytes_read=read, reads=reads)
+    return out

@@ -1,0 +1,513 @@
+"""Per-rank loads (issue #43): `tensorsmith.torch.load_sharded` and `get_slice` read only the
+byte spans a rank keeps. For 2 and 4 simulated ranks in one process, over local files (pread
+and mapped), a sharded checkpoint, an http(s) URL and an s3:// URL on a moto server: the
+values equal the reference `safetensors` loading everything then slicing; first-dimension
+parts read at most 1.05x the bytes kept (exactly, locally); other-dimension parts at most the
+coalescing rule's bound, kept + (runs - 1) * gap when the gap is at most 4 KiB (local) or
+256 KiB (URLs), else exactly the kept bytes. Bytes are counted by the byte layer (`stats`,
+`bytes_read`) and, for the URLs, by the server (body bytes sent).
+
+Run with `pytest -s` to see the measured ratios."""
+
+import collections
+import io
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import safetensors
+import safetensors.torch as ref
+import torch
+
+import tensorsmith
+import tensorsmith.torch as ours
+from tensorsmith.errors import BadSlice, InvalidInput, TensorNotFound, Unsupported
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+LOCAL_GAP, REMOTE_GAP, MAX_READ = 4 << 10, 256 << 10, 8 << 20
+
+
+def model():
+    """Tensors as a tensor-parallel layer stack holds them, name -> (tensor, dim cut)."""
+    g = torch.Generator().manual_seed(43)
+    return {
+        "embed": (torch.randn(1000, 256, generator=g).bfloat16(), 0),  # vocab-parallel
+        "q_proj": (torch.randn(1024, 512, generator=g).bfloat16(), 0),  # column-parallel
+        "experts": (torch.randn(8, 256, 128, generator=g).half(), 0),  # expert-parallel
+        "o_proj": (torch.randn(512, 1024, generator=g).bfloat16(), 1),  # row-parallel, narrow
+        "down": (torch.randn(256, 10240, generator=g), 1),  # row-parallel, wide rows
+        "gate": (torch.randn(4, 96, 40, generator=g), 2),  # a cut of the last of 3 dims
+        "norm": (torch.randn(512, generator=g), None),  # replicated
+    }
+
+
+def rank_plan(tensors, rank, ranks, dims=None):
+    """The plan of `rank`: each tensor's dimension split evenly (None: whole)."""
+    plan = {}
+    for name, (t, dim) in tensors.items():
+        if dims is not None and dim not in dims:
+            continue
+        if dim is None:
+            plan[name] = None
+        else:
+            n = t.shape[dim]
+            plan[name] = (dim, rank * n // ranks, (rank + 1) * n // ranks)
+    return plan
+
+
+def expected(full, spec):
+    return full if spec is None else full.narrow(spec[0], spec[1], spec[2] - spec[1])
+
+
+def bound(tensors, plan, max_gap):
+    """The coalescing rule's bound, worked out from shapes alone: kept bytes, plus for a cut
+    of a dimension other than the first the gaps between its runs when they are at most
+    `max_gap` (reads of several runs stop at 8 MiB, which only leaves gaps out)."""
+    total = 0
+    for name, spec in plan.items():
+        t = tensors[name][0]
+        el = t.element_size()
+        if spec is None:
+            total += t.numel() * el
+            continue
+        dim, a, b = spec
+        inner = int(np.prod(t.shape[dim + 1:], dtype=np.int64)) * el
+        runs = int(np.prod(t.shape[:dim], dtype=np.int64))
+        run, gap = (b - a) * inner, (t.shape[dim] - (b - a)) * inner
+        total += runs * run
+        if dim > 0 and gap <= max_gap:
+            total += (runs - 1) * gap
+    return total
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tp")
+    tensors = model()
+    path = d / "model.safetensors"
+    ref.save_file({k: v for k, (v, _) in tensors.items()}, path)
+    return tensors, path
+
+
+RATIOS = []
+
+
+def report(where, ranks, kind, kept, read, limit):
+    RATIOS.append((where, ranks, kind, read / kept))
+    print(f"\n  {where:10} {ranks} ranks {kind:16} kept {kept:>9} read {read:>9} "
+          f"ratio {read / kept:.3f} (bound {limit / kept:.3f})")
+
+
+@pytest.mark.parametrize("backend", ["pread", "mmap"])
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_each_rank_reads_its_spans_and_gets_the_references_values(saved, ranks, backend):
+    tensors, path = saved
+    want = ref.load_file(path)
+    for r in range(ranks):
+        for kind, dims in (("first dimension", (0, None)), ("other dimensions", (1, 2))):
+            plan = rank_plan(tensors, r, ranks, dims)
+            stats = {}
+            got = ours.load_sharded(path, plan, backend=backend, stats=stats)
+            assert list(got) == list(plan)
+            for name, spec in plan.items():
+                e = expected(want[name], spec)
+                assert got[name].dtype == e.dtype and got[name].shape == e.shape, name
+                assert torch.equal(got[name], e), name
+                assert got[name].is_contiguous()
+            kept = sum(t.numel() * t.element_size() for t in got.values())
+            assert stats["bytes_kept"] == kept
+            limit = bound(tensors, plan, LOCAL_GAP)
+            if kind == "first dimension":
+                assert stats["bytes_read"] == kept  # one span each: exactly the kept bytes
+                assert limit == kept
+            else:
+                assert kept <= stats["bytes_read"] <= limit
+            if r == 0 and backend == "pread":
+                report("local", ranks, kind, kept, stats["bytes_read"], limit)
+    # Every rank's parts together are each tensor once.
+    for name, (t, dim) in tensors.items():
+        parts = [ours.load_sharded(path, {name: rank_plan({name: (t, dim)}, r, ranks)[name]})
+                 [name] for r in range(ranks)]
+        joined = parts[0] if dim is None else torch.cat(parts, dim)
+        assert torch.equal(joined, want[name])
+
+
+def test_the_rule_merges_small_gaps_and_reads_wide_ones_apart(saved):
+    tensors, path = saved
+    with tensorsmith.safe_open(path, framework="pt", backend="pread") as f:
+        n = f._f
+        # o_proj [512, 1024] bf16 in halves along dim 1: runs of 1 KiB, 1 KiB apart: one read.
+        _, shape, kept, run, runs, reads, limit, rule = n.part_plan("o_proj", [(0, 512),
+                                                                              (0, 512)])
+        assert (shape, kept, run, runs, rule) == ([512, 512], 512 * 1024, 1024, 512,
+                                                  (LOCAL_GAP, MAX_READ))
+        assert len(reads) == 1 and reads[0][1] - reads[0][0] == limit == kept + 511 * 1024
+        # down [256, 10240] f32 in quarters: runs of 10 KiB, 30 KiB apart: read one by one.
+        _, _, kept, run, runs, reads, limit, _ = n.part_plan("down", [(0, 256), (0, 2560)])
+        assert (run, runs, len(reads), limit) == (10240, 256, 256, kept)
+        assert sum(b - a for a, b in reads) == kept
+        # A first-dimension part: one span, exactly its rows.
+        i, start, end = n.part_span("q_proj", [(256, 512)])
+        off = n.raw_range("q_proj")[1]
+        assert (start - off, end - off) == (256 * 512 * 2, 512 * 512 * 2)
+        assert n.part_span("down", [(0, 256), (0, 2560)]) is None
+
+
+def test_sharded_checkpoints_as_an_index_a_folder_or_a_list(tmp_path, saved):
+    tensors, _ = saved
+    names = list(tensors)
+    shards = [names[:3], names[3:]]
+    weight_map = {}
+    for k, part in enumerate(shards):
+        fn = f"model-{k + 1:05d}-of-00002.safetensors"
+        ref.save_file({n: tensors[n][0] for n in part}, tmp_path / fn)
+        weight_map.update({n: fn for n in part})
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": weight_map}))
+    plan = rank_plan(tensors, 1, 4)
+    files = sorted(str(p) for p in tmp_path.glob("model-*.safetensors"))
+    results = []
+    for paths in (tmp_path / "model.safetensors.index.json", tmp_path, files):
+        stats = {}
+        results.append(ours.load_sharded(paths, plan, stats=stats))
+        assert stats["bytes_kept"] <= stats["bytes_read"] <= bound(tensors, plan, LOCAL_GAP)
+    # A file object (read through its seek and read, one at a time).
+    with open(files[0], "rb") as fo:
+        part = {n: plan[n] for n in shards[0]}
+        results.append(ours.load_sharded(io.BytesIO(fo.read()), part))
+    for got in results:
+        for name, spec in plan.items() if len(got) == len(plan) else part.items():
+            assert torch.equal(got[name], expected(tensors[name][0], spec))
+
+
+def test_plan_entries_as_get_slice_indexes_and_refusals(saved, tmp_path):
+    tensors, path = saved
+    full = ref.load_file(path)
+    got = ours.load_sharded(path, {"down": (slice(None), slice(100, 300)),
+                                   "gate": np.s_[1:3, ::7, 5],
+                                   "experts": np.s_[2],
+                                   "norm": ...})
+    assert torch.equal(got["down"], full["down"][:, 100:300])
+    assert torch.equal(got["gate"], full["gate"][1:3, ::7, 5])
+    assert torch.equal(got["experts"], full["experts"][2])
+    assert torch.equal(got["norm"], full["norm"])
+    with pytest.raises(BadSlice, match="dimension 2 of a tensor of shape"):
+        ours.load_sharded(path, {"q_proj": (2, 0, 1)})
+    with pytest.raises(BadSlice, match="5:2000 is not inside dimension 0 of size 1024"):
+        ours.load_sharded(path, {"q_proj": (0, 5, 2000)})
+    with pytest.raises(BadSlice, match="expected None, \\(dim, start, stop\\)"):
+        ours.load_sharded(path, {"q_proj": "rows"})
+    with pytest.raises(BadSlice, match="out of bounds"):
+        ours.load_sharded(path, {"q_proj": np.s_[:, 600:]})
+    with pytest.raises(TensorNotFound, match="no tensor 'nope'"):
+        ours.load_sharded(path, {"nope": None})
+    with pytest.raises(InvalidInput, match="plan must be a dict"):
+        ours.load_sharded(path, [("q_proj", None)])
+    with pytest.raises(InvalidInput, match="paths is empty"):
+        ours.load_sharded([], {"q_proj": None})
+    # A name in two of the files given.
+    with pytest.raises(InvalidInput, match="is in both"):
+        ours.load_sharded([path, path], {"q_proj": None})
+
+
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="torch without float4")
+def test_packed_f4_cuts_fall_on_whole_bytes_or_are_refused(tmp_path):
+    # [8, 32] F4 values: torch holds them as [8, 16] pairs of a byte each.
+    raw = torch.arange(8 * 16, dtype=torch.uint8).reshape(8, 16)
+    path = tmp_path / "f4.safetensors"
+    ref.save_file({"w": raw.view(torch.float4_e2m1fn_x2)}, path)
+    got = ours.load_sharded(path, {"w": (1, 8, 24)})["w"]
+    assert got.dtype == torch.float4_e2m1fn_x2 and got.shape == (8, 8)
+    assert torch.equal(got.view(torch.uint8), raw[:, 4:12])
+    got = ours.load_sharded(path, {"w": (0, 3, 5)})["w"]
+    assert torch.equal(got.view(torch.uint8), raw[3:5])
+    with pytest.raises(BadSlice, match="a cut at element 3 of a F4 tensor: 2 elements fill 1 "
+                                       "byte"):
+        ours.load_sharded(path, {"w": (1, 3, 9)})
+
+
+def test_compressed_tensors_are_read_whole_only(tmp_path):
+    src = tmp_path / "m.safetensors"
+    ref.save_file({"w": torch.randn(64, 64)}, src)
+    zt = tmp_path / "m.zt"
+    tensorsmith.convert(src, zt, zt_version="2", compress=3)
+    whole = ours.load_sharded(zt, {"w": None})["w"]
+    assert torch.equal(whole, ref.load_file(src)["w"])
+    with pytest.raises(Unsupported, match="read whole only"):
+        ours.load_sharded(zt, {"w": (0, 0, 32)})
+
+
+# --- get_slice reads only the part it keeps
+
+
+@pytest.mark.parametrize("framework", ["pt", "np"])
+@pytest.mark.parametrize("backend", ["pread", "mmap"])
+def test_get_slice_reads_only_the_rows_and_spans_it_keeps(saved, framework, backend):
+    _, path = saved
+    with tensorsmith.safe_open(path, framework=framework, backend=backend) as f, \
+            safetensors.safe_open(str(path), framework=framework) as g:
+        n = f._f
+        cases = [
+            (np.s_[256:512], 256 * 512 * 2, "q_proj"),  # rows: exactly their bytes
+            (np.s_[7], 512 * 2, "q_proj"),
+            (np.s_[100:200], 100 * 10240 * 4, "down"),
+            (np.s_[:, 2560:5120], 256 * 2560 * 4, "down"),  # runs 30 KiB apart
+            (np.s_[10:20, 1000:1001], 10 * 4, "down"),
+            (np.s_[1:3, 10:20, ::3], 2 * 10 * 40 * 4, "gate"),
+            # Runs of 4 bytes, 156 apart: merged, from the first run's start to the last's end.
+            (np.s_[..., 5], 4 * 96 * 40 * 4 - 5 * 4 - 34 * 4, "gate"),
+        ]
+        for index, exact, name in cases:
+            if framework == "np" and name == "q_proj":
+                continue  # bf16: NumPy needs ml_dtypes, which .venv-torch does not have
+            n.reset_bytes_read()
+            got = f.get_slice(name)[index]
+            read, reads = n.bytes_read()
+            want = g.get_slice(name)[index]
+            assert type(got) is type(want) and got.dtype == want.dtype
+            assert tuple(got.shape) == tuple(want.shape)
+            assert np.array_equal(np.asarray(got.float() if framework == "pt" else got),
+                                  np.asarray(want.float() if framework == "pt" else want))
+            if framework == "pt" and backend == "mmap":
+                # Views of the map (or copies of the kept elements from it): no read at all.
+                assert (read, reads) == (0, 0)
+            else:
+                assert read == exact, (name, index, read)
+                assert reads >= 1
+        # An index torch takes its own way (a list) still works, from the whole tensor.
+        if framework == "pt":
+            assert torch.equal(f.get_slice("q_proj")[[1, 3]], g.get_slice("q_proj")[[1, 3]])
+
+
+# --- URLs: counted by the servers
+
+
+def test_an_http_url_reads_the_spans_counted_by_the_server(saved):
+    sys.path.insert(0, str(REPO / "tests/python"))
+    from range_server import RangeHandler, serve
+
+    tensors, path = saved
+    body = path.read_bytes()
+    want = ref.load_file(path)
+    with serve({"/m.safetensors": body}) as base:
+        url = f"{base}/m.safetensors"
+        RangeHandler.sent.clear()
+        tensorsmith.safe_open(url).keys()
+        opened = RangeHandler.sent.get("/m.safetensors", 0)
+        for ranks in (2, 4):
+            for kind, dims in (("first dimension", (0, None)), ("other dimensions", (1, 2))):
+                plan = rank_plan(tensors, ranks - 1, ranks, dims)
+                RangeHandler.sent.clear()
+                stats = {}
+                got = ours.load_sharded(url, plan, stats=stats)
+                for name, spec in plan.items():
+                    assert torch.equal(got[name], expected(want[name], spec))
+                served = RangeHandler.sent["/m.safetensors"] - opened
+                _check_served(tensors, plan, stats, served, kind, "http", ranks)
+
+
+def _check_served(tensors, plan, stats, served, kind, where, ranks):
+    kept = stats["bytes_kept"]
+    limit = bound(tensors, plan, REMOTE_GAP)
+    if kind == "first dimension":
+        assert limit == kept
+        assert stats["bytes_read"] == kept
+        assert served <= 1.05 * kept, (served, kept)
+    else:
+        assert kept <= stats["bytes_read"] <= limit
+        assert served <= limit, (served, limit)
+    report(where, ranks, kind, kept, served, limit)
+
+
+class CountingProxy:
+    """A TCP forwarder in front of an HTTP server that counts the body bytes of the responses
+    it forwards (Content-Length, nothing for HEAD), i.e. what the server sent."""
+
+    def __init__(self, upstream):
+        self.body_bytes = 0
+        self.requests = 0
+        self.responses = []
+        self._lock = threading.Lock()
+        host, port = upstream.removeprefix("http://").split(":")
+        self._upstream = (host, int(port))
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reset(self):
+        with self._lock:
+            self.body_bytes = self.requests = 0
+            self.responses = []
+
+    def _accept(self):
+        while True:
+            client, _ = self._listener.accept()
+            server = socket.create_connection(self._upstream)
+            methods = collections.deque()
+            threading.Thread(target=self._requests, args=(client, server, methods),
+                             daemon=True).start()
+            threading.Thread(target=self._responses, args=(server, client, methods),
+                             daemon=True).start()
+
+    def _requests(self, src, dst, methods):
+        buf = b""
+        try:
+            while data := src.recv(1 << 16):
+                buf += data
+                while b"\r\n\r\n" in buf:  # GET and HEAD requests: headers only
+                    head, buf = buf.split(b"\r\n\r\n", 1)
+                    methods.append(head.split(b" ", 1)[0])
+                    with self._lock:
+                        self.requests += 1
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(dst)
+
+    def _responses(self, src, dst, methods):
+        buf, body_left = b"", 0
+        try:
+            while data := src.recv(1 << 16):
+                buf += data
+                while buf:
+                    if body_left:
+                        take = min(body_left, len(buf))
+                        body_left -= take
+                        buf = buf[take:]
+                        with self._lock:
+                            self.body_bytes += take
+                        continue
+                    if b"\r\n\r\n" not in buf:
+                        break
+                    head, buf = buf.split(b"\r\n\r\n", 1)
+                    lines = head.decode("latin-1").split("\r\n")
+                    status = int(lines[0].split()[1])
+                    fields = {k.strip().lower(): v.strip() for k, _, v in
+                              (ln.partition(":") for ln in lines[1:])}
+                    method = methods.popleft() if methods else b"GET"
+                    if method != b"HEAD" and status >= 200 and status not in (204, 304):
+                        body_left = int(fields.get("content-length", "0"))
+                    with self._lock:
+                        self.responses.append((method, status, fields.get("content-range"),
+                                               body_left))
+                # Counted before it goes on: the client may act on the bytes at once.
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(dst)
+
+
+def _close(sock):
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _moto_python():
+    """A Python that has moto's server: this one, or the package venv's (.venv, which
+    scripts/test makes before .venv-torch)."""
+    try:
+        import moto.server  # noqa: F401
+        return sys.executable
+    except ImportError:
+        pass
+    venv = REPO / ".venv/bin/python"
+    if venv.exists() and subprocess.run([venv, "-c", "import moto.server"],
+                                        capture_output=True).returncode == 0:
+        return str(venv)
+    return None
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    python = _moto_python()
+    if python is None:
+        pytest.skip("no moto server here or in .venv")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.time() < deadline, "moto did not start"
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    p.terminate()
+    p.wait(10)
+
+
+def test_an_s3_url_reads_the_spans_counted_by_the_server(saved, moto_endpoint, monkeypatch):
+    tensors, path = saved
+    # moto's server takes unsigned requests: the bucket and object put as plain HTTP.
+    for url, data in ((f"{moto_endpoint}/rank43", b""),
+                      (f"{moto_endpoint}/rank43/tp/model.safetensors", path.read_bytes())):
+        # A binary type: urllib's default (a form) has moto's server parse the body as one.
+        urllib.request.urlopen(urllib.request.Request(
+            url, data=data, method="PUT",
+            headers={"Content-Type": "application/octet-stream"})).read()
+    for k in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    proxy = CountingProxy(moto_endpoint)
+    opts = {"key": "testing", "secret": "testing", "endpoint_url": proxy.endpoint,
+            "region": "us-east-1"}
+    url = "s3://rank43/tp/model.safetensors"
+    want = ref.load_file(path)
+    tensorsmith.safe_open(url, storage_options=opts).keys()
+    opened = proxy.body_bytes
+    assert 0 < opened <= 256 << 10
+    for ranks in (2, 4):
+        for r in range(ranks):
+            for kind, dims in (("first dimension", (0, None)), ("other dimensions", (1, 2))):
+                plan = rank_plan(tensors, r, ranks, dims)
+                proxy.reset()
+                stats = {}
+                got = ours.load_sharded(url, plan, storage_options=opts, stats=stats)
+                for name, spec in plan.items():
+                    assert torch.equal(got[name], expected(want[name], spec)), name
+                served = proxy.body_bytes - opened
+                if r == 0:
+                    _check_served(tensors, plan, stats, served, kind, "s3", ranks)
+                else:
+                    kept, limit = stats["bytes_kept"], bound(tensors, plan, REMOTE_GAP)
+                    assert served <= (1.05 * kept if kind == "first dimension" else limit)
+    # get_slice over S3: the rows it keeps.
+    with tensorsmith.safe_open(url, framework="pt", storage_options=opts) as f:
+        proxy.reset()
+        rows = f.get_slice("q_proj")[512:768]
+        assert torch.equal(rows, want["q_proj"][512:768])
+        assert f._f.bytes_read()[0] == 256 * 512 * 2
+        assert proxy.body_bytes <= 1.05 * 256 * 512 * 2
+
+
+@cuda
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_cuda_parts_equal_the_cpu_parts(saved, ranks, monkeypatch):
+    tensors, path = saved
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")  # a ring smaller than the parts
+    for r in range(ranks):
+        plan = rank_plan(tensors, r, ranks)
+        stats = {}
+        got = ours.load_sharded(path, plan, device="cuda", stats=stats)
+        cpu = ours.load_sharded(path, plan)
+        for name in plan:
+            assert got[name].device.type == "cuda"
+            assert torch.equal(got[name].cpu(), cpu[name]), name
+        assert stats["bytes_read"] <= bound(tensors, plan, LOCAL_GAP)
