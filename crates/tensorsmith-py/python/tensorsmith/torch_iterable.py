@@ -122,11 +122,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
 
     def _worker_items(self, idx, worker, workers):
         """This worker's share of a rank's order: items (samples, or batches of batch_size)
-        worker, worker + workers, ... so the loader, taking one item from each worker in
-        turn, hands them on in the rank's order whatever its num_workers."""
-        step = self.batch_size or 1
-        items = -(-len(idx) // step)
-        return [(a * step, min((a + 1) * step, len(idx))) for a in range(worker, items, workers)]
+        worker, worker + workers, ... (a range of item numbers), so the loader, taking one
+        item from each worker in turn, hands them on in the rank's order whatever its
+        num_workers."""
+        return range(worker, -(-len(idx) // (self.batch_size or 1)), workers)
 
     def indices(self, rank=None, world=None, worker=0, workers=1):
         """The samples this rank's worker reads this epoch (from the loaded position), in
@@ -136,7 +135,9 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         idx = self._rank_order(rank, world)
         if workers == 1:
             return idx
-        parts = [torch.as_tensor(idx[a:b]) for a, b in self._worker_items(idx, worker, workers)]
+        step = self.batch_size or 1
+        parts = [torch.as_tensor(idx[j * step:(j + 1) * step])
+                 for j in self._worker_items(idx, worker, workers)]
         return torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)
 
     def __len__(self):
@@ -194,7 +195,9 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         state's own world size and batch size, each rank reads exactly what an uninterrupted
         run would have read after that point; with others, each sample the old job had not
         reached is read once. `set_epoch` with the next epoch starts it from its beginning.
-        A state of another dataset version, sample count or seed is refused (OptionError)."""
+        A state of another dataset version, sample count or seed is refused (OptionError).
+        Workers kept by `persistent_workers=True` keep the position they started with: make
+        a new loader for the next epoch."""
         own = _find_states(state)
         if not own:
             raise OptionError("the state holds no TensorIterableDataset state (format "
@@ -255,7 +258,9 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     def _read(self, idx, items, in_worker):
         s = self._s
         contiguous = isinstance(idx, range) and s.mode == "batch"
-        for a, b in items:
+        step = self.batch_size or 1
+        for j in items:
+            a, b = j * step, min((j + 1) * step, len(idx))
             if contiguous:
                 batch = s.run(idx[a], idx[a] + b - a)
                 if self.batch_size is None:
