@@ -253,3 +253,29 @@ def test_torchdata_stateful_dataloader(datasets, ctx):
         ds.load_state_dict(states[0])
         after.append(run(ds, loader=loader(ds, 3)))
     check_elastic(before, after, N, 3, False)
+
+
+def test_torchdata_stateful_dataloader_in_the_main_process(datasets):
+    # num_workers=0, samples collated by the loader: the dataset's own count is the state.
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def order(dl):
+        return [i for b in dl for i in b["b"][:, 0].tolist()]
+
+    ds = make(datasets, "kv", 0, 1, shuffle=2)
+    whole = order(sdl.StatefulDataLoader(ds, batch_size=6))
+    dl = sdl.StatefulDataLoader(ds, batch_size=6)
+    it = iter(dl)
+    first = [i for _ in range(3) for i in next(it)["b"][:, 0].tolist()]
+    state = dl.state_dict()
+    again = make(datasets, "kv", 0, 1, shuffle=2)
+    dl = sdl.StatefulDataLoader(again, batch_size=6)
+    dl.load_state_dict(state)
+    assert first + order(dl) == whole
+    # Two ranks read the rest from that loader's state.
+    rest = []
+    for r in range(2):
+        d = make(datasets, "kv", r, 2, shuffle=2)
+        d.load_state_dict(state)
+        rest.append([order(sdl.StatefulDataLoader(d, batch_size=6))])
+    check_elastic([[first]], rest, 40, 2, False)
