@@ -279,3 +279,19 @@ def test_torchdata_stateful_dataloader_in_the_main_process(datasets):
         d.load_state_dict(state)
         rest.append([order(sdl.StatefulDataLoader(d, batch_size=6))])
     check_elastic([[first]], rest, 40, 2, False)
+
+
+def test_torchdata_snapshots_every_few_steps(datasets):
+    # The loader's worker states are as of its last snapshot; the items since count too.
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    ds = make(datasets, "batch", 0, 1, shuffle=8, batch_size=5)
+    whole = run(ds)
+    dl = sdl.StatefulDataLoader(ds, batch_size=None, num_workers=2, snapshot_every_n_steps=3,
+                                multiprocessing_context="fork")
+    it = iter(dl)
+    first = take(it, 5)
+    state = dl.state_dict()
+    del it
+    again = make(datasets, "batch", 0, 1, shuffle=8, batch_size=5)
+    again.load_state_dict(state)
+    assert first + run(again) == whole

@@ -214,7 +214,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             self._skip, self._iter_skip, self._yielded = int(first["worker_items"]), 0, 0
             return
         if "worker" in first:
-            position = self._combine(own)
+            # A StatefulDataLoader's state: its workers' states as of its last snapshot, and
+            # the items it yielded since (snapshot_every_n_steps > 1).
+            since = state.get("_steps_since_snapshot", 0) if isinstance(state, dict) else 0
+            position = self._combine(own, int(since or 0))
         else:
             position = int(first["position"])
         self.epoch, self._start = int(first["epoch"]), min(position, self._s.len)
@@ -230,7 +233,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                 raise OptionError(f"the state is of another {what}: {st.get(key)!r}, this "
                                   f"dataset's is {mine!r}")
 
-    def _combine(self, workers):
+    def _combine(self, workers, since=0):
         """A rank's position from its StatefulDataLoader workers' states: the loader handed on
         item j of the rank's order from worker j % K, so the items delivered are those up to
         the latest any worker's state accounts for."""
@@ -243,7 +246,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             raise OptionError("the workers' states do not belong to one loader")
         delivered = max((int(w["worker"]) + k * (int(w["worker_items"]) - 1) + 1
                          for w in workers if int(w["worker_items"]) > 0), default=0)
-        return _advance(self._s.len, int(first["position"]), delivered,
+        return _advance(self._s.len, int(first["position"]), delivered + since,
                         int(first["world_size"]), first["batch_size"], bool(first["drop_last"]))
 
     def __iter__(self):
