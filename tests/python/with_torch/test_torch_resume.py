@@ -295,3 +295,44 @@ def test_torchdata_snapshots_every_few_steps(datasets):
     again = make(datasets, "batch", 0, 1, shuffle=8, batch_size=5)
     again.load_state_dict(state)
     assert first + run(again) == whole
+
+
+def _ddp_main(rank, world, init, path, steps, state_file, out):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        ds = TensorIterableDataset(path, shuffle=11, batch_size=4)  # rank from the group
+        if steps is None:
+            with open(state_file) as f:
+                ds.load_state_dict(json.load(f))
+        ds.set_epoch(1)
+        it = iter(DataLoader(ds, batch_size=None, num_workers=2))
+        got = [ids(b) for b in (it if steps is None else (next(it) for _ in range(steps)))]
+        dist.barrier()
+        if steps is not None and rank == 0:
+            with open(state_file, "w") as f:
+                json.dump(ds.state_dict(consumed=steps), f)
+        with open(f"{out}.{rank}.json", "w") as f:
+            json.dump(got, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("new_world", [2, 3])
+def test_a_gloo_job_stopped_and_resumed_in_new_processes(datasets, tmp_path, new_world):
+    import torch.multiprocessing as mp
+    path, steps = str(datasets["batch"][0]), 4
+    state_file = str(tmp_path / "state.json")
+    whole = [run(make(datasets, "batch", r, 2, shuffle=11, batch_size=4), 1) for r in range(2)]
+
+    def job(world, steps, out):
+        mp.spawn(_ddp_main, args=(world, f"file://{tmp_path}/pg.{out}", path, steps,
+                                  state_file, str(tmp_path / out)), nprocs=world, join=True)
+        return [json.loads((tmp_path / f"{out}.{r}.json").read_text()) for r in range(world)]
+
+    before = job(2, steps, "a")  # every process exits: only the state file is left
+    after = job(new_world, None, "b")
+    assert before == [w[:steps] for w in whole]
+    if new_world == 2:
+        assert after == [w[steps:] for w in whole]
+    check_elastic(before, after, N, new_world, False)
