@@ -1,11 +1,14 @@
 """`tensorsmith.torch.TensorIterableDataset`: a dataset version as a
-`torch.utils.data.IterableDataset`, split between DDP ranks and DataLoader workers by
-ranges of samples, optionally in a global shuffled order."""
+`torch.utils.data.IterableDataset`, split between DDP ranks (every world_size-th sample)
+and DataLoader workers (items in turn), optionally in a global shuffled order, with exact
+and elastic mid-epoch resume (`state_dict`/`load_state_dict`)."""
 
 import torch
 
 from ._torch_shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
 from .errors import OptionError
+
+STATE_FORMAT = "tensorsmith.TensorIterableDataset/1"
 
 
 class TensorIterableDataset(torch.utils.data.IterableDataset):
@@ -18,12 +21,20 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     torch.distributed each rank takes every world_size-th sample of that order from its rank
     on; the order is first padded by repeating its first samples to a multiple of the world
     size (as DistributedSampler does), or cut to one with `drop_last=True`, so every rank gets
-    the same number. A rank's samples are then split between its DataLoader workers in
-    contiguous ranges (by `get_worker_info()`), so any number of workers works with any number
-    of shards; with `batch_size`, the ranges are whole batches of the rank's order (only the
-    last batch may be short), so `len()` is the number of batches a DataLoader yields whatever
-    its `num_workers`. Apart from the padding, each sample is read once per epoch across ranks
+    the same number. A rank's order is cut into items (batches of `batch_size` samples, only
+    the last one short, or samples) which its DataLoader workers take in turn (by
+    `get_worker_info()`: worker w items w, w + K, ...), so any number of workers works with
+    any number of shards, and a loader (`batch_size=None`), taking an item from each worker
+    in turn, yields the rank's order whatever its `num_workers`; `len()` is the number of
+    items it yields. Apart from the padding, each sample is read once per epoch across ranks
     and workers.
+
+    Resume: `state_dict(consumed)` is the whole job's position in the epoch (the samples of
+    the epoch's order every rank together consumed), and `load_state_dict(state)`, on every
+    rank of a new job of any world size and worker count, reads the rest of that epoch: the
+    same items an uninterrupted run would read on the same world size, each sample not yet
+    read once on another. torchdata's `StatefulDataLoader` works too (each worker's state
+    in the loader's; `load_state_dict` here also takes a loader's state).
 
     Reading: unshuffled, a batch within one shard is a view of its map (outside workers),
     else one copy. Shuffled, samples are read where the permutation puts them, through a
@@ -54,6 +65,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         self._s = Shards(path, version, columns, kv_separator, open_shards)
         self.shuffle, self.batch_size, self.drop_last = shuffle, batch_size, drop_last
         self.epoch = 0
+        # Resume: the epoch's position this object's iterations start from (samples of the
+        # epoch's order the job consumed), the worker's own items to skip (a StatefulDataLoader
+        # worker's state), and the items the current iteration handed out.
+        self._start, self._skip, self._iter_skip, self._yielded = 0, 0, 0, 0
         # Taken here, in the rank's own process: DataLoader workers have no process group.
         r, w = _rank_world()
         self.rank = r if rank is None else int(rank)
@@ -70,67 +85,226 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         return self._s.mode
 
     def set_epoch(self, epoch: int):
-        """The epoch whose permutation (and DDP share) the next iteration reads."""
-        self.epoch = int(epoch)
+        """The epoch whose permutation (and DDP share) the next iteration reads. Another epoch
+        than the current one also drops a position loaded by `load_state_dict`."""
+        epoch = int(epoch)
+        if epoch != self.epoch:
+            self._start = 0
+        self.epoch = epoch
 
-    def _order(self):
+    def _perm(self):
         n = self._s.len
         if self.shuffle is None:
-            return None, n
+            return None
         g = torch.Generator()
         g.manual_seed((int(self.shuffle) * 1_000_003 + self.epoch) & (2**63 - 1))
-        return torch.randperm(n, generator=g), n
+        return torch.randperm(n, generator=g)
+
+    def _rank_order(self, rank, world, start=None):
+        """The samples of the epoch's order from `start` (the job's position) that this rank
+        reads, in order: a range when unshuffled and undistributed, else a tensor. The rest of
+        the order is padded with its first samples (from the epoch's first one) to a multiple
+        of the world size, or cut to one with drop_last: from position 0 this is
+        DistributedSampler's share."""
+        start = self._start if start is None else start
+        n = self._s.len
+        perm = self._perm()
+        rest = n - start
+        if world == 1:
+            return range(start, n) if perm is None else perm[start:]
+        total = rest // world * world if self.drop_last else -(-rest // world) * world
+        order = perm if perm is not None else torch.arange(n)
+        idx = order[start:]
+        if total > rest:
+            reps = -(-(total - rest) // max(n, 1))
+            idx = torch.cat([idx, order.repeat(reps)[:total - rest]])
+        return idx[:total][rank::world]
+
+    def _worker_items(self, idx, worker, workers):
+        """This worker's share of a rank's order: items (samples, or batches of batch_size)
+        worker, worker + workers, ... (a range of item numbers), so the loader, taking one
+        item from each worker in turn, hands them on in the rank's order whatever its
+        num_workers."""
+        return range(worker, -(-len(idx) // (self.batch_size or 1)), workers)
 
     def indices(self, rank=None, world=None, worker=0, workers=1):
-        """The samples this rank's worker reads this epoch, in order: a range when
-        unshuffled and undistributed, else a tensor of indices."""
+        """The samples this rank's worker reads this epoch (from the loaded position), in
+        order: a range when unshuffled, undistributed and in one process, else a tensor."""
         if rank is None:
             rank, world = self.rank, self.world_size
-        perm, n = self._order()
-        if world > 1:
-            total = n // world * world if self.drop_last else -(-n // world) * world
-            idx = perm if perm is not None else torch.arange(n)
-            if total > n:
-                reps = -(-total // max(n, 1))
-                idx = idx.repeat(reps)
-            idx = idx[:total][rank::world]
-        else:
-            idx = perm if perm is not None else range(n)
-        m = len(idx)
+        idx = self._rank_order(rank, world)
+        if workers == 1:
+            return idx
         step = self.batch_size or 1
-        batches = -(-m // step)  # split in whole batches, however many workers
-        lo = batches * worker // workers * step
-        hi = min(batches * (worker + 1) // workers * step, m)
-        return idx[lo:hi]
+        parts = [torch.as_tensor(idx[j * step:(j + 1) * step])
+                 for j in self._worker_items(idx, worker, workers)]
+        return torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)
 
     def __len__(self):
-        """Samples (or batches) this rank reads per epoch, over all its workers."""
-        n = len(self.indices())
+        """Samples (or batches) this rank reads per epoch (from the loaded position), over all
+        its workers."""
+        n = len(self._rank_order(self.rank, self.world_size))
         return n if self.batch_size is None else -(-n // self.batch_size)
+
+    # --- resume -------------------------------------------------------------------------
+
+    def _base_state(self):
+        return {"format": STATE_FORMAT, "dataset_version": self._s.version,
+                "samples": self._s.len, "seed": self.shuffle, "epoch": self.epoch,
+                "world_size": self.world_size, "batch_size": self.batch_size,
+                "drop_last": self.drop_last}
+
+    def state_dict(self, consumed=None):
+        """The whole job's position in the epoch, as a dict of plain values (see
+        `load_state_dict`): the format, dataset version, sample count, seed, epoch, world
+        size, batch size, drop_last and `position`, the number of samples of the epoch's
+        order (the global permutation, or the samples in order) that every rank together has
+        consumed: all of those before it and none after.
+
+        `consumed` is the number of items (batches with `batch_size`, else samples) this rank's
+        training loop has taken from the current iteration: what it trained on, not what
+        DataLoader workers prefetched. The ranks move in step under DDP, so one rank's count
+        is the job's. Without it, the count of items this object handed out itself: right when
+        it is iterated in this process (`num_workers=0`, or directly), and inside a
+        DataLoader worker (where torchdata's `StatefulDataLoader` calls it) the worker's own
+        count, which `load_state_dict` combines from the loader's state. With workers and a
+        plain DataLoader, pass `consumed` (the loop's steps in this iteration: since the epoch
+        began, or since the state it resumed from was loaded): the workers
+        split the rank's items in turn (worker w takes items w, w + K, ...) and the loader
+        hands them on in turn, so the first `consumed` items it delivered are the first
+        `consumed` of the rank's order whatever the number of workers."""
+        st = self._base_state()
+        info = torch.utils.data.get_worker_info()
+        if consumed is None and info is not None:
+            st.update(position=self._start, worker=info.id, workers=info.num_workers,
+                      worker_items=self._skip + self._iter_skip + self._yielded)
+            return st
+        if consumed is None:
+            consumed = self._yielded
+        if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+            raise OptionError(f"consumed must be a count of items (>= 0), not {consumed!r}")
+        st["position"] = _advance(self._s.len, self._start, consumed, self.world_size,
+                                  self.batch_size, self.drop_last)
+        return st
+
+    def load_state_dict(self, state):
+        """Continue from a state taken by `state_dict` on any rank of a job of any world size
+        and worker count (or from torchdata's `StatefulDataLoader.state_dict()` holding
+        this dataset's states): this object's next iteration reads the rest of the state's
+        epoch, from its position, split between this job's ranks and workers (the rest padded
+        with the epoch's first samples to equal shares, or cut with drop_last). With the
+        state's own world size and batch size, each rank reads exactly what an uninterrupted
+        run would have read after that point; with others, each sample the old job had not
+        reached is read once. `set_epoch` with the next epoch starts it from its beginning.
+        A state of another dataset version, sample count or seed is refused (OptionError).
+        Workers kept by `persistent_workers=True` keep the position they started with: make
+        a new loader for the next epoch."""
+        own = _find_states(state)
+        if not own:
+            raise OptionError("the state holds no TensorIterableDataset state (format "
+                              f"{STATE_FORMAT!r})")
+        first = own[0]
+        self._check_state(first)
+        info = torch.utils.data.get_worker_info()
+        if "worker" in first and info is not None and len(own) == 1:
+            # In a StatefulDataLoader worker: this worker's own share, resumed.
+            if (first["worker"], first["workers"]) != (info.id, info.num_workers):
+                raise OptionError(f"worker state {first['worker']} of {first['workers']} "
+                                  f"loaded in worker {info.id} of {info.num_workers}")
+            self.epoch, self._start = int(first["epoch"]), int(first["position"])
+            self._skip, self._iter_skip, self._yielded = int(first["worker_items"]), 0, 0
+            return
+        if "worker" in first:
+            # A StatefulDataLoader's state: its workers' states as of its last snapshot, and
+            # the items it yielded since (snapshot_every_n_steps > 1).
+            since = state.get("_steps_since_snapshot", 0) if isinstance(state, dict) else 0
+            position = self._combine(own, int(since or 0))
+        else:
+            position = int(first["position"])
+        self.epoch, self._start = int(first["epoch"]), min(position, self._s.len)
+        self._skip = self._iter_skip = self._yielded = 0
+
+    def _check_state(self, st):
+        if st.get("format") != STATE_FORMAT:
+            raise OptionError(f"state format {st.get('format')!r} is not {STATE_FORMAT!r}")
+        for key, mine, what in (("dataset_version", self._s.version, "dataset version"),
+                                ("samples", self._s.len, "sample count"),
+                                ("seed", self.shuffle, "seed (shuffle)")):
+            if st.get(key) != mine:
+                raise OptionError(f"the state is of another {what}: {st.get(key)!r}, this "
+                                  f"dataset's is {mine!r}")
+
+    def _combine(self, workers, since=0):
+        """A rank's position from its StatefulDataLoader workers' states: the loader handed on
+        item j of the rank's order from worker j % K, so the items delivered are those up to
+        the latest any worker's state accounts for."""
+        first = workers[0]
+        k = int(first["workers"])
+        if sorted(int(w["worker"]) for w in workers) != list(range(k)) or any(
+                (w["workers"], w["position"], w["epoch"], w["world_size"])
+                != (first["workers"], first["position"], first["epoch"], first["world_size"])
+                for w in workers):
+            raise OptionError("the workers' states do not belong to one loader")
+        delivered = max((int(w["worker"]) + k * (int(w["worker_items"]) - 1) + 1
+                         for w in workers if int(w["worker_items"]) > 0), default=0)
+        return _advance(self._s.len, int(first["position"]), delivered + since,
+                        int(first["world_size"]), first["batch_size"], bool(first["drop_last"]))
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        idx = self.indices(worker=worker, workers=workers)
-        s, in_worker = self._s, info is not None
-        step = self.batch_size or 1
+        idx = self._rank_order(self.rank, self.world_size)
+        # A loaded worker state's skip is for this one iteration.
+        self._iter_skip, self._skip, self._yielded = self._skip, 0, 0
+        items = self._worker_items(idx, worker, workers)[self._iter_skip:]
+        return self._read(idx, items, info is not None)
+
+    def _read(self, idx, items, in_worker):
+        s = self._s
         contiguous = isinstance(idx, range) and s.mode == "batch"
-        for a in range(0, len(idx), step):
+        step = self.batch_size or 1
+        for j in items:
+            a, b = j * step, min((j + 1) * step, len(idx))
             if contiguous:
-                lo = idx[a]
-                batch = s.run(lo, lo + min(step, len(idx) - a))
+                batch = s.run(idx[a], idx[a] + b - a)
                 if self.batch_size is None:
                     batch = {c: t[0] for c, t in batch.items()}
-                yield shared_copy(batch) if in_worker else batch
-                continue
-            part = idx[a:a + step]
-            samples = [s.sample(int(i)) for i in part]
-            if self.batch_size is None:
-                yield shared_copy(samples[0]) if in_worker else samples[0]
-            elif in_worker:
-                yield shared_batch(samples)
+                out = shared_copy(batch) if in_worker else batch
             else:
-                yield {c: torch.stack([x[c] for x in samples]) for c in samples[0]}
+                samples = [s.sample(int(i)) for i in idx[a:b]]
+                if self.batch_size is None:
+                    out = shared_copy(samples[0]) if in_worker else samples[0]
+                elif in_worker:
+                    out = shared_batch(samples)
+                else:
+                    out = {c: torch.stack([x[c] for x in samples]) for c in samples[0]}
+            self._yielded += 1
+            yield out
+
+
+def _advance(n, start, items, world, batch_size, drop_last):
+    """The job's position in an epoch of n samples after each of `world` ranks took `items`
+    items (of `batch_size` samples, or samples) of the order from position `start`."""
+    rest = n - start
+    total = rest // world * world if drop_last else -(-rest // world) * world
+    took = int(items) * (batch_size or 1)
+    if took >= total // world:
+        return n  # the epoch's order is done (a tail cut by drop_last stays unread)
+    return min(start + took * world, n)
+
+
+def _find_states(state):
+    """This dataset's states in `state`: itself, or those nested in a loader's state."""
+    found = []
+    if isinstance(state, dict):
+        if state.get("format") == STATE_FORMAT:
+            return [state]
+        for v in state.values():
+            found += _find_states(v)
+    elif isinstance(state, (list, tuple)):
+        for v in state:
+            found += _find_states(v)
+    return found
 
 
 def _rank_world():
