@@ -53,6 +53,8 @@ mod s3_store;
 #[cfg(feature = "remote")]
 mod s3_uploads;
 #[cfg(feature = "remote")]
+mod s3_words;
+#[cfg(feature = "remote")]
 mod s3_xml;
 mod storage_options;
 #[cfg(feature = "remote")]

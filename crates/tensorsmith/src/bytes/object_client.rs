@@ -9,6 +9,7 @@
 //! (`s3_uploads.rs`) and aborted; Azure's uncommitted blocks need no abort (never visible,
 //! and Azure discards them).
 
+pub use super::s3_uploads::UploadMeta;
 use super::storage_options::{StorageOptions, Transfer};
 use super::store_client::StoreClient;
 use crate::error::{Error, ErrorKind, Result};
@@ -37,15 +38,6 @@ pub struct ObjectMeta {
     pub etag: String,
     /// ISO 8601, UTC (`2026-11-27T03:10:05.123Z`).
     pub last_modified: String,
-}
-
-/// A multipart upload that was started and neither completed nor aborted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UploadMeta {
-    pub key: String,
-    pub upload_id: String,
-    /// When it was started (ISO 8601, as the store sends it).
-    pub initiated: String,
 }
 
 /// A client of one bucket or container.

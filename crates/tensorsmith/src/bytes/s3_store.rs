@@ -1,8 +1,6 @@
 //! An S3 bucket (`s3://`, `s3a://`) as an `object_store` store (`AmazonS3`), from the settings
-//! of one call (`aws_config.rs`: region, endpoint, and what the credential chain found), and
-//! S3's failures worded as before: missing bucket or key, access denied (naming the source of
-//! the keys, or the sources tried when there were none), a bucket in another region, an
-//! endpoint that does not answer.
+//! of one call (`aws_config.rs`: region, endpoint, and what the credential chain found), its
+//! failures worded by `s3_words.rs`.
 //!
 //! The keys come from our chain (`aws_chain.rs`) through [`ChainKeys`], object_store's
 //! `CredentialProvider`: the crate's builder picks one source from the environment and knows
@@ -16,13 +14,11 @@
 //! copy.
 
 use super::aws_config::{self, AwsSettings, Credentials};
-use super::http::other_status;
 use super::redact_url;
 use super::s3_uploads::Uploads;
+use super::s3_words::S3Words;
 use super::storage_options::{StorageOptions, Transfer};
 use super::store_client::{client_settings, StoreClient};
-use super::store_error::classify;
-use super::store_file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential, S3CopyIfNotExists};
 use object_store::CredentialProvider;
@@ -52,79 +48,6 @@ impl CredentialProvider for ChainKeys {
             secret_key: k.secret,
             token: k.token,
         }))
-    }
-}
-
-/// S3's wording of a failure on a key of one bucket.
-pub(crate) struct S3Words {
-    bucket: String,
-    region: String,
-    /// The endpoint, without credentials.
-    endpoint: String,
-    keys: Option<Arc<Credentials>>,
-    /// The sources the chain tried, for the error of a refused unsigned request.
-    tried: String,
-}
-
-impl S3Words {
-    /// The error of status `status` with S3's error code `code` about `key`.
-    pub(crate) fn status_error(&self, status: u16, code: &str, key: &str) -> ErrorKind {
-        let bucket = &self.bucket;
-        match (status, code) {
-            (_, "NoSuchBucket") => ErrorKind::NoSuchBucket(bucket.to_owned()),
-            (_, "NoSuchKey") | (404, _) => {
-                ErrorKind::RemoteNotFound(format!("no object '{key}' in bucket '{bucket}'"))
-            }
-            (
-                _,
-                "PermanentRedirect"
-                | "AuthorizationHeaderMalformed"
-                | "IllegalLocationConstraintException",
-            )
-            | (301, _) => ErrorKind::Http(format!(
-                "bucket '{bucket}' is not in region {} (set AWS_REGION or the region storage \
-                 option)",
-                self.region
-            )),
-            (401 | 403, _)
-            | (_, "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch") => {
-                let code = if code.is_empty() { "403" } else { code };
-                let why = match &self.keys {
-                    None => format!(
-                        "no credentials were found (anonymous request): set AWS_ACCESS_KEY_ID \
-                         and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage options key and \
-                         secret{}",
-                        self.tried
-                    ),
-                    Some(c) => match c.refresh_failed() {
-                        Some(why) => why,
-                        None => format!(
-                            "the store refused access key id {} from {} (check the secret, \
-                             the profile, or the bucket's policy)",
-                            c.key_id(),
-                            c.source
-                        ),
-                    },
-                };
-                ErrorKind::AccessDenied(format!("{code}: {why}"))
-            }
-            (s, c) => other_status(s, c),
-        }
-    }
-}
-
-impl StoreWords for S3Words {
-    fn error(&self, e: &object_store::Error, key: &str, _write: bool) -> ErrorKind {
-        let f = classify(e);
-        if f.unreachable && f.status.is_none() {
-            return ErrorKind::Unreachable(format!("{} ({})", self.endpoint, f.text));
-        }
-        let status = match (f.status, e) {
-            (Some(s), _) => s,
-            (None, object_store::Error::NotFound { .. }) => 404,
-            (None, _) => return ErrorKind::Http(f.text),
-        };
-        self.status_error(status, &f.code, key)
     }
 }
 

@@ -7,9 +7,8 @@
 use super::aws_config::Credentials;
 use super::aws_sigv4::{presign_get, SigningKeys};
 use super::http::{is_unreachable, transport_message};
-use super::object_client::UploadMeta;
 use super::runtime::block_on;
-use super::s3_store::S3Words;
+use super::s3_words::S3Words;
 use super::s3_xml;
 use super::store_client::StoreClient;
 use super::store_file::StoreWords;
@@ -19,6 +18,15 @@ use object_store::multipart::MultipartStore;
 use object_store::path::Path as StorePath;
 use std::path::Path;
 use std::sync::Arc;
+
+/// A multipart upload that was started and neither completed nor aborted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadMeta {
+    pub key: String,
+    pub upload_id: String,
+    /// When it was started (ISO 8601, as the store sends it).
+    pub initiated: String,
+}
 
 /// What listing and aborting the uploads of one bucket need.
 pub(crate) struct Uploads {
