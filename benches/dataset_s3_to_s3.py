@@ -27,7 +27,8 @@ dictionary on: the random floats fall back to PLAIN pages), files of DS_BENCH_FI
 with boto3 into `s3s-fs` (S3S_FS_BIN, default target/s3s-fs/bin/s3s-fs) on 127.0.0.1 over
 DS_BENCH_DIR (default /tmp/ds-s3-bench; removed at the end unless DS_BENCH_KEEP=1).
 DS_BENCH_BATCH (default 4096 rows: 16 MiB shards), DS_BENCH_RUNS (default 3),
-TENSORSMITH_BIN (default target/release/tensorsmith). Outputs are removed between runs.
+TENSORSMITH_BIN (default target/release/tensorsmith), TENSORSMITH_BASE_BIN (an earlier
+build raced as "before"). Outputs are removed between runs.
 """
 
 import os
@@ -48,6 +49,8 @@ BATCH = int(os.environ.get("DS_BENCH_BATCH", "4096"))
 RUNS = int(os.environ.get("DS_BENCH_RUNS", "3"))
 DIR = pathlib.Path(os.environ.get("DS_BENCH_DIR", "/tmp/ds-s3-bench"))
 BIN = os.environ.get("TENSORSMITH_BIN", str(REPO / "target" / "release" / "tensorsmith"))
+# Another build of ours raced beside it as "before" (an earlier revision's binary); unset: none.
+BASE = os.environ.get("TENSORSMITH_BASE_BIN")
 S3S = os.environ.get("S3S_FS_BIN", str(REPO / "target" / "s3s-fs" / "bin" / "s3s-fs"))
 KEY, SECRET, REGION = "AKIABENCHKEY", "benchSecretKey/123", "us-east-1"
 BUCKET, WIDTH = "bench", 1024
@@ -189,6 +192,8 @@ def main():
             "script": lambda out: [sys.executable, "-c", SCRIPT, endpoint, BUCKET, "in", out,
                                    str(BATCH)],
         }
+        if BASE:
+            jobs["before"] = lambda out: [BASE, *jobs["ours"](out)[1:]]
         if os.environ.get("DS_BENCH_PAGES") == "1":
             jobs["ours-pages"] = lambda out: [*jobs["ours"](out), "--parquet-remote-pages"]
         # The floor moves what ours moves: the shards' bytes, learned from a first write.
@@ -220,6 +225,9 @@ def main():
                   f"peak RssAnon {max(peaks[job]) / 1024:6.0f} MiB   (runs: {runs})")
         print(f"  script/ours {med['script'] / med['ours']:5.2f}x   (target >= 3x)")
         print(f"  ours/floor  {med['ours'] / med['floor']:5.2f}x   (target <= 1.2x)")
+        if "before" in med:
+            print(f"  before/ours {med['before'] / med['ours']:5.2f}x   (target >= 1.0x: no slower "
+                  f"than the earlier build)")
         if "ours-pages" in med:
             print(f"  script/ours-pages {med['script'] / med['ours-pages']:5.2f}x, "
                   f"ours-pages/floor {med['ours-pages'] / med['floor']:5.2f}x")
