@@ -6,15 +6,15 @@
 //! Entra stand-in) are allowed when named.
 
 use super::azure_config::{self, split_azure_url, AzureAuth, AzureSettings};
+use super::runtime::PerProcess;
 use super::storage_options::{StorageOptions, Transfer};
 use super::store_client::{client_settings, StoreClient};
 use super::store_error::classify;
 use super::store_file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::azure::{AzureConfigKey, MicrosoftAzure, MicrosoftAzureBuilder};
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Azure's wording of a failure on a blob of one container.
 struct AzureWords {
@@ -129,11 +129,9 @@ fn builder(container: &str, s: &AzureSettings, t: &Transfer) -> MicrosoftAzureBu
     }
 }
 
-/// Stores made in this process (its pid), by their settings: the blobs of one container
-/// share one client, its connections and its token (an Entra or managed-identity token is
-/// asked for once, and renewed by object_store before it expires), not one per open.
-type Stores = HashMap<String, Arc<MicrosoftAzure>>;
-static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
+/// The stores of this process, by their settings: an Entra or managed-identity token is asked
+/// for once per store, and renewed by object_store before it expires.
+static STORES: PerProcess<MicrosoftAzure> = PerProcess::new();
 
 /// Everything a store is made of, secrets included (in memory only, as in the store).
 fn cache_key(container: &str, s: &AzureSettings, t: &Transfer) -> String {
@@ -178,32 +176,16 @@ fn cached_store(
     t: &Transfer,
     location: &str,
 ) -> Result<Arc<MicrosoftAzure>> {
-    let key = cache_key(container, s, t);
-    let pid = std::process::id();
-    let mut slot = STORES.lock().unwrap_or_else(|p| p.into_inner());
-    if slot.as_ref().is_none_or(|(made_by, _)| *made_by != pid) {
-        // A forked child: the parent's clients are never dropped here (their connection
-        // tasks belong to the parent's runtime).
-        if let Some(parent) = slot.replace((pid, HashMap::new())) {
-            std::mem::forget(parent);
-        }
-    }
-    let stores = &mut slot.as_mut().expect("just set").1;
-    if let Some(store) = stores.get(&key) {
-        return Ok(Arc::clone(store));
-    }
-    super::runtime::install_tls();
-    let store = builder(container, s, t).build().map_err(|e| {
-        Error::new(ErrorKind::BadStorageOption(format!(
-            "Azure settings ({}): {}",
-            s.auth.source(),
-            super::store_error::scrub(&e.to_string())
-        )))
-        .in_file(Path::new(location))
-    })?;
-    let store = Arc::new(store);
-    stores.insert(key, Arc::clone(&store));
-    Ok(store)
+    STORES.get_or_make(cache_key(container, s, t), || {
+        builder(container, s, t).build().map_err(|e| {
+            Error::new(ErrorKind::BadStorageOption(format!(
+                "Azure settings ({}): {}",
+                s.auth.source(),
+                super::store_error::scrub(&e.to_string())
+            )))
+            .in_file(Path::new(location))
+        })
+    })
 }
 
 /// The client of the container `location` names, and the blob's name.

@@ -8,6 +8,7 @@
 //! (the parent's is leaked, never shut down: its threads are not there to join). Also
 //! installs ring as the process's rustls provider (reqwest is built without one), once.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::{Builder, Runtime};
@@ -51,6 +52,44 @@ pub(crate) fn install_tls() {
     });
 }
 
+/// Clients made in this process, by a key of everything they are made of: the objects of a
+/// bucket or container share one client, its connections and its token, not one per open.
+/// A forked child makes its own (the parent's connection tasks belong to the parent's
+/// runtime, and are never dropped here).
+pub(crate) struct PerProcess<T>(Mutex<Option<Made<T>>>);
+
+/// The pid that made the clients, and the clients by key.
+type Made<T> = (u32, HashMap<String, Arc<T>>);
+
+impl<T> PerProcess<T> {
+    pub(crate) const fn new() -> PerProcess<T> {
+        PerProcess(Mutex::new(None))
+    }
+
+    /// The client under `key`, made by `make` if this process has none.
+    pub(crate) fn get_or_make<E>(
+        &self,
+        key: String,
+        make: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let pid = std::process::id();
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|(made_by, _)| *made_by != pid) {
+            if let Some(parent) = slot.replace((pid, HashMap::new())) {
+                std::mem::forget(parent);
+            }
+        }
+        let made = &mut slot.as_mut().expect("just set").1;
+        if let Some(c) = made.get(&key) {
+            return Ok(Arc::clone(c));
+        }
+        install_tls();
+        let c = Arc::new(make()?);
+        made.insert(key, Arc::clone(&c));
+        Ok(c)
+    }
+}
+
 /// Runs `f` to completion on the process's runtime, blocking this (synchronous) thread.
 pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     handle().block_on(f)
@@ -64,5 +103,25 @@ mod tests {
         let b = super::handle();
         assert!(std::sync::Arc::ptr_eq(&a, &b));
         assert_eq!(super::block_on(async { 41 + 1 }), 42);
+    }
+
+    #[test]
+    fn one_client_per_key_and_process() {
+        static MADE: super::PerProcess<String> = super::PerProcess::new();
+        let a = MADE
+            .get_or_make::<()>("k".into(), || Ok("a".into()))
+            .unwrap();
+        let b = MADE
+            .get_or_make::<()>("k".into(), || Ok("b".into()))
+            .unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a, &b));
+        assert_eq!(
+            MADE.get_or_make("j".into(), || Err("refused")),
+            Err("refused")
+        );
+        let c = MADE
+            .get_or_make::<()>("j".into(), || Ok("c".into()))
+            .unwrap();
+        assert_eq!(*c, "c", "a failed make leaves nothing behind");
     }
 }

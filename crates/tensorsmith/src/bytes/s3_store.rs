@@ -15,6 +15,7 @@
 
 use super::aws_config::{self, AwsSettings, Credentials};
 use super::redact_url;
+use super::runtime::PerProcess;
 use super::s3_uploads::Uploads;
 use super::s3_words::S3Words;
 use super::storage_options::{StorageOptions, Transfer};
@@ -22,9 +23,8 @@ use super::store_client::{client_settings, StoreClient};
 use crate::error::{Error, ErrorKind, Result};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential, S3CopyIfNotExists};
 use object_store::CredentialProvider;
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The chain's keys as object_store asks for them before each request: refreshed ahead of
 /// expiry by [`Credentials::current`] (a blocking fetch, so off the runtime's workers).
@@ -85,11 +85,8 @@ fn builder(bucket: &str, s: &AwsSettings, t: &Transfer) -> AmazonS3Builder {
     }
 }
 
-type Stores = HashMap<String, Arc<AmazonS3>>;
-/// Stores made in this process (its pid), by bucket and settings: the objects of a bucket
-/// share one client and its connections (a forked child makes its own: the parent's
-/// connections belong to the parent's runtime).
-static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
+/// The stores of this process, by bucket and settings.
+static STORES: PerProcess<AmazonS3> = PerProcess::new();
 
 fn cached_store(
     bucket: &str,
@@ -110,28 +107,15 @@ fn cached_store(
         t.timeout,
         t.connect_timeout
     );
-    let pid = std::process::id();
-    let mut slot = STORES.lock().unwrap_or_else(|p| p.into_inner());
-    if slot.as_ref().is_none_or(|(made_by, _)| *made_by != pid) {
-        if let Some(parent) = slot.replace((pid, HashMap::new())) {
-            std::mem::forget(parent);
-        }
-    }
-    let stores = &mut slot.as_mut().expect("just set").1;
-    if let Some(store) = stores.get(&key) {
-        return Ok(Arc::clone(store));
-    }
-    super::runtime::install_tls();
-    let store = builder(bucket, s, t).build().map_err(|e| {
-        Error::new(ErrorKind::BadStorageOption(format!(
-            "S3 settings: {}",
-            super::store_error::scrub(&e.to_string())
-        )))
-        .in_file(Path::new(location))
-    })?;
-    let store = Arc::new(store);
-    stores.insert(key, Arc::clone(&store));
-    Ok(store)
+    STORES.get_or_make(key, || {
+        builder(bucket, s, t).build().map_err(|e| {
+            Error::new(ErrorKind::BadStorageOption(format!(
+                "S3 settings: {}",
+                super::store_error::scrub(&e.to_string())
+            )))
+            .in_file(Path::new(location))
+        })
+    })
 }
 
 /// The client of the bucket `location` (`s3://BUCKET/KEY`, `s3a://…`) names, with the
