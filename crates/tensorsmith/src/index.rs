@@ -458,6 +458,31 @@ impl TensorIndex {
     }
 }
 
+/// Whether `ranges` (one per leading dimension) select within `shape`: the message of the
+/// first that does not, for a tensor's slice (`Tensor::slice`) and a rank's part
+/// (`rank_plan.rs`).
+pub(crate) fn check_ranges(
+    shape: &[u64],
+    ranges: &[std::ops::Range<u64>],
+) -> std::result::Result<(), String> {
+    if ranges.len() > shape.len() {
+        return Err(format!(
+            "{} ranges for a tensor of rank {}",
+            ranges.len(),
+            shape.len()
+        ));
+    }
+    for (k, r) in ranges.iter().enumerate() {
+        if r.start > r.end || r.end > shape[k] {
+            return Err(format!(
+                "range {}..{} out of bounds for dimension {k} of size {}",
+                r.start, r.end, shape[k]
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -177,21 +177,7 @@ impl RankPlan {
         rule: Coalesce,
     ) -> Result<RankPlan> {
         let bad = |msg: String| Error::new(ErrorKind::BadSlice(msg));
-        if cut.len() > shape.len() {
-            return Err(bad(format!(
-                "{} ranges for a tensor of rank {}",
-                cut.len(),
-                shape.len()
-            )));
-        }
-        for (k, r) in cut.iter().enumerate() {
-            if r.start > r.end || r.end > shape[k] {
-                return Err(bad(format!(
-                    "range {}..{} out of bounds for dimension {k} of size {}",
-                    r.start, r.end, shape[k]
-                )));
-            }
-        }
+        crate::index::check_ranges(shape, cut).map_err(bad)?;
         let overflow = || bad("the tensor's element count overflows".into());
         // Elements per step of each dimension.
         let mut stride = vec![0u64; shape.len()];

@@ -90,33 +90,7 @@ fn check(dtype: DType, shape: &[u64], cut: &[Range<u64>], rule: Coalesce) -> Ran
 
 #[test]
 fn whole_tensors_of_every_dtype_are_one_read_of_their_bytes() {
-    for &dtype in &[
-        DType::BOOL,
-        DType::U8,
-        DType::I8,
-        DType::F8_E4M3,
-        DType::F8_E5M2,
-        DType::F8_E8M0,
-        DType::I16,
-        DType::U16,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::U32,
-        DType::F32,
-        DType::C64,
-        DType::F64,
-        DType::I64,
-        DType::U64,
-        DType::C128,
-        DType::F4,
-        DType::F6_E2M3,
-        DType::F6_E3M2,
-        DType::I4,
-        DType::U4,
-        DType::I2,
-        DType::U2,
-    ] {
+    for &dtype in &DType::ALL {
         let plan = check(dtype, &[6, 8], &[], Coalesce::LOCAL);
         let bytes = 48 * u64::from(dtype.bits()) / 8;
         assert_eq!(plan.reads.len(), 1);

@@ -350,21 +350,7 @@ impl<'a> TensorView<'a> {
     pub fn slice(&self, ranges: &[std::ops::Range<u64>]) -> Result<(Vec<u64>, Cow<'_, [u8]>)> {
         let shape = &self.info.shape;
         let bad = |msg: String| Error::new(ErrorKind::BadSlice(msg)).at_tensor(&self.info.name);
-        if ranges.len() > shape.len() {
-            return Err(bad(format!(
-                "{} ranges for a tensor of rank {}",
-                ranges.len(),
-                shape.len()
-            )));
-        }
-        for (k, r) in ranges.iter().enumerate() {
-            if r.start > r.end || r.end > shape[k] {
-                return Err(bad(format!(
-                    "range {}..{} out of bounds for dimension {k} of size {}",
-                    r.start, r.end, shape[k]
-                )));
-            }
-        }
+        crate::index::check_ranges(shape, ranges).map_err(bad)?;
         let new_shape: Vec<u64> = shape
             .iter()
             .enumerate()
