@@ -732,6 +732,12 @@ impl HttpFile {
 
     /// The bytes of `range`, which must lie within the file: parts fetched in parallel when
     /// it is larger than a part.
+    /// [`HttpFile::get_into`] a reused buffer, resized to the range (a [`parts::Fetch`]).
+    fn get_part(&self, range: Range<u64>, mut buf: Vec<u8>) -> Result<Vec<u8>> {
+        buf.resize((range.end - range.start) as usize, 0);
+        self.get_into(range, &mut buf).map(|()| buf)
+    }
+
     fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>> {
         check_range(&range, self.len).map_err(|e| e.in_file(Path::new(&redact_url(&self.url))))?;
         if range.is_empty() {
@@ -744,7 +750,7 @@ impl HttpFile {
         if range.end - range.start <= self.transfer.part_size {
             self.get_into(range, &mut buf)?;
         } else {
-            let fetch = |r, b: &mut [u8]| self.get_into(r, b);
+            let fetch = |r, b| self.get_part(r, b);
             parts::copy_parallel(range, &mut &mut buf[..], &self.transfer, &fetch)?;
         }
         Ok(buf)
@@ -781,7 +787,7 @@ impl ReadAt for HttpFile {
         if !self.ranges {
             return super::copy_chunked(rest, out, |off, buf| self.read_exact_at(off, buf));
         }
-        parts::copy_parallel(rest, out, &self.transfer, &|r, b| self.get_into(r, b))
+        parts::copy_parallel(rest, out, &self.transfer, &|r, b| self.get_part(r, b))
     }
 }
 

@@ -15,8 +15,10 @@ use std::io::Write;
 use std::ops::Range;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// Fetches the bytes of a range (within the file) into a buffer of exactly its length.
-pub type Fetch<'a> = dyn Fn(Range<u64>, &mut [u8]) -> Result<()> + Sync + 'a;
+/// Fetches the bytes of a range (within the file) into a buffer (a reused one, resized to
+/// the range's length), and hands the buffer back filled. Owned, so that a fetch may fill it
+/// on another thread (an async runtime's task).
+pub type Fetch<'a> = dyn Fn(Range<u64>, Vec<u8>) -> Result<Vec<u8>> + Sync + 'a;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -62,7 +64,7 @@ pub fn copy_parallel(
     let changed = Condvar::new();
     let wait = |g| changed.wait(g).unwrap_or_else(|p| p.into_inner());
     let worker = || loop {
-        let (i, mut buf) = {
+        let (i, buf) = {
             let mut st = lock(&state);
             while !st.stop && st.next < n && st.next >= st.written + window {
                 st = wait(st);
@@ -74,12 +76,10 @@ pub fn copy_parallel(
             let buf = st.free.pop().unwrap_or_default();
             (st.next - 1, buf)
         };
-        let r = part(i);
-        buf.resize((r.end - r.start) as usize, 0);
-        let got = fetch(r, &mut buf);
+        let got = fetch(part(i), buf);
         let mut st = lock(&state);
         match got {
-            Ok(()) => st.done[(i % window) as usize] = Some(buf),
+            Ok(buf) => st.done[(i % window) as usize] = Some(buf),
             Err(e) => {
                 st.failed.get_or_insert(e);
                 st.stop = true;
@@ -143,14 +143,15 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let alive = AtomicUsize::new(0);
         let peak = AtomicUsize::new(0);
-        let fetch = |r: Range<u64>, buf: &mut [u8]| {
+        let fetch = |r: Range<u64>, mut buf: Vec<u8>| {
+            buf.resize((r.end - r.start) as usize, 0);
             let now = alive.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
             // Later parts finish first.
             std::thread::sleep(std::time::Duration::from_micros(3000 - r.start / 40));
             buf.copy_from_slice(&data[r.start as usize..r.end as usize]);
             alive.fetch_sub(1, Ordering::SeqCst);
-            Ok(())
+            Ok(buf)
         };
         for (conc, part, range) in [
             (4, 1000, 3..99_999),
@@ -176,11 +177,11 @@ mod tests {
     #[test]
     fn the_first_failure_is_returned_and_stops_the_rest() {
         let calls = AtomicUsize::new(0);
-        let fetch = |r: Range<u64>, _: &mut [u8]| {
+        let fetch = |r: Range<u64>, buf: Vec<u8>| {
             calls.fetch_add(1, Ordering::SeqCst);
             match r.start {
                 3000 => Err(ErrorKind::Http("part 3 failed".into()).into()),
-                _ => Ok(()),
+                _ => Ok(buf),
             }
         };
         let mut out = Vec::new();

@@ -4,10 +4,11 @@
 //! condition is [`ErrorKind::PreconditionFailed`]), a file streamed up (`put_file`, through
 //! `StoreUpload`), every object under a prefix (`list`, any prefix: the store lists whole
 //! path segments, so the folder above it is listed and filtered), deleted (a missing one is
-//! no error), opened for ranged reads (`open`). Every call is `block_on` the process's
-//! runtime; retries are the store's (`max_attempts`, `timeout` in its client options).
+//! no error), opened for ranged reads (`open`). Every call waits on the process's runtime
+//! (bodies move on its threads: `runtime::run`); retries are the store's (`max_attempts`,
+//! `timeout` in its client options).
 
-use super::runtime::block_on;
+use super::runtime::{block_on, run};
 use super::storage_options::Transfer;
 use super::store_error::refused_condition;
 use super::store_file::{StoreFile, StoreWords};
@@ -44,9 +45,9 @@ impl StoreClient {
 
     /// The whole object `key`, its ETag and version, `None` when there is none.
     pub(crate) fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, ObjectMeta)>> {
-        let path = StorePath::from(key);
-        let got = block_on(async {
-            let r = self.store.get(&path).await?;
+        let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
+        let got = run(async move {
+            let r = store.get(&path).await?;
             let meta = r.meta.clone();
             Ok::<_, object_store::Error>((r.bytes().await?, meta))
         });
@@ -74,7 +75,8 @@ impl StoreClient {
             ..PutOptions::default()
         };
         let payload = PutPayload::from(bytes.to_vec());
-        match block_on(self.store.put_opts(&StorePath::from(key), payload, opts)) {
+        let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
+        match run(async move { store.put_opts(&path, payload, opts).await }) {
             Ok(_) => Ok(()),
             Err(e) if refused_condition(&e) => {
                 Err(Error::new(ErrorKind::PreconditionFailed(why.to_owned()))

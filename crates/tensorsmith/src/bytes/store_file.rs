@@ -7,7 +7,7 @@
 //! (`StoreWords`) and name the object's URL.
 
 use super::parts::copy_parallel;
-use super::runtime::block_on;
+use super::runtime::{block_on, run};
 use super::storage_options::Transfer;
 use super::{check_range, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
@@ -100,18 +100,21 @@ impl StoreFile {
         Error::new(kind).in_file(Path::new(&self.name))
     }
 
-    /// The bytes of `range` (within the object) by one conditional GET into `buf`, streamed
-    /// straight into it as they arrive (no second buffer of the part).
-    fn get_into(&self, range: Range<u64>, buf: &mut [u8]) -> Result<()> {
+    /// The bytes of `range` (within the object) by one conditional GET into `buf` (resized
+    /// to the range's length), streamed straight into it as they arrive (no second buffer of
+    /// the part), on the runtime's threads ([`run`]); the buffer comes back filled.
+    fn get_part(&self, range: Range<u64>, mut buf: Vec<u8>) -> Result<Vec<u8>> {
         use futures_util::StreamExt;
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
             if_match: self.etag.clone(),
             ..GetOptions::default()
         };
-        let want = buf.len();
-        let got = block_on(async {
-            let r = self.store.get_opts(&self.path, opts).await?;
+        let want = (range.end - range.start) as usize;
+        buf.resize(want, 0);
+        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        let got = run(async move {
+            let r = store.get_opts(&path, opts).await?;
             let size = r.meta.size;
             let etag = r.meta.e_tag.clone();
             let mut stream = r.into_stream();
@@ -127,10 +130,10 @@ impl StoreFile {
                 buf[at..end].copy_from_slice(&chunk);
                 at = end;
             }
-            Ok::<_, object_store::Error>((size, etag, at))
+            Ok::<_, object_store::Error>((size, etag, at, buf))
         })
         .map_err(|e| self.error(&e))?;
-        let (size, etag, got) = got;
+        let (size, etag, got, buf) = got;
         if size != self.len || (self.etag.is_some() && etag.is_some() && etag != self.etag) {
             return Err(Error::new(ErrorKind::ChangedDuringRead {
                 what: "the ETag and length",
@@ -146,12 +149,12 @@ impl StoreFile {
             )))
             .in_file(Path::new(&self.name)));
         }
-        Ok(())
+        Ok(buf)
     }
 
     /// `range` written to `out`: parallel parts of `part_size`.
     fn fetch_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
-        let fetch = |r: Range<u64>, buf: &mut [u8]| self.get_into(r, buf);
+        let fetch = |r: Range<u64>, buf: Vec<u8>| self.get_part(r, buf);
         copy_parallel(range, out, &self.transfer, &fetch)
     }
 }
@@ -167,14 +170,13 @@ impl ReadAt for StoreFile {
         if end <= self.first.len() {
             return Ok(Cow::Borrowed(&self.first[start..end]));
         }
-        let mut buf = Vec::with_capacity(end - start);
         if range.end - range.start > self.transfer.part_size {
+            let mut buf = Vec::with_capacity(end - start);
             self.fetch_to(range, &mut buf)?;
+            Ok(Cow::Owned(buf))
         } else {
-            buf.resize(end - start, 0);
-            self.get_into(range, &mut buf)?;
+            Ok(Cow::Owned(self.get_part(range, Vec::new())?))
         }
-        Ok(Cow::Owned(buf))
     }
 
     fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {

@@ -12,7 +12,7 @@
 //! before the commit; an upload dropped or failed is aborted.
 
 use super::part_upload::{doubling_part_len, ObjectUpload};
-use super::runtime::{block_on, handle};
+use super::runtime::{block_on, handle, run};
 use super::storage_options::Transfer;
 use super::store_error::refused_condition;
 use super::store_file::StoreWords;
@@ -171,7 +171,8 @@ impl StoreUpload {
                 mode: self.mode.clone(),
                 ..PutOptions::default()
             };
-            return match block_on(self.store.put_opts(&self.path, body, opts)) {
+            let (store, path) = (Arc::clone(&self.store), self.path.clone());
+            return match run(async move { store.put_opts(&path, body, opts).await }) {
                 Ok(r) => Ok(r.e_tag.unwrap_or_default()),
                 Err(e) if refused_condition(&e) => Err(self.taken()),
                 Err(e) => Err(self.err(&e)),
