@@ -192,6 +192,7 @@ class _CountingProxy:
     def __init__(self, upstream):
         import threading
         self.requests = 0
+        self.down = 0  # bytes the server sent back, headers included
         self._lock = threading.Lock()
         self._upstream = upstream.removeprefix("http://").split(":")
         self._listener = socket.socket()
@@ -211,9 +212,11 @@ class _CountingProxy:
     def _pipe(self, src, dst, count):
         try:
             while data := src.recv(1 << 16):
-                if count:
-                    with self._lock:
+                with self._lock:
+                    if count:
                         self.requests += data.count(b"GET ")
+                    else:
+                        self.down += len(data)
                 dst.sendall(data)
         except OSError:
             pass
@@ -308,3 +311,46 @@ def test_azure_reads_in_forked_children(bucket, azurite, monkeypatch):
         assert got == (want if isinstance(want, str) else repr(want)), got
     # The parent's runtime still serves it.
     assert tensorsmith.hash(url, storage_options=az) == want
+
+
+def test_slices_of_azure_and_gcs_objects_read_only_their_bytes(azurite, gcs, tmp_path,
+                                                                monkeypatch):
+    """`get_slice` on az:// and gs:// reads the rows it keeps (one span) and, cut along the
+    second dimension, one span per row (the per-rank reads of tensor-parallel loading): the
+    byte layer's counter and the bytes the server sent (through a counting proxy) agree."""
+    import urllib.request
+    for k in list(os.environ):
+        if k.startswith(("AZURE_", "GOOGLE_")) or k == "STORAGE_EMULATOR_HOST":
+            monkeypatch.delenv(k)
+    w = np.arange(1024 * 512, dtype=np.float32).reshape(1024, 512)  # 2 MiB
+    local = tmp_path / "tp.safetensors"
+    tensorsmith.save_file({"w": w}, str(local))
+    azblob = pytest.importorskip("azure.storage.blob")
+    azblob.BlobServiceClient.from_connection_string(azurite).get_container_client(
+        "models").upload_blob("tp/tp.safetensors", local.read_bytes(), overwrite=True)
+    urllib.request.urlopen(urllib.request.Request(
+        f"{gcs}/models/tp/tp.safetensors", data=local.read_bytes(), method="PUT")).read()
+    az_endpoint = azurite.split("BlobEndpoint=")[1].split(";")[0].removesuffix(f"/{AZ_ACCOUNT}")
+    az_proxy, gs_proxy = _CountingProxy(az_endpoint), _CountingProxy(gcs)
+    cases = [
+        ("az://models/tp/tp.safetensors", az_proxy,
+         {"connection_string": azurite.replace(az_endpoint, az_proxy.endpoint)}),
+        ("gs://models/tp/tp.safetensors", gs_proxy, {"endpoint_url": gs_proxy.endpoint}),
+    ]
+    for url, proxy, opts in cases:
+        with tensorsmith.safe_open(url, framework="np", storage_options=opts) as f:
+            # Rows 512..768: one span of 256 rows, past the first 256 KiB read at open.
+            before, down, requests = f._f.bytes_read()[0], proxy.down, proxy.requests
+            np.testing.assert_array_equal(f.get_slice("w")[512:768], w[512:768])
+            kept = 256 * 512 * 4
+            assert f._f.bytes_read()[0] - before == kept, url
+            sent = proxy.down - down
+            assert kept <= sent <= kept + 4096 * (proxy.requests - requests), (url, sent)
+            # Columns 128..256 of rows 640..1024: 384 runs of 512 bytes, 1,536 bytes apart,
+            # merged under the 256 KiB rule for URLs into reads of at most 8 MiB: the rows'
+            # bytes past the first 256 KiB, far from the whole tensor's 2 MiB.
+            before, down = f._f.bytes_read()[0], proxy.down
+            np.testing.assert_array_equal(f.get_slice("w")[640:, 128:256], w[640:, 128:256])
+            read = f._f.bytes_read()[0] - before
+            assert 384 * 512 <= read <= 384 * 2048, (url, read)
+            assert proxy.down - down <= read + 64 * 1024, url
