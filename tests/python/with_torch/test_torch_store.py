@@ -192,3 +192,43 @@ def test_a_cache_smaller_than_a_shard_is_refused(store, tmp_path):
     assert _shard_cache.cache_bytes(tmp_path / "c") == 0
     with pytest.raises(Exception, match="cache_limit"):
         TensorDataset(url, storage_options=opts, cache_dir=tmp_path / "c", cache_limit=-5)
+
+
+def test_space_held_by_open_shards_and_a_full_disk_are_clear_errors(store, tmp_path,
+                                                                   monkeypatch):
+    url, opts, local, sizes = store
+    cache = tmp_path / "c"
+    limit = max(sizes) * 3 // 2  # one shard and a half
+    a = TensorDataset(url, storage_options=opts, cache_dir=cache, cache_limit=limit)
+    b = TensorDataset(url, storage_options=opts, cache_dir=cache, cache_limit=limit)
+    assert ids(a[0]) == [0]  # a holds shard 0 open
+    b._s.cache.wait_s = 0.5
+    with pytest.raises(CacheFull, match="hold open"):
+        b[20]  # shard 1 needs the space shard 0 holds: an error after wait_s, no hang
+    assert ids(a[20]) == [20]  # a lets go of its own shard 0 to make room
+    assert _shard_cache.cache_bytes(cache) <= limit
+
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    c = TensorDataset(url, storage_options=opts, cache_dir=tmp_path / "d")
+    with pytest.raises(CacheFull, match="no room on the disk"):
+        c[0]
+    assert list((tmp_path / "d").glob("*.part")) == []
+
+
+def test_a_kv_dataset_on_the_store(store, tmp_path):
+    import tensorsmith
+    url, opts, local, sizes = store
+    names = [f"n{i:02d}" for i in range(12)]
+    t = pa.table({"id": names, "b": pa.array([[i, -i] for i in range(12)], pa.list_(pa.int64()))})
+    tensorsmith.write_dataset(t, "s3://torchds/kv", storage_options=opts, name_col="id",
+                              dtype="F32", threads=1)
+    ds = TensorDataset("s3://torchds/kv", storage_options=opts, cache_dir=tmp_path / "c")
+    assert ds.mode == "kv" and ds.names() == names
+    assert ds.sample("n07")["b"].tolist() == [7.0, -7.0]
+    it = TensorIterableDataset("s3://torchds/kv", storage_options=opts,
+                               cache_dir=tmp_path / "c", shuffle=1, shuffle_kind="block",
+                               shuffle_block_size=4)
+    assert sorted(int(s["b"][0]) for s in it) == list(range(12))
