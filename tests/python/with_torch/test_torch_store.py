@@ -232,3 +232,27 @@ def test_a_kv_dataset_on_the_store(store, tmp_path):
                                cache_dir=tmp_path / "c", shuffle=1, shuffle_kind="block",
                                shuffle_block_size=4)
     assert sorted(int(s["b"][0]) for s in it) == list(range(12))
+
+
+def test_the_version_opened_is_the_one_read(store, tmp_path):
+    import tensorsmith
+    url, opts, local, sizes = store
+
+    def table(tag):
+        return pa.table({"idx": pa.array([[tag * 100 + i] for i in range(20)],
+                                         pa.list_(pa.int64()))})
+
+    tensorsmith.write_dataset(table(1), "s3://torchds/pin", storage_options=opts,
+                              batch_size=8, dtype="F32")
+    old = TensorIterableDataset("s3://torchds/pin", storage_options=opts,
+                                cache_dir=tmp_path / "c", batch_size=8)
+    tensorsmith.write_dataset(table(2), "s3://torchds/pin", storage_options=opts,
+                              batch_size=8, dtype="F32", mode="overwrite")
+    assert [i for t in old for i in ids(t)] == [100 + i for i in range(20)]  # fetched now
+    new = TensorIterableDataset("s3://torchds/pin", storage_options=opts,
+                                cache_dir=tmp_path / "c", batch_size=8)
+    assert new.version == old.version + 1
+    assert [i for t in new for i in ids(t)] == [200 + i for i in range(20)]
+    pinned = TensorDataset("s3://torchds/pin", storage_options=opts, cache_dir=tmp_path / "c",
+                           version=old.version)
+    assert ids(pinned[3]) == [103]
