@@ -84,6 +84,7 @@ def main():
         t_local, n_local, s_local = epoch(str(local))
         print(f"local    {t_local:6.2f} s ({n_local / t_local:8.0f} samples/s)", flush=True)
         for name, cache, limit in (("cold", "cold", None), ("warm", "cold", None),
+                                   ("warm", "cold", None),
                                    ("quarter", "quarter", data_bytes // 4)):
             before = proxy.down
             try:

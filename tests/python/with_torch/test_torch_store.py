@@ -73,11 +73,13 @@ def test_a_store_dataset_reads_as_the_local_one(store, tmp_path):
     assert [i for i, _ in got] == [i for i, _ in want]
     assert all(torch.equal(p, q) for (_, p), (_, q) in zip(got, want))
     assert sorted(i for item, _ in got for i in item) == list(range(N))
-    # Through DataLoader workers (fork) too.
-    it = TensorIterableDataset(url, storage_options=opts, cache_dir=cache, **kw)
-    loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2,
-                                         multiprocessing_context="fork")
-    assert [ids(t) for t in loader] == [i for i, _ in want]
+    # Through DataLoader workers (fork, and spawn from a fresh cache) too.
+    for ctx, folder in (("fork", cache), ("spawn", tmp_path / "spawned")):
+        it = TensorIterableDataset(url, storage_options=opts, cache_dir=folder, **kw)
+        loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2,
+                                             multiprocessing_context=ctx)
+        assert [ids(t) for t in loader] == [i for i, _ in want]
+    assert _shard_cache.cache_bytes(tmp_path / "spawned") == sum(sizes)
     assert _shard_cache.cache_bytes(cache) == sum(sizes)
 
 
