@@ -66,7 +66,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     those, least recently used first, when it needs room). The cache survives a restart: a
     shard found there is checked (size, and digests where the manifest records them) and
     reused. A `cache_limit` below a shard, or below what this node's readers hold open at
-    once, or a full disk, is `tensorsmith.errors.CacheFull`.
+    once, or a full disk, is `tensorsmith.errors.CacheFull`. The global shuffle needs every
+    shard all epoch long: below the dataset's size, shards are fetched again as they are
+    evicted; the block shuffle (or the order) reads each once while it fits
+    2 * shuffle_block_size samples' shards per reader.
 
     The version read is the one current when the object is made (or `version`); workers
     started by fork or spawn read that version. With `persistent_workers=True`, call
