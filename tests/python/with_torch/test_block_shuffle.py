@@ -82,3 +82,19 @@ def test_bad_block_shuffles_are_refused(path):
     with pytest.raises(OptionError, match="shuffle"):
         b.load_state_dict(g.state_dict())
     assert torch.is_tensor(b._perm())
+
+
+def test_kv_names_are_shuffled_in_shard_groups(tmp_path):
+    from test_torch_dataset import write_kv
+    write_kv(tmp_path / "kv")
+    ds = TensorIterableDataset(tmp_path / "kv", shuffle=2, shuffle_kind="block",
+                               shuffle_block_size=1, columns=["b"])
+    shard_of = {n: min(c.items())[1][1] for n, c in ds._s.by_name.items()}
+    got = [int(s["b"][0]) for s in ds]
+    assert sorted(got) == list(range(40))
+    shards = [shard_of[ds._s.names[i]] for i in got]
+    runs = [k for i, k in enumerate(shards) if i == 0 or shards[i - 1] != k]
+    assert len(runs) == len(set(shards))  # each shard's names together (no window)
+    wide = TensorIterableDataset(tmp_path / "kv", shuffle=2, shuffle_kind="block",
+                                 shuffle_block_size=8, columns=["b"])
+    assert sorted(int(s["b"][0]) for s in wide) == list(range(40))

@@ -135,19 +135,26 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         if self.shuffle is None:
             return None
         if self.shuffle_kind == "block":
-            return block_order(self._shard_sizes(), self.shuffle, self.epoch,
-                               self.shuffle_block_size)
+            sizes, units = self._shard_groups()
+            order = block_order(sizes, self.shuffle, self.epoch, self.shuffle_block_size)
+            return order if units is None else units[order]
         g = torch.Generator()
         g.manual_seed((int(self.shuffle) * 1_000_003 + self.epoch) & (2**63 - 1))
         return torch.randperm(n, generator=g)
 
-    def _shard_sizes(self):
-        """Samples per shard, in shard order. KV mode: one unit per name (names are read by
-        name, not in shard runs), so the block shuffle is the windowed sort of the names."""
+    def _shard_groups(self):
+        """The samples grouped by shard, for the block shuffle: (samples per shard, in shard
+        order; None, or the sample index of each place when a shard's samples are not
+        contiguous). KV mode: names by the shard of their first column's tensor, then in
+        name order."""
         s = self._s
         if s.mode == "batch":
-            return [b - a for a, b in zip(s.starts, list(s.starts[1:]) + [s.len])]
-        return [1] * s.len
+            return [b - a for a, b in zip(s.starts, list(s.starts[1:]) + [s.len])], None
+        shard = torch.tensor([min(s.by_name[n].items())[1][1] for n in s.names],
+                             dtype=torch.long)
+        units = torch.argsort(shard, stable=True)
+        counts = torch.bincount(shard) if len(shard) else torch.zeros(0, dtype=torch.long)
+        return [int(c) for c in counts if c], units
 
     def _rank_order(self, rank, world, start=None):
         """The samples of the epoch's order from `start` (the job's position) that this rank
