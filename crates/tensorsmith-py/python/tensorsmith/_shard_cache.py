@@ -132,7 +132,10 @@ class ShardCache:
         except BaseException:
             os.close(fd)
             raise
-        os.utime(data)  # eviction takes the shards acquired longest ago first
+        # Eviction takes the shards acquired longest ago first: the time set explicitly, to
+        # the nanosecond (a plain touch takes the kernel's coarse clock: ties within a tick).
+        now = time.time_ns()
+        os.utime(data, ns=(now, now))
         self.held[key] = fd
         return data
 
@@ -158,8 +161,8 @@ class ShardCache:
             except CacheFull:
                 return False
             # Not used yet: evicted after every shard used (acquire sets the real time).
-            future = time.time() + AHEAD_S
-            os.utime(data, (future, future))
+            future = time.time_ns() + int(AHEAD_S * 1e9)
+            os.utime(data, ns=(future, future))
             return True
         finally:
             os.close(fd)
@@ -266,7 +269,7 @@ class ShardCache:
                     st = e.stat()
                 except FileNotFoundError:
                     continue
-                files.append((e.name.endswith(DATA), st.st_mtime, e.name, st.st_size))
+                files.append((e.name.endswith(DATA), st.st_mtime_ns, e.name, st.st_size))
         freed = 0
         for _, _, name, nbytes in sorted(files):  # dead parts first, then by age
             if freed >= need:
