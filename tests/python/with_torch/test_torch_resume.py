@@ -2,8 +2,8 @@
 world size, elastic resume on another (each sample not yet seen read once, the next epoch as
 a fresh run on the new world size), with DataLoader workers (fork and spawn: fresh
 processes) whose prefetching must not count, torchdata's StatefulDataLoader where it is
-installed, and states of another dataset version or seed refused. Every case compares the
-sample ids read with those of an uninterrupted run."""
+installed, and states of another dataset version or seed refused; for the global and the
+block shuffle. Every case compares the sample ids read with those of an uninterrupted run."""
 
 import json
 from collections import Counter
@@ -71,11 +71,24 @@ def check_elastic(before, after, n, new_world, drop_last):
     assert len({len(items) for items in after}) == 1
 
 
+def shuffle_kw(shuffle):
+    """A case's shuffle: None, a seed (the global permutation), or "block:<seed>:<block
+    size>" for the block shuffle."""
+    if isinstance(shuffle, str):
+        _, seed, size = shuffle.split(":")
+        return dict(shuffle=int(seed), shuffle_kind="block", shuffle_block_size=int(size))
+    return dict(shuffle=shuffle)
+
+
+BLOCK_CASES = [
+    ("batch", "block:5:20", 4, False), ("batch", "block:5:40", None, True),
+    ("kv", "block:9:7", 3, False),
+]
 CASES = [  # mode, shuffle, batch_size, drop_last
     ("batch", None, 4, False), ("batch", 5, 4, False), ("batch", 5, None, True),
     ("batch", None, None, False), ("kv", None, 3, True), ("kv", 9, 3, False),
     ("kv", 9, None, False),
-]
+] + BLOCK_CASES
 
 
 @pytest.mark.parametrize("mode,shuffle,batch_size,drop_last", CASES)
@@ -83,7 +96,7 @@ CASES = [  # mode, shuffle, batch_size, drop_last
 def test_resume_in_one_process_on_every_world_size(datasets, mode, shuffle, batch_size,
                                                     drop_last, world, steps):
     n = datasets[mode][2]
-    kw = dict(shuffle=shuffle, batch_size=batch_size, drop_last=drop_last)
+    kw = dict(**shuffle_kw(shuffle), batch_size=batch_size, drop_last=drop_last)
     epoch = 3
 
     def full(w, e):
@@ -113,11 +126,12 @@ def test_resume_in_one_process_on_every_world_size(datasets, mode, shuffle, batc
         assert [run(ds, epoch + 1) for ds in fresh] == full(new_world, epoch + 1)
 
 
-@pytest.mark.parametrize("mode,shuffle,batch_size,drop_last", CASES[:3] + CASES[4:6])
+@pytest.mark.parametrize("mode,shuffle,batch_size,drop_last",
+                         CASES[:3] + CASES[4:6] + BLOCK_CASES)
 def test_a_resumed_job_resumes_again(datasets, mode, shuffle, batch_size, drop_last):
     # 2 ranks take 2 items, 3 ranks take 1 more, then 1 rank and 4 ranks finish the epoch.
     n = datasets[mode][2]
-    kw = dict(shuffle=shuffle, batch_size=batch_size, drop_last=drop_last)
+    kw = dict(**shuffle_kw(shuffle), batch_size=batch_size, drop_last=drop_last)
     state, before = None, []
     for world, steps in ((2, 2), (3, 1)):
         ranks = [make(datasets, mode, r, world, **kw) for r in range(world)]
@@ -142,12 +156,13 @@ def test_a_resumed_job_resumes_again(datasets, mode, shuffle, batch_size, drop_l
 
 
 @pytest.mark.parametrize("ctx", ["fork", "spawn"])
-@pytest.mark.parametrize("mode,shuffle,batch_size", [("batch", 5, 4), ("kv", None, 3)])
+@pytest.mark.parametrize("mode,shuffle,batch_size",
+                         [("batch", 5, 4), ("kv", None, 3), ("batch", "block:5:20", 4)])
 def test_resume_with_dataloader_workers(datasets, ctx, mode, shuffle, batch_size):
     # Workers prefetch ahead of the loop; the state counts the loop's steps only. The
     # workers split the rank's items in turn, so a loader yields the rank's order whatever
     # its num_workers, and the resumed loader may have another number of workers.
-    kw = dict(shuffle=shuffle, batch_size=batch_size)
+    kw = dict(**shuffle_kw(shuffle), batch_size=batch_size)
     world, steps, epoch = 2, 3, 2
 
     def loader(ds, workers):
@@ -219,10 +234,10 @@ def test_set_epoch_to_another_epoch_drops_the_loaded_position(datasets):
     assert run(again) == run(make(datasets, "batch", 0, 1, shuffle=4, batch_size=8), 1)
 
 
-@pytest.mark.parametrize("ctx", ["fork", "spawn"])
-def test_torchdata_stateful_dataloader(datasets, ctx):
+@pytest.mark.parametrize("ctx,shuffle", [("fork", 6), ("spawn", 6), ("fork", "block:6:20")])
+def test_torchdata_stateful_dataloader(datasets, ctx, shuffle):
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
-    kw = dict(shuffle=6, batch_size=4)
+    kw = dict(**shuffle_kw(shuffle), batch_size=4)
     world, steps, epoch = 2, 5, 1
 
     def loader(ds, workers=2):

@@ -7,6 +7,11 @@ recently used closed first (tensors handed out keep their own shard mapped). The
 pickles as (path, version, columns): a DataLoader worker started by spawn reopens the same
 version, and one started by fork drops the maps it inherited and opens its own.
 
+A dataset on an object store (`s3://`, `az://`, `gs://`, with `storage_options`): the
+manifest of the version is read once; each shard is fetched whole into the node's cache
+(`_shard_cache.ShardCache`: `cache_dir`, `cache_limit`) when first needed (or ahead, by
+`prefetch`), then mapped from there as a local shard is; closing it lets the cache evict it.
+
 Tensors of a shard's map must not cross a process boundary as they are (torch would share
 the whole shard's storage, or fail to): `shared_batch` copies samples into one fresh
 shared-memory tensor, as PyTorch's own collate does in a worker.
@@ -15,16 +20,21 @@ shared-memory tensor, as PyTorch's own collate does in a worker.
 import bisect
 import json
 import os
+import tempfile
 from collections import OrderedDict
 
 import torch
 
 from . import _native
+from ._options import storage_pairs
+from ._shard_cache import ShardCache, shard_key
 from ._torch import Reader
 from .errors import InvalidInput, OptionError, TensorNotFound
 
 # Shards mapped at once per process (the bounded buffer a shuffled read goes through).
 OPEN_SHARDS = 16
+# Where shards of datasets on stores are cached when no cache_dir is given.
+CACHE_DIR = os.path.join(tempfile.gettempdir(), "tensorsmith-cache")
 
 
 class Shards:
@@ -32,18 +42,30 @@ class Shards:
     KV mode, name i in sorted order (a dict column -> tensor of the name's tensors)."""
 
     def __init__(self, path, version=None, columns=None, kv_separator="__",
-                 open_shards=OPEN_SHARDS):
+                 open_shards=OPEN_SHARDS, storage_options=None, cache_dir=None,
+                 cache_limit=None):
         self.path = os.fspath(path)
+        self.cache = None
         if "://" in str(self.path):
-            raise OptionError(f"{self.path}: the PyTorch datasets read local folders (each "
-                              "worker maps the shards); on object storage use "
-                              "tensorsmith.Dataset(url, storage_options=...)")
-        r = _native.DatasetReader(self.path, version)
+            storage = storage_pairs(storage_options)
+            r = _native.DatasetReader(self.path, version, storage)
+            self.cache = ShardCache(CACHE_DIR if cache_dir is None else cache_dir,
+                                    cache_limit, storage)
+        else:
+            r = _native.DatasetReader(self.path, version)
         self.version, self.mode = r.version, r.mode
         self.kv_separator = kv_separator
         self.open_shards = max(1, int(open_shards))
         m = json.loads(r.manifest_json())
-        self.files = [os.path.join(self.path, s["shard_path"]) for s in m["shards"]]
+        if self.cache is not None:
+            base = self.path.rstrip("/")
+            self.files = [base + "/" + s["shard_path"] for s in m["shards"]]
+            self.sizes = [int(s["bytes"]) for s in m["shards"]]
+            self.digests = [s.get("content_digest") for s in m["shards"]]
+            self.keys = [shard_key(u, b, d)
+                         for u, b, d in zip(self.files, self.sizes, self.digests)]
+        else:
+            self.files = [os.path.join(self.path, s["shard_path"]) for s in m["shards"]]
         wanted = _columns(columns)
         if self.mode == "batch":
             have = list(m["schema"])
@@ -88,18 +110,57 @@ class Shards:
 
     def _shard(self, k):
         """Shard k's reader (batch mode: with its columns as whole-shard views)."""
-        if self._pid != os.getpid():  # a forked child: its own maps
+        if self._pid != os.getpid():  # a forked child: its own maps (and cache locks)
             self._reset()
+            if self.cache is not None:
+                self.cache.after_fork()
         entry = self._open.get(k)
         if entry is not None:
             self._open.move_to_end(k)
             return entry
-        reader = Reader(_native.File(self.files[k]), "mmap")
-        cols = ({c: reader.tensor(c) for c in self.columns} if self.mode == "batch" else None)
+        if self.cache is None:
+            local = self.files[k]
+        else:
+            local = self.cache.acquire(self.keys[k], self.files[k], self.sizes[k],
+                                       self.digests[k], self._close_oldest)
+        try:
+            reader = Reader(_native.File(local), "mmap")
+            cols = ({c: reader.tensor(c) for c in self.columns}
+                    if self.mode == "batch" else None)
+        except BaseException:
+            self._drop(k)
+            raise
         entry = self._open[k] = (reader, cols)
         while len(self._open) > self.open_shards:
-            self._open.popitem(last=False)
+            self._drop(next(iter(self._open)))
         return entry
+
+    def _drop(self, k):
+        """Closes shard k (its maps stay while tensors use them); a cached one may go."""
+        self._open.pop(k, None)
+        if self.cache is not None:
+            self.cache.release(self.keys[k])
+
+    def _close_oldest(self):
+        """Closes the least recently used open shard, for a cache short of space."""
+        if not self._open:
+            return False
+        self._drop(next(iter(self._open)))
+        return True
+
+    def release(self, k):
+        """Shard k is no longer needed by this process's reads: closed, so the cache may
+        evict it."""
+        if k in self._open or self.cache is not None:
+            self._drop(k)
+
+    def prefetch(self, k):
+        """Fetches shard k of a store dataset into the cache ahead of its use, when that
+        needs no wait (False if not done)."""
+        if self.cache is None:
+            return True
+        return self.cache.prefetch(self.keys[k], self.files[k], self.sizes[k],
+                                   self.digests[k])
 
     def index(self, i):
         i = int(i)

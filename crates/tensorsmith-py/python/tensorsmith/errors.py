@@ -78,8 +78,14 @@ class DatasetIOError(DatasetFailure, OSError):
     """Reading or writing a dataset failed."""
 
 
+class CacheFull(DatasetFailure, OSError):
+    """A local shard cache cannot hold what a read needs: a `cache_limit` smaller than a
+    shard (or than the shards this node's readers hold at once), or a full disk."""
+
+
 __all__ = [
     "TensorsmithError", "InvalidFile", "InvalidInput", "OptionError", "FileNotFound",
     "IOFailure", "AccessDenied", "TensorNotFound", "BadSlice", "Unsupported", "DatasetFailure",
     "DatasetExists", "DatasetNotFound", "DatasetKeyError", "DatasetInputError", "DatasetCorrupt", "DatasetIOError",
+    "CacheFull",
 ]

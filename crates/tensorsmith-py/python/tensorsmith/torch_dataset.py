@@ -27,11 +27,20 @@ class TensorDataset(torch.utils.data.Dataset):
     handed back one by one (`batch_size=None`) are copied into shared memory (a shard's map
     never crosses to another process); batches are collated from the views, one copy, as for
     any dataset. BF16, F16 and 8-bit float samples come out as the torch dtype.
+
+    A dataset on an object store (`s3://`, `az://`, `gs://`, with `storage_options`): each
+    shard is fetched whole into the node's cache (`cache_dir`, at most `cache_limit` bytes;
+    shared by every process of the node, see `TensorIterableDataset`) when a sample of it is
+    first asked for, and mapped from there: samples are views of the cached file. Random
+    access over a dataset larger than the cache fetches shards again as they are evicted:
+    read such datasets in shard order (`TensorIterableDataset`'s block shuffle).
     """
 
     def __init__(self, path, columns=None, *, version=None, kv_separator="__",
-                 open_shards=OPEN_SHARDS):
-        self._s = Shards(path, version, columns, kv_separator, open_shards)
+                 open_shards=OPEN_SHARDS, storage_options=None, cache_dir=None,
+                 cache_limit=None):
+        self._s = Shards(path, version, columns, kv_separator, open_shards, storage_options,
+                         cache_dir, cache_limit)
 
     @property
     def version(self):

@@ -1,14 +1,19 @@
 """`tensorsmith.torch.TensorIterableDataset`: a dataset version as a
 `torch.utils.data.IterableDataset`, split between DDP ranks (every world_size-th sample)
-and DataLoader workers (items in turn), optionally in a global shuffled order, with exact
-and elastic mid-epoch resume (`state_dict`/`load_state_dict`)."""
+and DataLoader workers (items in turn), optionally in a global shuffled order or a block
+shuffle, with exact and elastic mid-epoch resume (`state_dict`/`load_state_dict`), from a
+local folder or an object store (through a node-local shard cache)."""
 
 import torch
 
+from ._block_shuffle import block_order
+from ._read_ahead import ReadAhead
 from ._torch_shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
 from .errors import OptionError
 
 STATE_FORMAT = "tensorsmith.TensorIterableDataset/1"
+SHUFFLE_BLOCK_SIZE = 1 << 16  # samples in the block shuffle's window
+READ_AHEAD = 2  # shards a store dataset's reader fetches ahead of its position
 
 
 class TensorIterableDataset(torch.utils.data.IterableDataset):
@@ -17,7 +22,13 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     (see `TensorDataset`).
 
     Order: the samples in order, or with `shuffle=seed` a global permutation of all samples,
-    drawn from the seed and the epoch (`set_epoch`, as DistributedSampler's). Under
+    drawn from the seed and the epoch (`set_epoch`, as DistributedSampler's); with
+    `shuffle_kind="block"` as well, a block shuffle for streaming: the shards permuted, then
+    the samples shuffled within a moving window of `shuffle_block_size` samples (a
+    shard-permuted jittered sort, see `_block_shuffle`: no sample moves `shuffle_block_size`
+    places or more from its place in the permuted shards' stream, so a reader needs only the
+    few shards that window covers, each read once, in order). Either order is a function of
+    (seed, epoch, dataset version) only, the same whatever the number of ranks and workers. Under
     torch.distributed each rank takes every world_size-th sample of that order from its rank
     on; the order is first padded by repeating its first samples to a multiple of the world
     size (as DistributedSampler does), or cut to one with `drop_last=True`, so every rank gets
@@ -46,6 +57,20 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     are built in shared memory (one copy; a shard's map never crosses processes): use the
     DataLoader with `batch_size=None` when `batch_size` is set here.
 
+    A store dataset (`s3://`, `az://`, `gs://` URL, with `storage_options`): shards are
+    fetched whole by ranged reads (pinned to the version's objects) into `cache_dir`, one
+    folder per node shared by every rank and worker there (file locks: each shard fetched
+    once), its data files never above `cache_limit` bytes (None: unbounded), then mapped as
+    local shards are. Each process fetches the next `read_ahead` shards its order needs in a
+    thread while it reads, and lets go of a shard once past its last use (the cache evicts
+    those, least recently used first, when it needs room). The cache survives a restart: a
+    shard found there is checked (size, and digests where the manifest records them) and
+    reused. A `cache_limit` below a shard, or below what this node's readers hold open at
+    once, or a full disk, is `tensorsmith.errors.CacheFull`. The global shuffle needs every
+    shard all epoch long: below the dataset's size, shards are fetched again as they are
+    evicted; the block shuffle (or the order) reads each once while it fits
+    2 * shuffle_block_size samples' shards per reader.
+
     The version read is the one current when the object is made (or `version`); workers
     started by fork or spawn read that version. With `persistent_workers=True`, call
     `set_epoch` before the workers start: they keep the epoch they were started with. The rank
@@ -55,15 +80,28 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, path, shuffle=None, batch_size=None, columns=None, *, drop_last=False,
                  rank=None, world_size=None, version=None, kv_separator="__",
-                 open_shards=OPEN_SHARDS):
+                 open_shards=OPEN_SHARDS, shuffle_kind="global",
+                 shuffle_block_size=SHUFFLE_BLOCK_SIZE, storage_options=None, cache_dir=None,
+                 cache_limit=None, read_ahead=READ_AHEAD):
         if shuffle is not None and (isinstance(shuffle, bool) or not isinstance(shuffle, int)):
             raise OptionError(f"shuffle must be an integer seed or None, not {shuffle!r}")
         if batch_size is not None and (isinstance(batch_size, bool)
                                        or not isinstance(batch_size, int) or batch_size < 1):
             raise OptionError(f"batch_size must be a positive integer or None, not "
                               f"{batch_size!r}")
-        self._s = Shards(path, version, columns, kv_separator, open_shards)
+        if shuffle_kind not in ("global", "block"):
+            raise OptionError(f"shuffle_kind must be 'global' or 'block', not {shuffle_kind!r}")
+        if shuffle_kind == "block" and shuffle is None:
+            raise OptionError("shuffle_kind='block' needs a seed: shuffle=<int>")
+        if (isinstance(shuffle_block_size, bool) or not isinstance(shuffle_block_size, int)
+                or shuffle_block_size < 1):
+            raise OptionError(f"shuffle_block_size must be a positive integer, not "
+                              f"{shuffle_block_size!r}")
+        self._s = Shards(path, version, columns, kv_separator, open_shards, storage_options,
+                         cache_dir, cache_limit)
         self.shuffle, self.batch_size, self.drop_last = shuffle, batch_size, drop_last
+        self.shuffle_kind, self.shuffle_block_size = shuffle_kind, shuffle_block_size
+        self.read_ahead = int(read_ahead)
         self.epoch = 0
         # Resume: the epoch's position this object's iterations start from (samples of the
         # epoch's order the job consumed), the worker's own items to skip (a StatefulDataLoader
@@ -96,9 +134,27 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         n = self._s.len
         if self.shuffle is None:
             return None
+        if self.shuffle_kind == "block":
+            sizes, units = self._shard_groups()
+            order = block_order(sizes, self.shuffle, self.epoch, self.shuffle_block_size)
+            return order if units is None else units[order]
         g = torch.Generator()
         g.manual_seed((int(self.shuffle) * 1_000_003 + self.epoch) & (2**63 - 1))
         return torch.randperm(n, generator=g)
+
+    def _shard_groups(self):
+        """The samples grouped by shard, for the block shuffle: (samples per shard, in shard
+        order; None, or the sample index of each place when a shard's samples are not
+        contiguous). KV mode: names by the shard of their first column's tensor, then in
+        name order."""
+        s = self._s
+        if s.mode == "batch":
+            return [b - a for a, b in zip(s.starts, list(s.starts[1:]) + [s.len])], None
+        shard = torch.tensor([min(s.by_name[n].items())[1][1] for n in s.names],
+                             dtype=torch.long)
+        units = torch.argsort(shard, stable=True)
+        counts = torch.bincount(shard) if len(shard) else torch.zeros(0, dtype=torch.long)
+        return [int(c) for c in counts if c], units
 
     def _rank_order(self, rank, world, start=None):
         """The samples of the epoch's order from `start` (the job's position) that this rank
@@ -148,11 +204,19 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
 
     # --- resume -------------------------------------------------------------------------
 
+    def _shuffle_desc(self):
+        """The state's `shuffle`: None (in order), "global", or "block:<block size>"."""
+        if self.shuffle is None:
+            return None
+        if self.shuffle_kind == "block":
+            return f"block:{self.shuffle_block_size}"
+        return "global"
+
     def _base_state(self):
         return {"format": STATE_FORMAT, "dataset_version": self._s.version,
                 "samples": self._s.len, "seed": self.shuffle, "epoch": self.epoch,
                 "world_size": self.world_size, "batch_size": self.batch_size,
-                "drop_last": self.drop_last}
+                "drop_last": self.drop_last, "shuffle": self._shuffle_desc()}
 
     def state_dict(self, consumed=None):
         """The whole job's position in the epoch, as a dict of plain values (see
@@ -227,11 +291,17 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     def _check_state(self, st):
         if st.get("format") != STATE_FORMAT:
             raise OptionError(f"state format {st.get('format')!r} is not {STATE_FORMAT!r}")
-        for key, mine, what in (("dataset_version", self._s.version, "dataset version"),
-                                ("samples", self._s.len, "sample count"),
-                                ("seed", self.shuffle, "seed (shuffle)")):
-            if st.get(key) != mine:
-                raise OptionError(f"the state is of another {what}: {st.get(key)!r}, this "
+        # States from before the block shuffle have no "shuffle": the global one, if seeded.
+        kind = st.get("shuffle", None if st.get("seed") is None else "global")
+        for key, theirs, mine, what in (
+                ("dataset_version", st.get("dataset_version"), self._s.version,
+                 "dataset version"),
+                ("samples", st.get("samples"), self._s.len, "sample count"),
+                ("seed", st.get("seed"), self.shuffle, "seed (shuffle)"),
+                ("shuffle", kind, self._shuffle_desc(),
+                 "shuffle (shuffle_kind, shuffle_block_size)")):
+            if theirs != mine:
+                raise OptionError(f"the state is of another {what}: {theirs!r}, this "
                                   f"dataset's is {mine!r}")
 
     def _combine(self, workers, since=0):
@@ -261,10 +331,26 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
 
     def _read(self, idx, items, in_worker):
         s = self._s
+        step = self.batch_size or 1
+        ahead = None
+        if s.cache is not None and s.mode == "batch" and len(items):
+            ahead = ReadAhead(s, _samples_of(idx, items, step), self.read_ahead)
+        try:
+            yield from self._items(idx, items, in_worker, ahead)
+        finally:
+            if ahead is not None:
+                ahead.close()
+
+    def _items(self, idx, items, in_worker, ahead):
+        s = self._s
         contiguous = isinstance(idx, range) and s.mode == "batch"
         step = self.batch_size or 1
+        pos = 0
         for j in items:
             a, b = j * step, min((j + 1) * step, len(idx))
+            if ahead is not None:
+                ahead.at(pos)
+                pos += b - a
             if contiguous:
                 batch = s.run(idx[a], idx[a] + b - a)
                 if self.batch_size is None:
@@ -280,6 +366,17 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                     out = {c: torch.stack([x[c] for x in samples]) for c in samples[0]}
             self._yielded += 1
             yield out
+
+
+def _samples_of(idx, items, step):
+    """The samples a worker reads, in order: items `items` (a range of item numbers) of
+    `step` samples of the rank's order `idx`."""
+    j = torch.arange(items.start, items.stop, items.step, dtype=torch.long)
+    at = (j[:, None] * step + torch.arange(step, dtype=torch.long)[None, :]).reshape(-1)
+    at = at[at < len(idx)]
+    if isinstance(idx, range):
+        return at * idx.step + idx.start
+    return torch.as_tensor(idx)[at]
 
 
 def _advance(n, start, items, world, batch_size, drop_last):

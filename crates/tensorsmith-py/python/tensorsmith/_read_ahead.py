@@ -1,0 +1,76 @@
+"""Read-ahead and release of cached shards along one process's reading order, for
+`TensorIterableDataset` on a store dataset: a thread fetches the next `ahead` shards the
+order will need into the node's cache (in the order of their first use) while samples are
+read, and each shard is closed once the order has passed its last use, so the cache may evict
+it."""
+
+import threading
+
+import numpy as np
+
+
+class ReadAhead:
+    def __init__(self, shards, samples, ahead):
+        """`samples`: the process's sample indices in reading order (1-D array-like)."""
+        self.s = shards
+        seq = np.asarray(samples, dtype=np.int64)
+        of = np.searchsorted(np.asarray(shards.starts, dtype=np.int64), seq, side="right") - 1
+        ks, first = np.unique(of, return_index=True)
+        _, last_rev = np.unique(of[::-1], return_index=True)
+        last = len(of) - 1 - last_rev
+        by_first = np.argsort(first, kind="stable")
+        self.order = ks[by_first].tolist()  # shards by first use
+        self.first = first[by_first].tolist()
+        by_last = np.argsort(last, kind="stable")
+        self.done = list(zip(last[by_last].tolist(), ks[by_last].tolist()))  # (last use, k)
+        self._next_done = 0
+        self.ahead = max(0, int(ahead))
+        self._reached = 0  # shards of `order` whose first use the reader has reached
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = None
+        if self.ahead and self.order:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="tensorsmith-read-ahead")
+            self._thread.start()
+
+    def at(self, pos):
+        """The reader is about to read sample `pos` of the order (and is done with every
+        sample before it)."""
+        while self._next_done < len(self.done) and self.done[self._next_done][0] < pos:
+            self.s.release(self.done[self._next_done][1])
+            self._next_done += 1
+        reached = self._reached
+        while reached < len(self.first) and self.first[reached] <= pos:
+            reached += 1
+        if reached != self._reached:
+            with self._cv:
+                self._reached = reached
+                self._cv.notify()
+
+    def close(self):
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+
+    def _run(self):
+        j = 1  # the first shard is fetched by the reader itself
+        while True:
+            with self._cv:
+                while not self._stop and not (j < len(self.order)
+                                              and j < self._reached + self.ahead):
+                    if j >= len(self.order):
+                        return
+                    self._cv.wait()
+                if self._stop:
+                    return
+            try:
+                if not self.s.prefetch(self.order[j]):
+                    # No room without waiting: try again once the reader moves on.
+                    with self._cv:
+                        reached = self._reached
+                        self._cv.wait_for(lambda: self._stop or self._reached != reached)
+                    continue
+            except Exception:  # the reader's own fetch reports it
+                pass
+            j += 1

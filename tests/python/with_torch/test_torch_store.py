@@ -1,0 +1,260 @@
+"""TensorDataset and TensorIterableDataset over a dataset on S3 (moto in server mode on
+127.0.0.1, written there by the CLI): the values of the local read of the same dataset,
+through the node's shard cache (`cache_dir`, `cache_limit`): samples views of the cached
+files, each shard fetched once per node (two processes sharing the cache), the limit never
+exceeded (measured at every fetch), eviction oldest-first, a restart reusing the cache, a
+corrupted cached shard fetched again, a cache smaller than a shard refused by name."""
+
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import local_servers
+from tensorsmith import _shard_cache
+from tensorsmith.errors import CacheFull
+from tensorsmith.torch import TensorDataset, TensorIterableDataset
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+boto3 = pytest.importorskip("boto3")
+pytest.importorskip("moto.server")
+
+KEY, SECRET = "AKIATORCHSTORE", "torchStoreSecret/1"
+N, PER_SHARD, WIDTH = 100, 16, 32  # 7 shards: 6 of 16 samples and a tail of 4
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, tsm):
+    """The dataset written by the CLI to s3://torchds/ds (with digests) and to a local
+    folder: (url, storage options, local path, shard sizes)."""
+    servers = local_servers.moto()
+    url = next(servers)
+    s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    s3.create_bucket(Bucket="torchds")
+    root = tmp_path_factory.mktemp("store")
+    x = np.arange(N * WIDTH, dtype=np.float32).reshape(N, WIDTH)
+    pq.write_table(pa.table({"idx": pa.array([[i] for i in range(N)], pa.list_(pa.int64())),
+                             "x": pa.array(list(x), pa.list_(pa.float32(), WIDTH))}),
+                   root / "in.parquet")
+    opts = {"key": KEY, "secret": SECRET, "endpoint_url": url, "region": "us-east-1"}
+    flags = ["--batch-size", str(PER_SHARD), "--dtype", "F32", "--digest", "xxh3",
+             "--threads", "1", "-q"]
+    store_flags = [a for k, v in opts.items() for a in ("--storage-option", f"{k}={v}")]
+    tsm.run("dataset", "write", root / "in.parquet", "s3://torchds/ds", *flags, *store_flags)
+    tsm.run("dataset", "write", root / "in.parquet", root / "local", *flags)
+    sizes = [os.path.getsize(p) for p in sorted((root / "local").glob("*.safetensors"))]
+    yield "s3://torchds/ds", opts, root / "local", sizes
+    next(servers, None)
+
+
+def ids(item):
+    return [int(v) for v in item["idx"].reshape(-1)]
+
+
+def test_a_store_dataset_reads_as_the_local_one(store, tmp_path):
+    url, opts, local, sizes = store
+    cache = tmp_path / "cache"
+    a = TensorDataset(local)
+    b = TensorDataset(url, storage_options=opts, cache_dir=cache)
+    assert len(b) == len(a) == N and b.version == a.version
+    for i in (0, 15, 16, 57, N - 1):
+        assert torch.equal(b[i]["x"], a[i]["x"]) and ids(b[i]) == [i]
+    assert torch.equal(b[10:40]["x"], a[10:40]["x"])
+    # Samples of a cached shard are views of its map, as locally.
+    assert b[17]["x"].untyped_storage().data_ptr() == b[18]["x"].untyped_storage().data_ptr()
+    kw = dict(shuffle=3, batch_size=8, shuffle_kind="block", shuffle_block_size=20)
+    want = [(ids(t), t["x"]) for t in TensorIterableDataset(local, **kw)]
+    got = [(ids(t), t["x"]) for t in TensorIterableDataset(url, storage_options=opts,
+                                                            cache_dir=cache, **kw)]
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert all(torch.equal(p, q) for (_, p), (_, q) in zip(got, want))
+    assert sorted(i for item, _ in got for i in item) == list(range(N))
+    # Through DataLoader workers (fork, and spawn from a fresh cache) too.
+    for ctx, folder in (("fork", cache), ("spawn", tmp_path / "spawned")):
+        it = TensorIterableDataset(url, storage_options=opts, cache_dir=folder, **kw)
+        loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2,
+                                             multiprocessing_context=ctx)
+        assert [ids(t) for t in loader] == [i for i, _ in want]
+    assert _shard_cache.cache_bytes(tmp_path / "spawned") == sum(sizes)
+    assert _shard_cache.cache_bytes(cache) == sum(sizes)
+
+
+def _measured(monkeypatch, limit_seen):
+    """Records the cache's bytes on disk after every allocation and every fetch."""
+    alloc, fetch = _shard_cache.ShardCache._allocate, _shard_cache.ShardCache._fetch
+
+    def allocate(self, *a, **k):
+        part = alloc(self, *a, **k)
+        limit_seen.append(_shard_cache.cache_bytes(self.folder))
+        return part
+
+    def fetched(self, *a, **k):
+        fetch(self, *a, **k)
+        limit_seen.append(_shard_cache.cache_bytes(self.folder))
+
+    monkeypatch.setattr(_shard_cache.ShardCache, "_allocate", allocate)
+    monkeypatch.setattr(_shard_cache.ShardCache, "_fetch", fetched)
+
+
+@pytest.mark.parametrize("kind", ["order", "block"])
+def test_the_cache_limit_is_never_exceeded_and_the_oldest_shards_go_first(
+        store, tmp_path, monkeypatch, kind):
+    url, opts, local, sizes = store
+    limit = max(sizes) * 5 // 2  # two shards and a half
+    seen = []
+    _measured(monkeypatch, seen)
+    kw = (dict(shuffle=7, shuffle_kind="block", shuffle_block_size=8) if kind == "block"
+          else {})
+    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "c",
+                               cache_limit=limit, batch_size=4, read_ahead=1, **kw)
+    want = [ids(t) for t in TensorIterableDataset(local, batch_size=4, **kw)]
+    assert [ids(t) for t in ds] == want
+    cache = ds._s.cache
+    assert seen and max(seen) <= limit
+    assert len(cache.fetched) == len(sizes)  # every shard once: read in shard order
+    assert sorted(ds._s.keys.index(k) for k, _ in cache.fetched) == list(range(len(sizes)))
+    used = list(dict.fromkeys(i // PER_SHARD for item in want for i in item))  # first use
+    evicted = [ds._s.keys.index(k) for k, _ in cache.evicted]
+    assert evicted == used[:len(evicted)]  # the shards used longest ago first
+    assert len(evicted) >= len(sizes) - 3  # 2.5 shards (the last is small) stay
+    if kind == "order":
+        assert used == list(range(len(sizes)))
+
+
+def _epoch_in_a_process(url, opts, cache, rank, world, out):
+    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=cache, shuffle=5,
+                               shuffle_kind="block", shuffle_block_size=24, batch_size=4,
+                               rank=rank, world_size=world)
+    got = [ids(t) for t in ds]
+    with open(out, "w") as f:
+        f.write(repr((got, [k for k, _ in ds._s.cache.fetched])))
+
+
+def test_two_processes_on_a_node_fetch_each_shard_once(store, tmp_path):
+    url, opts, local, sizes = store
+    ctx = mp.get_context("spawn")
+    cache = str(tmp_path / "cache")
+    procs = [ctx.Process(target=_epoch_in_a_process,
+                         args=(url, opts, cache, r, 2, str(tmp_path / f"r{r}")))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    import ast
+    results = [ast.literal_eval((tmp_path / f"r{r}").read_text()) for r in range(2)]
+    fetched = [k for _, keys in results for k in keys]
+    assert len(fetched) == len(set(fetched)) == len(sizes)  # each shard once, by one of them
+    read = sorted(i for got, _ in results for item in got for i in item)
+    assert read == list(range(N))
+    for r in range(2):
+        alone = TensorIterableDataset(local, shuffle=5, shuffle_kind="block",
+                                      shuffle_block_size=24, batch_size=4, rank=r,
+                                      world_size=2)
+        assert results[r][0] == [ids(t) for t in alone]
+    # A restart (new processes) reuses the cache: nothing fetched, the same samples.
+    _epoch_in_a_process(url, opts, cache, 0, 1, str(tmp_path / "again"))
+    got, keys = ast.literal_eval((tmp_path / "again").read_text())
+    assert keys == [] and sorted(i for item in got for i in item) == list(range(N))
+
+
+def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
+    url, opts, local, sizes = store
+    cache = tmp_path / "cache"
+    first = TensorDataset(url, storage_options=opts, cache_dir=cache)
+    assert ids(first[20]) == [20]
+    key = first._s.keys[1]
+    path = cache / (key + ".safetensors")
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF  # the last tensor's values
+    path.write_bytes(bytes(data))
+    del first  # its shards closed (a process that held them would be gone too)
+    again = TensorDataset(url, storage_options=opts, cache_dir=cache)
+    assert torch.equal(again[20]["x"], TensorDataset(local)[20]["x"])
+    assert [k for k, _ in again._s.cache.fetched] == [key]
+    # A truncated one too (its size is not the manifest's).
+    del again
+    with open(path, "r+b") as f:
+        f.truncate(100)
+    third = TensorDataset(url, storage_options=opts, cache_dir=cache)
+    assert ids(third[25]) == [25] and len(third._s.cache.fetched) == 1
+
+
+def test_a_cache_smaller_than_a_shard_is_refused(store, tmp_path):
+    url, opts, local, sizes = store
+    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "c",
+                               cache_limit=min(sizes) - 1)
+    with pytest.raises(CacheFull, match="smaller than shard"):
+        next(iter(ds))
+    assert _shard_cache.cache_bytes(tmp_path / "c") == 0
+    with pytest.raises(Exception, match="cache_limit"):
+        TensorDataset(url, storage_options=opts, cache_dir=tmp_path / "c", cache_limit=-5)
+
+
+def test_space_held_by_open_shards_and_a_full_disk_are_clear_errors(store, tmp_path,
+                                                                   monkeypatch):
+    url, opts, local, sizes = store
+    cache = tmp_path / "c"
+    limit = max(sizes) * 3 // 2  # one shard and a half
+    a = TensorDataset(url, storage_options=opts, cache_dir=cache, cache_limit=limit)
+    b = TensorDataset(url, storage_options=opts, cache_dir=cache, cache_limit=limit)
+    assert ids(a[0]) == [0]  # a holds shard 0 open
+    b._s.cache.wait_s = 0.5
+    with pytest.raises(CacheFull, match="hold open"):
+        b[20]  # shard 1 needs the space shard 0 holds: an error after wait_s, no hang
+    assert ids(a[20]) == [20]  # a lets go of its own shard 0 to make room
+    assert _shard_cache.cache_bytes(cache) <= limit
+
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    c = TensorDataset(url, storage_options=opts, cache_dir=tmp_path / "d")
+    with pytest.raises(CacheFull, match="no room on the disk"):
+        c[0]
+    assert list((tmp_path / "d").glob("*.part")) == []
+
+
+def test_a_kv_dataset_on_the_store(store, tmp_path):
+    import tensorsmith
+    url, opts, local, sizes = store
+    names = [f"n{i:02d}" for i in range(12)]
+    t = pa.table({"id": names, "b": pa.array([[i, -i] for i in range(12)], pa.list_(pa.int64()))})
+    tensorsmith.write_dataset(t, "s3://torchds/kv", storage_options=opts, name_col="id",
+                              dtype="F32", threads=1)
+    ds = TensorDataset("s3://torchds/kv", storage_options=opts, cache_dir=tmp_path / "c")
+    assert ds.mode == "kv" and ds.names() == names
+    assert ds.sample("n07")["b"].tolist() == [7.0, -7.0]
+    it = TensorIterableDataset("s3://torchds/kv", storage_options=opts,
+                               cache_dir=tmp_path / "c", shuffle=1, shuffle_kind="block",
+                               shuffle_block_size=4)
+    assert sorted(int(s["b"][0]) for s in it) == list(range(12))
+
+
+def test_the_version_opened_is_the_one_read(store, tmp_path):
+    import tensorsmith
+    url, opts, local, sizes = store
+
+    def table(tag):
+        return pa.table({"idx": pa.array([[tag * 100 + i] for i in range(20)],
+                                         pa.list_(pa.int64()))})
+
+    tensorsmith.write_dataset(table(1), "s3://torchds/pin", storage_options=opts,
+                              batch_size=8, dtype="F32")
+    old = TensorIterableDataset("s3://torchds/pin", storage_options=opts,
+                                cache_dir=tmp_path / "c", batch_size=8)
+    tensorsmith.write_dataset(table(2), "s3://torchds/pin", storage_options=opts,
+                              batch_size=8, dtype="F32", mode="overwrite")
+    assert [i for t in old for i in ids(t)] == [100 + i for i in range(20)]  # fetched now
+    new = TensorIterableDataset("s3://torchds/pin", storage_options=opts,
+                                cache_dir=tmp_path / "c", batch_size=8)
+    assert new.version == old.version + 1
+    assert [i for t in new for i in ids(t)] == [200 + i for i in range(20)]
+    pinned = TensorDataset("s3://torchds/pin", storage_options=opts, cache_dir=tmp_path / "c",
+                           version=old.version)
+    assert ids(pinned[3]) == [103]
