@@ -33,7 +33,7 @@ mod ternary;
 
 pub use quantize::{
     can_quantize, quantize, quantize_into, quantize_rows, quantize_rows_into, quantizer,
-    takes_imatrix, Quantizer, WeightedQuantizer,
+    takes_imatrix, Quantizer, WeightedQuantizer, QUANTIZE_TYPES,
 };
 
 use crate::error::{Error, ErrorKind, Result};

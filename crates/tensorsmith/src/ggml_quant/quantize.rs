@@ -21,6 +21,10 @@ pub type WeightedQuantizer = fn(&[f32], Option<&[f32]>, &mut [u8]);
 /// Blocks per parallel task.
 const TASK_BLOCKS: usize = 2048;
 
+/// The block types [`quantizer`] takes, by name, for messages and help texts.
+pub const QUANTIZE_TYPES: &str =
+    "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
+
 /// The types quantized as ggml does, which take an importance matrix.
 fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
     Some(match ty.block()? {

@@ -177,3 +177,20 @@ fn an_imatrix_for_a_type_that_takes_none_is_refused() {
         quantize(q8_0, &[1.0; 64]).unwrap()
     );
 }
+
+#[test]
+fn the_named_list_is_every_quantizable_type() {
+    let named: Vec<String> = QUANTIZE_TYPES
+        .split(", ")
+        .map(|s| s.to_lowercase())
+        .collect();
+    let all: Vec<String> = GgmlType::all()
+        .filter(|&t| can_quantize(t))
+        .map(|t| t.name().to_string())
+        .collect();
+    let mut a = named.clone();
+    a.sort();
+    let mut b = all;
+    b.sort();
+    assert_eq!(a, b);
+}
