@@ -102,25 +102,35 @@ pub(super) fn abs_max(x: &[f32]) -> (f32, f32) {
 }
 
 /// `make_qx_quants` with `rmse_type == 1` (the only one the K-quants call): signed codes
-/// `L[i] = nmax + l`, `l` in `-nmax..nmax`, weights `qw` or `x²`; returns the scale.
+/// `L[i] = nmax + l`, `l` in `-nmax..nmax`, weights `qw` or `x²`; at most 32 values;
+/// returns the scale.
 pub(super) fn make_qx_quants(nmax: i32, x: &[f32], codes: &mut [i8], qw: Option<&[f32]>) -> f32 {
     let (amax, max) = abs_max(x);
     if amax < GROUP_MAX_EPS {
         codes.fill(0);
         return 0.0;
     }
-    let weight = |i: usize| match qw {
-        Some(q) => q[i],
-        None => x[i] * x[i],
-    };
+    // The weights up front (`qw`, or `x²` as C computes it in each loop: the same bits).
+    let n = x.len();
+    let mut wbuf = [0f32; 32];
+    let wv = &mut wbuf[..n];
+    match qw {
+        Some(q) => wv.copy_from_slice(&q[..n]),
+        None => {
+            for (w, &xi) in wv.iter_mut().zip(x) {
+                *w = xi * xi;
+            }
+        }
+    }
+    let wv = &wbuf[..n];
+    let codes = &mut codes[..n];
     let clamp = |l: i32| l.clamp(-nmax, nmax - 1);
     let mut iscale = (-nmax) as f32 / max;
     let (mut sumlx, mut suml2) = (0f32, 0f32);
-    for i in 0..x.len() {
-        let l = clamp(nearest_int(iscale * x[i]));
-        codes[i] = (l + nmax) as i8;
-        let w = weight(i);
-        sumlx += w * x[i] * l as f32;
+    for ((c, &xi), &w) in codes.iter_mut().zip(x).zip(wv) {
+        let l = clamp(nearest_int(iscale * xi));
+        *c = (l + nmax) as i8;
+        sumlx += w * xi * l as f32;
         suml2 += w * l as f32 * l as f32;
     }
     // `suml2 ? … : 0`: NaN counts as true in C.
@@ -133,15 +143,14 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], codes: &mut [i8], qw: Option<
         iscale = -(nmax as f32 + 0.1f32 * is as f32) / max;
         sumlx = 0.0;
         suml2 = 0.0;
-        for i in 0..x.len() {
-            let l = clamp(nearest_int(iscale * x[i]));
-            let w = weight(i);
-            sumlx += w * x[i] * l as f32;
+        for (&xi, &w) in x.iter().zip(wv) {
+            let l = clamp(nearest_int(iscale * xi));
+            sumlx += w * xi * l as f32;
             suml2 += w * l as f32 * l as f32;
         }
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for i in 0..x.len() {
-                codes[i] = (nmax + clamp(nearest_int(iscale * x[i]))) as i8;
+            for (c, &xi) in codes.iter_mut().zip(x) {
+                *c = (nmax + clamp(nearest_int(iscale * xi))) as i8;
             }
             scale = sumlx / suml2;
             best = scale * sumlx;
@@ -207,10 +216,10 @@ pub(super) fn make_q3_quants(nmax: i32, x: &[f32], codes: &mut [i8]) -> f32 {
 /// `make_qkx3_quants` (with its weights given, as every K-quant passes them) take the same
 /// steps: they differ only in the degenerate test (`max == min` against `max <= min`), which
 /// agree because `min <= max` whenever neither is NaN, and both are false when one is.
-/// `use_mad` weighs absolute errors instead of squared ones. Returns the scale; `-min` goes to
-/// `the_min`.
+/// `MAD` weighs absolute errors instead of squared ones. At most 32 values. Returns the scale;
+/// `-min` goes to `the_min`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn make_qkx_quants(
+pub(super) fn make_qkx_quants<const MAD: bool>(
     nmax: i32,
     x: &[f32],
     weights: &[f32],
@@ -219,22 +228,22 @@ pub(super) fn make_qkx_quants(
     rmin: f32,
     rdelta: f32,
     nstep: i32,
-    use_mad: bool,
 ) -> f32 {
     let n = x.len();
+    // Equal lengths up front, so the loops below zip without bounds checks.
+    let (weights, codes) = (&weights[..n], &mut codes[..n]);
     let (mut min, mut max) = (x[0], x[0]);
     let mut sum_w = weights[0];
     let mut sum_x = sum_w * x[0];
-    for i in 1..n {
-        if x[i] < min {
-            min = x[i];
+    for (&xi, &w) in x.iter().zip(weights).skip(1) {
+        if xi < min {
+            min = xi;
         }
-        if x[i] > max {
-            max = x[i];
+        if xi > max {
+            max = xi;
         }
-        let w = weights[i];
         sum_w += w;
-        sum_x += w * x[i];
+        sum_x += w * xi;
     }
     if min > 0.0 {
         min = 0.0;
@@ -245,32 +254,32 @@ pub(super) fn make_qkx_quants(
         return 0.0;
     }
     let clamp = |l: i32| l.clamp(0, nmax);
-    let error = |d: f32| if use_mad { d.abs() } else { d * d };
+    let error = |d: f32| if MAD { d.abs() } else { d * d };
     let mut iscale = nmax as f32 / (max - min);
     let mut scale = 1.0f32 / iscale;
     let mut best_error = 0f32;
-    for i in 0..n {
-        let l = clamp(nearest_int(iscale * (x[i] - min)));
-        codes[i] = l as u8;
-        let diff = scale * l as f32 + min - x[i];
-        best_error += weights[i] * error(diff);
+    for ((c, &xi), &w) in codes.iter_mut().zip(x).zip(weights) {
+        let l = clamp(nearest_int(iscale * (xi - min)));
+        *c = l as u8;
+        let diff = scale * l as f32 + min - xi;
+        best_error += w * error(diff);
     }
     if nstep < 1 {
         *the_min = -min;
         return scale;
     }
     let mut aux = [0u8; 32];
+    let aux = &mut aux[..n];
     for is in 0..=nstep {
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
         let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
-        for i in 0..n {
-            let l = clamp(nearest_int(iscale * (x[i] - min)));
-            aux[i] = l as u8;
-            let w = weights[i];
+        for ((a, &xi), &w) in aux.iter_mut().zip(x).zip(weights) {
+            let l = clamp(nearest_int(iscale * (xi - min)));
+            *a = l as u8;
             let lf = l as f32;
             sum_l += w * lf;
             sum_l2 += w * lf * lf;
-            sum_xl += w * lf * x[i];
+            sum_xl += w * lf * xi;
         }
         // FMA-sensitive (see the module comment): contracted builds may round D differently.
         let d = sum_w * sum_l2 - sum_l * sum_l;
@@ -282,12 +291,12 @@ pub(super) fn make_qkx_quants(
                 this_scale = sum_xl / sum_l2;
             }
             let mut cur_error = 0f32;
-            for i in 0..n {
-                let diff = this_scale * aux[i] as f32 + this_min - x[i];
-                cur_error += weights[i] * error(diff);
+            for ((&a, &xi), &w) in aux.iter().zip(x).zip(weights) {
+                let diff = this_scale * a as f32 + this_min - xi;
+                cur_error += w * error(diff);
             }
             if cur_error < best_error {
-                codes[..n].copy_from_slice(&aux[..n]);
+                codes.copy_from_slice(aux);
                 best_error = cur_error;
                 scale = this_scale;
                 min = this_min;

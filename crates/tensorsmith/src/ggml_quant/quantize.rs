@@ -133,12 +133,16 @@ pub fn quantize_rows_into(
         }))
     };
     let be = ty.block_elements() as usize;
-    if n_per_row == 0 || n_per_row % be != 0 {
+    if n_per_row % be != 0 {
         return refuse(format!(
             "a row of {n_per_row} values is not a whole number of {be}-value blocks"
         ));
     }
-    if values.len() % n_per_row != 0 {
+    if values.is_empty() {
+        // No rows (of any length): no blocks.
+        return quantize_into(ty, values, out);
+    }
+    if n_per_row == 0 || values.len() % n_per_row != 0 {
         return refuse(format!(
             "{} values are not whole rows of {n_per_row}",
             values.len()

@@ -72,7 +72,7 @@ fn q2_k_ref(x: &[f32], b: &mut [u8; 84]) {
         for l in 0..16 {
             weights[l] = xs[l].abs();
         }
-        scales[j] = make_qkx_quants(
+        scales[j] = make_qkx_quants::<true>(
             3,
             xs,
             &weights,
@@ -81,7 +81,6 @@ fn q2_k_ref(x: &[f32], b: &mut [u8; 84]) {
             -0.5,
             0.1,
             15,
-            true,
         );
         if scales[j] > max_scale {
             max_scale = scales[j];
@@ -133,7 +132,7 @@ fn q2_k_impl(x: &[f32], qw: &[f32], b: &mut [u8; 84]) {
         for &w in &weight {
             sw[j] += w;
         }
-        scales[j] = make_qkx_quants(
+        scales[j] = make_qkx_quants::<false>(
             3,
             xs,
             &weight,
@@ -142,7 +141,6 @@ fn q2_k_impl(x: &[f32], qw: &[f32], b: &mut [u8; 84]) {
             -0.9,
             0.05,
             36,
-            false,
         );
     }
     let dm = make_qp_quants(15, &scales, &mut ls, &sw);
@@ -341,7 +339,7 @@ fn qk_ref_search(
         for l in 0..32 {
             weights[l] = av_x + xs[l].abs();
         }
-        scales[j] = make_qkx_quants(
+        scales[j] = make_qkx_quants::<false>(
             nmax,
             xs,
             &weights,
@@ -350,7 +348,6 @@ fn qk_ref_search(
             rmin,
             rdelta,
             nstep,
-            false,
         );
     }
     (scales, mins)
@@ -417,7 +414,7 @@ fn qk_impl_search(
             sumw += w;
         }
         sw[j] = sumw;
-        scales[j] = make_qkx_quants(
+        scales[j] = make_qkx_quants::<false>(
             nmax,
             xs,
             &weights,
@@ -426,7 +423,6 @@ fn qk_impl_search(
             -0.9,
             0.05,
             36,
-            false,
         );
     }
     let d_block = make_qp_quants(63, &scales, &mut ls, &sw);

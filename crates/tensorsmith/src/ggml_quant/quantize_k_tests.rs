@@ -147,6 +147,9 @@ fn rows_that_are_not_whole_blocks_are_refused() {
         quantize_rows(iq4_nl, &[1.0; 64], 32, None).unwrap().len(),
         36
     );
+    // No rows at all: no blocks; rows of no values among values: refused.
+    assert!(quantize_rows(iq4_nl, &[], 0, None).unwrap().is_empty());
+    assert!(quantize_rows(iq4_nl, &[1.0; 32], 0, None).is_err());
     // Values that are not whole rows.
     let q4_k = GgmlType::from_name("q4_k").unwrap();
     let e = quantize_rows(q4_k, &[1.0; 768], 512, None)
