@@ -149,3 +149,25 @@ def test_dequantized_rows_come_back_close():
         back = quants.dequantize(q, getattr(gguf.GGMLQuantizationType, name))
         err = np.sqrt(np.mean((back - rows) ** 2)) / np.sqrt(np.mean(rows ** 2))
         assert err < limit, (name, err)
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q6_K", "IQ4_NL"])
+def test_convert_quantize_gives_ggmls_blocks(tmp_path, name):
+    # Python's convert(quantize=...): matrices whose rows are whole blocks become ggml's blocks;
+    # rows of 64 are whole blocks only for IQ4_NL, the others keep them F32.
+    gguf = pytest.importorskip("gguf")
+    import tensorsmith.numpy
+    rng = np.random.default_rng(8)
+    tensors = {"w": rng.standard_normal((6, 512)).astype(np.float32),
+               "narrow": rng.standard_normal((4, 64)).astype(np.float32)}
+    st, out = tmp_path / "m.safetensors", tmp_path / "m.gguf"
+    tensorsmith.numpy.save_file(tensors, str(st))
+    tensorsmith.convert(str(st), str(out), quantize=name)
+    got = {t.name: t for t in gguf.GGUFReader(str(out)).tensors}
+    assert got["w"].tensor_type.name == name
+    assert got["w"].data.tobytes() == ggml_ref.quantize(tensors["w"], name).tobytes()
+    narrow = got["narrow"]
+    if name == "IQ4_NL":
+        assert narrow.data.tobytes() == ggml_ref.quantize(tensors["narrow"], name).tobytes()
+    else:
+        assert narrow.tensor_type.name == "F32"
