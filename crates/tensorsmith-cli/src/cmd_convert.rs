@@ -108,7 +108,9 @@ pub struct ConvertArgs {
     #[arg(long)]
     append: bool,
     /// GGUF output: quantize float tensors (2+ dims, rows of whole blocks) to Q4_0, Q4_1,
-    /// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0 or MXFP4; other tensors keep their float type.
+    /// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4 (as gguf-py does), or Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+    /// IQ4_NL, IQ4_XS (as ggml does; rows of whole 256-value blocks, 32 for IQ4_NL); other
+    /// tensors keep their float type.
     #[arg(long, value_parser = parse_quantize, value_name = "TYPE")]
     quantize: Option<GgmlType>,
     /// GGUF output: set a metadata key (repeatable), e.g. `general.name=str:my model`,
@@ -125,7 +127,10 @@ fn parse_quantize(s: &str) -> Result<GgmlType, String> {
     GgmlType::from_name(&s.to_ascii_lowercase())
         .filter(|&t| can_quantize(t))
         .ok_or_else(|| {
-            format!("'{s}': expected one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4")
+            format!(
+                "'{s}': expected one of {}",
+                tensorsmith::ggml_quant::QUANTIZE_TYPES
+            )
         })
 }
 

@@ -274,7 +274,8 @@ pub fn convert(
                 .filter(|&t| tensorsmith::ggml_quant::can_quantize(t))
                 .ok_or_else(|| {
                     opt(format!(
-                        "quantize must be one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4, not {q:?}"
+                        "quantize must be one of {}, not {q:?}",
+                        tensorsmith::ggml_quant::QUANTIZE_TYPES
                     ))
                 })?,
         ),

@@ -82,3 +82,47 @@ fn gguf_only_options_are_refused_for_other_outputs_and_nothing_is_written() {
     assert!(e.contains("x.gguf") && e.contains("alignment"), "{e}");
     assert!(!out.exists());
 }
+
+#[test]
+fn quantize_to_k_types_takes_rows_of_whole_super_blocks_and_gives_ggmls_blocks() {
+    // Q4_K and IQ4_XS need rows of 256 values (IQ4_NL 32); other float tensors stay F32.
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("m.safetensors");
+    let mut w = tensorsmith::safetensors::Writer::new();
+    let vals = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919) % 613) as f32 / 97.0 - 3.1)
+            .collect()
+    };
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    w.add("matrix", DType::F32, &[3, 512], bytes(&vals(1536)))
+        .unwrap();
+    w.add("narrow", DType::F32, &[4, 64], bytes(&vals(256)))
+        .unwrap();
+    w.write_file(&st).unwrap();
+    let m = open(st.to_str().unwrap(), &OpenOptions::new()).unwrap();
+    let f32 = GgmlType::from_dtype(DType::F32).unwrap();
+    for (name, narrow) in [
+        ("q4_k", f32),
+        ("iq4_xs", f32),
+        ("iq4_nl", GgmlType::from_name("iq4_nl").unwrap()),
+    ] {
+        let q = GgmlType::from_name(name).unwrap();
+        let out = dir.path().join(format!("{name}.gguf"));
+        convert(&m, &out, &ConvertOptions::new().with_quantize(q)).unwrap();
+        let g = GgufFile::open(&out).unwrap();
+        let h = g.header();
+        let t = |n: &str| h.tensors.iter().find(|t| t.name == n).unwrap();
+        assert_eq!(
+            (t("matrix").ggml_type, t("narrow").ggml_type),
+            (q, narrow),
+            "{name}"
+        );
+        let want = tensorsmith::ggml_quant::quantize_rows(q, &vals(1536), 512, None).unwrap();
+        assert_eq!(
+            &g.tensor_bytes(t("matrix")).unwrap()[..],
+            &want[..],
+            "{name}"
+        );
+    }
+}

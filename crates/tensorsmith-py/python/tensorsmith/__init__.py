@@ -592,9 +592,9 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
     (safetensors: `tensorsmith.digest`). `append=True` adds the tensors to the existing
     zTensor v2 file `dst` (names already in it are refused; a crash leaves the old file or the
-    new one). `dst` ending in .gguf writes GGUF v3: `quantize` ("Q4_0", "Q8_0", "MXFP4", ...)
-    makes float tensors of 2+ dims whose rows are whole blocks ggml blocks (bit-identical to
-    gguf-py); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. GGUF output is
+    new one). `dst` ending in .gguf writes GGUF v3: `quantize` ("Q4_0", "Q8_0", "MXFP4", ...,
+    "Q4_K", "IQ4_XS": the types `quantize` takes) makes float tensors of 2+ dims whose rows are
+    whole blocks ggml blocks (bit-identical to gguf-py, and to ggml for the K and IQ4 types); `gguf_set` is a list of "KEY=TYPE:VALUE" metadata assignments. GGUF output is
     split into parts as gguf-py's GGUFWriter splits it with `shard_size` (tensor bytes per part,
     its `split_max_size`), `split_max_tensors` and `split_small_first` (its
     `small_first_shard`). A part of a split GGUF as `src` converts the whole model. `dst`
@@ -628,19 +628,30 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     return [os.fspath(p) for p in files]
 
 
-def quantize(values, qtype) -> np.ndarray:
-    """Quantizes float values to a ggml block type ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-    "TQ1_0", "TQ2_0", "MXFP4"), bit-identical to `gguf.quants.quantize`: a uint8 array of
-    shape `(*values.shape[:-1], bytes per row)`. The last dimension must be whole blocks.
+def quantize(values, qtype, imatrix=None) -> np.ndarray:
+    """Quantizes float values to a ggml block type: a uint8 array of shape
+    `(*values.shape[:-1], bytes per row)`; the last dimension is the row and must be whole
+    blocks. "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4" come out
+    bit-identical to `gguf.quants.quantize`; the K-quants "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+    "Q6_K" and "IQ4_NL", "IQ4_XS" bit-identical to ggml's `ggml_quantize_chunk` (llama.cpp as
+    llama-cpp-python 0.3.36 vendors it), which these also take an importance matrix for:
+    `imatrix`, one positive weight per position of a row (llama-imatrix's per-tensor values).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.quantize(np.ones((2, 32), np.float32), "Q8_0").shape
         (2, 34)
+        >>> tensorsmith.quantize(np.ones((3, 512), np.float32), "Q4_K",
+        ...                      imatrix=np.ones(512, np.float32)).shape
+        (3, 288)
     """
     values = np.ascontiguousarray(values, dtype=np.float32)
     if values.ndim == 0:
         raise InvalidInput("cannot quantize a scalar")
-    blocks = np.frombuffer(_native.quantize(values.reshape(-1), str(qtype)), dtype=np.uint8)
+    if imatrix is not None:
+        imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
+    n_per_row = values.shape[-1]
+    blocks = np.frombuffer(
+        _native.quantize(values.reshape(-1), str(qtype), n_per_row, imatrix), dtype=np.uint8)
     rows = int(np.prod(values.shape[:-1]))
     return blocks.reshape((*values.shape[:-1], blocks.size // rows if rows else 0))
 

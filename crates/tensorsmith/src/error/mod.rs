@@ -225,6 +225,12 @@ pub enum ErrorKind {
         ggml_type: &'static str,
         reason: &'static str,
     },
+    /// Rows, or an importance matrix, that a quantizer cannot take (the detail says which).
+    #[error("cannot quantize to {ggml_type}: {detail}")]
+    QuantizeRows {
+        ggml_type: &'static str,
+        detail: String,
+    },
     #[error(
         "{ggml_type}: {bytes} bytes are not whole {block_bytes}-byte blocks for {elements} values"
     )]

@@ -181,7 +181,7 @@ pub(super) fn iq1_m(blocks: &[u8], out: &mut [f32]) {
 }
 
 /// IQ4 non-linear values.
-const KVALUES_IQ4: [i8; 16] = [
+pub(super) const KVALUES_IQ4: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 

@@ -9,23 +9,32 @@
 //! Q8_1, Q8_K and Q1_0 are refused by name, as the reference cannot dequantize them either.
 //!
 //! The other way, [`quantize`] (`quantize.rs`) makes blocks from F32 values bit-identical to
-//! `gguf.quants.quantize` for the eight types it supports, over NumPy's steps (`numpy_ops.rs`).
+//! `gguf.quants.quantize` for the eight types it supports, over NumPy's steps (`numpy_ops.rs`),
+//! and to ggml's `ggml_quantize_chunk` for the K-quants and IQ4_NL/IQ4_XS (`quantize_k.rs`,
+//! `quantize_iq4.rs`, over ggml's scale searches in `k_search.rs`), with an importance matrix
+//! through [`quantize_rows`].
 
 mod fp4;
 mod iq;
 mod iq_grids;
 mod k_quants;
+mod k_search;
 mod legacy;
 mod numpy_ops;
 mod quantize;
 mod quantize_fp4;
+mod quantize_iq4;
+mod quantize_k;
 mod quantize_legacy;
 mod quantize_ternary;
 #[doc(hidden)]
 pub mod reference;
 mod ternary;
 
-pub use quantize::{can_quantize, quantize, quantize_into, quantizer, Quantizer};
+pub use quantize::{
+    can_quantize, quantize, quantize_into, quantize_rows, quantize_rows_into, quantizer,
+    takes_imatrix, Quantizer, WeightedQuantizer, QUANTIZE_TYPES,
+};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_type::{Block, GgmlType};
@@ -181,3 +190,6 @@ mod tests;
 
 #[cfg(test)]
 mod quantize_tests;
+
+#[cfg(test)]
+mod quantize_k_tests;

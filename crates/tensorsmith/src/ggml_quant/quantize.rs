@@ -1,9 +1,12 @@
-//! Quantization of F32 values to ggml block types, bit-identical to `gguf.quants.quantize`
-//! (gguf 0.19.0) for any values, NaN and infinities included: exactly the block types it can
-//! quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4); every other is refused by
-//! name. Kernels: `quantize_legacy.rs`, `quantize_ternary.rs`, `quantize_fp4.rs`.
+//! Quantization of F32 values to ggml block types: bit-identical to `gguf.quants.quantize`
+//! (gguf 0.19.0) for the block types it can quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
+//! TQ2_0, MXFP4), for any values, NaN and infinities included; bit-identical to ggml's
+//! `ggml_quantize_chunk` (llama.cpp as llama-cpp-python 0.3.36 vendors it) for the K-quants
+//! (Q2_K … Q6_K) and IQ4_NL/IQ4_XS, with or without an importance matrix ([`quantize_rows`]).
+//! Every other type is refused by name. Kernels: `quantize_legacy.rs`, `quantize_ternary.rs`,
+//! `quantize_fp4.rs`, `quantize_k.rs`, `quantize_iq4.rs` (over `k_search.rs`).
 
-use super::{quantize_fp4, quantize_legacy, quantize_ternary};
+use super::{quantize_fp4, quantize_iq4, quantize_k, quantize_legacy, quantize_ternary};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_type::{Block, GgmlType};
 use rayon::prelude::*;
@@ -11,8 +14,35 @@ use rayon::prelude::*;
 /// A quantizer: whole blocks of values in, their block bytes out (equal block counts).
 pub type Quantizer = fn(&[f32], &mut [u8]);
 
+/// A quantizer that takes an importance matrix: whole blocks of values in, and the weights
+/// of the same positions (as many as the values) or none, their block bytes out.
+pub type WeightedQuantizer = fn(&[f32], Option<&[f32]>, &mut [u8]);
+
 /// Blocks per parallel task.
 const TASK_BLOCKS: usize = 2048;
+
+/// The block types [`quantizer`] takes, by name, for messages and help texts.
+pub const QUANTIZE_TYPES: &str =
+    "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
+
+/// The types quantized as ggml does, which take an importance matrix.
+fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
+    Some(match ty.block()? {
+        Block::Q2_K => quantize_k::q2_k,
+        Block::Q3_K => quantize_k::q3_k,
+        Block::Q4_K => quantize_k::q4_k,
+        Block::Q5_K => quantize_k::q5_k,
+        Block::Q6_K => quantize_k::q6_k,
+        Block::IQ4_NL => quantize_iq4::iq4_nl,
+        Block::IQ4_XS => quantize_iq4::iq4_xs,
+        _ => return None,
+    })
+}
+
+/// Whether `ty` takes an importance matrix ([`quantize_rows`]): the K-quants and IQ4 types.
+pub fn takes_imatrix(ty: GgmlType) -> bool {
+    weighted(ty).is_some()
+}
 
 /// The quantizer of a block type, or why there is none (the error names the type).
 pub fn quantizer(ty: GgmlType) -> Result<Quantizer> {
@@ -34,11 +64,14 @@ pub fn quantizer(ty: GgmlType) -> Result<Quantizer> {
         Block::TQ1_0 => quantize_ternary::tq1_0,
         Block::TQ2_0 => quantize_ternary::tq2_0,
         Block::MXFP4 => quantize_fp4::mxfp4,
-        _ => {
-            return refuse(
-                "no quantizer for this block type (the gguf package 0.19.0 has none either)",
-            )
-        }
+        Block::Q2_K => |x, o| quantize_k::q2_k(x, None, o),
+        Block::Q3_K => |x, o| quantize_k::q3_k(x, None, o),
+        Block::Q4_K => |x, o| quantize_k::q4_k(x, None, o),
+        Block::Q5_K => |x, o| quantize_k::q5_k(x, None, o),
+        Block::Q6_K => |x, o| quantize_k::q6_k(x, None, o),
+        Block::IQ4_NL => |x, o| quantize_iq4::iq4_nl(x, None, o),
+        Block::IQ4_XS => |x, o| quantize_iq4::iq4_xs(x, None, o),
+        _ => return refuse("no quantizer for this block type"),
     })
 }
 
@@ -78,5 +111,92 @@ pub fn quantize(ty: GgmlType, values: &[f32]) -> Result<Vec<u8>> {
     let n = values.len() / ty.block_elements() as usize;
     let mut out = vec![0u8; n * ty.block_bytes() as usize];
     quantize_into(ty, values, &mut out)?;
+    Ok(out)
+}
+
+/// Quantizes rows of `n_per_row` values (`values` holds whole rows; a row must be whole blocks)
+/// into `out`, which must hold exactly their blocks, as `ggml_quantize_chunk` does: with
+/// `imatrix` (one weight per position of a row, the same for every row; K-quants and IQ4 only)
+/// the importance-weighted searches, without it the plain ones. Rows run in parallel (rayon).
+pub fn quantize_rows_into(
+    ty: GgmlType,
+    values: &[f32],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+    out: &mut [u8],
+) -> Result<()> {
+    quantizer(ty)?;
+    let refuse = |detail: String| {
+        Err(Error::new(ErrorKind::QuantizeRows {
+            ggml_type: ty.name(),
+            detail,
+        }))
+    };
+    let be = ty.block_elements() as usize;
+    if n_per_row % be != 0 {
+        return refuse(format!(
+            "a row of {n_per_row} values is not a whole number of {be}-value blocks"
+        ));
+    }
+    if values.is_empty() {
+        // No rows (of any length): no blocks.
+        return quantize_into(ty, values, out);
+    }
+    if n_per_row == 0 || values.len() % n_per_row != 0 {
+        return refuse(format!(
+            "{} values are not whole rows of {n_per_row}",
+            values.len()
+        ));
+    }
+    let Some(imatrix) = imatrix else {
+        return quantize_into(ty, values, out);
+    };
+    let Some(q) = weighted(ty) else {
+        return refuse(
+            "an importance matrix applies to the K-quants and IQ4 types only (this type is \
+             quantized as gguf-py does, without one)"
+                .into(),
+        );
+    };
+    if imatrix.len() != n_per_row {
+        return refuse(format!(
+            "the importance matrix has {} values for rows of {n_per_row}",
+            imatrix.len()
+        ));
+    }
+    let bb = ty.block_bytes() as usize;
+    let row_bytes = n_per_row / be * bb;
+    let rows = values.len() / n_per_row;
+    if out.len() as u64 != rows as u64 * row_bytes as u64 {
+        return Err(Error::new(ErrorKind::BlockBytes {
+            ggml_type: ty.name(),
+            bytes: out.len() as u64,
+            block_bytes: ty.block_bytes(),
+            elements: values.len() as u64,
+        }));
+    }
+    let rows_per_task = (TASK_BLOCKS * be).div_ceil(n_per_row).max(1);
+    values
+        .par_chunks(rows_per_task * n_per_row)
+        .zip(out.par_chunks_mut(rows_per_task * row_bytes))
+        .for_each(|(v, o)| {
+            for (v, o) in v.chunks_exact(n_per_row).zip(o.chunks_exact_mut(row_bytes)) {
+                q(v, Some(imatrix), o);
+            }
+        });
+    Ok(())
+}
+
+/// Quantizes rows of `n_per_row` values into a new vector ([`quantize_rows_into`]).
+pub fn quantize_rows(
+    ty: GgmlType,
+    values: &[f32],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> Result<Vec<u8>> {
+    quantizer(ty)?;
+    let n = values.len() / ty.block_elements() as usize;
+    let mut out = vec![0u8; n * ty.block_bytes() as usize];
+    quantize_rows_into(ty, values, n_per_row, imatrix, &mut out)?;
     Ok(out)
 }
