@@ -411,3 +411,25 @@ pub(super) fn best_index_int8(val: &[i8; 16], x: f32) -> usize {
         mu
     }
 }
+
+/// Σ v² over `x`, summed in order as ggml's loops do.
+pub(crate) fn sum_sq(x: &[f32]) -> f32 {
+    let mut s = 0f32;
+    for &v in x {
+        s += v * v;
+    }
+    s
+}
+
+/// ggml's importance weights of one sub-block, `qw[l] · sqrt(sigma2 + xs[l]²)`, into `out`
+/// (as long as `xs`), and their sum in order (the sub-block's `sw`).
+pub(crate) fn imatrix_weights(qw: &[f32], xs: &[f32], sigma2: f32, out: &mut [f32]) -> f32 {
+    for ((o, &q), &v) in out.iter_mut().zip(qw).zip(xs) {
+        *o = q * (sigma2 + v * v).sqrt();
+    }
+    let mut sum = 0f32;
+    for &w in out.iter() {
+        sum += w;
+    }
+    sum
+}

@@ -8,7 +8,9 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::iq::KVALUES_IQ4;
-use super::k_search::{abs_max, best_index_int8, fp16, nearest_int, GROUP_MAX_EPS};
+use super::k_search::{
+    abs_max, best_index_int8, fp16, imatrix_weights, nearest_int, sum_sq, GROUP_MAX_EPS,
+};
 
 const NTRY: i32 = 7;
 
@@ -16,20 +18,14 @@ const NTRY: i32 = 7;
 /// each block and its codes (`codes`), and the largest scale by magnitude.
 fn search(x: &[f32], qw: Option<&[f32]>, scales: &mut [f32], codes: &mut [u8]) -> f32 {
     let values = &KVALUES_IQ4;
-    let mut sigma2 = 0f32;
-    for &v in x {
-        sigma2 += v * v;
-    }
-    sigma2 *= 2.0f32 / x.len() as f32;
+    let sigma2 = sum_sq(x) * (2.0f32 / x.len() as f32);
     let (mut max_scale, mut amax_scale) = (0f32, 0f32);
     let mut weight = [0f32; 32];
     for (ib, xb) in x.chunks_exact(32).enumerate() {
         let lb = &mut codes[32 * ib..32 * ib + 32];
         match qw {
             Some(q) => {
-                for j in 0..32 {
-                    weight[j] = q[32 * ib + j] * (sigma2 + xb[j] * xb[j]).sqrt();
-                }
+                imatrix_weights(&q[32 * ib..], xb, sigma2, &mut weight);
             }
             None => {
                 for j in 0..32 {

@@ -9,8 +9,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::k_search::{
-    fp16, fp32, make_q3_quants, make_qkx_quants, make_qp_quants, make_qx_quants, nearest_int,
-    GROUP_MAX_EPS,
+    fp16, fp32, imatrix_weights, make_q3_quants, make_qkx_quants, make_qp_quants, make_qx_quants,
+    nearest_int, sum_sq, GROUP_MAX_EPS,
 };
 
 const QK: usize = 256;
@@ -119,19 +119,10 @@ fn q2_k_impl(x: &[f32], qw: &[f32], b: &mut [u8; 84]) {
     let mut sw = [0f32; 16];
     let mut weight = [0f32; 16];
     let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
-    let mut sumx2 = 0f32;
-    for &v in x {
-        sumx2 += v * v;
-    }
-    let sigma2 = sumx2 / QK as f32;
+    let sigma2 = sum_sq(x) / QK as f32;
     for j in 0..16 {
         let xs = &x[16 * j..16 * j + 16];
-        for l in 0..16 {
-            weight[l] = qw[16 * j + l] * (sigma2 + xs[l] * xs[l]).sqrt();
-        }
-        for &w in &weight {
-            sw[j] += w;
-        }
+        sw[j] = imatrix_weights(&qw[16 * j..], xs, sigma2, &mut weight);
         scales[j] = make_qkx_quants::<false>(
             3,
             xs,
@@ -231,21 +222,10 @@ fn q3_k_impl(x: &[f32], qw: &[f32], b: &mut [u8; 110]) {
     let mut weight = [0f32; 16];
     let mut sw = [0f32; 16];
     let mut ls = [0i8; 16];
-    let mut sumx2 = 0f32;
-    for &v in x {
-        sumx2 += v * v;
-    }
-    let sigma2 = 2.0f32 * sumx2 / QK as f32;
+    let sigma2 = 2.0f32 * sum_sq(x) / QK as f32;
     for j in 0..16 {
         let xs = &x[16 * j..16 * j + 16];
-        for l in 0..16 {
-            weight[l] = qw[16 * j + l] * (sigma2 + xs[l] * xs[l]).sqrt();
-        }
-        let mut sumw = 0f32;
-        for &w in &weight {
-            sumw += w;
-        }
-        sw[j] = sumw;
+        sw[j] = imatrix_weights(&qw[16 * j..], xs, sigma2, &mut weight);
         scales[j] = make_qx_quants(4, xs, &mut codes[16 * j..16 * j + 16], Some(&weight));
     }
     b[96..108].fill(0);
@@ -331,11 +311,7 @@ fn qk_ref_search(
     let mut weights = [0f32; 32];
     for j in 0..8 {
         let xs = &x[32 * j..32 * j + 32];
-        let mut sum_x2 = 0f32;
-        for &v in xs {
-            sum_x2 += v * v;
-        }
-        let av_x = (sum_x2 / 32.0f32).sqrt();
+        let av_x = (sum_sq(xs) / 32.0f32).sqrt();
         for l in 0..32 {
             weights[l] = av_x + xs[l].abs();
         }
@@ -399,21 +375,10 @@ fn qk_impl_search(
     let mut mins = [0f32; 8];
     let mut scales = [0f32; 8];
     let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
-    let mut sum_x2 = 0f32;
-    for &v in x {
-        sum_x2 += v * v;
-    }
-    let sigma2 = 2.0f32 * sum_x2 / QK as f32;
+    let sigma2 = 2.0f32 * sum_sq(x) / QK as f32;
     for j in 0..8 {
         let xs = &x[32 * j..32 * j + 32];
-        for l in 0..32 {
-            weights[l] = qw[32 * j + l] * (sigma2 + xs[l] * xs[l]).sqrt();
-        }
-        let mut sumw = 0f32;
-        for &w in &weights {
-            sumw += w;
-        }
-        sw[j] = sumw;
+        sw[j] = imatrix_weights(&qw[32 * j..], xs, sigma2, &mut weights);
         scales[j] = make_qkx_quants::<false>(
             nmax,
             xs,
