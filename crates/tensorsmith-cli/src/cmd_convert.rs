@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
-use tensorsmith::ggml_quant::can_quantize;
-use tensorsmith::gguf::{parse_assignment, GgmlType, GgufValue};
+use tensorsmith::ggml_quant::mix::parse_quantize as parse_quantize_mix;
+use tensorsmith::gguf::{parse_assignment, GgufValue};
 use tensorsmith::index::ZtVersion;
 use tensorsmith::ops::convert::{convert, parse_size, ConvertOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
@@ -110,9 +110,17 @@ pub struct ConvertArgs {
     /// GGUF output: quantize float tensors (2+ dims, rows of whole blocks) to Q4_0, Q4_1,
     /// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4 (as gguf-py does), or Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
     /// IQ4_NL, IQ4_XS (as ggml does; rows of whole 256-value blocks, 32 for IQ4_NL); other
-    /// tensors keep their float type.
+    /// tensors keep their float type. A llama-quantize mix name (Q3_K_S, Q3_K_M, Q3_K_L,
+    /// Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, MXFP4_MOE) chooses each tensor's type as llama-quantize
+    /// does (a GGUF input with llama.cpp's names; see --mix).
     #[arg(long, value_parser = parse_quantize, value_name = "TYPE")]
-    quantize: Option<GgmlType>,
+    quantize: Option<String>,
+    /// GGUF output: take the --quantize name as llama-quantize's file type (its `Q6_K`, `Q4_0`,
+    /// `IQ4_XS`, `Q4_K` = `Q4_K_M`, …): the output and embedding tensors, attention V and FFN
+    /// down get the types it gives them, and rows that are not whole blocks fall back as it
+    /// does. Implied by the `_S`, `_M`, `_L` names.
+    #[arg(long, requires = "quantize")]
+    mix: bool,
     /// GGUF output: set a metadata key (repeatable), e.g. `general.name=str:my model`,
     /// `llama.context_length=u32:4096`. Types: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str.
     #[arg(long = "set", value_parser = parse_assignment, value_name = "KEY=TYPE:VALUE")]
@@ -123,15 +131,14 @@ pub struct ConvertArgs {
     progress: QuietArgs,
 }
 
-fn parse_quantize(s: &str) -> Result<GgmlType, String> {
-    GgmlType::from_name(&s.to_ascii_lowercase())
-        .filter(|&t| can_quantize(t))
-        .ok_or_else(|| {
-            format!(
-                "'{s}': expected one of {}",
-                tensorsmith::ggml_quant::QUANTIZE_TYPES
-            )
-        })
+/// The name as given, once it is known to be one (with or without `--mix`).
+fn parse_quantize(s: &str) -> Result<String, String> {
+    match parse_quantize_mix(s, false) {
+        Ok(_) => Ok(s.to_string()),
+        Err(e) => parse_quantize_mix(s, true)
+            .map(|_| s.to_string())
+            .map_err(|_| e),
+    }
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -140,9 +147,20 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 pub fn run(a: &ConvertArgs) -> u8 {
+    let (quantize, mix) = match &a.quantize {
+        None => (None, None),
+        Some(q) => match parse_quantize_mix(q, a.mix) {
+            Ok(q) => q,
+            Err(e) => {
+                eprintln!("tensorsmith: --quantize {e}");
+                return crate::EXIT_ERROR;
+            }
+        },
+    };
     let mut opts = ConvertOptions::new()
         .with_skip_digest_check(a.no_digest_check)
-        .with_quantize(a.quantize)
+        .with_quantize(quantize)
+        .with_quantize_mix(mix)
         .with_dtype(a.dtype)
         .with_rounding(match a.rounding {
             RoundingArg::Nearest => Rounding::Nearest,

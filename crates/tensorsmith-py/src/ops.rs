@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use std::path::{Path, PathBuf};
 use tensorsmith::cast::Rounding;
 use tensorsmith::dtype::DType;
-use tensorsmith::gguf::GgmlType;
 use tensorsmith::index::ZtVersion;
 use tensorsmith::ops::convert::{self as convert_op, writes_ztensor, ConvertOptions};
 use tensorsmith::ztensor::{Compression, DigestKind};
@@ -194,7 +193,9 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
 
 /// Converts `src` (any readable model) to `dst`: safetensors (one file, or shards of at most
 /// `shard_size` bytes plus their index), or zTensor when `zt_version` is given or `dst` ends in
-/// `.zt`, or GGUF v3 when `dst` ends in `.gguf` (`quantize`, `gguf_set`), or ONNX when `dst`
+/// `.zt`, or GGUF v3 when `dst` ends in `.gguf` (`quantize`: one block type, or a
+/// llama-quantize mix such as `"Q4_K_M"`, or with `mix` any llama-quantize name; `gguf_set`),
+/// or ONNX when `dst`
 /// ends in `.onnx` (`onnx_template`, `external_data`, `allow_extra`). Returns the files
 /// written.
 #[pyfunction]
@@ -202,7 +203,7 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
     append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
     split_small_first = false, onnx_template = None, external_data = false,
-    allow_extra = false, storage = Vec::new()))]
+    allow_extra = false, storage = Vec::new(), mix = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -225,6 +226,7 @@ pub fn convert(
     external_data: bool,
     allow_extra: bool,
     storage: Vec<(String, String)>,
+    mix: bool,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -267,21 +269,14 @@ pub fn convert(
             )))
         }
     };
-    let quantize = match quantize {
-        None => None,
-        Some(q) => Some(
-            GgmlType::from_name(&q.to_ascii_lowercase())
-                .filter(|&t| tensorsmith::ggml_quant::can_quantize(t))
-                .ok_or_else(|| {
-                    opt(format!(
-                        "quantize must be one of {}, not {q:?}",
-                        tensorsmith::ggml_quant::QUANTIZE_TYPES
-                    ))
-                })?,
-        ),
+    let (quantize, mix) = match quantize {
+        None => (None, None),
+        Some(q) => tensorsmith::ggml_quant::mix::parse_quantize(q, mix)
+            .map_err(|e| opt(format!("quantize={e}")))?,
     };
     let mut o = ConvertOptions::new()
         .with_quantize(quantize)
+        .with_quantize_mix(mix)
         .with_dtype(dtype)
         .with_rounding(rounding)
         .with_shard_size(shard_size)

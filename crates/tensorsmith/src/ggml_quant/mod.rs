@@ -20,6 +20,7 @@ mod iq_grids;
 mod k_quants;
 mod k_search;
 mod legacy;
+pub mod mix;
 mod numpy_ops;
 mod quantize;
 mod quantize_fp4;

@@ -51,6 +51,15 @@ impl<'a> Writer<'a> {
         self
     }
 
+    /// Sets `key` as the last key (moved there when it is set already), as ggml's
+    /// `gguf_set_val_*` do: llama-quantize's `general.file_type` lands there.
+    pub fn set_last(&mut self, key: impl Into<String>, value: GgufValue) -> &mut Self {
+        let key = key.into();
+        self.metadata.retain(|(k, _)| *k != key);
+        self.metadata.push((key, value));
+        self
+    }
+
     pub fn metadata(&self) -> &[(String, GgufValue)] {
         &self.metadata
     }

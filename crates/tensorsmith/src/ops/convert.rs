@@ -59,7 +59,8 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
     if several && out.file_name().is_some_and(|f| f.to_str().is_none()) {
         return refuse("the output's name is not UTF-8, and the files of a sharded or split output are named inside them in UTF-8 (the index, the split parts, ONNX external data): name the output in UTF-8");
     }
-    let gguf_only = opts.quantize.is_some() || !opts.gguf_set.is_empty();
+    let gguf_only =
+        opts.quantize.is_some() || opts.quantize_mix.is_some() || !opts.gguf_set.is_empty();
     let onnx_out = out
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));

@@ -115,6 +115,11 @@ pub fn convert_gguf(
     if let Some(q) = opts.quantize {
         ggml_quant::quantizer(q)?;
     }
+    if opts.quantize.is_some() && opts.quantize_mix.is_some() {
+        return Err(Error::new(ErrorKind::Unsupported(
+            "one block type for every tensor and a llama-quantize mix at once".into(),
+        )));
+    }
     let mut w = gguf::Writer::new();
     // A GGUF input's own headers (one per part of a split model): the first one's typed
     // metadata, without the split keys (the output is split anew, or not), and every tensor's
@@ -168,12 +173,33 @@ pub fn convert_gguf(
         }
     }
     w.alignment().map_err(|e| e.in_file(out))?;
-    for t in input.index.tensors.iter().filter(|t| !skipped(t)) {
-        let ne: Shape = match dims.get(t.name.as_str()) {
+    let ne_of = |t: &TensorInfo| -> Shape {
+        match dims.get(t.name.as_str()) {
             Some(ne) => (*ne).clone(),
             None => t.shape.iter().rev().copied().collect(),
-        };
-        let (ty, step) = plan(t, &ne, opts).map_err(|e| place(e, t))?;
+        }
+    };
+    let mut tensors: Vec<&TensorInfo> =
+        input.index.tensors.iter().filter(|t| !skipped(t)).collect();
+    if opts.quantize_mix.is_some() {
+        // In the order llama-quantize writes them.
+        let order = ggml_quant::mix::loader_order(tensors.iter().map(|t| t.name.as_str()));
+        tensors = order.into_iter().map(|i| tensors[i]).collect();
+    }
+    let mixed = match opts.quantize_mix {
+        Some(ft) => {
+            let m = super::convert_mix::model_of(headers.first(), input)?;
+            let types = super::convert_mix::types(&m, ft, &tensors, &ne_of)?;
+            w.set_last("general.quantization_version", GgufValue::U32(2));
+            w.set_last("general.file_type", GgufValue::U32(ft.id));
+            Some(types)
+        }
+        None => None,
+    };
+    for (i, t) in tensors.iter().enumerate() {
+        let ne = ne_of(t);
+        let chosen = mixed.as_ref().map(|m| m[i]);
+        let (ty, step) = plan(t, &ne, opts, chosen).map_err(|e| place(e, t))?;
         let elements = ne.iter().product::<u64>();
         let len = ty
             .byte_len(elements)
@@ -200,8 +226,14 @@ pub fn convert_gguf(
     gguf::write_split(w, out, &limits)
 }
 
-/// The output type of `t` and how its bytes get there.
-fn plan(t: &TensorInfo, ne: &Shape, opts: &ConvertOptions) -> Result<(GgmlType, Step)> {
+/// The output type of `t` and how its bytes get there (`mixed`: the type a llama-quantize mix
+/// chose, `Some(None)` where it leaves the tensor as it is).
+fn plan(
+    t: &TensorInfo,
+    ne: &Shape,
+    opts: &ConvertOptions,
+    mixed: Option<Option<GgmlType>>,
+) -> Result<(GgmlType, Step)> {
     if let Some(g) = dequantize::block_type(t) {
         return Ok(match opts.dtype {
             // Already blocks: kept (--quantize does not requantize).
@@ -219,7 +251,14 @@ fn plan(t: &TensorInfo, ne: &Shape, opts: &ConvertOptions) -> Result<(GgmlType, 
         ))));
     }
     let float = matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
-    if let (Some(q), true) = (opts.quantize, float) {
+    if let Some(Some(q)) = mixed {
+        return Ok(match q.dtype() {
+            Some(d) if d == t.dtype => (q, Step::Copy),
+            Some(d) => (q, Step::Cast(t.dtype, d, Rounding::Nearest)),
+            None => (q, Step::Quantize(t.dtype, q)),
+        });
+    }
+    if let (Some(q), true, None) = (opts.quantize, float, mixed) {
         let ne0 = ne.first().copied().unwrap_or(1);
         if ne.len() >= 2 && ne0 % u64::from(q.block_elements()) == 0 {
             return Ok((q, Step::Quantize(t.dtype, q)));

@@ -43,6 +43,8 @@ pub struct ConvertOptions {
     pub(crate) append: bool,
     /// GGUF: quantize float tensors to this block type (where their rows are whole blocks).
     pub(crate) quantize: Option<GgmlType>,
+    /// GGUF: each tensor's type chosen as llama-quantize does for this file type.
+    pub(crate) quantize_mix: Option<crate::ggml_quant::mix::FileType>,
     /// GGUF: metadata keys set (replaced or added).
     pub(crate) gguf_set: Vec<(String, GgufValue)>,
     /// ONNX output: the model whose graph is written with the input's tensors.
@@ -140,6 +142,18 @@ impl ConvertOptions {
     /// blocks to `ty` (one of `ggml_quant::can_quantize`); others keep their float type.
     pub fn with_quantize(mut self, ty: impl Into<Option<GgmlType>>) -> Self {
         self.quantize = ty.into();
+        self
+    }
+
+    /// GGUF output: each tensor's type chosen as llama-quantize (llama.cpp's
+    /// `llama_model_quantize`) chooses it for the file type `ft` (`Q4_K_M`, …), from the
+    /// input's llama.cpp tensor names and hyper-parameters (a GGUF input's `{arch}.*` keys);
+    /// `general.file_type` and `general.quantization_version` are set as it sets them.
+    pub fn with_quantize_mix(
+        mut self,
+        ft: impl Into<Option<crate::ggml_quant::mix::FileType>>,
+    ) -> Self {
+        self.quantize_mix = ft.into();
         self
     }
 
