@@ -23,6 +23,7 @@ mod cmd_stats;
 mod cmd_validate;
 mod cmd_verify;
 mod input_arg;
+mod malloc_tuning;
 mod progress_view;
 mod render;
 mod schema;
@@ -207,6 +208,7 @@ fn handle_signals() {
 }
 
 fn main() -> ExitCode {
+    malloc_tuning::fix_mmap_threshold();
     handle_signals();
     let cli = Cli::parse();
     let code = match cli.command {

@@ -7,12 +7,13 @@
 //! in flight, so the network works while the caller decodes.
 //!
 //! Memory: a block a sequential stream has passed is dropped, so a reader holds the block each
-//! stream reads, the one before it, and the blocks in flight; the read-ahead GETs of every
-//! reader of one input together number at most `max_concurrency`. So a write holds about
+//! stream reads, the one before it, and the blocks read ahead; the blocks read ahead and not
+//! read yet (in flight or landed) of every reader of one input together number at most
+//! `max_concurrency` (each holds a token until it is read or dropped: counting only the GETs
+//! in flight let two readers' landed blocks pile up to twice that). So a write holds about
 //! (`max_concurrency` + 2 × streams) × `part_size` of input, and never more than
-//! `max_concurrency + SPARE_BLOCKS` blocks per reader (least recently used dropped first):
-//! 112 MiB at the defaults (10 × 8 MiB). Each task of a write opens its own reader over the
-//! shared, pinned remote file.
+//! `max_concurrency + SPARE_BLOCKS` blocks per reader (least recently used dropped first).
+//! Each task of a write opens its own reader over the shared, pinned remote file.
 
 use bytes::Bytes;
 use std::borrow::Cow;
@@ -67,7 +68,13 @@ struct State {
 
 enum Slot {
     Loading,
-    Ready { bytes: Bytes, used: u64 },
+    /// `ahead`: fetched by read-ahead and not read yet: it holds one of the input's
+    /// read-ahead tokens (`flights`) until it is read or dropped.
+    Ready {
+        bytes: Bytes,
+        used: u64,
+        ahead: bool,
+    },
 }
 
 impl std::fmt::Debug for RemoteChunks {
@@ -132,15 +139,19 @@ impl RemoteChunks {
         // reader holds the block it reads, the one before and those in flight.
         if sequential && k >= 2 && !st.streams.contains(&(k - 2)) {
             if let Some(Slot::Ready { .. }) = st.blocks.get(&(k - 2)) {
-                st.blocks.remove(&(k - 2));
+                let gone = st.blocks.remove(&(k - 2));
+                s.dropped(gone);
             }
         }
         loop {
             st.tick += 1;
             let tick = st.tick;
             match st.blocks.get_mut(&k) {
-                Some(Slot::Ready { bytes, used }) => {
+                Some(Slot::Ready { bytes, used, ahead }) => {
                     *used = tick;
+                    if std::mem::take(ahead) {
+                        s.flights.fetch_sub(1, Ordering::AcqRel);
+                    }
                     let b = bytes.clone();
                     if sequential {
                         Shared::read_ahead(s, &mut st, k);
@@ -168,6 +179,7 @@ impl RemoteChunks {
                                 Slot::Ready {
                                     bytes: b.clone(),
                                     used,
+                                    ahead: false,
                                 },
                             );
                             Ok(b)
@@ -226,7 +238,14 @@ impl RemoteChunks {
     /// Drops every fetched block (blocks in flight land and are kept).
     pub(crate) fn release(&self) {
         let mut st = self.shared.lock();
-        st.blocks.retain(|_, s| matches!(s, Slot::Loading));
+        let ready: Vec<u64> = (st.blocks.iter())
+            .filter(|(_, s)| !matches!(s, Slot::Loading))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in ready {
+            let gone = st.blocks.remove(&k);
+            self.shared.dropped(gone);
+        }
         st.streams.clear();
     }
 
@@ -264,6 +283,13 @@ impl Shared {
         Ok(Bytes::from(b.into_owned()))
     }
 
+    /// A block taken out of the cache: its read-ahead token, if it still holds one, goes back.
+    fn dropped(&self, slot: Option<Slot>) {
+        if let Some(Slot::Ready { ahead: true, .. }) = slot {
+            self.flights.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
     /// Drops least recently used fetched blocks (never `keep`) until one more fits.
     fn make_room(&self, st: &mut State, keep: u64) {
         while st.blocks.len() >= self.cap {
@@ -276,7 +302,10 @@ impl Shared {
                 })
                 .min();
             match victim {
-                Some((_, b)) => drop(st.blocks.remove(&b)),
+                Some((_, b)) => {
+                    let gone = st.blocks.remove(&b);
+                    self.dropped(gone);
+                }
                 None => return,
             }
         }
@@ -310,21 +339,36 @@ impl Shared {
             let shared = Arc::clone(this);
             std::thread::spawn(move || {
                 let got = shared.fetch(next);
-                shared.flights.fetch_sub(1, Ordering::AcqRel);
                 let mut st = shared.lock();
                 st.loading -= 1;
                 match got {
+                    // Its token stays with it until it is read or dropped.
                     Ok(bytes) => {
                         st.tick += 1;
                         let used = st.tick;
-                        st.blocks.insert(next, Slot::Ready { bytes, used });
+                        let ahead = true;
+                        st.blocks.insert(next, Slot::Ready { bytes, used, ahead });
                     }
                     // The reader fetches it again itself, and sees the error then.
-                    Err(_) => drop(st.blocks.remove(&next)),
+                    Err(_) => {
+                        st.blocks.remove(&next);
+                        shared.flights.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
                 shared.changed.notify_all();
             });
         }
+    }
+}
+
+impl Drop for Shared {
+    /// Read-ahead blocks never read give their tokens back with the reader.
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let unread = (st.blocks.values())
+            .filter(|s| matches!(s, Slot::Ready { ahead: true, .. }))
+            .count();
+        self.flights.fetch_sub(unread, Ordering::AcqRel);
     }
 }
 
@@ -462,5 +506,51 @@ mod tests {
         within.bytes(64, 10).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(within.fetched(), 2);
+    }
+
+    #[test]
+    fn blocks_read_ahead_and_not_read_yet_stay_within_the_inputs_bound() {
+        let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        let flights = Arc::new(AtomicUsize::new(0));
+        let open = || {
+            RemoteChunks::within(
+                Arc::new(data.clone()),
+                64,
+                3,
+                Arc::clone(&flights),
+                Vec::new(),
+            )
+        };
+        let (a, b) = (open(), open());
+        // Both start a sequential stream: each read continues it and reads ahead.
+        for r in [&a, &b] {
+            r.bytes(0, 8).unwrap();
+            r.bytes(64, 8).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let unread = |r: &RemoteChunks| {
+            let st = r.shared.lock();
+            (st.blocks.values())
+                .filter(|s| matches!(s, Slot::Ready { ahead: true, .. } | Slot::Loading))
+                .count()
+        };
+        // Landed but unread, the blocks read ahead keep their tokens: the two readers
+        // together hold at most 3, not 3 each.
+        assert!(unread(&a) + unread(&b) <= 3, "{} + {}", unread(&a), unread(&b));
+        assert_eq!(flights.load(Ordering::Acquire), unread(&a) + unread(&b));
+        // Reading on gives tokens back as blocks are read; dropping a reader returns the rest.
+        let mut all = Vec::new();
+        a.reader_at(128).read_to_end(&mut all).unwrap();
+        assert_eq!(all, &data[128..]);
+        drop(a);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(flights.load(Ordering::Acquire), unread(&b));
+        drop(b);
+        // (A fetch thread still landing holds the reader until it is done.)
+        let t0 = std::time::Instant::now();
+        while flights.load(Ordering::Acquire) != 0 && t0.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(flights.load(Ordering::Acquire), 0);
     }
 }

@@ -17,6 +17,7 @@ use super::storage_options::Transfer;
 use super::store_error::refused_condition;
 use super::store_file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
+use ::bytes::Bytes;
 use object_store::path::Path as StorePath;
 use object_store::{MultipartUpload, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::collections::VecDeque;
@@ -125,6 +126,46 @@ impl StoreUpload {
 
     /// Hands the buffer over as the next part.
     fn send_part(&mut self) -> Result<()> {
+        let part = std::mem::take(&mut self.buf);
+        self.send(Bytes::from(part))
+    }
+
+    /// Uploads `data` (a file's mapped bytes, say) as the whole object and commits it: its
+    /// parts are slices of `data`, never copies, so the memory it takes is `data`'s own (for
+    /// a mapped file, the page cache's, which the kernel can take back), not a buffer per
+    /// part in flight.
+    pub(crate) fn commit_bytes(mut self, data: Bytes) -> Result<String> {
+        debug_assert!(self.buf.is_empty() && self.parts == 0);
+        if data.len() <= self.part_size() {
+            let r = self.put_once(PutPayload::from(data));
+            self.done = r.is_ok();
+            return r;
+        }
+        let mut at = 0;
+        while at < data.len() {
+            let n = self.part_size().min(data.len() - at);
+            self.send(data.slice(at..at + n))?;
+            at += n;
+        }
+        self.commit()
+    }
+
+    /// One put of the whole object, with the condition asked.
+    fn put_once(&self, body: PutPayload) -> Result<String> {
+        let opts = PutOptions {
+            mode: self.mode.clone(),
+            ..PutOptions::default()
+        };
+        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        match run(async move { store.put_opts(&path, body, opts).await }) {
+            Ok(r) => Ok(r.e_tag.unwrap_or_default()),
+            Err(e) if refused_condition(&e) => Err(self.taken()),
+            Err(e) => Err(self.err(&e)),
+        }
+    }
+
+    /// Hands `part` over as the next part of the multipart upload (begun by the first).
+    fn send(&mut self, part: Bytes) -> Result<()> {
         if let PutMode::Update(_) = self.mode {
             return Err(Error::new(ErrorKind::Unsupported(
                 "a replace-if-unchanged upload larger than one part (raise the part_size \
@@ -149,7 +190,6 @@ impl StoreUpload {
             let u = block_on(self.store.put_multipart(&target)).map_err(|e| self.err(&e))?;
             self.upload = Some(u);
         }
-        let part = std::mem::take(&mut self.buf);
         self.sent += part.len() as u64;
         self.parts += 1;
         let fut = self
@@ -167,16 +207,7 @@ impl StoreUpload {
     fn finish(&mut self) -> Result<String> {
         if self.upload.is_none() {
             let body = PutPayload::from(std::mem::take(&mut self.buf));
-            let opts = PutOptions {
-                mode: self.mode.clone(),
-                ..PutOptions::default()
-            };
-            let (store, path) = (Arc::clone(&self.store), self.path.clone());
-            return match run(async move { store.put_opts(&path, body, opts).await }) {
-                Ok(r) => Ok(r.e_tag.unwrap_or_default()),
-                Err(e) if refused_condition(&e) => Err(self.taken()),
-                Err(e) => Err(self.err(&e)),
-            };
+            return self.put_once(body);
         }
         if !self.buf.is_empty() {
             self.send_part()?;
@@ -308,5 +339,46 @@ mod tests {
         u.commit().unwrap();
         let got = block_on(async { store.get(&path).await?.bytes().await }).unwrap();
         assert_eq!(&got[..], &data[..]);
+    }
+
+    #[test]
+    fn a_mapped_file_goes_up_in_slices_or_one_put() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let t = Transfer {
+            part_size: 1024,
+            ..Transfer::default()
+        };
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 239) as u8).collect();
+        for (key, n, mode) in [
+            ("big", 5000, PutMode::Overwrite),
+            ("small", 700, PutMode::Create),
+            ("created", 5000, PutMode::Create),
+        ] {
+            let u = StoreUpload::new(
+                Arc::clone(&store),
+                key,
+                format!("mem://{key}"),
+                Arc::new(Plain),
+                t,
+                mode,
+            );
+            u.commit_bytes(Bytes::copy_from_slice(&data[..n])).unwrap();
+            let path = StorePath::from(key);
+            let got = block_on(async { store.get(&path).await?.bytes().await }).unwrap();
+            assert_eq!(&got[..], &data[..n], "{key}");
+        }
+        // Create-if-absent refuses a name taken, in one put as in parts.
+        for n in [700, 5000] {
+            let u = StoreUpload::new(
+                Arc::clone(&store),
+                "created",
+                "mem://created".into(),
+                Arc::new(Plain),
+                t,
+                PutMode::Create,
+            );
+            let e = u.commit_bytes(Bytes::copy_from_slice(&data[..n])).unwrap_err();
+            assert!(e.to_string().contains("exists already"), "{e}");
+        }
     }
 }
