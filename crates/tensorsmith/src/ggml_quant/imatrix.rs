@@ -205,13 +205,11 @@ fn parse_legacy(bytes: &[u8]) -> Result<Imatrix> {
             }
         };
         let ncall = i64::from(ncall.expect("read"));
-        let vals = r
-            .take(nval.checked_mul(4).unwrap_or(usize::MAX))
-            .ok_or_else(|| {
-                bad(format!(
-                    "legacy .dat: entry {i} ('{name}') has fewer than its {nval} values"
-                ))
-            })?;
+        let vals = r.take(nval.saturating_mul(4)).ok_or_else(|| {
+            bad(format!(
+                "legacy .dat: entry {i} ('{name}') has fewer than its {nval} values"
+            ))
+        })?;
         let w = vals
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
