@@ -111,7 +111,7 @@ pub struct ConvertArgs {
     /// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4 (as gguf-py does), or Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
     /// IQ4_NL, IQ4_XS (as ggml does; rows of whole 256-value blocks, 32 for IQ4_NL); other
     /// tensors keep their float type. A llama-quantize mix name (Q3_K_S, Q3_K_M, Q3_K_L,
-    /// Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, MXFP4_MOE) chooses each tensor's type as llama-quantize
+    /// Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, MXFP4_MOE; Q2_K_S with --imatrix) chooses each tensor's type as llama-quantize
     /// does (a GGUF input with llama.cpp's names; see --mix).
     #[arg(long, value_parser = parse_quantize, value_name = "TYPE")]
     quantize: Option<String>,
@@ -121,6 +121,12 @@ pub struct ConvertArgs {
     /// does. Implied by the `_S`, `_M`, `_L` names.
     #[arg(long, requires = "quantize")]
     mix: bool,
+    /// GGUF output with a llama-quantize mix: llama-imatrix's importance matrix (its GGUF
+    /// file, or a legacy .dat), used as `llama-quantize --imatrix FILE` uses it: the mix as
+    /// chosen with one, each tensor quantized with its weights, `quantize.imatrix.*` keys
+    /// recorded. Needed by the Q2_K_S mix.
+    #[arg(long, requires = "quantize", value_name = "FILE")]
+    imatrix: Option<std::path::PathBuf>,
     /// GGUF output: set a metadata key (repeatable), e.g. `general.name=str:my model`,
     /// `llama.context_length=u32:4096`. Types: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str.
     #[arg(long = "set", value_parser = parse_assignment, value_name = "KEY=TYPE:VALUE")]
@@ -161,6 +167,7 @@ pub fn run(a: &ConvertArgs) -> u8 {
         .with_skip_digest_check(a.no_digest_check)
         .with_quantize(quantize)
         .with_quantize_mix(mix)
+        .with_imatrix(a.imatrix.clone())
         .with_dtype(a.dtype)
         .with_rounding(match a.rounding {
             RoundingArg::Nearest => Rounding::Nearest,

@@ -194,7 +194,8 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
 /// Converts `src` (any readable model) to `dst`: safetensors (one file, or shards of at most
 /// `shard_size` bytes plus their index), or zTensor when `zt_version` is given or `dst` ends in
 /// `.zt`, or GGUF v3 when `dst` ends in `.gguf` (`quantize`: one block type, or a
-/// llama-quantize mix such as `"Q4_K_M"`, or with `mix` any llama-quantize name; `gguf_set`),
+/// llama-quantize mix such as `"Q4_K_M"`, or with `mix` any llama-quantize name; `imatrix`,
+/// llama-imatrix's file for the mix; `gguf_set`),
 /// or ONNX when `dst`
 /// ends in `.onnx` (`onnx_template`, `external_data`, `allow_extra`). Returns the files
 /// written.
@@ -203,7 +204,7 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
     append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
     split_small_first = false, onnx_template = None, external_data = false,
-    allow_extra = false, storage = Vec::new(), mix = false))]
+    allow_extra = false, storage = Vec::new(), mix = false, imatrix = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -227,6 +228,7 @@ pub fn convert(
     allow_extra: bool,
     storage: Vec<(String, String)>,
     mix: bool,
+    imatrix: Option<PathBuf>,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -277,6 +279,7 @@ pub fn convert(
     let mut o = ConvertOptions::new()
         .with_quantize(quantize)
         .with_quantize_mix(mix)
+        .with_imatrix(imatrix)
         .with_dtype(dtype)
         .with_rounding(rounding)
         .with_shard_size(shard_size)

@@ -257,6 +257,10 @@ pub enum ErrorKind {
     MetadataConflict { key: String, detail: String },
     #[error("cannot cast {from} to {to}")]
     UnsupportedCast { from: String, to: String },
+
+    // --- importance matrices (llama-imatrix's files, as llama-quantize reads them)
+    #[error("importance matrix: {0}")]
+    BadImatrix(String),
 }
 
 /// An error with its location: the file and, where one is involved, the tensor.

@@ -36,6 +36,8 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(8, "Q5_0", "q5_0"),
     ft(9, "Q5_1", "q5_1"),
     ft(10, "Q2_K", "q2_k"),
+    // Only with an importance matrix (`needs_imatrix`).
+    ft(21, "Q2_K_S", "q2_k"),
     ft(11, "Q3_K_S", "q3_k"),
     ft(12, "Q3_K_M", "q3_k"),
     ft(13, "Q3_K_L", "q3_k"),
@@ -53,8 +55,7 @@ pub const FILE_TYPES: &[FileType] = &[
 
 /// llama-quantize's mixes that need an importance matrix, or types we cannot make yet.
 const REFUSED: &[&str] = &[
-    "Q2_K_S", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS", "IQ3_XS",
-    "IQ3_S", "IQ3_M",
+    "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
 ];
 
 impl FileType {
@@ -368,6 +369,8 @@ impl State<'_> {
             let gqa4 = m.n_gqa() >= 4;
             if ft == "Q2_K" {
                 t = ty(if gqa4 { "q4_k" } else { "q3_k" });
+            } else if ft == "Q2_K_S" && gqa4 {
+                t = ty("q4_k");
             } else if ft == "Q3_K_M" {
                 t = ty(if self.i_attention_wv < 2 {
                     "q5_k"
@@ -401,6 +404,10 @@ impl State<'_> {
             let falcon = m.arch == "falcon";
             if ft == "Q2_K" {
                 t = ty("q3_k");
+            } else if ft == "Q2_K_S" {
+                if i < n / 8 {
+                    t = ty("q4_k");
+                }
             } else if ft == "Q3_K_M" {
                 t = ty(if i < n / 16 {
                     "q5_k"

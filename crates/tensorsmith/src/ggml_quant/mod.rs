@@ -15,6 +15,7 @@
 //! through [`quantize_rows`].
 
 mod fp4;
+pub mod imatrix;
 mod iq;
 mod iq_grids;
 mod k_quants;

@@ -49,6 +49,8 @@ struct Source<'a> {
     tensor: &'a TensorInfo,
     step: Step,
     len: u64,
+    /// Importance weights (`ne[0]` per expert), `ne[0]` and the rows per expert (`ne[1]`).
+    weights: Option<(&'a [f32], u64, u64)>,
 }
 
 impl TensorData for Source<'_> {
@@ -67,18 +69,12 @@ impl TensorData for Source<'_> {
             Step::Cast(from, to, r) => model.for_each_chunk(t, CHUNK_ELEMENTS * elem, |b| {
                 Ok(out.write_all(&cast(b, from, to, r)?)?)
             }),
+            Step::Quantize(from, ty) if self.weights.is_some() => {
+                let w = self.weights.expect("weights");
+                quantize_weighted(model, t, (from, ty), w, out)
+            }
             Step::Quantize(from, ty) => model.for_each_chunk(t, CHUNK_ELEMENTS * elem, |b| {
-                let cast_bytes;
-                let f32s = if from == DType::F32 {
-                    b
-                } else {
-                    cast_bytes = cast(b, from, DType::F32, Rounding::Nearest)?;
-                    &cast_bytes[..]
-                };
-                let values: Vec<f32> = f32s
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect();
+                let values = f32s_of(b, from)?;
                 let n = values.len() / ty.block_elements() as usize;
                 let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
                 ggml_quant::quantize_into(ty, &values, &mut blocks)?;
@@ -86,6 +82,56 @@ impl TensorData for Source<'_> {
             }),
         }
     }
+}
+
+/// F32 values of a chunk of `from` bytes.
+fn f32s_of(b: &[u8], from: DType) -> Result<Vec<f32>> {
+    let cast_bytes;
+    let f32s = if from == DType::F32 {
+        b
+    } else {
+        cast_bytes = cast(b, from, DType::F32, Rounding::Nearest)?;
+        &cast_bytes[..]
+    };
+    Ok(f32s
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect())
+}
+
+/// Quantizes `t` a chunk of whole rows at a time, each row with its expert's row of weights
+/// (`w` holds `ne[0]` per expert; row `r` is expert `r / ne[1]`), as `llama_model_quantize`
+/// does.
+fn quantize_weighted(
+    model: &Model,
+    t: &TensorInfo,
+    (from, ty): (DType, GgmlType),
+    (w, ne0, ne1): (&[f32], u64, u64),
+    out: &mut dyn Write,
+) -> Result<()> {
+    let elem = t.dtype.byte_size().unwrap_or(1) as u64;
+    let rows_per_chunk = (CHUNK_ELEMENTS / ne0).max(1);
+    let row_bytes = (ne0 / u64::from(ty.block_elements()) * u64::from(ty.block_bytes())) as usize;
+    let n = ne0 as usize;
+    let mut row = 0u64;
+    model.for_each_chunk(t, rows_per_chunk * ne0 * elem, |b| {
+        let values = f32s_of(b, from)?;
+        let rows = (values.len() / n) as u64;
+        let mut blocks = vec![0u8; rows as usize * row_bytes];
+        let mut r = 0u64;
+        while r < rows {
+            // Rows up to the next expert's first.
+            let expert = (row + r) / ne1;
+            let take = (rows - r).min(ne1 - (row + r) % ne1);
+            let (v0, v1) = ((r * ne0) as usize, ((r + take) * ne0) as usize);
+            let (o0, o1) = (r as usize * row_bytes, (r + take) as usize * row_bytes);
+            let e = &w[expert as usize * n..(expert as usize + 1) * n];
+            ggml_quant::quantize_rows_into(ty, &values[v0..v1], n, Some(e), &mut blocks[o0..o1])?;
+            r += take;
+        }
+        row += rows;
+        Ok(out.write_all(&blocks)?)
+    })
 }
 
 /// Whether `out` is written as GGUF: its name ends in `.gguf`.
@@ -120,6 +166,7 @@ pub fn convert_gguf(
             "one block type for every tensor and a llama-quantize mix at once".into(),
         )));
     }
+    let imatrix = super::convert_imatrix::load(opts.imatrix.as_deref(), opts.quantize_mix)?;
     let mut w = gguf::Writer::new();
     // A GGUF input's own headers (one per part of a split model): the first one's typed
     // metadata, without the split keys (the output is split anew, or not), and every tensor's
@@ -189,9 +236,12 @@ pub fn convert_gguf(
     let mixed = match opts.quantize_mix {
         Some(ft) => {
             let m = super::convert_mix::model_of(headers.first(), input)?;
-            let types = super::convert_mix::types(&m, ft, &tensors, &ne_of)?;
+            let types = super::convert_mix::types(&m, ft, &tensors, &ne_of, imatrix.is_some())?;
             w.set_last("general.quantization_version", GgufValue::U32(2));
             w.set_last("general.file_type", GgufValue::U32(ft.id));
+            if let (Some(m), Some(p)) = (&imatrix, &opts.imatrix) {
+                super::convert_imatrix::set_keys(&mut w, p, m);
+            }
             Some(types)
         }
         None => None,
@@ -200,6 +250,15 @@ pub fn convert_gguf(
         let ne = ne_of(t);
         let chosen = mixed.as_ref().map(|m| m[i]);
         let (ty, step) = plan(t, &ne, opts, chosen).map_err(|e| place(e, t))?;
+        let weights = match opts.quantize_mix {
+            Some(ft) => {
+                let changes = !matches!(step, Step::Copy | Step::Dequantize(..));
+                super::convert_imatrix::weights_for(imatrix.as_ref(), ft, &t.name, &ne, ty, changes)
+                    .map_err(|e| place(e, t))?
+                    .map(|w| (w, ne[0], ne.get(1).copied().unwrap_or(1)))
+            }
+            None => None,
+        };
         let elements = ne.iter().product::<u64>();
         let len = ty
             .byte_len(elements)
@@ -209,6 +268,7 @@ pub fn convert_gguf(
             tensor: t,
             step,
             len,
+            weights,
         };
         w.add(t.name.clone(), ne, ty, src)
             .map_err(|e| e.in_file(Path::new(&input.location)))?;

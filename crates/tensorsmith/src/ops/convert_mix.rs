@@ -76,6 +76,7 @@ pub(crate) fn types(
     ft: FileType,
     tensors: &[&TensorInfo],
     ne_of: &dyn Fn(&TensorInfo) -> Shape,
+    has_imatrix: bool,
 ) -> Result<Vec<Option<GgmlType>>> {
     let nes: Vec<Shape> = tensors.iter().map(|t| ne_of(t)).collect();
     let mix: Vec<MixTensor> = tensors
@@ -89,5 +90,5 @@ pub(crate) fn types(
                 && matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16),
         })
         .collect();
-    choose_types(m, ft, &mix, false)
+    choose_types(m, ft, &mix, has_imatrix)
 }

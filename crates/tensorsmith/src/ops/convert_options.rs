@@ -45,6 +45,9 @@ pub struct ConvertOptions {
     pub(crate) quantize: Option<GgmlType>,
     /// GGUF: each tensor's type chosen as llama-quantize does for this file type.
     pub(crate) quantize_mix: Option<crate::ggml_quant::mix::FileType>,
+    /// GGUF, with a mix: llama-imatrix's importance matrix at this path, as llama-quantize's
+    /// `--imatrix` takes it.
+    pub(crate) imatrix: Option<std::path::PathBuf>,
     /// GGUF: metadata keys set (replaced or added).
     pub(crate) gguf_set: Vec<(String, GgufValue)>,
     /// ONNX output: the model whose graph is written with the input's tensors.
@@ -154,6 +157,15 @@ impl ConvertOptions {
         ft: impl Into<Option<crate::ggml_quant::mix::FileType>>,
     ) -> Self {
         self.quantize_mix = ft.into();
+        self
+    }
+
+    /// GGUF output with a llama-quantize mix: quantize with the importance matrix of
+    /// llama-imatrix's file at `path` (GGUF or legacy `.dat`), as `llama-quantize --imatrix`
+    /// does: the mix chosen as with an imatrix, each tensor quantized with its weights, and
+    /// the `quantize.imatrix.*` keys recorded (the path as given).
+    pub fn with_imatrix(mut self, path: impl Into<Option<std::path::PathBuf>>) -> Self {
+        self.imatrix = path.into();
         self
     }
 
