@@ -536,7 +536,12 @@ mod tests {
         };
         // Landed but unread, the blocks read ahead keep their tokens: the two readers
         // together hold at most 3, not 3 each.
-        assert!(unread(&a) + unread(&b) <= 3, "{} + {}", unread(&a), unread(&b));
+        assert!(
+            unread(&a) + unread(&b) <= 3,
+            "{} + {}",
+            unread(&a),
+            unread(&b)
+        );
         assert_eq!(flights.load(Ordering::Acquire), unread(&a) + unread(&b));
         // Reading on gives tokens back as blocks are read; dropping a reader returns the rest.
         let mut all = Vec::new();

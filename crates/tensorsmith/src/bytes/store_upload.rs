@@ -377,7 +377,9 @@ mod tests {
                 t,
                 PutMode::Create,
             );
-            let e = u.commit_bytes(Bytes::copy_from_slice(&data[..n])).unwrap_err();
+            let e = u
+                .commit_bytes(Bytes::copy_from_slice(&data[..n]))
+                .unwrap_err();
             assert!(e.to_string().contains("exists already"), "{e}");
         }
     }
