@@ -104,10 +104,11 @@ impl File {
         py: Python<'_>,
         name: &str,
         cut: &[(u64, u64)],
+        max_gap: Option<u64>,
     ) -> PyResult<(usize, tensorsmith::rank_plan::RankPlan)> {
         let t = self.info(py, name)?;
         let cut: Vec<std::ops::Range<u64>> = cut.iter().map(|&(a, b)| a..b).collect();
-        let plan = self.model.part_plan(t, &cut).py_err(py)?;
+        let plan = self.model.part_plan_with(t, &cut, max_gap).py_err(py)?;
         let file = self.model.file_of(t);
         let i = self
             .model
@@ -412,11 +413,13 @@ impl File {
     /// read, (max_gap, max_read))`. Refused: tensors not stored as one raw run, cuts that do
     /// not fall on whole bytes (packed dtypes, ggml blocks), cuts out of the shape.
     #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (name, cut, max_gap = None))]
     fn part_plan(
         &self,
         py: Python<'_>,
         name: &str,
         cut: Vec<(u64, u64)>,
+        max_gap: Option<u64>,
     ) -> PyResult<(
         usize,
         Vec<u64>,
@@ -427,7 +430,7 @@ impl File {
         u64,
         (u64, u64),
     )> {
-        let (i, plan) = self.plan(py, name, &cut)?;
+        let (i, plan) = self.plan(py, name, &cut, max_gap)?;
         Ok((
             i,
             plan.shape.clone(),
@@ -451,7 +454,7 @@ impl File {
         name: &str,
         cut: Vec<(u64, u64)>,
     ) -> PyResult<Option<(usize, u64, u64)>> {
-        let (i, plan) = self.plan(py, name, &cut)?;
+        let (i, plan) = self.plan(py, name, &cut, None)?;
         Ok(plan.span().map(|r| (i, r.start, r.end)))
     }
 
@@ -460,7 +463,9 @@ impl File {
     /// read, several at once (8 for URLs, up to 4 threads for local files), without the
     /// GIL. For tensorsmith's own Python code only: `addr` is the data pointer of a CPU
     /// buffer of `len` bytes (a new tensor or array) that the caller owns and keeps alive
-    /// until this returns.
+    /// until this returns. `max_gap`: merge runs across gaps of at most this many bytes
+    /// (default: the file's rule).
+    #[pyo3(signature = (name, cut, addr, len, max_gap = None))]
     fn read_part_into(
         &self,
         py: Python<'_>,
@@ -468,8 +473,9 @@ impl File {
         cut: Vec<(u64, u64)>,
         addr: usize,
         len: usize,
+        max_gap: Option<u64>,
     ) -> PyResult<()> {
-        let (i, plan) = self.plan(py, name, &cut)?;
+        let (i, plan) = self.plan(py, name, &cut, max_gap)?;
         if plan.len != len as u64 {
             return Err(raise(
                 py,

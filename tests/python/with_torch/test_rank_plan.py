@@ -161,6 +161,25 @@ def test_the_rule_merges_small_gaps_and_reads_wide_ones_apart(saved):
         assert n.part_span("down", [(0, 256), (0, 2560)]) is None
 
 
+def test_max_gap_sets_the_rule_per_call(saved):
+    tensors, path = saved
+    plan = {"o_proj": (1, 0, 512)}  # runs of 1 KiB, 1 KiB apart
+    want = tensors["o_proj"][0][:, :512]
+    kept = want.numel() * 2
+    for gap, read, reads in [(None, kept + 511 * 1024, 1), (0, kept, 512), (512, kept, 512),
+                             (1024, kept + 511 * 1024, 1)]:
+        stats = {}
+        got = ours.load_sharded(path, plan, backend="pread", stats=stats, max_gap=gap)
+        assert torch.equal(got["o_proj"], want)
+        assert (stats["bytes_kept"], stats["bytes_read"], stats["reads"]) == (kept, read, reads)
+    with tensorsmith.safe_open(path, framework="pt", backend="pread") as f:
+        *_, rule = f._f.part_plan("o_proj", [(0, 512), (0, 512)], max_gap=0)
+        assert rule == (0, MAX_READ)
+    for bad in (-1, 1.5, "4k"):
+        with pytest.raises(InvalidInput, match="max_gap"):
+            ours.load_sharded(path, plan, max_gap=bad)
+
+
 def test_sharded_checkpoints_as_an_index_a_folder_or_a_list(tmp_path, saved):
     tensors, _ = saved
     names = list(tensors)

@@ -55,7 +55,7 @@ def _owners(natives, names):
     return owner
 
 
-def load(natives, plan, device, stats=None):
+def load(natives, plan, device, stats=None, max_gap=None):
     """`plan` (name -> None, (dim, start, stop) or a get_slice index) -> tensors on
     `device` (a torch.device)."""
     if not isinstance(plan, dict):
@@ -93,7 +93,7 @@ def load(natives, plan, device, stats=None):
             if span[2] > span[1]:
                 by_file.setdefault(f, {})[name] = span
         elif nbytes:
-            f.read_part_into(name, part.cut, t.data_ptr(), nbytes)
+            f.read_part_into(name, part.cut, t.data_ptr(), nbytes, max_gap)
         out[name] = t
         if part.post is not None:
             posts[name] = part.post

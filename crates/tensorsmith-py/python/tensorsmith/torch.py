@@ -218,7 +218,7 @@ def load_file(filename, device="cpu", *, backend="mmap", storage_options=None):
 
 
 def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=None,
-                 stats=None):
+                 stats=None, max_gap=None):
     """The parts of tensors one rank keeps, reading only their byte spans:
     `load_sharded("m.safetensors", {"w_up": (0, r * n, (r + 1) * n), "norm": None}, "cuda:0")`.
 
@@ -240,7 +240,8 @@ def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=N
 
     A first-dimension cut (and a whole tensor) is one contiguous span; a cut of another
     dimension is a run per row, neighbouring runs read together when the gap between them is
-    at most 4 KiB (local files) or 256 KiB (URLs): bytes read <= kept + (runs - 1) * gap
+    at most 4 KiB (local files) or 256 KiB (URLs), or `max_gap` bytes when given (0: never
+    merged, exactly the kept bytes, one read per run): bytes read <= kept + (runs - 1) * gap
     then, exactly the kept bytes otherwise. Cuts of packed dtypes (F4, F6, I4, ...) must fall
     on whole bytes; GGUF block, compressed and sparse tensors are read whole only (plan
     None), else refused. Tensors are new (owned), contiguous, on `device` ("cpu", "cuda",
@@ -250,7 +251,9 @@ def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=N
     from . import _torch_sharded
 
     natives = _torch_sharded._natives(paths, backend, storage_options)
-    return _torch_sharded.load(natives, plan, _parse_device(device), stats)
+    if max_gap is not None and (not isinstance(max_gap, int) or max_gap < 0):
+        raise InvalidInput(f"max_gap must be a number of bytes >= 0, not {max_gap!r}")
+    return _torch_sharded.load(natives, plan, _parse_device(device), stats, max_gap)
 
 
 def save_model(model, filename, metadata=None, force_contiguous=True):

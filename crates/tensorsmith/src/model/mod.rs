@@ -121,6 +121,18 @@ impl Model {
     /// one raw run (compressed, big-endian, sparse) are refused by name, as are cuts that
     /// do not fall on whole bytes (see [`crate::rank_plan`]).
     pub fn part_plan(&self, t: &TensorInfo, cut: &[Range<u64>]) -> Result<RankPlan> {
+        self.part_plan_with(t, cut, None)
+    }
+
+    /// [`Model::part_plan`] with neighbouring runs merged only across gaps of at most
+    /// `max_gap` bytes (`None`: the file's default, 4 KiB local, 256 KiB remote; 0: exactly
+    /// the kept bytes).
+    pub fn part_plan_with(
+        &self,
+        t: &TensorInfo,
+        cut: &[Range<u64>],
+        max_gap: Option<u64>,
+    ) -> Result<RankPlan> {
         let f = self.file_of(t);
         if !self.is_plain(t) {
             return Err(f.at(Error::new(ErrorKind::Unsupported(
@@ -130,11 +142,14 @@ impl Model {
             ))
             .at_tensor(&t.name)));
         }
-        let rule = if crate::bytes::is_url(&f.location) {
+        let mut rule = if crate::bytes::is_url(&f.location) {
             Coalesce::REMOTE
         } else {
             Coalesce::LOCAL
         };
+        if let Some(g) = max_gap {
+            rule.max_gap = g;
+        }
         Elements::of(t.dtype, &t.layout)
             .and_then(|el| RankPlan::new(el, &t.shape, t.data_range(), cut, rule))
             .map_err(|e| f.at(e.at_tensor(&t.name)))
