@@ -208,7 +208,7 @@ fn handle_signals() {
 }
 
 fn main() -> ExitCode {
-    malloc_tuning::fix_mmap_threshold();
+    malloc_tuning::cap_arenas();
     handle_signals();
     let cli = Cli::parse();
     let code = match cli.command {
