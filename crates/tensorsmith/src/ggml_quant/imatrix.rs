@@ -243,8 +243,9 @@ fn parse_legacy(bytes: &[u8]) -> Result<Imatrix> {
     })
 }
 
-/// The name llama-quantize gives `token_embd.weight` and its per-layer sibling (a size
-/// mismatch on them is passed over).
+/// Whether `name` is llama.cpp's token embeddings (`token_embd.weight` or its per-layer
+/// sibling): the mixes' TOKEN_EMBD category, and the tensors whose weight-count mismatch
+/// llama-quantize passes over.
 pub fn is_token_embd(name: &str) -> bool {
     name == "token_embd.weight" || name == "per_layer_token_embd.weight"
 }

@@ -191,7 +191,7 @@ fn category(name: &str) -> Cat {
     let has = |s: &str| name.contains(s);
     if name == "output.weight" {
         Cat::Output
-    } else if name == "token_embd.weight" || name == "per_layer_token_embd.weight" {
+    } else if super::imatrix::is_token_embd(name) {
         Cat::TokenEmbd
     } else if has("attn_qkv.weight") {
         Cat::AttnQkv
