@@ -120,6 +120,9 @@ impl AtomicFile {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
+        // The write counts as in progress before its temporary file exists: a signal that
+        // finds the file finds the write to stop, and the file goes with it.
+        let active = crate::interrupt::guard();
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -132,13 +135,14 @@ impl AtomicFile {
                 out: BufWriter::with_capacity(1 << 20, file),
             }),
             written: 0,
-            _active: crate::interrupt::guard(),
+            _active: active,
         })
     }
 
     #[cfg(feature = "remote")]
     fn remote(dest: &Path, storage: &StorageOptions, how: Remote) -> Result<AtomicFile> {
         let location = dest.to_string_lossy();
+        let active = crate::interrupt::guard();
         let out = match how {
             Remote::Stream => Out::Upload(crate::bytes::create_upload(&location, storage)?),
             Remote::Spool => {
@@ -160,7 +164,7 @@ impl AtomicFile {
             dest: dest.to_path_buf(),
             out: Some(out),
             written: 0,
-            _active: crate::interrupt::guard(),
+            _active: active,
         })
     }
 
