@@ -163,6 +163,49 @@ def test_two_processes_on_a_node_fetch_each_shard_once(store, tmp_path):
     assert keys == [] and sorted(i for item in got for i in item) == list(range(N))
 
 
+def _read_ahead_threads():
+    import threading
+    return [t for t in threading.enumerate() if t.name == "tensorsmith-read-ahead"]
+
+
+def test_the_read_ahead_thread_is_gone_when_the_reading_ends(store, tmp_path):
+    """Finished or abandoned, a reading leaves no read-ahead thread running: one still inside
+    a fetch when the interpreter exits aborts the process (seen in CI as SIGABRT, "terminate
+    called without an active exception")."""
+    url, opts, local, sizes = store
+    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "c",
+                               batch_size=4, read_ahead=3)
+    assert sum(1 for _ in ds) == (N + 3) // 4
+    assert _read_ahead_threads() == []
+    it = iter(TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "d",
+                                    batch_size=4, read_ahead=3))
+    next(it)
+    assert len(_read_ahead_threads()) == 1
+    it.close()
+    assert _read_ahead_threads() == []
+
+
+def _abandon_in_a_process(url, opts, cache, out):
+    global _KEPT
+    _KEPT = iter(TensorIterableDataset(url, storage_options=opts, cache_dir=cache,
+                                       batch_size=4, read_ahead=6))
+    next(_KEPT)  # the thread is fetching the next shards; the process exits now
+    with open(out, "w") as f:
+        f.write(str(len(_read_ahead_threads())))
+
+
+def test_a_process_exiting_mid_read_ahead_exits_cleanly(store, tmp_path):
+    url, opts, local, sizes = store
+    ctx = mp.get_context("spawn")
+    for r in range(3):
+        p = ctx.Process(target=_abandon_in_a_process,
+                        args=(url, opts, str(tmp_path / f"c{r}"), str(tmp_path / f"r{r}")))
+        p.start()
+        p.join(120)
+        assert p.exitcode == 0
+        assert (tmp_path / f"r{r}").read_text() == "1"
+
+
 def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
     url, opts, local, sizes = store
     cache = tmp_path / "cache"

@@ -2,11 +2,27 @@
 `TensorIterableDataset` on a store dataset: a thread fetches the next `ahead` shards the
 order will need into the node's cache (in the order of their first use) while samples are
 read, and each shard is closed once the order has passed its last use, so the cache may evict
-it."""
+it.
 
+The thread is joined when the reading ends (`close`) and, for a reading abandoned without
+being closed, before the interpreter finalizes (`atexit`): a daemon thread still inside a
+fetch at exit would be stopped by the interpreter with pthread_exit when it retakes the GIL,
+and that forced unwind through native frames aborts the process ("terminate called without an
+active exception")."""
+
+import atexit
 import threading
+import weakref
 
 import numpy as np
+
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for ra in list(_LIVE):
+        ra.close()
 
 
 class ReadAhead:
@@ -33,6 +49,7 @@ class ReadAhead:
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name="tensorsmith-read-ahead")
             self._thread.start()
+            _LIVE.add(self)
 
     def at(self, pos):
         """The reader is about to read sample `pos` of the order (and is done with every
@@ -49,9 +66,14 @@ class ReadAhead:
                 self._cv.notify()
 
     def close(self):
+        """Stops the thread and waits for it (a fetch under way finishes first)."""
         with self._cv:
             self._stop = True
             self._cv.notify()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join()
+            _LIVE.discard(self)
 
     def _run(self):
         j = 1  # the first shard is fetched by the reader itself
