@@ -127,6 +127,16 @@ pub struct ConvertArgs {
     /// recorded. Needed by the Q2_K_S mix.
     #[arg(long, requires = "quantize", value_name = "FILE")]
     imatrix: Option<std::path::PathBuf>,
+    /// A Hugging Face model folder (config.json, tokenizer, safetensors) to GGUF: the
+    /// llama.cpp name of its BPE pre-tokenizer (llama-bpe, qwen2, gpt-2, ...), for a
+    /// tokenizer.json whose pre-tokenizer is not recognised (llama.cpp's converter says "BPE
+    /// pre-tokenizer was not recognized").
+    #[arg(long, value_name = "NAME")]
+    pre_tokenizer: Option<String>,
+    /// A Hugging Face model folder to GGUF: write its tensors under their own names and types
+    /// instead of as llama.cpp's converter writes them.
+    #[arg(long)]
+    keep_names: bool,
     /// GGUF output: set a metadata key (repeatable), e.g. `general.name=str:my model`,
     /// `llama.context_length=u32:4096`. Types: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str.
     #[arg(long = "set", value_parser = parse_assignment, value_name = "KEY=TYPE:VALUE")]
@@ -168,6 +178,8 @@ pub fn run(a: &ConvertArgs) -> u8 {
         .with_quantize(quantize)
         .with_quantize_mix(mix)
         .with_imatrix(a.imatrix.clone())
+        .with_pre_tokenizer(a.pre_tokenizer.clone())
+        .with_keep_names(a.keep_names)
         .with_dtype(a.dtype)
         .with_rounding(match a.rounding {
             RoundingArg::Nearest => Rounding::Nearest,

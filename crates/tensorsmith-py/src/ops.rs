@@ -204,7 +204,8 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
     compress = None, digest = None, densify = false, drop_metadata = false, shard_size = None,
     append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
     split_small_first = false, onnx_template = None, external_data = false,
-    allow_extra = false, storage = Vec::new(), mix = false, imatrix = None))]
+    allow_extra = false, storage = Vec::new(), mix = false, imatrix = None,
+    pre_tokenizer = None, keep_names = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -229,6 +230,8 @@ pub fn convert(
     storage: Vec<(String, String)>,
     mix: bool,
     imatrix: Option<PathBuf>,
+    pre_tokenizer: Option<String>,
+    keep_names: bool,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -280,6 +283,8 @@ pub fn convert(
         .with_quantize(quantize)
         .with_quantize_mix(mix)
         .with_imatrix(imatrix)
+        .with_pre_tokenizer(pre_tokenizer)
+        .with_keep_names(keep_names)
         .with_dtype(dtype)
         .with_rounding(rounding)
         .with_shard_size(shard_size)

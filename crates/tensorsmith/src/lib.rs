@@ -52,6 +52,7 @@ pub(crate) mod formats;
 pub mod ggml_quant;
 pub mod ggml_type;
 pub mod gguf;
+pub mod hf_gguf;
 pub mod index;
 pub mod interrupt;
 pub mod model;

@@ -3,7 +3,7 @@
 //! `http(s)://` URL; every operation (inspect, hash, diff, convert, verify) takes a [`Model`]
 //! and reads through it, whatever the format and wherever the bytes are.
 
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod digest_check;
 mod file;
 mod gguf_split;

@@ -87,6 +87,12 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
         if opts.append || opts.compression.is_some() || opts.digest.is_some() {
             return refuse("append, compression and digests apply to zTensor output");
         }
+        if !opts.keep_names && crate::hf_gguf::hf_folder(&input.location).is_some() {
+            return Ok(super::convert_hf::convert_hf(input, out, opts)?
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect());
+        }
         return Ok(convert_gguf(input, out, opts)?
             .into_iter()
             .map(|(p, _)| p)

@@ -60,6 +60,11 @@ pub struct ConvertOptions {
     pub(crate) storage: crate::bytes::StorageOptions,
     /// Copy tensors without checking the digests their input records (`ops::digest_guard`).
     pub(crate) skip_digest_check: bool,
+    /// A Hugging Face folder to GGUF: the llama.cpp pre-tokenizer name of its BPE tokenizer.
+    pub(crate) pre_tokenizer: Option<String>,
+    /// A Hugging Face folder to GGUF: its tensors as they are (names, types), not as
+    /// llama.cpp's converter writes them.
+    pub(crate) keep_names: bool,
 }
 
 impl ConvertOptions {
@@ -164,6 +169,20 @@ impl ConvertOptions {
     /// llama-imatrix's file at `path` (GGUF or legacy `.dat`), as `llama-quantize --imatrix`
     /// does: the mix chosen as with an imatrix, each tensor quantized with its weights, and
     /// the `quantize.imatrix.*` keys recorded (the path as given).
+    /// A Hugging Face folder to GGUF: the llama.cpp name of its BPE pre-tokenizer (for a
+    /// tokenizer whose pre-tokenizer is not recognised).
+    pub fn with_pre_tokenizer(mut self, name: impl Into<Option<String>>) -> Self {
+        self.pre_tokenizer = name.into();
+        self
+    }
+
+    /// A Hugging Face folder to GGUF: keep its tensors' names and types (no llama.cpp
+    /// conversion).
+    pub fn with_keep_names(mut self, yes: bool) -> Self {
+        self.keep_names = yes;
+        self
+    }
+
     pub fn with_imatrix(mut self, path: impl Into<Option<std::path::PathBuf>>) -> Self {
         self.imatrix = path.into();
         self

@@ -4,6 +4,7 @@
 
 pub mod convert;
 mod convert_gguf;
+mod convert_hf;
 mod convert_imatrix;
 mod convert_mix;
 mod convert_onnx;

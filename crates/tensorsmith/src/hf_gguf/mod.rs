@@ -1,0 +1,307 @@
+//! Hugging Face model folders (config.json, the tokenizer and safetensors shards) to GGUF, as
+//! llama.cpp's `convert_hf_to_gguf.py` (the llama.cpp that llama-cpp-python 0.3.36 vendors)
+//! writes them, byte for byte: the same keys in the same order with the same types, the same
+//! tensors in the same order with the same names, types and bytes. For the Llama family
+//! (Llama, Mistral, Qwen2) with a byte-level BPE tokenizer (tokenizer.json).
+//!
+//! What the reference does and we do not (yet), each refused by name or noted:
+//! - SentencePiece tokenizers (tokenizer.model, or a SentencePiece-style tokenizer.json):
+//!   refused;
+//! - mixtures of experts (Mixtral's `block_sparse_moe`): refused (the tensor is named);
+//! - a model card (README.md): its keys (license, tags, languages, base models) are not
+//!   written, so a folder with one gets a file without them;
+//! - the Q8_0, TQ1_0, TQ2_0 and "auto" output types (F32, F16 and BF16 are written; a
+//!   llama-quantize mix goes through `ops::convert_hf`).
+//!
+//! Files: `hparams.rs` (the architecture's keys), `naming.rs` (general.*), `vocab.rs` and
+//! `special.rs` (the tokenizer), `tensors.rs` (names, permutation, types, values), `rope.rs`
+//! (Llama 3's rope_freqs).
+
+mod hparams;
+mod naming;
+mod rope;
+mod special;
+mod tensors;
+mod vocab;
+
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ggml_type::GgmlType;
+use crate::gguf::{self, GgufValue};
+use crate::model::Model;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub(crate) fn refuse(path: &str, why: &str) -> Error {
+    Error::new(ErrorKind::Unsupported(why.to_string())).in_file(Path::new(path))
+}
+
+/// The local folder holding a Hugging Face model that `location` (a model's, as opened: the
+/// folder, or its shard index) names: one with a config.json that names an architecture.
+pub fn hf_folder(location: &str) -> Option<PathBuf> {
+    let p = Path::new(location);
+    let dir = if p.is_dir() {
+        p.to_path_buf()
+    } else if location.ends_with(crate::model::checkpoint::INDEX_SUFFIX) {
+        p.parent()?.to_path_buf()
+    } else {
+        return None;
+    };
+    is_hf_folder(&dir).then_some(dir)
+}
+
+/// Whether `path` is a local folder holding a Hugging Face model: a config.json that names an
+/// architecture.
+pub fn is_hf_folder(path: &Path) -> bool {
+    path.is_dir()
+        && std::fs::read(path.join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|c| c.get("architectures").is_some_and(Value::is_array))
+}
+
+/// How the folder is converted.
+#[derive(Clone, Debug)]
+pub struct HfOptions {
+    /// F32, F16 (the reference's default) or BF16.
+    pub out_type: DType,
+    /// The llama.cpp pre-tokenizer name, for a BPE tokenizer we do not recognise.
+    pub pre_tokenizer: Option<String>,
+}
+
+impl Default for HfOptions {
+    fn default() -> Self {
+        HfOptions {
+            out_type: DType::F16,
+            pre_tokenizer: None,
+        }
+    }
+}
+
+fn read_json(dir: &Path, name: &str) -> Result<Option<Value>> {
+    let p = dir.join(name);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| refuse(&p.to_string_lossy(), &format!("not JSON: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::from(e).in_file(&p)),
+    }
+}
+
+/// The GGUF file type of an output type.
+fn file_type(t: DType) -> Result<u32> {
+    match t {
+        DType::F32 => Ok(0),
+        DType::F16 => Ok(1),
+        DType::BF16 => Ok(32),
+        other => Err(Error::new(ErrorKind::Unsupported(format!(
+            "{other} as the converter's output type (F32, F16 or BF16; a llama-quantize type \
+             goes through --quantize)"
+        )))),
+    }
+}
+
+/// A writer holding the folder's GGUF: every key and tensor, ready to write.
+pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf::Writer<'a>> {
+    let shown = dir.to_string_lossy().into_owned();
+    let ft = file_type(opts.out_type)?;
+    let config = read_json(dir, "config.json")?
+        .ok_or_else(|| refuse(&shown, "no config.json: not a Hugging Face model folder"))?;
+    let arch = hparams::arch_of(&format!("{shown}/config.json"), &config)?;
+    let h = hparams::flattened(&config);
+    let cfg_path = format!("{shown}/config.json");
+    let block_count = hparams::find(
+        &h,
+        &["n_layers", "num_hidden_layers", "n_layer", "num_layers"],
+    )
+    .and_then(Value::as_u64)
+    .ok_or_else(|| refuse(&cfg_path, "config.json has no num_hidden_layers"))?;
+    let n_head = hparams::find(&h, &["n_heads", "num_attention_heads"]).and_then(Value::as_u64);
+    let n_kv = hparams::find(&h, &["n_kv_heads", "num_key_value_heads"]).and_then(Value::as_u64);
+
+    // Tensors, in the reference's order: shard files by name, names sorted within each.
+    let mut order: Vec<&crate::index::TensorInfo> = model.index.tensors.iter().collect();
+    order.sort_by(|a, b| {
+        let fa = &model.file_of(a).location;
+        let fb = &model.file_of(b).location;
+        fa.cmp(fb).then_with(|| a.name.cmp(&b.name))
+    });
+    let mut planned: Vec<tensors::Planned<'a>> = Vec::new();
+    let rope = hparams::rope_parameters(&h);
+    if let Some(f) = rope::llama3_factors(arch, &h, &rope) {
+        planned.push(tensors::Planned {
+            name: "rope_freqs.weight".into(),
+            ne: crate::index::Shape::from_slice(&[f.len() as u64]),
+            ty: GgmlType::from_dtype(DType::F32).expect("F32"),
+            src: tensors::Values::F32(f),
+        });
+    }
+    for t in order {
+        if tensors::dropped(&t.name) {
+            continue;
+        }
+        let name = tensors::llama_name(&t.name).ok_or_else(|| {
+            refuse(
+                &model.file_of(t).location,
+                &format!(
+                    "tensor '{}' has no llama.cpp name for architecture {} (mixtures of \
+                     experts and multimodal parts are not converted)",
+                    t.name, arch.name
+                ),
+            )
+        })?;
+        tensors::check_source(&model.file_of(t).location, t)?;
+        let heads = match (arch.undo_permute, n_head) {
+            (true, Some(n))
+                if t.name.ends_with("q_proj.weight") || t.name.ends_with("q_proj.bias") =>
+            {
+                Some(n)
+            }
+            (true, Some(n))
+                if t.name.ends_with("k_proj.weight") || t.name.ends_with("k_proj.bias") =>
+            {
+                Some(n_kv.filter(|k| *k != n).unwrap_or(n))
+            }
+            _ => None,
+        };
+        if let Some(n) = heads {
+            let rows = t.shape.first().copied().unwrap_or(0);
+            if n == 0 || rows % (2 * n) != 0 {
+                return Err(refuse(
+                    &model.file_of(t).location,
+                    &format!(
+                        "tensor '{}' has {rows} rows, not whole pairs of rows for {n} heads",
+                        t.name
+                    ),
+                ));
+            }
+        }
+        let ty = tensors::type_of(&name, t.shape.len(), opts.out_type);
+        planned.push(tensors::Planned {
+            name,
+            ne: t.shape.iter().rev().copied().collect(),
+            ty,
+            src: tensors::Values::Tensor { model, t, heads },
+        });
+    }
+    let total: u64 = planned.iter().map(|p| p.ne.iter().product::<u64>()).sum();
+
+    let mut w = gguf::Writer::new();
+    w.set("general.architecture", GgufValue::String(arch.name.into()));
+    w.set("general.type", GgufValue::String("model".into()));
+    let dir_name = std::fs::canonicalize(dir)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| shown.clone());
+    let generation = read_json(dir, "generation_config.json")?;
+    for (k, v) in naming::general_keys(
+        &dir_name,
+        &config,
+        generation.as_ref(),
+        (total, total, 0, 0),
+    ) {
+        w.set(k, v);
+    }
+    for (k, v) in hparams::keys(&cfg_path, arch, &h, block_count as u32, ft)? {
+        w.set(k, v);
+    }
+    w.set("general.quantization_version", GgufValue::U32(2));
+    for (k, v) in tokenizer_keys(dir, &shown, arch, &config, &h, opts)? {
+        w.set(k, v);
+    }
+    for p in planned {
+        let len =
+            p.ty.byte_len(p.ne.iter().product())
+                .ok_or_else(|| Error::new(ErrorKind::ShapeOverflow))?;
+        let src = tensors::Source {
+            values: p.src,
+            ty: p.ty,
+            len,
+        };
+        w.add(p.name, p.ne, p.ty, src)?;
+    }
+    Ok(w)
+}
+
+/// The tokenizer's keys: `add_space_prefix` (Llama), the vocabulary, then the special tokens.
+fn tokenizer_keys(
+    dir: &Path,
+    shown: &str,
+    arch: hparams::Arch,
+    config: &Value,
+    h: &serde_json::Map<String, Value>,
+    opts: &HfOptions,
+) -> Result<Vec<(String, GgufValue)>> {
+    let tok_path = format!("{shown}/tokenizer.json");
+    let tc = read_json(dir, "tokenizer_config.json")?;
+    let mut out = Vec::new();
+    if arch.name == "llama" {
+        if let Some(b) = tc
+            .as_ref()
+            .and_then(|t| t.get("add_prefix_space"))
+            .and_then(Value::as_bool)
+        {
+            out.push((
+                "tokenizer.ggml.add_space_prefix".to_string(),
+                GgufValue::Bool(b),
+            ));
+        }
+    }
+    if dir.join("tokenizer.model").is_file() {
+        return Err(refuse(
+            &format!("{shown}/tokenizer.model"),
+            "a SentencePiece tokenizer: not converted yet (byte-level BPE tokenizers are)",
+        ));
+    }
+    let tok = read_json(dir, "tokenizer.json")?
+        .ok_or_else(|| refuse(&tok_path, "no tokenizer.json (nor tokenizer.model)"))?;
+    let model = tok.get("model");
+    if model
+        .and_then(|m| m.get("byte_fallback"))
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return Err(refuse(
+            &tok_path,
+            "a SentencePiece-style BPE tokenizer (byte_fallback): not converted yet (byte-level BPE tokenizers are)",
+        ));
+    }
+    let vocab_size = h.get("vocab_size").and_then(Value::as_u64);
+    out.extend(vocab::bpe_keys(
+        &tok_path,
+        &tok,
+        vocab_size,
+        opts.pre_tokenizer.as_deref(),
+    )?);
+    let template = std::fs::read_to_string(dir.join("chat_template.jinja")).ok();
+    let template = template.or_else(|| {
+        std::fs::read(dir.join("chat_template.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| {
+                v.get("chat_template")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            })
+    });
+    let special = special::Special::load(
+        Some(&tok),
+        tc.as_ref().and_then(Value::as_object),
+        config,
+        template,
+    );
+    out.extend(special.keys());
+    Ok(out)
+}
+
+/// Converts the folder `dir` (its tensors opened as `model`) to the GGUF file `out`.
+pub fn convert(
+    dir: &Path,
+    model: &Model,
+    out: &Path,
+    opts: &HfOptions,
+) -> Result<Vec<(PathBuf, u64)>> {
+    let w = writer(dir, model, opts)?;
+    gguf::write_split(w, out, &gguf::SplitLimits::default())
+}

@@ -1,0 +1,201 @@
+//! A Hugging Face checkpoint's tensors as llama.cpp's converter writes them: in its order
+//! (shard files by name, tensors by name within each), named as llama.cpp names them, the Q
+//! and K projections of Llama-family models with their rows permuted back from Hugging Face's
+//! rotary layout, and typed as it types them (norms, biases and every 1-D tensor F32, the
+//! others the output type). Values go through F32 as the reference's do (BF16 and F64 sources
+//! are widened first), a chunk of rows at a time.
+
+use super::refuse;
+use crate::cast::{cast, Rounding};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ggml_type::GgmlType;
+use crate::index::TensorInfo;
+use crate::model::Model;
+use crate::safetensors::TensorData;
+use std::io::Write;
+
+/// A tensor of the output: its llama.cpp name, ggml dims, type and where its values come from.
+pub(crate) struct Planned<'a> {
+    pub name: String,
+    pub ne: crate::index::Shape,
+    pub ty: GgmlType,
+    pub src: Values<'a>,
+}
+
+pub(crate) enum Values<'a> {
+    /// A source tensor, its rows permuted by `heads` (Q/K) when set.
+    Tensor {
+        model: &'a Model,
+        t: &'a TensorInfo,
+        heads: Option<u64>,
+    },
+    /// Values computed here (rope_freqs).
+    F32(Vec<f32>),
+}
+
+/// The llama.cpp name of a Hugging Face tensor name of the Llama family (Llama, Mistral,
+/// Qwen2), `None` when it has none.
+pub(crate) fn llama_name(name: &str) -> Option<String> {
+    let name = name.strip_prefix("language_model.").unwrap_or(name);
+    let (stem, suffix) = name
+        .strip_suffix(".weight")
+        .map(|s| (s, "weight"))
+        .or_else(|| name.strip_suffix(".bias").map(|s| (s, "bias")))?;
+    let top = match stem {
+        "model.embed_tokens" => Some("token_embd"),
+        "model.norm" => Some("output_norm"),
+        "lm_head" => Some("output"),
+        _ => None,
+    };
+    if let Some(t) = top {
+        return Some(format!("{t}.{suffix}"));
+    }
+    let rest = stem.strip_prefix("model.layers.")?;
+    let (bid, part) = rest.split_once('.')?;
+    let bid: u64 = bid.parse().ok()?;
+    let to = match part {
+        "input_layernorm" => "attn_norm",
+        "self_attn.q_proj" => "attn_q",
+        "self_attn.k_proj" => "attn_k",
+        "self_attn.v_proj" => "attn_v",
+        "self_attn.o_proj" => "attn_output",
+        "post_attention_layernorm" => "ffn_norm",
+        "mlp.gate_proj" => "ffn_gate",
+        "mlp.up_proj" => "ffn_up",
+        "mlp.down_proj" => "ffn_down",
+        _ => return None,
+    };
+    Some(format!("blk.{bid}.{to}.{suffix}"))
+}
+
+/// Names the reference drops before mapping.
+pub(crate) fn dropped(name: &str) -> bool {
+    name.ends_with(".attention.masked_bias")
+        || name.ends_with(".attention.bias")
+        || name.ends_with(".rotary_emb.inv_freq")
+}
+
+/// The output type of a tensor named `name` of `dims` dimensions, for output type `out`.
+pub(crate) fn type_of(name: &str, dims: usize, out: DType) -> GgmlType {
+    let d = if dims <= 1 || name.ends_with("_norm.weight") || !name.ends_with(".weight") {
+        DType::F32
+    } else {
+        out
+    };
+    GgmlType::from_dtype(d).expect("a float type")
+}
+
+/// Source row of output row `r` of a Q or K projection of `heads` heads and `rows` rows: the
+/// reference's `permute` (reshape to heads × 2 × half, swap the middle axes).
+fn source_row(r: u64, heads: u64, rows: u64) -> u64 {
+    let per = rows / heads;
+    let half = per / 2;
+    let (h, rem) = (r / per, r % per);
+    let (b, a) = (rem / 2, rem % 2);
+    h * per + a * half + b
+}
+
+/// Rows per chunk: about 4 MiB of source values.
+const CHUNK_BYTES: u64 = 4 << 20;
+
+pub(crate) struct Source<'a> {
+    pub values: Values<'a>,
+    pub ty: GgmlType,
+    pub len: u64,
+}
+
+impl TensorData for Source<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
+        let to = self.ty.dtype().expect("a float output type");
+        match &self.values {
+            Values::F32(v) => {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                out.write_all(&cast(&b, DType::F32, to, Rounding::Nearest)?)?;
+                Ok(())
+            }
+            Values::Tensor { model, t, heads } => {
+                let from = t.dtype;
+                let elem = from.byte_size().unwrap_or(4) as u64;
+                let rows = t.shape.first().copied().unwrap_or(1).max(1);
+                let row_elems = t.elements() / rows;
+                let row_bytes = row_elems * elem;
+                let bytes = model.tensor_bytes(t)?;
+                let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
+                let mut r = 0;
+                while r < rows {
+                    let end = (r + per_chunk).min(rows);
+                    let mut chunk = Vec::with_capacity(((end - r) * row_bytes) as usize);
+                    for o in r..end {
+                        let s = match heads {
+                            Some(h) => source_row(o, *h, rows),
+                            None => o,
+                        };
+                        let at = (s * row_bytes) as usize;
+                        chunk.extend_from_slice(&bytes[at..at + row_bytes as usize]);
+                    }
+                    let wide = if from == DType::F32 || from == DType::F16 {
+                        chunk
+                    } else {
+                        cast(&chunk, from, DType::F32, Rounding::Nearest)?
+                    };
+                    let from_now = if from == DType::F16 {
+                        DType::F16
+                    } else {
+                        DType::F32
+                    };
+                    if from_now == to {
+                        out.write_all(&wide)?;
+                    } else {
+                        out.write_all(&cast(&wide, from_now, to, Rounding::Nearest)?)?;
+                    }
+                    r = end;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The element types a source tensor may have.
+pub(crate) fn check_source(path: &str, t: &TensorInfo) -> Result<()> {
+    if !matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+        return Err(refuse(
+            path,
+            &format!(
+                "tensor '{}' is {}: the converter takes float tensors (F32, F16, BF16, F64)",
+                t.name, t.dtype
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_permuted_as_the_reference_permutes_them() {
+        // Two heads of 4 rows: [h0: 0 1 2 3, h1: 4 5 6 7] -> pairs interleaved per head.
+        let got: Vec<u64> = (0..8).map(|r| source_row(r, 2, 8)).collect();
+        assert_eq!(got, [0, 2, 1, 3, 4, 6, 5, 7]);
+    }
+
+    #[test]
+    fn names_map_as_llama_cpp_names_them() {
+        assert_eq!(
+            llama_name("model.layers.3.self_attn.q_proj.bias").as_deref(),
+            Some("blk.3.attn_q.bias")
+        );
+        assert_eq!(
+            llama_name("lm_head.weight").as_deref(),
+            Some("output.weight")
+        );
+        assert_eq!(llama_name("model.layers.0.mlp.experts.0.w1.weight"), None);
+    }
+}

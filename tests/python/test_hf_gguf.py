@@ -1,0 +1,170 @@
+"""A Hugging Face model folder to GGUF in one step (`tensorsmith convert DIR out.gguf
+[--dtype T] [--quantize MIX]`), byte for byte what llama.cpp's `convert_hf_to_gguf.py` writes,
+and with a mix what `llama-quantize` then makes of its file: the sha256 and length of each in
+tests/data/hf_gguf/vectors.json (`scripts/gen-hf-gguf-vectors` ran the reference tools on the
+same folders, hf_gguf_models.py). Then one test per refusal: an architecture, a tokenizer, a
+pre-tokenizer, a tensor or a vocabulary we do not convert, each named, with no output left."""
+
+import hashlib
+import json
+import shutil
+import struct
+
+import gguf
+import pytest
+
+import hf_gguf_models as models
+
+VECTORS = json.loads((models.DATA / "vectors.json").read_text())
+CASES = [(m, k) for m in models.MODELS for k in VECTORS["models"][m]]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    parent = tmp_path_factory.mktemp("hf")
+    return {m: models.materialize(m, parent) for m in models.MODELS}
+
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("model,key", CASES, ids=[f"{m}-{k}" for m, k in CASES])
+def test_the_file_is_the_reference_tools_file(tsm, folders, tmp_path, model, key):
+    want = VECTORS["models"][model][key]
+    out = tmp_path / "out.gguf"
+    if "-" in key:  # convert_hf_to_gguf.py --outtype T, then llama-quantize
+        dtype, ftype = key.split("-")
+        tsm.run("convert", folders[model], out, "--dtype", dtype, "--quantize", ftype, "--mix",
+                "-q")
+    else:
+        tsm.run("convert", folders[model], out, "--dtype", key, "-q")
+    assert (out.stat().st_size, sha(out)) == (want["len"], want["sha256"])
+    # The intermediate file of the two steps is gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.gguf"]
+
+
+def test_defaults_are_the_reference_defaults(tsm, folders, tmp_path):
+    """No --dtype: F16, as convert_hf_to_gguf.py's default --outtype; an _M name is a mix."""
+    m = "tiny-llama3-instruct"
+    tsm.run("convert", folders[m], tmp_path / "a.gguf", "-q")
+    assert sha(tmp_path / "a.gguf") == VECTORS["models"][m]["f16"]["sha256"]
+    tsm.run("convert", folders[m], tmp_path / "b.gguf", "--quantize", "Q4_K_M", "-q")
+    assert sha(tmp_path / "b.gguf") == VECTORS["models"][m]["f16-Q4_K_M"]["sha256"]
+
+
+def test_what_the_file_holds(tsm, folders, tmp_path):
+    out = tmp_path / "l.gguf"
+    tsm.run("convert", folders["tiny-llama3-instruct"], out, "-q")
+    r = gguf.GGUFReader(str(out))
+    f = {k: v.contents() for k, v in r.fields.items() if not k.startswith("GGUF.")}
+    assert f["general.architecture"] == "llama"
+    assert (f["general.name"], f["general.basename"], f["general.finetune"]) == (
+        "Tiny Llama3 Instruct", "tiny-llama3", "instruct")
+    assert f["tokenizer.ggml.pre"] == "llama-bpe" and f["tokenizer.ggml.model"] == "gpt2"
+    types = f["tokenizer.ggml.token_type"]
+    tokens = f["tokenizer.ggml.tokens"]
+    assert types[tokens.index("<|eot_id|>")] == 3  # control
+    assert types[tokens.index("<tool>")] == 4  # user-defined (an added, not special, token)
+    assert tokens[-1].startswith("[PAD") and types[-1] == 5  # config's vocab_size is larger
+    assert f["llama.rope.dimension_count"] == 64 and f["general.sampling.temp"] == pytest.approx(0.6)
+    names = [t.name for t in r.tensors]
+    assert names[0] == "rope_freqs.weight" and "output.weight" in names
+    q = gguf.GGUFReader(str(tsm.convert(folders["tiny-qwen2"], tmp_path / "q.gguf", "-q")))
+    assert q.fields["tokenizer.ggml.pre"].contents() == "qwen2"
+    assert "output.weight" not in [t.name for t in q.tensors]  # tied embeddings
+    assert "blk.0.attn_q.bias" in [t.name for t in q.tensors]
+
+
+def copy(folders, tmp_path, model="tiny-llama3-instruct"):
+    return shutil.copytree(folders[model], tmp_path / model)
+
+
+def refused(tsm, src, tmp_path, *flags):
+    out = tmp_path / "out.gguf"
+    p = tsm.run("convert", src, out, "-q", *flags, expect=2)
+    assert not out.exists() and not list(tmp_path.glob(".out.gguf*"))
+    return p.stderr.decode()
+
+
+def test_an_architecture_we_do_not_map_is_refused_by_name(tsm, folders, tmp_path):
+    d = copy(folders, tmp_path)
+    c = json.loads((d / "config.json").read_text())
+    c["architectures"] = ["GPT2LMHeadModel"]
+    (d / "config.json").write_text(json.dumps(c))
+    err = refused(tsm, d, tmp_path)
+    assert "GPT2LMHeadModel" in err and "LlamaForCausalLM" in err and "Qwen2ForCausalLM" in err
+
+
+def test_an_unknown_pre_tokenizer_is_refused_and_can_be_named(tsm, folders, tmp_path):
+    d = copy(folders, tmp_path)
+    t = json.loads((d / "tokenizer.json").read_text())
+    t["pre_tokenizer"] = {"type": "Whitespace"}
+    (d / "tokenizer.json").write_text(json.dumps(t))
+    assert "BPE pre-tokenizer was not recognized" in refused(tsm, d, tmp_path)
+    assert "--pre-tokenizer" in refused(tsm, d, tmp_path)
+    out = tsm.convert(d, tmp_path / "named.gguf", "--pre-tokenizer", "gpt-2", "-q")
+    assert gguf.GGUFReader(str(out)).fields["tokenizer.ggml.pre"].contents() == "gpt-2"
+
+
+def test_a_sentencepiece_tokenizer_is_refused_by_name(tsm, folders, tmp_path):
+    d = copy(folders, tmp_path)
+    (d / "tokenizer.model").write_bytes(b"\x0a\x00")
+    assert "SentencePiece" in refused(tsm, d, tmp_path)
+    d2 = copy(folders, tmp_path / "b")
+    t = json.loads((d2 / "tokenizer.json").read_text())
+    t["model"]["byte_fallback"] = True
+    (d2 / "tokenizer.json").write_text(json.dumps(t))
+    assert "SentencePiece-style" in refused(tsm, d2, tmp_path)
+
+
+def test_a_tensor_without_a_llama_cpp_name_is_refused_naming_it(tsm, folders, tmp_path):
+    import numpy as np
+    d = copy(folders, tmp_path)
+    named = [("model.layers.0.block_sparse_moe.gate.weight",
+              np.ones((4, 256), dtype=np.float32))]
+    models._save(d / "model-extra.safetensors", named, "F32")
+    err = refused(tsm, d, tmp_path)
+    assert "model.layers.0.block_sparse_moe.gate.weight" in err and "llama.cpp name" in err
+
+
+def test_an_integer_tensor_and_a_short_vocabulary_are_refused(tsm, folders, tmp_path):
+    d = copy(folders, tmp_path)
+    c = json.loads((d / "config.json").read_text())
+    c["vocab_size"] = 100
+    (d / "config.json").write_text(json.dumps(c))
+    assert "vocabulary size 100" in refused(tsm, d, tmp_path)
+    d2 = copy(folders, tmp_path / "b")
+    h = json.dumps({"model.embed_tokens.weight": {"dtype": "I64", "shape": [2],
+                                                  "data_offsets": [0, 16]}}).encode()
+    (d2 / "model.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + bytes(16))
+    err = refused(tsm, d2, tmp_path)
+    assert "model.embed_tokens.weight" in err and "I64" in err
+
+
+def test_an_output_type_the_converter_does_not_write_is_refused(tsm, folders, tmp_path):
+    err = refused(tsm, folders["tiny-qwen2"], tmp_path, "--dtype", "F64")
+    assert "F64" in err and "F32, F16 or BF16" in err
+
+
+def test_keep_names_writes_the_checkpoint_as_it_is(tsm, folders, tmp_path):
+    out = tsm.convert(folders["tiny-qwen2"], tmp_path / "k.gguf", "--keep-names", "-q")
+    names = {t.name for t in gguf.GGUFReader(str(out)).tensors}
+    assert "model.embed_tokens.weight" in names and "token_embd.weight" not in names
+
+
+def test_the_python_api_converts_a_folder_in_one_step(folders, tmp_path):
+    import tensorsmith
+    m = "tiny-qwen2"
+    out = tmp_path / "p.gguf"
+    assert tensorsmith.convert(folders[m], out, quantize="Q4_K_M") == [str(out)]
+    assert sha(out) == VECTORS["models"][m]["f16-Q4_K_M"]["sha256"]
+    d = copy(folders, tmp_path, m)
+    t = json.loads((d / "tokenizer.json").read_text())
+    t["pre_tokenizer"] = {"type": "Whitespace"}
+    (d / "tokenizer.json").write_text(json.dumps(t))
+    tensorsmith.convert(d, tmp_path / "n.gguf", pre_tokenizer="qwen2")
+    with pytest.raises(Exception, match="pre-tokenizer"):
+        tensorsmith.convert(d, tmp_path / "x.gguf")
+    kept = tensorsmith.convert(folders[m], tmp_path / "k.gguf", keep_names=True)
+    assert "model.norm.weight" in {t.name for t in gguf.GGUFReader(kept[0]).tensors}
