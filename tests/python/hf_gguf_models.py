@@ -13,7 +13,9 @@ always materialized under its own name.
   pre-tokenizer (Split + byte-level), sampling settings in generation_config.json;
 - `tiny-qwen2`: Qwen2ForCausalLM, 3 layers, Q/K/V biases, tied embeddings, FFN width 320 (not
   whole 256-blocks: llama-quantize's fallbacks), F32, two shards and their index, a Qwen2
-  pre-tokenizer.
+  pre-tokenizer;
+- `tiny-mixtral`: MixtralForCausalLM, 2 layers of 4 experts (2 used), F16, a SentencePiece
+  tokenizer (tokenizer.model, byte fallback, a user-defined piece) without tokenizer.json.
 """
 
 import json
@@ -25,7 +27,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "hf_gguf"
-MODELS = ("tiny-llama3-instruct", "tiny-qwen2")
+MODELS = ("tiny-llama3-instruct", "tiny-qwen2", "tiny-mixtral")
 
 
 def values(seed, n):
@@ -53,8 +55,17 @@ def tensors_of(config):
                 (b + "self_attn.k_proj.weight", (kv * hd, e)),
                 (b + "self_attn.v_proj.weight", (kv * hd, e)),
                 (b + "self_attn.o_proj.weight", (e, heads * hd)),
-                (b + "mlp.gate_proj.weight", (f, e)), (b + "mlp.up_proj.weight", (f, e)),
-                (b + "mlp.down_proj.weight", (e, f))]
+                ]
+        if config.get("model_type") == "mixtral":
+            n = config["num_local_experts"]
+            out.append((b + "block_sparse_moe.gate.weight", (n, e)))
+            for x in range(n):
+                m = f"{b}block_sparse_moe.experts.{x}."
+                out += [(m + "w1.weight", (f, e)), (m + "w2.weight", (e, f)),
+                        (m + "w3.weight", (f, e))]
+        else:
+            out += [(b + "mlp.gate_proj.weight", (f, e)), (b + "mlp.up_proj.weight", (f, e)),
+                    (b + "mlp.down_proj.weight", (e, f))]
         if bias:
             out += [(b + "self_attn.q_proj.bias", (heads * hd,)),
                     (b + "self_attn.k_proj.bias", (kv * hd,)),
@@ -64,11 +75,14 @@ def tensors_of(config):
 
 def _save(path, named, dtype):
     """A safetensors file of `named` [(name, float32 array)] in `dtype` ("BF16": the top half
-    of each float32; "F32"), its header's keys sorted as the reference writer sorts them."""
+    of each float32; "F16", "F32"), its header's keys sorted as the reference writer sorts
+    them."""
     header, blobs, at = {}, [], 0
     for name, a in sorted(named, key=lambda x: x[0]):
-        raw = ((a.view(np.uint32) >> np.uint32(16)).astype("<u2").tobytes() if dtype == "BF16"
-               else a.astype("<f4").tobytes())
+        if dtype == "BF16":
+            raw = (a.view(np.uint32) >> np.uint32(16)).astype("<u2").tobytes()
+        else:
+            raw = a.astype("<f2" if dtype == "F16" else "<f4").tobytes()
         header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
         blobs.append(raw)
         at += len(raw)
@@ -85,7 +99,8 @@ def materialize(model, parent):
     dst = Path(parent) / model
     shutil.copytree(DATA / model, dst)
     config = json.loads((dst / "config.json").read_text())
-    dtype = "BF16" if config.get("torch_dtype", config.get("dtype")) == "bfloat16" else "F32"
+    dtype = {"bfloat16": "BF16", "float16": "F16"}.get(
+        config.get("torch_dtype", config.get("dtype")), "F32")
     named = []
     for k, (name, shape) in enumerate(tensors_of(config)):
         v = values(k + 1, int(np.prod(shape))).reshape(shape)

@@ -94,6 +94,7 @@ def test_an_architecture_we_do_not_map_is_refused_by_name(tsm, folders, tmp_path
     (d / "config.json").write_text(json.dumps(c))
     err = refused(tsm, d, tmp_path)
     assert "GPT2LMHeadModel" in err and "LlamaForCausalLM" in err and "Qwen2ForCausalLM" in err
+    assert "MixtralForCausalLM" in err
 
 
 def test_an_unknown_pre_tokenizer_is_refused_and_can_be_named(tsm, folders, tmp_path):
@@ -107,10 +108,11 @@ def test_an_unknown_pre_tokenizer_is_refused_and_can_be_named(tsm, folders, tmp_
     assert gguf.GGUFReader(str(out)).fields["tokenizer.ggml.pre"].contents() == "gpt-2"
 
 
-def test_a_sentencepiece_tokenizer_is_refused_by_name(tsm, folders, tmp_path):
-    d = copy(folders, tmp_path)
-    (d / "tokenizer.model").write_bytes(b"\x0a\x00")
-    assert "SentencePiece" in refused(tsm, d, tmp_path)
+def test_a_broken_sentencepiece_model_and_a_lone_spm_style_json_are_refused(tsm, folders,
+                                                                             tmp_path):
+    d = copy(folders, tmp_path, "tiny-mixtral")
+    (d / "tokenizer.model").write_bytes(b"\x0a\xff\xff")
+    assert "not a SentencePiece model" in refused(tsm, d, tmp_path)
     d2 = copy(folders, tmp_path / "b")
     t = json.loads((d2 / "tokenizer.json").read_text())
     t["model"]["byte_fallback"] = True
@@ -118,14 +120,33 @@ def test_a_sentencepiece_tokenizer_is_refused_by_name(tsm, folders, tmp_path):
     assert "SentencePiece-style" in refused(tsm, d2, tmp_path)
 
 
+def test_a_mixture_of_experts_with_a_sentencepiece_tokenizer(tsm, folders, tmp_path):
+    r = gguf.GGUFReader(str(tsm.convert(folders["tiny-mixtral"], tmp_path / "m.gguf", "-q")))
+    f = {k: v.contents() for k, v in r.fields.items() if not k.startswith("GGUF.")}
+    assert (f["tokenizer.ggml.model"], f["tokenizer.ggml.pre"]) == ("llama", "default")
+    assert len(f["tokenizer.ggml.scores"]) == len(f["tokenizer.ggml.tokens"])
+    assert f["tokenizer.ggml.token_type"][:3] == [3, 3, 3]  # <unk> <s> </s>: special, control
+    assert (f["llama.expert_count"], f["llama.expert_used_count"]) == (4, 2)
+    assert f["general.size_label"].startswith("4x")
+    t = {x.name: x for x in r.tensors}
+    assert list(t["blk.0.ffn_gate_exps.weight"].shape) == [256, 256, 4]
+    assert t["blk.1.ffn_gate_inp.weight"].tensor_type.name == "F32"
+    # A layer missing an expert's tensor is refused by name.
+    d = copy(folders, tmp_path, "tiny-mixtral")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["num_local_experts"] = 5
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert "lacks some of its experts" in refused(tsm, d, tmp_path)
+
+
 def test_a_tensor_without_a_llama_cpp_name_is_refused_naming_it(tsm, folders, tmp_path):
     import numpy as np
     d = copy(folders, tmp_path)
-    named = [("model.layers.0.block_sparse_moe.gate.weight",
+    named = [("model.layers.0.mlp.shared_expert.up_proj.weight",
               np.ones((4, 256), dtype=np.float32))]
     models._save(d / "model-extra.safetensors", named, "F32")
     err = refused(tsm, d, tmp_path)
-    assert "model.layers.0.block_sparse_moe.gate.weight" in err and "llama.cpp name" in err
+    assert "model.layers.0.mlp.shared_expert.up_proj.weight" in err and "llama.cpp name" in err
 
 
 def test_an_integer_tensor_and_a_short_vocabulary_are_refused(tsm, folders, tmp_path):

@@ -38,6 +38,13 @@ const ARCHES: &[(&str, Arch)] = &[
         },
     ),
     (
+        "MixtralForCausalLM",
+        Arch {
+            name: "llama",
+            undo_permute: true,
+        },
+    ),
+    (
         "Qwen2ForCausalLM",
         Arch {
             name: "qwen2",

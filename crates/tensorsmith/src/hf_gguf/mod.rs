@@ -2,25 +2,28 @@
 //! llama.cpp's `convert_hf_to_gguf.py` (the llama.cpp that llama-cpp-python 0.3.36 vendors)
 //! writes them, byte for byte: the same keys in the same order with the same types, the same
 //! tensors in the same order with the same names, types and bytes. For the Llama family
-//! (Llama, Mistral, Qwen2) with a byte-level BPE tokenizer (tokenizer.json).
+//! (Llama, Mistral, Mixtral, Qwen2) with a byte-level BPE tokenizer (tokenizer.json) or a
+//! SentencePiece one (tokenizer.model).
 //!
 //! What the reference does and we do not (yet), each refused by name or noted:
-//! - SentencePiece tokenizers (tokenizer.model, or a SentencePiece-style tokenizer.json):
-//!   refused;
-//! - mixtures of experts (Mixtral's `block_sparse_moe`): refused (the tensor is named);
+//! - a SentencePiece-style tokenizer.json without its tokenizer.model (the reference's
+//!   `LlamaHfVocab`): refused;
+//! - mixtures of experts other than Mixtral's `block_sparse_moe`: refused (the tensor is
+//!   named);
 //! - a model card (README.md): its keys (license, tags, languages, base models) are not
 //!   written, so a folder with one gets a file without them;
 //! - the Q8_0, TQ1_0, TQ2_0 and "auto" output types (F32, F16 and BF16 are written; a
 //!   llama-quantize mix goes through `ops::convert_hf`).
 //!
 //! Files: `hparams.rs` (the architecture's keys), `naming.rs` (general.*), `vocab.rs` and
-//! `special.rs` (the tokenizer), `tensors.rs` (names, permutation, types, values), `rope.rs`
+//! `spm.rs` and `special.rs` (the tokenizer), `tensors.rs` (names, permutation, types, values), `rope.rs`
 //! (Llama 3's rope_freqs).
 
 mod hparams;
 mod naming;
 mod rope;
 mod special;
+mod spm;
 mod tensors;
 mod vocab;
 
@@ -137,8 +140,55 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
             src: tensors::Values::F32(f),
         });
     }
+    let n_experts = hparams::find(&h, &["num_local_experts"]).and_then(Value::as_u64);
+    let mut experts: std::collections::HashMap<u64, Vec<(u64, usize, &crate::index::TensorInfo)>> =
+        Default::default();
     for t in order {
         if tensors::dropped(&t.name) {
+            continue;
+        }
+        if let Some((bid, x, w)) = tensors::expert_of(&t.name) {
+            // Mixtral's experts, one tensor each: stacked per layer and kind (w1 gate, w2
+            // down, w3 up) when the layer's last one comes, as the reference stacks them.
+            tensors::check_source(&model.file_of(t).location, t)?;
+            let n = n_experts
+                .ok_or_else(|| refuse(&cfg_path, "expert tensors, and no num_local_experts"))?;
+            if x >= n {
+                return Err(refuse(
+                    &model.file_of(t).location,
+                    &format!("tensor '{}': expert {x} of {n} (num_local_experts)", t.name),
+                ));
+            }
+            let layer = experts.entry(bid).or_default();
+            layer.push((x, w, t));
+            if layer.len() as u64 == n * 3 {
+                let mut layer = experts.remove(&bid).unwrap_or_default();
+                layer.sort_by_key(|(x, w, _)| (*w, *x));
+                for (w, kind) in ["gate", "down", "up"].iter().enumerate() {
+                    let ts: Vec<&crate::index::TensorInfo> =
+                        layer.iter().filter(|e| e.1 == w).map(|e| e.2).collect();
+                    let first = ts[0];
+                    if ts
+                        .iter()
+                        .any(|t| t.shape != first.shape || t.shape.len() != 2)
+                    {
+                        return Err(refuse(
+                            &model.file_of(first).location,
+                            &format!("layer {bid}'s w{} experts differ in shape", w + 1),
+                        ));
+                    }
+                    let mut ne: crate::index::Shape = first.shape.iter().rev().copied().collect();
+                    ne.push(n);
+                    let name = format!("blk.{bid}.ffn_{kind}_exps.weight");
+                    let ty = tensors::type_of(&name, 3, opts.out_type);
+                    planned.push(tensors::Planned {
+                        name,
+                        ne,
+                        ty,
+                        src: tensors::Values::Stack { model, ts },
+                    });
+                }
+            }
             continue;
         }
         let name = tensors::llama_name(&t.name).ok_or_else(|| {
@@ -185,7 +235,13 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
             src: tensors::Values::Tensor { model, t, heads },
         });
     }
-    let total: u64 = planned.iter().map(|p| p.ne.iter().product::<u64>()).sum();
+    if let Some(bid) = experts.keys().min() {
+        return Err(refuse(
+            &shown,
+            &format!("layer {bid} lacks some of its experts' w1/w2/w3 tensors"),
+        ));
+    }
+    let params = parameter_counts(&planned);
 
     let mut w = gguf::Writer::new();
     w.set("general.architecture", GgufValue::String(arch.name.into()));
@@ -195,12 +251,7 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| shown.clone());
     let generation = read_json(dir, "generation_config.json")?;
-    for (k, v) in naming::general_keys(
-        &dir_name,
-        &config,
-        generation.as_ref(),
-        (total, total, 0, 0),
-    ) {
+    for (k, v) in naming::general_keys(&dir_name, &config, generation.as_ref(), params) {
         w.set(k, v);
     }
     for (k, v) in hparams::keys(&cfg_path, arch, &h, block_count as u32, ft)? {
@@ -222,6 +273,25 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
         w.add(p.name, p.ne, p.ty, src)?;
     }
     Ok(w)
+}
+
+/// (total, shared, expert, expert count) as gguf-py's `get_total_parameter_count` counts them
+/// (an expert tensor's parameters per expert).
+fn parameter_counts(planned: &[tensors::Planned<'_>]) -> (u64, u64, u64, u64) {
+    let (mut total, mut shared, mut expert, mut sum, mut n) = (0, 0, 0, 0, 0);
+    for p in planned {
+        let size: u64 = p.ne.iter().product();
+        if p.name.contains("_exps.") && p.ne.len() >= 3 {
+            let count = p.ne[if p.name.contains(".bias") { 1 } else { 2 }].max(1);
+            expert += size / count;
+            sum += count;
+            n += 1;
+        } else {
+            shared += size;
+        }
+        total += size;
+    }
+    (total, shared, expert, sum.checked_div(n).unwrap_or(0))
 }
 
 /// The tokenizer's keys: `add_space_prefix` (Llama), the vocabulary, then the special tokens.
@@ -248,32 +318,40 @@ fn tokenizer_keys(
             ));
         }
     }
-    if dir.join("tokenizer.model").is_file() {
-        return Err(refuse(
-            &format!("{shown}/tokenizer.model"),
-            "a SentencePiece tokenizer: not converted yet (byte-level BPE tokenizers are)",
-        ));
-    }
-    let tok = read_json(dir, "tokenizer.json")?
-        .ok_or_else(|| refuse(&tok_path, "no tokenizer.json (nor tokenizer.model)"))?;
-    let model = tok.get("model");
-    if model
-        .and_then(|m| m.get("byte_fallback"))
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
-        return Err(refuse(
-            &tok_path,
-            "a SentencePiece-style BPE tokenizer (byte_fallback): not converted yet (byte-level BPE tokenizers are)",
-        ));
-    }
     let vocab_size = h.get("vocab_size").and_then(Value::as_u64);
-    out.extend(vocab::bpe_keys(
-        &tok_path,
-        &tok,
-        vocab_size,
-        opts.pre_tokenizer.as_deref(),
-    )?);
+    // As the reference: a SentencePiece model first, else tokenizer.json.
+    let mut n_vocab = None;
+    let tok = read_json(dir, "tokenizer.json")?;
+    // As the reference: a SentencePiece model first, else tokenizer.json.
+    let spm = dir.join("tokenizer.model").is_file();
+    if spm {
+        let keys = spm::spm_keys(dir, shown, vocab_size, tc.as_ref())?;
+        if let Some((_, GgufValue::Array(crate::gguf::Array::String(t)))) = keys.get(2) {
+            n_vocab = Some(t.len() as u64);
+        }
+        out.extend(keys);
+    } else {
+        let tok = tok
+            .as_ref()
+            .ok_or_else(|| refuse(&tok_path, "no tokenizer.json (nor tokenizer.model)"))?;
+        let model = tok.get("model");
+        if model
+            .and_then(|m| m.get("byte_fallback"))
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return Err(refuse(
+                &tok_path,
+                "a SentencePiece-style BPE tokenizer.json (byte_fallback) without its tokenizer.model: not converted yet",
+            ));
+        }
+        out.extend(vocab::bpe_keys(
+            &tok_path,
+            tok,
+            vocab_size,
+            opts.pre_tokenizer.as_deref(),
+        )?);
+    }
     let template = std::fs::read_to_string(dir.join("chat_template.jinja")).ok();
     let template = template.or_else(|| {
         std::fs::read(dir.join("chat_template.json"))
@@ -286,10 +364,12 @@ fn tokenizer_keys(
             })
     });
     let special = special::Special::load(
-        Some(&tok),
+        tok.as_ref(),
         tc.as_ref().and_then(Value::as_object),
         config,
         template,
+        n_vocab,
+        !spm,
     );
     out.extend(special.keys());
     Ok(out)

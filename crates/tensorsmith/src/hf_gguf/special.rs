@@ -19,6 +19,8 @@ pub(crate) struct Special {
     pub lowercase: Option<bool>,
     pub strip_accents: Option<bool>,
     kinds: Vec<String>,
+    /// Ids from here on are skipped (a SentencePiece vocabulary's size).
+    n_vocab: Option<u64>,
 }
 
 fn set_flag(v: &mut Vec<(String, bool)>, k: &str, b: bool, only_if_absent: bool) {
@@ -34,7 +36,10 @@ impl Special {
         let Some(id) = id.and_then(Value::as_i64) else {
             return;
         };
-        if id < 0 || self.ids.iter().any(|(k, _)| k == kind) {
+        if id < 0
+            || self.n_vocab.is_some_and(|n| id as u64 >= n)
+            || self.ids.iter().any(|(k, _)| k == kind)
+        {
             return;
         }
         self.ids.push((kind.to_string(), id as u32));
@@ -72,8 +77,11 @@ impl Special {
         config: Option<&Map<String, Value>>,
         model_config: &Value,
         template_file: Option<String>,
+        n_vocab: Option<u64>,
+        load_merges: bool,
     ) -> Special {
         let mut s = Special {
+            n_vocab,
             kinds: ["bos", "eos", "unk", "sep", "pad", "cls", "mask"]
                 .map(String::from)
                 .to_vec(),
@@ -83,7 +91,9 @@ impl Special {
         let empty = Vec::new();
         let mut added: &Vec<Value> = &empty;
         if let Some(t) = tokenizer {
-            s.merges = merges_of(t);
+            if load_merges {
+                s.merges = merges_of(t);
+            }
             if let Some(n) = t.get("normalizer").filter(|n| !n.is_null()) {
                 s.normalizer(n);
             }

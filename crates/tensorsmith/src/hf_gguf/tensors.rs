@@ -32,6 +32,11 @@ pub(crate) enum Values<'a> {
     },
     /// Values computed here (rope_freqs).
     F32(Vec<f32>),
+    /// Source tensors stacked along a new first axis (a layer's experts).
+    Stack {
+        model: &'a Model,
+        ts: Vec<&'a TensorInfo>,
+    },
 }
 
 /// The llama.cpp name of a Hugging Face tensor name of the Llama family (Llama, Mistral,
@@ -64,9 +69,26 @@ pub(crate) fn llama_name(name: &str) -> Option<String> {
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
+        "block_sparse_moe.gate" => "ffn_gate_inp",
         _ => return None,
     };
     Some(format!("blk.{bid}.{to}.{suffix}"))
+}
+
+/// (layer, expert, kind 0/1/2 for w1/w2/w3) of a Mixtral expert tensor
+/// (`model.layers.B.block_sparse_moe.experts.X.wK.weight`).
+pub(crate) fn expert_of(name: &str) -> Option<(u64, u64, usize)> {
+    let rest = name.strip_prefix("model.layers.")?;
+    let (bid, rest) = rest.split_once('.')?;
+    let rest = rest.strip_prefix("block_sparse_moe.experts.")?;
+    let (x, rest) = rest.split_once('.')?;
+    let w = match rest {
+        "w1.weight" => 0,
+        "w2.weight" => 1,
+        "w3.weight" => 2,
+        _ => return None,
+    };
+    Some((bid.parse().ok()?, x.parse().ok()?, w))
 }
 
 /// Names the reference drops before mapping.
@@ -78,7 +100,12 @@ pub(crate) fn dropped(name: &str) -> bool {
 
 /// The output type of a tensor named `name` of `dims` dimensions, for output type `out`.
 pub(crate) fn type_of(name: &str, dims: usize, out: DType) -> GgmlType {
-    let d = if dims <= 1 || name.ends_with("_norm.weight") || !name.ends_with(".weight") {
+    // The router (ffn_gate_inp) is among the tensors the reference keeps F32.
+    let d = if dims <= 1
+        || name.ends_with("_norm.weight")
+        || !name.ends_with(".weight")
+        || name.ends_with(".ffn_gate_inp.weight")
+    {
         DType::F32
     } else {
         out
@@ -118,47 +145,63 @@ impl TensorData for Source<'_> {
                 out.write_all(&cast(&b, DType::F32, to, Rounding::Nearest)?)?;
                 Ok(())
             }
-            Values::Tensor { model, t, heads } => {
-                let from = t.dtype;
-                let elem = from.byte_size().unwrap_or(4) as u64;
-                let rows = t.shape.first().copied().unwrap_or(1).max(1);
-                let row_elems = t.elements() / rows;
-                let row_bytes = row_elems * elem;
-                let bytes = model.tensor_bytes(t)?;
-                let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-                let mut r = 0;
-                while r < rows {
-                    let end = (r + per_chunk).min(rows);
-                    let mut chunk = Vec::with_capacity(((end - r) * row_bytes) as usize);
-                    for o in r..end {
-                        let s = match heads {
-                            Some(h) => source_row(o, *h, rows),
-                            None => o,
-                        };
-                        let at = (s * row_bytes) as usize;
-                        chunk.extend_from_slice(&bytes[at..at + row_bytes as usize]);
-                    }
-                    let wide = if from == DType::F32 || from == DType::F16 {
-                        chunk
-                    } else {
-                        cast(&chunk, from, DType::F32, Rounding::Nearest)?
-                    };
-                    let from_now = if from == DType::F16 {
-                        DType::F16
-                    } else {
-                        DType::F32
-                    };
-                    if from_now == to {
-                        out.write_all(&wide)?;
-                    } else {
-                        out.write_all(&cast(&wide, from_now, to, Rounding::Nearest)?)?;
-                    }
-                    r = end;
+            Values::Tensor { model, t, heads } => write_tensor(model, t, *heads, to, out),
+            Values::Stack { model, ts } => {
+                for t in ts {
+                    write_tensor(model, t, None, to, out)?;
                 }
                 Ok(())
             }
         }
     }
+}
+
+/// Tensor `t`'s values as `to`, rows permuted by `heads` when set, a chunk of rows at a time.
+fn write_tensor(
+    model: &Model,
+    t: &TensorInfo,
+    heads: Option<u64>,
+    to: DType,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let from = t.dtype;
+    let elem = from.byte_size().unwrap_or(4) as u64;
+    let rows = t.shape.first().copied().unwrap_or(1).max(1);
+    let row_elems = t.elements() / rows;
+    let row_bytes = row_elems * elem;
+    let bytes = model.tensor_bytes(t)?;
+    let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
+    // F16 values stay F16 on the way (exact in F32 either way), the others go through F32.
+    let from_now = if from == DType::F16 {
+        DType::F16
+    } else {
+        DType::F32
+    };
+    let mut r = 0;
+    while r < rows {
+        let end = (r + per_chunk).min(rows);
+        let mut chunk = Vec::with_capacity(((end - r) * row_bytes) as usize);
+        for o in r..end {
+            let s = match heads {
+                Some(h) => source_row(o, h, rows),
+                None => o,
+            };
+            let at = (s * row_bytes) as usize;
+            chunk.extend_from_slice(&bytes[at..at + row_bytes as usize]);
+        }
+        let wide = if from == from_now {
+            chunk
+        } else {
+            cast(&chunk, from, DType::F32, Rounding::Nearest)?
+        };
+        if from_now == to {
+            out.write_all(&wide)?;
+        } else {
+            out.write_all(&cast(&wide, from_now, to, Rounding::Nearest)?)?;
+        }
+        r = end;
+    }
+    Ok(())
 }
 
 /// The element types a source tensor may have.

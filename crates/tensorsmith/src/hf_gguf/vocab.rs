@@ -60,7 +60,7 @@ pub(crate) fn pre_tokenizer_name(t: &Value) -> Option<&'static str> {
 }
 
 /// The reference's `does_token_look_special`.
-fn looks_special(t: &str) -> bool {
+pub(crate) fn looks_special(t: &str) -> bool {
     matches!(t, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
         || (t.starts_with("<|") && t.ends_with("|>"))
         || (t.starts_with("<\u{ff5c}") && t.ends_with("\u{ff5c}>"))

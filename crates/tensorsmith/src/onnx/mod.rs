@@ -11,7 +11,7 @@ mod graph;
 mod tensor;
 mod to_index;
 mod typed;
-mod wire;
+pub(crate) mod wire;
 pub mod write;
 
 pub use format::{Onnx, DEFAULT_MAX_GRAPH_LEN};
