@@ -17,7 +17,8 @@
 //!
 //! Files: `hparams.rs` (the architecture's keys), `naming.rs` (general.*), `vocab.rs` and
 //! `spm.rs` and `special.rs` (the tokenizer), `tensors.rs` (names, permutation, types, values), `rope.rs`
-//! (Llama 3's rope_freqs).
+//! (Llama 3's rope_freqs), `virtual_file.rs` (the result read by range, never written: the
+//! input of the quantizing step).
 
 mod hparams;
 mod naming;
@@ -25,6 +26,7 @@ mod rope;
 mod special;
 mod spm;
 mod tensors;
+mod virtual_file;
 mod vocab;
 
 use crate::dtype::DType;
@@ -34,6 +36,8 @@ use crate::gguf::{self, GgufValue};
 use crate::model::Model;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+
+pub use virtual_file::converted_model;
 
 pub(crate) fn refuse(path: &str, why: &str) -> Error {
     Error::new(ErrorKind::Unsupported(why.to_string())).in_file(Path::new(path))
@@ -107,6 +111,32 @@ fn file_type(t: DType) -> Result<u32> {
 
 /// A writer holding the folder's GGUF: every key and tensor, ready to write.
 pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf::Writer<'a>> {
+    let (meta, planned) = plan(dir, model, opts)?;
+    let mut w = gguf::Writer::new();
+    for (k, v) in meta {
+        w.set(k, v);
+    }
+    for p in planned {
+        let len = byte_len(&p)?;
+        let src = tensors::Source {
+            values: p.src,
+            ty: p.ty,
+            len,
+        };
+        w.add(p.name, p.ne, p.ty, src)?;
+    }
+    Ok(w)
+}
+
+fn byte_len(p: &tensors::Planned<'_>) -> Result<u64> {
+    p.ty.byte_len(p.ne.iter().product())
+        .ok_or_else(|| Error::new(ErrorKind::ShapeOverflow))
+}
+
+/// The folder's GGUF as metadata (in order) and tensors (in order, with their sources).
+pub(crate) type Plan<'a> = (Vec<(String, GgufValue)>, Vec<tensors::Planned<'a>>);
+
+pub(crate) fn plan<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<Plan<'a>> {
     let shown = dir.to_string_lossy().into_owned();
     let ft = file_type(opts.out_type)?;
     let config = read_json(dir, "config.json")?
@@ -243,36 +273,28 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
     }
     let params = parameter_counts(&planned);
 
-    let mut w = gguf::Writer::new();
-    w.set("general.architecture", GgufValue::String(arch.name.into()));
-    w.set("general.type", GgufValue::String("model".into()));
+    let mut meta: Vec<(String, GgufValue)> = vec![
+        (
+            "general.architecture".into(),
+            GgufValue::String(arch.name.into()),
+        ),
+        ("general.type".into(), GgufValue::String("model".into())),
+    ];
     let dir_name = std::fs::canonicalize(dir)
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| shown.clone());
     let generation = read_json(dir, "generation_config.json")?;
-    for (k, v) in naming::general_keys(&dir_name, &config, generation.as_ref(), params) {
-        w.set(k, v);
-    }
-    for (k, v) in hparams::keys(&cfg_path, arch, &h, block_count as u32, ft)? {
-        w.set(k, v);
-    }
-    w.set("general.quantization_version", GgufValue::U32(2));
-    for (k, v) in tokenizer_keys(dir, &shown, arch, &config, &h, opts)? {
-        w.set(k, v);
-    }
-    for p in planned {
-        let len =
-            p.ty.byte_len(p.ne.iter().product())
-                .ok_or_else(|| Error::new(ErrorKind::ShapeOverflow))?;
-        let src = tensors::Source {
-            values: p.src,
-            ty: p.ty,
-            len,
-        };
-        w.add(p.name, p.ne, p.ty, src)?;
-    }
-    Ok(w)
+    meta.extend(naming::general_keys(
+        &dir_name,
+        &config,
+        generation.as_ref(),
+        params,
+    ));
+    meta.extend(hparams::keys(&cfg_path, arch, &h, block_count as u32, ft)?);
+    meta.push(("general.quantization_version".into(), GgufValue::U32(2)));
+    meta.extend(tokenizer_keys(dir, &shown, arch, &config, &h, opts)?);
+    Ok((meta, planned))
 }
 
 /// (total, shared, expert, expert count) as gguf-py's `get_total_parameter_count` counts them

@@ -164,44 +164,57 @@ fn write_tensor(
     to: DType,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let rows = t.shape.first().copied().unwrap_or(1).max(1);
+    let row_bytes = (t.elements() / rows) * t.dtype.byte_size().unwrap_or(4) as u64;
+    let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
+    let mut r = 0;
+    while r < rows {
+        let end = (r + per_chunk).min(rows);
+        out.write_all(&rows_as(model, t, heads, to, r..end)?)?;
+        r = end;
+    }
+    Ok(())
+}
+
+/// Output rows `rows` of tensor `t` (its first axis; a 1-D tensor's elements) as `to`,
+/// permuted by `heads` when set: values through F32 as the reference's are (F16 stays F16 on
+/// the way, exact either way).
+pub(crate) fn rows_as(
+    model: &Model,
+    t: &TensorInfo,
+    heads: Option<u64>,
+    to: DType,
+    rows: std::ops::Range<u64>,
+) -> Result<Vec<u8>> {
     let from = t.dtype;
     let elem = from.byte_size().unwrap_or(4) as u64;
-    let rows = t.shape.first().copied().unwrap_or(1).max(1);
-    let row_elems = t.elements() / rows;
-    let row_bytes = row_elems * elem;
+    let n = t.shape.first().copied().unwrap_or(1).max(1);
+    let row_bytes = (t.elements() / n) * elem;
     let bytes = model.tensor_bytes(t)?;
-    let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-    // F16 values stay F16 on the way (exact in F32 either way), the others go through F32.
+    let mut chunk = Vec::with_capacity(((rows.end - rows.start) * row_bytes) as usize);
+    for o in rows {
+        let s = match heads {
+            Some(h) => source_row(o, h, n),
+            None => o,
+        };
+        let at = (s * row_bytes) as usize;
+        chunk.extend_from_slice(&bytes[at..at + row_bytes as usize]);
+    }
     let from_now = if from == DType::F16 {
         DType::F16
     } else {
         DType::F32
     };
-    let mut r = 0;
-    while r < rows {
-        let end = (r + per_chunk).min(rows);
-        let mut chunk = Vec::with_capacity(((end - r) * row_bytes) as usize);
-        for o in r..end {
-            let s = match heads {
-                Some(h) => source_row(o, h, rows),
-                None => o,
-            };
-            let at = (s * row_bytes) as usize;
-            chunk.extend_from_slice(&bytes[at..at + row_bytes as usize]);
-        }
-        let wide = if from == from_now {
-            chunk
-        } else {
-            cast(&chunk, from, DType::F32, Rounding::Nearest)?
-        };
-        if from_now == to {
-            out.write_all(&wide)?;
-        } else {
-            out.write_all(&cast(&wide, from_now, to, Rounding::Nearest)?)?;
-        }
-        r = end;
+    let wide = if from == from_now {
+        chunk
+    } else {
+        cast(&chunk, from, DType::F32, Rounding::Nearest)?
+    };
+    if from_now == to {
+        Ok(wide)
+    } else {
+        cast(&wide, from_now, to, Rounding::Nearest)
     }
-    Ok(())
 }
 
 /// The element types a source tensor may have.

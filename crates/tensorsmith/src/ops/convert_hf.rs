@@ -1,8 +1,8 @@
 //! A Hugging Face model folder to GGUF (`hf_gguf`), then, for `--quantize`, llama-quantize's
-//! step on the result: the folder is written as `convert_hf_to_gguf.py` writes it (F16 unless
-//! `--dtype` says F32 or BF16) to a temporary file beside the output, which `convert_gguf`
-//! quantizes as `llama-quantize` does, and which is removed afterwards. The two steps give the
-//! reference pipeline's bytes; the intermediate file costs the disk space of the F16 model.
+//! step on the result: the folder's GGUF as `convert_hf_to_gguf.py` writes it (F16 unless
+//! `--dtype` says F32 or BF16) is not written but read by range as it is computed
+//! (`hf_gguf::converted_model`), and `convert_gguf` quantizes it as `llama-quantize` does: the
+//! two reference steps' bytes in one pass, without the intermediate file.
 
 use super::convert_gguf::convert_gguf;
 use super::convert_options::ConvertOptions;
@@ -11,15 +11,7 @@ use crate::error::Result;
 use crate::hf_gguf::{self, HfOptions};
 use crate::model::Model;
 use std::path::{Path, PathBuf};
-
-/// Removes the intermediate file however the conversion ends.
-struct Remove(PathBuf);
-
-impl Drop for Remove {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use std::sync::Arc;
 
 pub fn convert_hf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<(PathBuf, u64)>> {
     let dir =
@@ -31,14 +23,12 @@ pub fn convert_hf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Ve
     if opts.quantize.is_none() && opts.quantize_mix.is_none() && opts.gguf_set.is_empty() {
         return hf_gguf::convert(dir, input, out, &hf);
     }
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = out.with_file_name(format!(".{name}.{}.hf.gguf", std::process::id()));
-    let _remove = Remove(tmp.clone());
-    hf_gguf::convert(dir, input, &tmp, &hf)?;
-    let converted = crate::open(&tmp.to_string_lossy(), &crate::OpenOptions::default())?;
+    // The checkpoint again, owned by the converted file that reads it.
+    let again = Arc::new(crate::open(
+        &input.location,
+        &crate::OpenOptions::default(),
+    )?);
+    let converted = hf_gguf::converted_model(dir, again, &hf)?;
     let mut second = opts.clone();
     second.dtype = None;
     second.keep_names = true;

@@ -1,0 +1,209 @@
+//! The folder's GGUF (what `convert_hf_to_gguf.py` would write) as a file that is never
+//! written: its header in memory, each range of tensor data computed from the checkpoint when
+//! read. Opened as a [`Model`], it is the input of llama-quantize's step (`convert_gguf`), so
+//! a folder becomes a quantized GGUF in one pass, with neither the intermediate file nor its
+//! disk space, and the same bytes as the two reference steps (the values still go through
+//! the intermediate type, F16 by default, as they do there).
+
+use super::tensors::{rows_as, Values};
+use super::{plan, HfOptions};
+use crate::bytes::ReadAt;
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::gguf;
+use crate::index::TensorInfo;
+use crate::model::Model;
+use crate::safetensors::TensorData;
+use std::borrow::Cow;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A tensor's bytes as the file holds them.
+#[derive(Debug)]
+enum Rows {
+    Tensor {
+        t: TensorInfo,
+        heads: Option<u64>,
+    },
+    /// Experts stacked: each member's rows in turn.
+    Stack(Vec<TensorInfo>),
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug)]
+struct Part {
+    start: u64,
+    len: u64,
+    to: DType,
+    rows: Rows,
+}
+
+pub(crate) struct VirtualGguf {
+    header: Vec<u8>,
+    parts: Vec<Part>,
+    len: u64,
+    model: Arc<Model>,
+}
+
+impl std::fmt::Debug for VirtualGguf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "VirtualGguf({} tensors, {} bytes)",
+            self.parts.len(),
+            self.len
+        )
+    }
+}
+
+/// A tensor's declared length, for the header: its bytes are never pulled from here.
+struct Declared(u64);
+
+impl TensorData for Declared {
+    fn len(&self) -> u64 {
+        self.0
+    }
+
+    fn write_to(&mut self, _: &mut dyn std::io::Write) -> Result<()> {
+        Err(Error::new(ErrorKind::Unsupported(
+            "the converted folder's data is read by range, not written".into(),
+        )))
+    }
+}
+
+/// Bytes per output row of `t` in `to` (a 1-D tensor's row is one element).
+fn row_len(t: &TensorInfo, to: DType) -> u64 {
+    let rows = t.shape.first().copied().unwrap_or(1).max(1);
+    (t.elements() / rows) * to.byte_size().unwrap_or(4) as u64
+}
+
+impl Part {
+    /// Bytes `a..b` of the tensor's data.
+    fn bytes(&self, model: &Model, a: u64, b: u64) -> Result<Vec<u8>> {
+        let one = |t: &TensorInfo, heads: Option<u64>, a: u64, b: u64| -> Result<Vec<u8>> {
+            let r = row_len(t, self.to).max(1);
+            let (r0, r1) = (a / r, b.div_ceil(r));
+            let rows = rows_as(model, t, heads, self.to, r0..r1)?;
+            let off = (a - r0 * r) as usize;
+            Ok(rows[off..off + (b - a) as usize].to_vec())
+        };
+        match &self.rows {
+            Rows::Bytes(v) => Ok(v[a as usize..b as usize].to_vec()),
+            Rows::Tensor { t, heads } => one(t, *heads, a, b),
+            Rows::Stack(ts) => {
+                let each = self.len / ts.len().max(1) as u64;
+                let mut out = Vec::with_capacity((b - a) as usize);
+                let mut pos = a;
+                while pos < b {
+                    let i = (pos / each) as usize;
+                    let base = i as u64 * each;
+                    let end = b.min(base + each);
+                    out.extend(one(&ts[i], None, pos - base, end - base)?);
+                    pos = end;
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+impl ReadAt for VirtualGguf {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+        let end = range.end.min(self.len);
+        let mut pos = range.start.min(end);
+        let hl = self.header.len() as u64;
+        if end <= hl {
+            return Ok(Cow::Borrowed(&self.header[pos as usize..end as usize]));
+        }
+        let mut out = Vec::with_capacity((end - pos) as usize);
+        if pos < hl {
+            out.extend_from_slice(&self.header[pos as usize..]);
+            pos = hl;
+        }
+        while pos < end {
+            // The part at or after `pos`; padding before it reads as zeros.
+            let i = self.parts.partition_point(|p| p.start + p.len <= pos);
+            match self.parts.get(i) {
+                Some(p) if p.start <= pos => {
+                    let to = end.min(p.start + p.len);
+                    out.extend(p.bytes(&self.model, pos - p.start, to - p.start)?);
+                    pos = to;
+                }
+                Some(p) => {
+                    let to = end.min(p.start);
+                    out.resize(out.len() + (to - pos) as usize, 0);
+                    pos = to;
+                }
+                None => {
+                    out.resize(out.len() + (end - pos) as usize, 0);
+                    pos = end;
+                }
+            }
+        }
+        Ok(Cow::Owned(out))
+    }
+}
+
+/// The folder `dir` (its checkpoint opened as `model`) as a GGUF [`Model`] read by range.
+pub fn converted_model(dir: &Path, model: Arc<Model>, opts: &HfOptions) -> Result<Model> {
+    let (meta, planned) = plan(dir, &model, opts)?;
+    let mut w = gguf::Writer::new();
+    for (k, v) in meta {
+        w.set(k, v);
+    }
+    let align = w.alignment()?;
+    let mut parts = Vec::with_capacity(planned.len());
+    let mut lens = Vec::with_capacity(planned.len());
+    for p in planned {
+        let len = super::byte_len(&p)?;
+        let to = p.ty.dtype().expect("a float type");
+        let rows = match p.src {
+            Values::Tensor { t, heads, .. } => Rows::Tensor {
+                t: t.clone(),
+                heads,
+            },
+            Values::Stack { ts, .. } => Rows::Stack(ts.into_iter().cloned().collect()),
+            Values::F32(v) => {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Rows::Bytes(crate::cast::cast(
+                    &b,
+                    DType::F32,
+                    to,
+                    crate::cast::Rounding::Nearest,
+                )?)
+            }
+        };
+        w.add(p.name, p.ne, p.ty, Declared(len))?;
+        lens.push(len);
+        parts.push((to, rows));
+    }
+    let header = w.header_bytes()?;
+    let mut at = header.len() as u64;
+    let parts: Vec<Part> = parts
+        .into_iter()
+        .zip(lens)
+        .map(|((to, rows), len)| {
+            let p = Part {
+                start: at,
+                len,
+                to,
+                rows,
+            };
+            at += len.div_ceil(align) * align;
+            p
+        })
+        .collect();
+    let file = VirtualGguf {
+        header,
+        parts,
+        len: at,
+        model,
+    };
+    let location = format!("{} (converted)", dir.display());
+    crate::model::open_reader(&location, Box::new(file), &crate::OpenOptions::default())
+}
