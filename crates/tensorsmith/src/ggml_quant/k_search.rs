@@ -270,13 +270,19 @@ pub(super) fn make_qkx_quants<const MAD: bool>(
     }
     let mut aux = [0u8; 32];
     let aux = &mut aux[..n];
+    // The codes as floats, computed apart from the sums: the codes vectorize, the sums keep
+    // C's order (one element after the other), so the bits stay ggml's.
+    let mut lfs = [0f32; 32];
+    let lfs = &mut lfs[..n];
     for is in 0..=nstep {
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
-        for ((a, &xi), &w) in aux.iter_mut().zip(x).zip(weights) {
+        for ((a, lf), &xi) in aux.iter_mut().zip(lfs.iter_mut()).zip(x) {
             let l = clamp(nearest_int(iscale * (xi - min)));
             *a = l as u8;
-            let lf = l as f32;
+            *lf = l as f32;
+        }
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for ((&lf, &xi), &w) in lfs.iter().zip(x).zip(weights) {
             sum_l += w * lf;
             sum_l2 += w * lf * lf;
             sum_xl += w * lf * xi;
@@ -291,8 +297,8 @@ pub(super) fn make_qkx_quants<const MAD: bool>(
                 this_scale = sum_xl / sum_l2;
             }
             let mut cur_error = 0f32;
-            for ((&a, &xi), &w) in aux.iter().zip(x).zip(weights) {
-                let diff = this_scale * a as f32 + this_min - xi;
+            for ((&lf, &xi), &w) in lfs.iter().zip(x).zip(weights) {
+                let diff = this_scale * lf + this_min - xi;
                 cur_error += w * error(diff);
             }
             if cur_error < best_error {
