@@ -166,6 +166,27 @@ fn f32_to_16_nearest(data: &[u8], to: DType) -> Vec<u8> {
     out
 }
 
+/// F16 or BF16 to F32: exact (BF16 is F32's upper half; F16 through `half`), blocks in
+/// parallel. The same values as the path through f64, and BF16 NaN payloads kept as torch's
+/// and NumPy's widening keeps them.
+fn widen_16(data: &[u8], from: DType) -> Vec<u8> {
+    use rayon::prelude::*;
+    let mut out = vec![0u8; data.len() * 2];
+    out.par_chunks_mut(BLOCK * 4)
+        .zip(data.par_chunks(BLOCK * 2))
+        .for_each(|(dst, src)| {
+            for (o, b) in dst.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
+                let h = u16::from_le_bytes([b[0], b[1]]);
+                let bits = match from {
+                    DType::BF16 => u32::from(h) << 16,
+                    _ => f16::from_bits(h).to_f32().to_bits(),
+                };
+                o.copy_from_slice(&bits.to_le_bytes());
+            }
+        });
+    out
+}
+
 /// Casts little-endian elements of `from` to `to`. Supports F64, F32, F16 and BF16 in any
 /// direction; a same-type cast is a copy.
 pub fn cast(data: &[u8], from: DType, to: DType, rounding: Rounding) -> Result<Vec<u8>> {
@@ -191,6 +212,9 @@ pub fn cast(data: &[u8], from: DType, to: DType, rounding: Rounding) -> Result<V
     if from == DType::F32 && rounding == Rounding::Nearest && matches!(to, DType::F16 | DType::BF16)
     {
         return Ok(f32_to_16_nearest(data, to));
+    }
+    if to == DType::F32 && matches!(from, DType::F16 | DType::BF16) {
+        return Ok(widen_16(data, from));
     }
     let n = data.len() / in_size;
     let mut out = Vec::with_capacity(n * out_size);
@@ -226,6 +250,23 @@ mod tests {
         );
         assert_eq!(f16_of(2f32.powi(-24), Rounding::Nearest), 0x0001);
         assert_eq!(f16_of(65520.0, Rounding::Nearest), 0x7c00);
+    }
+
+    #[test]
+    fn widening_is_exact_for_every_16_bit_pattern() {
+        for from in [DType::F16, DType::BF16] {
+            let all: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+            let got = cast(&all, from, DType::F32, Rounding::Nearest).unwrap();
+            for (h, out) in (0..=u16::MAX).zip(got.chunks_exact(4)) {
+                let x = f32::from_le_bytes(out.try_into().unwrap());
+                let want = read_f64(from, &h.to_le_bytes());
+                if want.is_nan() {
+                    assert!(x.is_nan() && x.is_sign_negative() == want.is_sign_negative());
+                } else {
+                    assert_eq!(x.to_bits(), (want as f32).to_bits(), "{from} {h:#06x}");
+                }
+            }
+        }
     }
 
     #[test]

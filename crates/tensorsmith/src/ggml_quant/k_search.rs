@@ -141,12 +141,17 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], codes: &mut [i8], qw: Option<
             continue;
         }
         iscale = -(nmax as f32 + 0.1f32 * is as f32) / max;
+        // The codes in a loop of their own (it vectorizes), the sums in C's order.
+        let mut lfs = [0f32; 32];
+        let lfs = &mut lfs[..n];
+        for (lf, &xi) in lfs.iter_mut().zip(x) {
+            *lf = clamp(nearest_int(iscale * xi)) as f32;
+        }
         sumlx = 0.0;
         suml2 = 0.0;
-        for (&xi, &w) in x.iter().zip(wv) {
-            let l = clamp(nearest_int(iscale * xi));
-            sumlx += w * xi * l as f32;
-            suml2 += w * l as f32 * l as f32;
+        for ((&xi, &w), &lf) in x.iter().zip(wv).zip(lfs.iter()) {
+            sumlx += w * xi * lf;
+            suml2 += w * lf * lf;
         }
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
             for (c, &xi) in codes.iter_mut().zip(x) {
