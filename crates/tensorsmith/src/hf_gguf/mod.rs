@@ -119,6 +119,7 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
     for p in planned {
         let len = byte_len(&p)?;
         let src = tensors::Source {
+            model,
             values: p.src,
             ty: p.ty,
             len,
@@ -128,15 +129,15 @@ pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf
     Ok(w)
 }
 
-fn byte_len(p: &tensors::Planned<'_>) -> Result<u64> {
+fn byte_len(p: &tensors::Planned) -> Result<u64> {
     p.ty.byte_len(p.ne.iter().product())
         .ok_or_else(|| Error::new(ErrorKind::ShapeOverflow))
 }
 
 /// The folder's GGUF as metadata (in order) and tensors (in order, with their sources).
-pub(crate) type Plan<'a> = (Vec<(String, GgufValue)>, Vec<tensors::Planned<'a>>);
+pub(crate) type Plan = (Vec<(String, GgufValue)>, Vec<tensors::Planned>);
 
-pub(crate) fn plan<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<Plan<'a>> {
+pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> {
     let shown = dir.to_string_lossy().into_owned();
     let ft = file_type(opts.out_type)?;
     let config = read_json(dir, "config.json")?
@@ -160,7 +161,7 @@ pub(crate) fn plan<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result
         let fb = &model.file_of(b).location;
         fa.cmp(fb).then_with(|| a.name.cmp(&b.name))
     });
-    let mut planned: Vec<tensors::Planned<'a>> = Vec::new();
+    let mut planned: Vec<tensors::Planned> = Vec::new();
     let rope = hparams::rope_parameters(&h);
     if let Some(f) = rope::llama3_factors(arch, &h, &rope) {
         planned.push(tensors::Planned {
@@ -215,7 +216,7 @@ pub(crate) fn plan<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result
                         name,
                         ne,
                         ty,
-                        src: tensors::Values::Stack { model, ts },
+                        src: tensors::Values::Stack(ts.into_iter().cloned().collect()),
                     });
                 }
             }
@@ -262,7 +263,10 @@ pub(crate) fn plan<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result
             name,
             ne: t.shape.iter().rev().copied().collect(),
             ty,
-            src: tensors::Values::Tensor { model, t, heads },
+            src: tensors::Values::Tensor {
+                t: t.clone(),
+                heads,
+            },
         });
     }
     if let Some(bid) = experts.keys().min() {
@@ -299,7 +303,7 @@ pub(crate) fn plan<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result
 
 /// (total, shared, expert, expert count) as gguf-py's `get_total_parameter_count` counts them
 /// (an expert tensor's parameters per expert).
-fn parameter_counts(planned: &[tensors::Planned<'_>]) -> (u64, u64, u64, u64) {
+fn parameter_counts(planned: &[tensors::Planned]) -> (u64, u64, u64, u64) {
     let (mut total, mut shared, mut expert, mut sum, mut n) = (0, 0, 0, 0, 0);
     for p in planned {
         let size: u64 = p.ne.iter().product();

@@ -297,55 +297,43 @@ pub(crate) fn general_keys(
     out
 }
 
-/// generation_config.json's sampling settings, as gguf-py's writer types them.
+/// generation_config.json's sampling settings, in the order gguf-py's writer adds them and
+/// with its types: (config key, its fallback key, GGUF key, integer).
+const SAMPLING: &[(&str, &str, &str, bool)] = &[
+    ("top_k", "", "top_k", true),
+    ("top_p", "", "top_p", false),
+    ("min_p", "", "min_p", false),
+    ("xtc_probability", "", "xtc_probability", false),
+    ("xtc_threshold", "", "xtc_threshold", false),
+    ("temperature", "", "temp", false),
+    ("penalty_last_n", "", "penalty_last_n", true),
+    (
+        "penalty_repeat",
+        "repetition_penalty",
+        "penalty_repeat",
+        false,
+    ),
+    ("mirostat", "", "mirostat", true),
+    ("mirostat_tau", "", "mirostat_tau", false),
+    ("mirostat_eta", "", "mirostat_eta", false),
+];
+
 fn sampling_keys(g: &Value, out: &mut Vec<(String, GgufValue)>) {
-    let int = |k: &str| g.get(k).and_then(Value::as_i64);
-    let float = |k: &str| g.get(k).and_then(Value::as_f64);
     if let Some(v) = g.get("sequence").and_then(Value::as_str) {
         out.push((
             "general.sampling.sequence".into(),
             GgufValue::String(v.into()),
         ));
     }
-    let ints = [("top_k", "top_k"), ("penalty_last_n", "penalty_last_n")];
-    let floats = [
-        ("top_p", "top_p"),
-        ("min_p", "min_p"),
-        ("xtc_probability", "xtc_probability"),
-        ("xtc_threshold", "xtc_threshold"),
-        ("temperature", "temp"),
-    ];
-    for (k, key) in &ints[..1] {
-        if let Some(v) = int(k) {
-            out.push((format!("general.sampling.{key}"), GgufValue::I32(v as i32)));
-        }
-    }
-    for (k, key) in floats {
-        if let Some(v) = float(k) {
-            out.push((format!("general.sampling.{key}"), GgufValue::F32(v as f32)));
-        }
-    }
-    if let Some(v) = int(ints[1].0) {
-        out.push((
-            "general.sampling.penalty_last_n".into(),
-            GgufValue::I32(v as i32),
-        ));
-    }
-    if let Some(v) = float("penalty_repeat").or_else(|| float("repetition_penalty")) {
-        out.push((
-            "general.sampling.penalty_repeat".into(),
-            GgufValue::F32(v as f32),
-        ));
-    }
-    if let Some(v) = int("mirostat") {
-        out.push(("general.sampling.mirostat".into(), GgufValue::I32(v as i32)));
-    }
-    for (k, key) in [
-        ("mirostat_tau", "mirostat_tau"),
-        ("mirostat_eta", "mirostat_eta"),
-    ] {
-        if let Some(v) = float(k) {
-            out.push((format!("general.sampling.{key}"), GgufValue::F32(v as f32)));
+    for &(key, alt, gguf_key, int) in SAMPLING {
+        let v = g.get(key).or_else(|| g.get(alt)).filter(|v| !v.is_null());
+        let value = match (v, int) {
+            (Some(v), true) => v.as_i64().map(|x| GgufValue::I32(x as i32)),
+            (Some(v), false) => v.as_f64().map(|x| GgufValue::F32(x as f32)),
+            (None, _) => None,
+        };
+        if let Some(value) = value {
+            out.push((format!("general.sampling.{gguf_key}"), value));
         }
     }
 }

@@ -16,27 +16,69 @@ use crate::safetensors::TensorData;
 use std::io::Write;
 
 /// A tensor of the output: its llama.cpp name, ggml dims, type and where its values come from.
-pub(crate) struct Planned<'a> {
+pub(crate) struct Planned {
     pub name: String,
     pub ne: crate::index::Shape,
     pub ty: GgmlType,
-    pub src: Values<'a>,
+    pub src: Values,
 }
 
-pub(crate) enum Values<'a> {
+/// Where an output tensor's values come from (in the checkpoint the caller holds).
+#[derive(Debug)]
+pub(crate) enum Values {
     /// A source tensor, its rows permuted by `heads` (Q/K) when set.
-    Tensor {
-        model: &'a Model,
-        t: &'a TensorInfo,
-        heads: Option<u64>,
-    },
+    Tensor { t: TensorInfo, heads: Option<u64> },
     /// Values computed here (rope_freqs).
     F32(Vec<f32>),
     /// Source tensors stacked along a new first axis (a layer's experts).
-    Stack {
-        model: &'a Model,
-        ts: Vec<&'a TensorInfo>,
-    },
+    Stack(Vec<TensorInfo>),
+}
+
+impl Values {
+    /// Bytes `a..b` of the output tensor's data, as `to`, of `len` bytes in all: what both
+    /// the writer (`Source`) and the file read by range (`virtual_file.rs`) take.
+    pub(crate) fn bytes(
+        &self,
+        model: &Model,
+        to: DType,
+        len: u64,
+        a: u64,
+        b: u64,
+    ) -> Result<Vec<u8>> {
+        let one = |t: &TensorInfo, heads: Option<u64>, a: u64, b: u64| -> Result<Vec<u8>> {
+            let r = row_len(t, to).max(1);
+            let (r0, r1) = (a / r, b.div_ceil(r));
+            let rows = rows_as(model, t, heads, to, r0..r1)?;
+            let off = (a - r0 * r) as usize;
+            Ok(rows[off..off + (b - a) as usize].to_vec())
+        };
+        match self {
+            Values::F32(v) => {
+                let b32: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Ok(cast(&b32, DType::F32, to, Rounding::Nearest)?[a as usize..b as usize].to_vec())
+            }
+            Values::Tensor { t, heads } => one(t, *heads, a, b),
+            Values::Stack(ts) => {
+                let each = len / ts.len().max(1) as u64;
+                let mut out = Vec::with_capacity((b - a) as usize);
+                let mut pos = a;
+                while pos < b {
+                    let i = (pos / each) as usize;
+                    let base = i as u64 * each;
+                    let end = b.min(base + each);
+                    out.extend(one(&ts[i], None, pos - base, end - base)?);
+                    pos = end;
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Bytes per output row of `t` in `to` (a 1-D tensor's row is one element).
+fn row_len(t: &TensorInfo, to: DType) -> u64 {
+    let rows = t.shape.first().copied().unwrap_or(1).max(1);
+    (t.elements() / rows) * to.byte_size().unwrap_or(4) as u64
 }
 
 /// The llama.cpp name of a Hugging Face tensor name of the Llama family (Llama, Mistral,
@@ -123,11 +165,13 @@ fn source_row(r: u64, heads: u64, rows: u64) -> u64 {
     h * per + a * half + b
 }
 
-/// Rows per chunk: about 4 MiB of source values.
+/// Bytes per write: about 4 MiB of output.
 const CHUNK_BYTES: u64 = 4 << 20;
 
+/// An output tensor's data for the writer, `CHUNK_BYTES` at a time.
 pub(crate) struct Source<'a> {
-    pub values: Values<'a>,
+    pub model: &'a Model,
+    pub values: Values,
     pub ty: GgmlType,
     pub len: u64,
 }
@@ -139,47 +183,20 @@ impl TensorData for Source<'_> {
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
         let to = self.ty.dtype().expect("a float output type");
-        match &self.values {
-            Values::F32(v) => {
-                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                out.write_all(&cast(&b, DType::F32, to, Rounding::Nearest)?)?;
-                Ok(())
-            }
-            Values::Tensor { model, t, heads } => write_tensor(model, t, *heads, to, out),
-            Values::Stack { model, ts } => {
-                for t in ts {
-                    write_tensor(model, t, None, to, out)?;
-                }
-                Ok(())
-            }
+        let mut pos = 0;
+        while pos < self.len {
+            let end = (pos + CHUNK_BYTES).min(self.len);
+            out.write_all(&self.values.bytes(self.model, to, self.len, pos, end)?)?;
+            pos = end;
         }
+        Ok(())
     }
-}
-
-/// Tensor `t`'s values as `to`, rows permuted by `heads` when set, a chunk of rows at a time.
-fn write_tensor(
-    model: &Model,
-    t: &TensorInfo,
-    heads: Option<u64>,
-    to: DType,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let rows = t.shape.first().copied().unwrap_or(1).max(1);
-    let row_bytes = (t.elements() / rows) * t.dtype.byte_size().unwrap_or(4) as u64;
-    let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-    let mut r = 0;
-    while r < rows {
-        let end = (r + per_chunk).min(rows);
-        out.write_all(&rows_as(model, t, heads, to, r..end)?)?;
-        r = end;
-    }
-    Ok(())
 }
 
 /// Output rows `rows` of tensor `t` (its first axis; a 1-D tensor's elements) as `to`,
 /// permuted by `heads` when set: values through F32 as the reference's are (F16 stays F16 on
 /// the way, exact either way).
-pub(crate) fn rows_as(
+fn rows_as(
     model: &Model,
     t: &TensorInfo,
     heads: Option<u64>,
@@ -190,14 +207,31 @@ pub(crate) fn rows_as(
     let elem = from.byte_size().unwrap_or(4) as u64;
     let n = t.shape.first().copied().unwrap_or(1).max(1);
     let row_bytes = (t.elements() / n) * elem;
-    let bytes = model.tensor_bytes(t)?;
+    let src = |o: u64| match heads {
+        Some(h) => source_row(o, h, n),
+        None => o,
+    };
+    // Only the source rows these output rows come from: a permutation stays within a head.
+    let (lo, hi) = match heads {
+        Some(h) => {
+            let per = n / h;
+            (
+                (rows.start / per) * per,
+                (rows.end.div_ceil(per) * per).min(n),
+            )
+        }
+        None => (rows.start, rows.end),
+    };
+    let bytes = if model.is_plain(t) {
+        let at = t.data_range().start;
+        model.read(t, at + lo * row_bytes..at + hi * row_bytes)?
+    } else {
+        let all = model.tensor_bytes(t)?;
+        std::borrow::Cow::Owned(all[(lo * row_bytes) as usize..(hi * row_bytes) as usize].to_vec())
+    };
     let mut chunk = Vec::with_capacity(((rows.end - rows.start) * row_bytes) as usize);
     for o in rows {
-        let s = match heads {
-            Some(h) => source_row(o, h, n),
-            None => o,
-        };
-        let at = (s * row_bytes) as usize;
+        let at = ((src(o) - lo) * row_bytes) as usize;
         chunk.extend_from_slice(&bytes[at..at + row_bytes as usize]);
     }
     let from_now = if from == DType::F16 {

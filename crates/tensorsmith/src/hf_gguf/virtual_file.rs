@@ -5,13 +5,12 @@
 //! disk space, and the same bytes as the two reference steps (the values still go through
 //! the intermediate type, F16 by default, as they do there).
 
-use super::tensors::{rows_as, Values};
+use super::tensors::Values;
 use super::{plan, HfOptions};
 use crate::bytes::ReadAt;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gguf;
-use crate::index::TensorInfo;
 use crate::model::Model;
 use crate::safetensors::TensorData;
 use std::borrow::Cow;
@@ -19,24 +18,12 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-/// A tensor's bytes as the file holds them.
-#[derive(Debug)]
-enum Rows {
-    Tensor {
-        t: TensorInfo,
-        heads: Option<u64>,
-    },
-    /// Experts stacked: each member's rows in turn.
-    Stack(Vec<TensorInfo>),
-    Bytes(Vec<u8>),
-}
-
 #[derive(Debug)]
 struct Part {
     start: u64,
     len: u64,
     to: DType,
-    rows: Rows,
+    values: Values,
 }
 
 pub(crate) struct VirtualGguf {
@@ -72,42 +59,6 @@ impl TensorData for Declared {
     }
 }
 
-/// Bytes per output row of `t` in `to` (a 1-D tensor's row is one element).
-fn row_len(t: &TensorInfo, to: DType) -> u64 {
-    let rows = t.shape.first().copied().unwrap_or(1).max(1);
-    (t.elements() / rows) * to.byte_size().unwrap_or(4) as u64
-}
-
-impl Part {
-    /// Bytes `a..b` of the tensor's data.
-    fn bytes(&self, model: &Model, a: u64, b: u64) -> Result<Vec<u8>> {
-        let one = |t: &TensorInfo, heads: Option<u64>, a: u64, b: u64| -> Result<Vec<u8>> {
-            let r = row_len(t, self.to).max(1);
-            let (r0, r1) = (a / r, b.div_ceil(r));
-            let rows = rows_as(model, t, heads, self.to, r0..r1)?;
-            let off = (a - r0 * r) as usize;
-            Ok(rows[off..off + (b - a) as usize].to_vec())
-        };
-        match &self.rows {
-            Rows::Bytes(v) => Ok(v[a as usize..b as usize].to_vec()),
-            Rows::Tensor { t, heads } => one(t, *heads, a, b),
-            Rows::Stack(ts) => {
-                let each = self.len / ts.len().max(1) as u64;
-                let mut out = Vec::with_capacity((b - a) as usize);
-                let mut pos = a;
-                while pos < b {
-                    let i = (pos / each) as usize;
-                    let base = i as u64 * each;
-                    let end = b.min(base + each);
-                    out.extend(one(&ts[i], None, pos - base, end - base)?);
-                    pos = end;
-                }
-                Ok(out)
-            }
-        }
-    }
-}
-
 impl ReadAt for VirtualGguf {
     fn len(&self) -> u64 {
         self.len
@@ -131,7 +82,13 @@ impl ReadAt for VirtualGguf {
             match self.parts.get(i) {
                 Some(p) if p.start <= pos => {
                     let to = end.min(p.start + p.len);
-                    out.extend(p.bytes(&self.model, pos - p.start, to - p.start)?);
+                    out.extend(p.values.bytes(
+                        &self.model,
+                        p.to,
+                        p.len,
+                        pos - p.start,
+                        to - p.start,
+                    )?);
                     pos = to;
                 }
                 Some(p) => {
@@ -158,41 +115,22 @@ pub fn converted_model(dir: &Path, model: Arc<Model>, opts: &HfOptions) -> Resul
     }
     let align = w.alignment()?;
     let mut parts = Vec::with_capacity(planned.len());
-    let mut lens = Vec::with_capacity(planned.len());
     for p in planned {
         let len = super::byte_len(&p)?;
         let to = p.ty.dtype().expect("a float type");
-        let rows = match p.src {
-            Values::Tensor { t, heads, .. } => Rows::Tensor {
-                t: t.clone(),
-                heads,
-            },
-            Values::Stack { ts, .. } => Rows::Stack(ts.into_iter().cloned().collect()),
-            Values::F32(v) => {
-                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                Rows::Bytes(crate::cast::cast(
-                    &b,
-                    DType::F32,
-                    to,
-                    crate::cast::Rounding::Nearest,
-                )?)
-            }
-        };
         w.add(p.name, p.ne, p.ty, Declared(len))?;
-        lens.push(len);
-        parts.push((to, rows));
+        parts.push((len, to, p.src));
     }
     let header = w.header_bytes()?;
     let mut at = header.len() as u64;
     let parts: Vec<Part> = parts
         .into_iter()
-        .zip(lens)
-        .map(|((to, rows), len)| {
+        .map(|(len, to, values)| {
             let p = Part {
                 start: at,
                 len,
                 to,
-                rows,
+                values,
             };
             at += len.div_ceil(align) * align;
             p
