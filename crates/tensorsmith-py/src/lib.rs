@@ -6,6 +6,7 @@ mod buffer;
 mod checks;
 mod dataset;
 mod errors;
+mod fetch;
 mod file;
 mod ops;
 mod quant;
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::File>()?;
     m.add_class::<dataset::DatasetReader>()?;
     m.add_class::<dataset::JobHeartbeat>()?;
+    m.add_function(wrap_pyfunction!(fetch::fetch_into, m)?)?;
     m.add_function(wrap_pyfunction!(save::serialize, m)?)?;
     m.add_function(wrap_pyfunction!(save::serialize_file, m)?)?;
     m.add_function(wrap_pyfunction!(save::parse_bytes, m)?)?;

@@ -180,7 +180,7 @@ def test_the_read_ahead_thread_is_gone_when_the_reading_ends(store, tmp_path):
     it = iter(TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "d",
                                     batch_size=4, read_ahead=3))
     next(it)
-    assert len(_read_ahead_threads()) == 1
+    assert len(_read_ahead_threads()) == 3  # a fetch thread per shard ahead
     it.close()
     assert _read_ahead_threads() == []
 
@@ -203,7 +203,7 @@ def test_a_process_exiting_mid_read_ahead_exits_cleanly(store, tmp_path):
         p.start()
         p.join(120)
         assert p.exitcode == 0
-        assert (tmp_path / f"r{r}").read_text() == "1"
+        assert int((tmp_path / f"r{r}").read_text()) >= 1  # fetch threads still running
 
 
 def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
@@ -226,6 +226,25 @@ def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
         f.truncate(100)
     third = TensorDataset(url, storage_options=opts, cache_dir=cache)
     assert ids(third[25]) == [25] and len(third._s.cache.fetched) == 1
+
+
+def test_a_shard_of_another_length_on_the_store_is_an_error(store, tmp_path):
+    """A shard is fetched by one GET, its length checked against the manifest's: a shard
+    replaced on the store by other bytes is refused by name, and nothing of it is cached."""
+    url, opts, local, sizes = store
+    s3 = boto3.client("s3", endpoint_url=opts["endpoint_url"], aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    for o in s3.list_objects_v2(Bucket="torchds", Prefix="ds/")["Contents"]:
+        s3.copy_object(Bucket="torchds", Key="short/" + o["Key"][3:],
+                       CopySource={"Bucket": "torchds", "Key": o["Key"]})
+    ds = TensorDataset("s3://torchds/short", storage_options=opts, cache_dir=tmp_path / "c")
+    first = sorted(k["Key"] for k in s3.list_objects_v2(Bucket="torchds",
+                                                         Prefix="short/part-")["Contents"])[0]
+    s3.put_object(Bucket="torchds", Key=first, Body=b"\0" * 100)
+    with pytest.raises(Exception, match=r"has 100 bytes where \d+ were expected") as e:
+        ds[0]
+    assert first.rsplit("/", 1)[-1] in str(e.value)
+    assert _shard_cache.cache_bytes(tmp_path / "c") == 0
 
 
 def test_a_cache_smaller_than_a_shard_is_refused(store, tmp_path):

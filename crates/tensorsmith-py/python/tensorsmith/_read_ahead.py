@@ -1,10 +1,10 @@
 """Read-ahead and release of cached shards along one process's reading order, for
-`TensorIterableDataset` on a store dataset: a thread fetches the next `ahead` shards the
-order will need into the node's cache (in the order of their first use) while samples are
-read, and each shard is closed once the order has passed its last use, so the cache may evict
-it.
+`TensorIterableDataset` on a store dataset: threads fetch the next `ahead` shards the order
+will need into the node's cache (in the order of their first use, one thread per shard ahead
+and at most `MAX_FETCHES`, so that many fetches are in flight) while samples are read, and
+each shard is closed once the order has passed its last use, so the cache may evict it.
 
-The thread is joined when the reading ends (`close`) and, for a reading abandoned without
+The threads are joined when the reading ends (`close`) and, for a reading abandoned without
 being closed, before the interpreter finalizes (`atexit`): a daemon thread still inside a
 fetch at exit would be stopped by the interpreter with pthread_exit when it retakes the GIL,
 and that forced unwind through native frames aborts the process ("terminate called without an
@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 _LIVE = weakref.WeakSet()
+MAX_FETCHES = 4  # fetch threads of one reading, at most
 
 
 @atexit.register
@@ -44,11 +45,16 @@ class ReadAhead:
         self._reached = 0  # shards of `order` whose first use the reader has reached
         self._cv = threading.Condition()
         self._stop = False
-        self._thread = None
-        if self.ahead and self.order:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="tensorsmith-read-ahead")
-            self._thread.start()
+        self._next = 1  # the next shard of `order` to fetch (the first: the reader's own)
+        self._threads = []
+        if self.ahead and len(self.order) > 1:
+            # One fetch per shard ahead at once: a shard's fetch is one request, and a few in
+            # flight keep the store busy while this process reads.
+            for _ in range(min(self.ahead, MAX_FETCHES, len(self.order) - 1)):
+                t = threading.Thread(target=self._run, daemon=True,
+                                     name="tensorsmith-read-ahead")
+                t.start()
+                self._threads.append(t)
             _LIVE.add(self)
 
     def at(self, pos):
@@ -63,36 +69,41 @@ class ReadAhead:
         if reached != self._reached:
             with self._cv:
                 self._reached = reached
-                self._cv.notify()
+                self._cv.notify_all()
 
     def close(self):
-        """Stops the thread and waits for it (a fetch under way finishes first)."""
+        """Stops the threads and waits for them (fetches under way finish first)."""
         with self._cv:
             self._stop = True
-            self._cv.notify()
-        t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join()
-            _LIVE.discard(self)
+            self._cv.notify_all()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
+        _LIVE.discard(self)
+
+    def _take(self):
+        """The next shard to fetch once the reader is close enough to it; None to stop."""
+        with self._cv:
+            while True:
+                if self._stop or self._next >= len(self.order):
+                    return None
+                if self._next < self._reached + self.ahead:
+                    self._next += 1
+                    return self._next - 1
+                self._cv.wait()
 
     def _run(self):
-        j = 1  # the first shard is fetched by the reader itself
-        while True:
-            with self._cv:
-                while not self._stop and not (j < len(self.order)
-                                              and j < self._reached + self.ahead):
-                    if j >= len(self.order):
-                        return
-                    self._cv.wait()
-                if self._stop:
-                    return
+        j = self._take()
+        while j is not None:
             try:
                 if not self.s.prefetch(self.order[j]):
                     # No room without waiting: try again once the reader moves on.
                     with self._cv:
                         reached = self._reached
                         self._cv.wait_for(lambda: self._stop or self._reached != reached)
+                        if self._stop:
+                            return
                     continue
             except Exception:  # the reader's own fetch reports it
                 pass
-            j += 1
+            j = self._take()

@@ -1,7 +1,7 @@
 """A node's local cache of the shards of datasets on object stores, for `tensorsmith.torch`'s
-datasets: whole shards fetched by ranged reads of the native store layer (`_native.File` of
-the shard's URL: its version pinned by ETag at open, every range read under that pin) into
-files of `cache_dir`, then memory-mapped as local shards are (samples are views of the map).
+datasets: whole shards fetched by the native store layer (`_native.fetch_into`: one GET per
+shard on S3 and Azure, so one version; its length checked against the manifest's) into files
+of `cache_dir`, then memory-mapped as local shards are (samples are views of the map).
 
 One folder per node, shared by every rank and DataLoader worker through file locks:
 - `<key>.lock` per shard (flock): held exclusive while the shard is fetched, checked or
@@ -38,7 +38,6 @@ from .errors import CacheFull, DatasetCorrupt, OptionError, TensorsmithError
 DATA, PART, LOCK = ".safetensors", ".part", ".lock"
 WAIT_S = 30.0  # for space held by open shards (a cache too small for the node's readers)
 LOCK_WAIT_S = 600.0  # for another process's fetch of the same shard
-CHUNK = 64 << 20  # bytes per ranged read of a fetch
 AHEAD_S = 86400.0  # a prefetched shard's mtime is this far ahead until it is acquired
 
 
@@ -192,16 +191,16 @@ class ShardCache:
         shard's exclusive lock)."""
         part = self._reserve(key, url, size, release, wait)
         try:
-            f = _native.File(url, "mmap", self.storage)  # pinned to the version opened
             fd = os.open(part, os.O_RDWR)
             try:
                 if size:
                     with mmap.mmap(fd, size) as mm:
                         buf = np.frombuffer(mm, dtype=np.uint8)
-                        addr = buf.ctypes.data
-                        for off in range(0, size, CHUNK):
-                            f.read_into(0, off, min(CHUNK, size - off), addr + off)
-                        del buf
+                        try:
+                            # One GET on S3 and Azure (one version), `size` bytes long.
+                            _native.fetch_into(url, self.storage, buf.ctypes.data, size)
+                        finally:
+                            del buf  # else closing the map hides the error behind its own
                         mm.flush()
             finally:
                 os.close(fd)

@@ -13,7 +13,7 @@ from .errors import OptionError
 
 STATE_FORMAT = "tensorsmith.TensorIterableDataset/1"
 SHUFFLE_BLOCK_SIZE = 1 << 16  # samples in the block shuffle's window
-READ_AHEAD = 2  # shards a store dataset's reader fetches ahead of its position
+READ_AHEAD = 4  # shards a store dataset's reader fetches ahead of its position
 
 
 class TensorIterableDataset(torch.utils.data.IterableDataset):

@@ -91,7 +91,7 @@ pub use store_file::StoreFile;
 #[cfg(feature = "remote")]
 pub use store_upload::StoreUpload;
 #[cfg(feature = "remote")]
-pub use url_scheme::{create_upload, open_url};
+pub use url_scheme::{create_upload, fetch_whole, open_url};
 pub use url_scheme::{
     is_http_url, is_url, refuse_remote, refuse_write, scheme_name, url_scheme, UrlScheme,
 };

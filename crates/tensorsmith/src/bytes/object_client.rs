@@ -165,6 +165,11 @@ impl ObjectClient {
     }
 
     /// `key` opened for ranged reads, its version pinned.
+    /// The whole object `key` (of `len` bytes) written to `out` by one GET.
+    pub fn get_into(&self, key: &str, len: u64, out: &mut dyn std::io::Write) -> Result<()> {
+        self.inner.get_into(key, len, out)
+    }
+
     pub(crate) fn open(&self, key: &str, first: u64) -> Result<super::StoreFile> {
         self.inner.open(key, first)
     }

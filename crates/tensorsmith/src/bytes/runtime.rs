@@ -106,9 +106,21 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let rt = handle();
-    let task = rt.spawn(f);
-    match rt.block_on(task) {
+    wait(spawn(f))
+}
+
+/// Starts `f` as a task on the runtime's worker threads; [`wait`] blocks for its output.
+pub(crate) fn spawn<F>(f: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    handle().spawn(f)
+}
+
+/// Blocks this (synchronous) thread until `task` is done (a panic in it is resumed here).
+pub(crate) fn wait<T>(task: tokio::task::JoinHandle<T>) -> T {
+    match handle().block_on(task) {
         Ok(out) => out,
         Err(e) => match e.try_into_panic() {
             Ok(payload) => std::panic::resume_unwind(payload),

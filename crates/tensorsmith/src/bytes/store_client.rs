@@ -139,6 +139,71 @@ impl StoreClient {
         Ok(out)
     }
 
+    /// The whole object `key` written to `out` by one GET (no open, no ranges: one request,
+    /// so one version), checked to be `len` bytes long. The body moves on the runtime's
+    /// threads and reaches this thread through a channel of a few chunks (memory bounded
+    /// whatever the object's size); a failed write drops the channel, which ends the request.
+    pub(crate) fn get_into(&self, key: &str, len: u64, out: &mut dyn std::io::Write) -> Result<()> {
+        use futures_util::StreamExt;
+        let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<object_store::Result<::bytes::Bytes>>(8);
+        let sent = tokio::sync::mpsc::Sender::clone(&tx);
+        let task = super::runtime::spawn(async move {
+            let r = match store.get(&path).await {
+                Ok(r) => r,
+                Err(e) => return Err(e),
+            };
+            let size = r.meta.size;
+            let mut body = r.into_stream();
+            while let Some(chunk) = body.next().await {
+                if sent.send(chunk).await.is_err() {
+                    break; // the reader stopped: the request ends here
+                }
+            }
+            Ok(size)
+        });
+        drop(tx);
+        let mut got = 0u64;
+        let mut failed = None;
+        while let Some(chunk) = rx.blocking_recv() {
+            match chunk {
+                Ok(c) => {
+                    got += c.len() as u64;
+                    if got > len {
+                        break; // longer than expected: told by its size below
+                    }
+                    if let Err(e) = out.write_all(&c) {
+                        failed = Some(
+                            Error::new(ErrorKind::Io(e)).in_file(Path::new(&self.key_url(key))),
+                        );
+                        break;
+                    }
+                }
+                Err(e) => {
+                    failed = Some(self.err(&e, key, false));
+                    break;
+                }
+            }
+        }
+        drop(rx);
+        let size = super::runtime::wait(task);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let size = size.map_err(|e| self.err(&e, key, false))?;
+        if size != len || got != len {
+            return Err(self.short(key, len, if size != len { size } else { got }));
+        }
+        Ok(())
+    }
+
+    fn short(&self, key: &str, len: u64, got: u64) -> Error {
+        Error::new(ErrorKind::Http(format!(
+            "the object has {got} bytes where {len} were expected"
+        )))
+        .in_file(Path::new(&self.key_url(key)))
+    }
+
     /// `key` opened for ranged reads, its first `first` bytes fetched.
     pub(crate) fn open(&self, key: &str, first: u64) -> Result<StoreFile> {
         StoreFile::open(

@@ -125,6 +125,33 @@ pub fn open_url(
     })
 }
 
+/// The whole object at `location`, of `len` bytes (what a listing or a manifest said),
+/// written to `out` with as few requests as the store allows: on S3 and Azure one GET (one
+/// request is one version; a read pinned by an open would cost a request more), elsewhere an
+/// open that fetches the first part, then the rest in parallel parts pinned to it. A length
+/// other than `len` is an error.
+#[cfg(feature = "remote")]
+pub fn fetch_whole(
+    location: &str,
+    storage: &super::StorageOptions,
+    len: u64,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    if let Some(UrlScheme::S3 | UrlScheme::Az) = url_scheme(location) {
+        let (client, key) = super::ObjectClient::for_url(location, storage)?;
+        return client.get_into(&key, len, out);
+    }
+    let f = open_url(location, storage, len.min(storage.transfer().part_size))?;
+    if f.len() != len {
+        return Err(Error::new(ErrorKind::Http(format!(
+            "the object has {} bytes where {len} were expected",
+            f.len()
+        )))
+        .in_file(Path::new(&super::redact_url(location))));
+    }
+    f.copy_to(0..len, out)
+}
+
 /// Starts an upload of one object to `location` (`s3://`, `az://`, `abfs(s)://`, `gs://`),
 /// with the store settings `storage`: written as a stream, visible only once committed.
 #[cfg(feature = "remote")]
