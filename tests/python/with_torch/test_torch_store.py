@@ -3,16 +3,18 @@
 through the node's shard cache (`cache_dir`, `cache_limit`): samples views of the cached
 files, each shard fetched once per node (two processes sharing the cache), the limit never
 exceeded (measured at every fetch), eviction oldest-first, a restart reusing the cache, a
-corrupted cached shard fetched again, a cache smaller than a shard refused by name."""
+corrupted cached shard fetched again, a cache smaller than a shard refused by name. The cases
+every store shares are _store_cases.py's (test_torch_az_gs.py runs them on Azure and GCS)."""
 
 import multiprocessing as mp
 import os
 
-import numpy as np
 import pytest
 import torch
 
+import _store_cases as cases
 import local_servers
+from _store_cases import N, ids
 from tensorsmith import _shard_cache
 from tensorsmith.errors import CacheFull
 from tensorsmith.torch import TensorDataset, TensorIterableDataset
@@ -23,7 +25,6 @@ boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 
 KEY, SECRET = "AKIATORCHSTORE", "torchStoreSecret/1"
-N, PER_SHARD, WIDTH = 100, 16, 32  # 7 shards: 6 of 16 samples and a tail of 4
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +37,9 @@ def store(tmp_path_factory, tsm):
                       aws_secret_access_key=SECRET, region_name="us-east-1")
     s3.create_bucket(Bucket="torchds")
     root = tmp_path_factory.mktemp("store")
-    x = np.arange(N * WIDTH, dtype=np.float32).reshape(N, WIDTH)
-    pq.write_table(pa.table({"idx": pa.array([[i] for i in range(N)], pa.list_(pa.int64())),
-                             "x": pa.array(list(x), pa.list_(pa.float32(), WIDTH))}),
-                   root / "in.parquet")
+    pq.write_table(cases.table(), root / "in.parquet")
     opts = {"key": KEY, "secret": SECRET, "endpoint_url": url, "region": "us-east-1"}
-    flags = ["--batch-size", str(PER_SHARD), "--dtype", "F32", "--digest", "xxh3",
+    flags = ["--batch-size", str(cases.PER_SHARD), "--dtype", "F32", "--digest", "xxh3",
              "--threads", "1", "-q"]
     store_flags = [a for k, v in opts.items() for a in ("--storage-option", f"{k}={v}")]
     tsm.run("dataset", "write", root / "in.parquet", "s3://torchds/ds", *flags, *store_flags)
@@ -51,116 +49,30 @@ def store(tmp_path_factory, tsm):
     next(servers, None)
 
 
-def ids(item):
-    return [int(v) for v in item["idx"].reshape(-1)]
-
-
 def test_a_store_dataset_reads_as_the_local_one(store, tmp_path):
     url, opts, local, sizes = store
     cache = tmp_path / "cache"
-    a = TensorDataset(local)
-    b = TensorDataset(url, storage_options=opts, cache_dir=cache)
-    assert len(b) == len(a) == N and b.version == a.version
-    for i in (0, 15, 16, 57, N - 1):
-        assert torch.equal(b[i]["x"], a[i]["x"]) and ids(b[i]) == [i]
-    assert torch.equal(b[10:40]["x"], a[10:40]["x"])
-    # Samples of a cached shard are views of its map, as locally.
-    assert b[17]["x"].untyped_storage().data_ptr() == b[18]["x"].untyped_storage().data_ptr()
-    kw = dict(shuffle=3, batch_size=8, shuffle_kind="block", shuffle_block_size=20)
-    want = [(ids(t), t["x"]) for t in TensorIterableDataset(local, **kw)]
-    got = [(ids(t), t["x"]) for t in TensorIterableDataset(url, storage_options=opts,
-                                                            cache_dir=cache, **kw)]
-    assert [i for i, _ in got] == [i for i, _ in want]
-    assert all(torch.equal(p, q) for (_, p), (_, q) in zip(got, want))
-    assert sorted(i for item, _ in got for i in item) == list(range(N))
+    want = cases.reads_as_the_local_one(url, opts, local, sizes, cache)
     # Through DataLoader workers (fork, and spawn from a fresh cache) too.
     for ctx, folder in (("fork", cache), ("spawn", tmp_path / "spawned")):
-        it = TensorIterableDataset(url, storage_options=opts, cache_dir=folder, **kw)
+        it = TensorIterableDataset(url, storage_options=opts, cache_dir=folder, **cases.BLOCK)
         loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2,
                                              multiprocessing_context=ctx)
-        assert [ids(t) for t in loader] == [i for i, _ in want]
+        assert [ids(t) for t in loader] == want
     assert _shard_cache.cache_bytes(tmp_path / "spawned") == sum(sizes)
     assert _shard_cache.cache_bytes(cache) == sum(sizes)
-
-
-def _measured(monkeypatch, limit_seen):
-    """Records the cache's bytes on disk after every allocation and every fetch."""
-    alloc, fetch = _shard_cache.ShardCache._allocate, _shard_cache.ShardCache._fetch
-
-    def allocate(self, *a, **k):
-        part = alloc(self, *a, **k)
-        limit_seen.append(_shard_cache.cache_bytes(self.folder))
-        return part
-
-    def fetched(self, *a, **k):
-        fetch(self, *a, **k)
-        limit_seen.append(_shard_cache.cache_bytes(self.folder))
-
-    monkeypatch.setattr(_shard_cache.ShardCache, "_allocate", allocate)
-    monkeypatch.setattr(_shard_cache.ShardCache, "_fetch", fetched)
 
 
 @pytest.mark.parametrize("kind", ["order", "block"])
 def test_the_cache_limit_is_never_exceeded_and_the_oldest_shards_go_first(
         store, tmp_path, monkeypatch, kind):
     url, opts, local, sizes = store
-    limit = max(sizes) * 5 // 2  # two shards and a half
-    seen = []
-    _measured(monkeypatch, seen)
-    kw = (dict(shuffle=7, shuffle_kind="block", shuffle_block_size=8) if kind == "block"
-          else {})
-    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "c",
-                               cache_limit=limit, batch_size=4, read_ahead=1, **kw)
-    want = [ids(t) for t in TensorIterableDataset(local, batch_size=4, **kw)]
-    assert [ids(t) for t in ds] == want
-    cache = ds._s.cache
-    assert seen and max(seen) <= limit
-    assert len(cache.fetched) == len(sizes)  # every shard once: read in shard order
-    assert sorted(ds._s.keys.index(k) for k, _ in cache.fetched) == list(range(len(sizes)))
-    used = list(dict.fromkeys(i // PER_SHARD for item in want for i in item))  # first use
-    evicted = [ds._s.keys.index(k) for k, _ in cache.evicted]
-    assert evicted == used[:len(evicted)]  # the shards used longest ago first
-    assert len(evicted) >= len(sizes) - 3  # 2.5 shards (the last is small) stay
-    if kind == "order":
-        assert used == list(range(len(sizes)))
-
-
-def _epoch_in_a_process(url, opts, cache, rank, world, out):
-    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=cache, shuffle=5,
-                               shuffle_kind="block", shuffle_block_size=24, batch_size=4,
-                               rank=rank, world_size=world)
-    got = [ids(t) for t in ds]
-    with open(out, "w") as f:
-        f.write(repr((got, [k for k, _ in ds._s.cache.fetched])))
+    cases.keeps_to_the_cache_limit(url, opts, local, sizes, tmp_path / "c", monkeypatch, kind)
 
 
 def test_two_processes_on_a_node_fetch_each_shard_once(store, tmp_path):
     url, opts, local, sizes = store
-    ctx = mp.get_context("spawn")
-    cache = str(tmp_path / "cache")
-    procs = [ctx.Process(target=_epoch_in_a_process,
-                         args=(url, opts, cache, r, 2, str(tmp_path / f"r{r}")))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    import ast
-    results = [ast.literal_eval((tmp_path / f"r{r}").read_text()) for r in range(2)]
-    fetched = [k for _, keys in results for k in keys]
-    assert len(fetched) == len(set(fetched)) == len(sizes)  # each shard once, by one of them
-    read = sorted(i for got, _ in results for item in got for i in item)
-    assert read == list(range(N))
-    for r in range(2):
-        alone = TensorIterableDataset(local, shuffle=5, shuffle_kind="block",
-                                      shuffle_block_size=24, batch_size=4, rank=r,
-                                      world_size=2)
-        assert results[r][0] == [ids(t) for t in alone]
-    # A restart (new processes) reuses the cache: nothing fetched, the same samples.
-    _epoch_in_a_process(url, opts, cache, 0, 1, str(tmp_path / "again"))
-    got, keys = ast.literal_eval((tmp_path / "again").read_text())
-    assert keys == [] and sorted(i for item in got for i in item) == list(range(N))
+    cases.two_processes_fetch_each_shard_once(url, opts, local, sizes, tmp_path)
 
 
 def _read_ahead_threads():
@@ -283,19 +195,8 @@ def test_space_held_by_open_shards_and_a_full_disk_are_clear_errors(store, tmp_p
 
 
 def test_a_kv_dataset_on_the_store(store, tmp_path):
-    import tensorsmith
     url, opts, local, sizes = store
-    names = [f"n{i:02d}" for i in range(12)]
-    t = pa.table({"id": names, "b": pa.array([[i, -i] for i in range(12)], pa.list_(pa.int64()))})
-    tensorsmith.write_dataset(t, "s3://torchds/kv", storage_options=opts, name_col="id",
-                              dtype="F32", threads=1)
-    ds = TensorDataset("s3://torchds/kv", storage_options=opts, cache_dir=tmp_path / "c")
-    assert ds.mode == "kv" and ds.names() == names
-    assert ds.sample("n07")["b"].tolist() == [7.0, -7.0]
-    it = TensorIterableDataset("s3://torchds/kv", storage_options=opts,
-                               cache_dir=tmp_path / "c", shuffle=1, shuffle_kind="block",
-                               shuffle_block_size=4)
-    assert sorted(int(s["b"][0]) for s in it) == list(range(12))
+    cases.a_kv_dataset("s3://torchds/kv", opts, tmp_path / "c")
 
 
 def test_the_version_opened_is_the_one_read(store, tmp_path):
