@@ -114,8 +114,9 @@ def test_a_process_exiting_mid_read_ahead_exits_cleanly(store, tmp_path):
                         args=(url, opts, str(tmp_path / f"c{r}"), str(tmp_path / f"r{r}")))
         p.start()
         p.join(120)
-        assert p.exitcode == 0
-        assert int((tmp_path / f"r{r}").read_text()) >= 1  # fetch threads still running
+        # Exit code 0, not SIGABRT. (How many fetch threads were still running when it exited
+        # is a race with the fetches: shown on failure, not asserted.)
+        assert p.exitcode == 0, (tmp_path / f"r{r}").read_text()
 
 
 def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
