@@ -58,11 +58,11 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     DataLoader with `batch_size=None` when `batch_size` is set here.
 
     A store dataset (`s3://`, `az://`, `gs://` URL, with `storage_options`): shards are
-    fetched whole by ranged reads (pinned to the version's objects) into `cache_dir`, one
+    fetched whole (one GET each on S3 and Azure, its length checked) into `cache_dir`, one
     folder per node shared by every rank and worker there (file locks: each shard fetched
     once), its data files never above `cache_limit` bytes (None: unbounded), then mapped as
-    local shards are. Each process fetches the next `read_ahead` shards its order needs in a
-    thread while it reads, and lets go of a shard once past its last use (the cache evicts
+    local shards are. Each process fetches the next `read_ahead` shards its order needs, a
+    thread each (at most 4), while it reads, and lets go of a shard once past its last use (the cache evicts
     those, least recently used first, when it needs room). The cache survives a restart: a
     shard found there is checked (size, and digests where the manifest records them) and
     reused. A `cache_limit` below a shard, or below what this node's readers hold open at
