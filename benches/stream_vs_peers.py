@@ -61,7 +61,11 @@ SP_DIRECT=1 (readers go to the server itself: no proxy on the path, nothing coun
 SP_LIT_OPTIONS (JSON of more litdata.StreamingDataset arguments), SP_LIT_NO_OBSTORE=1 (LitData
 fetches chunks with boto3), SP_FAIL_LINES (lines of a failed reader's output shown, 15),
 SP_DIR (scratch, default /tmp/sp-bench; removed after), S3S_FS_BIN. Every reader runs with
-AWS_EC2_METADATA_DISABLED=true and HOME in the scratch folder.
+AWS_EC2_METADATA_DISABLED=true and HOME in the scratch folder. Each epoch's line also gives
+the peak RssAnon of the reading process and of its largest worker (or other child), polled
+every 20 ms, and how far that worker grew above the parent's RssAnon before the first batch
+(what a forked worker starts with: torch's imports; the batches in flight are in shared
+memory, not counted there).
 """
 
 import json
@@ -201,17 +205,62 @@ def read_floor(spec):
     return iter(())
 
 
+def rss_anon_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def descendants(pid):
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                for c in f.read().split():
+                    out.append(int(c))
+                    out.extend(descendants(int(c)))
+    except OSError:
+        pass
+    return out
+
+
+def poll_rss(peaks, stop):
+    """Peak RssAnon (KiB) of this process and of each process below it (the DataLoader's
+    workers, the peers' helpers), every 20 ms until `stop` is set."""
+    me = os.getpid()
+    while not stop.is_set():
+        for pid in [me] + descendants(me):
+            peaks[pid] = max(peaks.get(pid, 0), rss_anon_kib(pid))
+        stop.wait(0.02)
+
+
 def child(spec):
+    import threading
     import torch
+    peaks, stop = {}, threading.Event()
+    poller = threading.Thread(target=poll_rss, args=(peaks, stop), daemon=True)
+    poller.start()
     t0 = time.perf_counter()
     total, n = 0.0, 0
-    for x in globals()["read_" + spec["reader"]](spec):
+    batches = globals()["read_" + spec["reader"]](spec)
+    base = rss_anon_kib(os.getpid())  # imports done, reader made, workers not yet forked
+    for x in batches:
         x = torch.as_tensor(x)
         assert x.shape[1:] == (WIDTH,) and x.dtype == torch.float32, (x.shape, x.dtype)
         total += float(x.sum(dtype=torch.float64))
         n += x.shape[0]
     secs = time.perf_counter() - t0
-    pathlib.Path(spec["out"]).write_text(json.dumps({"secs": secs, "n": n, "total": total}))
+    stop.set()
+    poller.join()
+    main = peaks.pop(os.getpid(), 0)
+    pathlib.Path(spec["out"]).write_text(json.dumps({
+        "secs": secs, "n": n, "total": total, "rss_main": main, "rss_base": base,
+        "rss_worker": max(peaks.values(), default=0)}))
 
 
 # ---------------------------------------------------------------- writing (parent)
@@ -326,8 +375,12 @@ def main():
             return
         r = json.loads(out.read_text())
         ok = reader == "floor" or r["n"] == n and abs(r["total"] - expected) <= 1e-6 * abs(expected)
+        rss = f"RssAnon main {r['rss_main'] / 1024:.0f} MiB"
+        if r["rss_worker"]:
+            rss += (f", worker {r['rss_worker'] / 1024:.0f} MiB (+"
+                    f"{(r['rss_worker'] - r['rss_base']) / 1024:.0f} over the forked parent's)")
         print(f"  {name:13s} {mode:8s} {r['secs']:7.2f} s {n / r['secs']:7.0f} samples/s "
-              f"fetched {fetched / 2**20:7.1f} MiB  samples {r['n']} sum {r['total']:.6e}"
+              f"fetched {fetched / 2**20:7.1f} MiB  samples {r['n']} sum {r['total']:.6e}  {rss}"
               f"{'' if ok else '  WRONG (expected ' + str(n) + ', ' + repr(expected) + ')'}",
               flush=True)
         if not ok:
