@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A PyTorch DataLoader over a dataset on disk, side by side with the same DataLoader over
 `torch.utils.data.TensorDataset` of one in-memory tensor holding the same samples, in one
-run, interleaved, best of TL_RUNS, as ratios (baseline time / ours: >= 1 is as fast). Every
+run, interleaved, best of TL_RUNS, as ratios (baseline time / ours: >= 1 is as fast), and
+each round's ratio (against that round's baseline). Every
 value is touched in the main process (a sum per batch). Build the package in release mode
 into the PyTorch venv first:
 
@@ -77,20 +78,23 @@ def main():
         "iterable shuffled": lambda: DataLoader(
             TensorIterableDataset(DIR, shuffle=0, batch_size=256), batch_size=None, **kw),
     }
-    best = {k: float("inf") for k in loaders}
+    times = {k: [] for k in loaders}
     sums = {}
     for _ in range(RUNS):
         for name, make_loader in loaders.items():
             t, count, total = consume(make_loader())
             assert count == n, (name, count, n)
-            best[name] = min(best[name], t)
+            times[name].append(t)
             sums[name] = total
+    best = {k: min(v) for k, v in times.items()}
     base = best["baseline"]
     print(f"{n} samples of 16 KiB ({n * WIDTH * 4 / (1 << 30):.2f} GiB), batch 256, 2 workers, "
           f"best of {RUNS}")
     for name, t in best.items():
+        # Each run's ratio against the baseline run just before it (same round).
+        rounds = " ".join(f"{b / x:.2f}" for b, x in zip(times["baseline"], times[name]))
         print(f"{name:18} {t:7.2f} s  {n * WIDTH * 4 / t / (1 << 30):6.2f} GiB/s  "
-              f"ratio {base / t:.2f}x  (sum {sums[name]:.4g})")
+              f"ratio {base / t:.2f}x  per round {rounds}  (sum {sums[name]:.4g})")
     assert np.isclose(sums["map"], sums["baseline"], rtol=1e-4)
     shutil.rmtree(DIR, ignore_errors=True)
 

@@ -179,6 +179,28 @@ class Shards:
             return {c: t[row] for c, t in cols.items()}
         return self.named(self.names[i])
 
+    def samples(self, indices):
+        """Samples at `indices` (any ints; negative from the end) as views of their shards:
+        a DataLoader batch's. A run of indices in one shard looks the shard up once."""
+        if self.mode != "batch":
+            return [self.sample(self.index(i)) for i in indices]
+        n, starts, out = self.len, self.starts, []
+        lo = hi = 0
+        items = ()
+        for i in indices:
+            i = int(i)
+            if i < 0:
+                i += n
+            if not lo <= i < hi:
+                if not 0 <= i < n:
+                    raise IndexError(f"index {i} out of range for a dataset of {n} samples")
+                k = bisect.bisect_right(starts, i) - 1
+                lo, hi = starts[k], starts[k + 1] if k + 1 < len(starts) else n
+                items = tuple(self._shard(k)[1].items())
+            row = i - lo
+            out.append({c: t[row] for c, t in items})
+        return out
+
     def named(self, name):
         """KV mode: the tensors of `name`, by column."""
         cols = self.by_name.get(name)

@@ -82,7 +82,7 @@ class TensorDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices):
         """A DataLoader batch's samples as views: its collate copies them once."""
-        return [self._s.sample(self._s.index(i)) for i in indices]
+        return self._s.samples(indices)
 
     def sample(self, name):
         """KV mode: the tensors of `name`, by column (views of its shards)."""
