@@ -7,9 +7,10 @@ each tensor's device memory; any other device torch knows gets the CPU tensors m
 Saving: the reference's checks and messages (shared, sparse and non-contiguous tensors), and
 `save_model`/`load_model` for models with tied weights.
 
-Datasets for training loops: `TensorDataset` (map-style) and `TensorIterableDataset` (split
-between DDP ranks and DataLoader workers, optionally shuffled), samples as CPU tensors that
-are views of the shards.
+Datasets for training loops: `TensorDataset` (map-style, with `TensorSampler` for its
+shuffled, DDP-split and resumable orders) and `TensorIterableDataset` (split between DDP ranks
+and DataLoader workers, optionally shuffled), samples as CPU tensors that are views of the
+shards.
 """
 
 import os
@@ -42,6 +43,10 @@ def __getattr__(name):
         from .torch_iterable import TensorIterableDataset
 
         return TensorIterableDataset
+    if name == "TensorSampler":
+        from .torch_sampler import TensorSampler
+
+        return TensorSampler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _DOCS = "https://huggingface.co/docs/safetensors/torch_shared_tensors"

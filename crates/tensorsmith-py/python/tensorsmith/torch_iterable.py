@@ -82,7 +82,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                  rank=None, world_size=None, version=None, kv_separator="__",
                  open_shards=OPEN_SHARDS, shuffle_kind="global",
                  shuffle_block_size=SHUFFLE_BLOCK_SIZE, storage_options=None, cache_dir=None,
-                 cache_limit=None, read_ahead=READ_AHEAD):
+                 cache_limit=None, read_ahead=READ_AHEAD, _shards=None):
         if shuffle is not None and (isinstance(shuffle, bool) or not isinstance(shuffle, int)):
             raise OptionError(f"shuffle must be an integer seed or None, not {shuffle!r}")
         if batch_size is not None and (isinstance(batch_size, bool)
@@ -97,8 +97,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                 or shuffle_block_size < 1):
             raise OptionError(f"shuffle_block_size must be a positive integer, not "
                               f"{shuffle_block_size!r}")
-        self._s = Shards(path, version, columns, kv_separator, open_shards, storage_options,
-                         cache_dir, cache_limit)
+        # `_shards`: another dataset's (TensorSampler's order over a TensorDataset).
+        self._s = _shards if _shards is not None else Shards(
+            path, version, columns, kv_separator, open_shards, storage_options, cache_dir,
+            cache_limit)
         self.shuffle, self.batch_size, self.drop_last = shuffle, batch_size, drop_last
         self.shuffle_kind, self.shuffle_block_size = shuffle_kind, shuffle_block_size
         self.read_ahead = int(read_ahead)
