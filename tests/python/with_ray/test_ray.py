@@ -3,7 +3,8 @@ modes, shards equal to `tensorsmith dataset write` where blocks hold whole batch
 task killed mid-write and retried (every row once), a failing write that leaves nothing,
 column and key pruning, datasets passed between Spark and Ray, and datasets on S3 (moto in
 server mode on 127.0.0.1): tasks upload their shards, the driver commits, a failing write
-leaves no object."""
+leaves no object; datasets Spark and Ray wrote there read by tensorsmith.torch's datasets
+(in .venv-torch, a subprocess)."""
 
 import json
 import os
@@ -344,3 +345,74 @@ def test_read_name_col_naming_a_tensor_column_is_refused(tmp_path):
         tray.read_dataset(tmp_path / "kv", name_col="x").take_all()
     rows = tray.read_dataset(tmp_path / "kv", name_col="name").take_all()
     assert sorted(r["name"] for r in rows) == [f"s{i:03d}" for i in range(4)]
+
+
+TORCH_READ = r"""
+import json, sys
+from tensorsmith.torch import TensorDataset, TensorIterableDataset
+url, opts, cache, kv = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+ds = TensorDataset(url, storage_options=opts, cache_dir=cache)
+if kv:
+    out = {n: ds.sample(n)["x"].tolist() for n in sorted(ds._s.names)}
+else:
+    out = {int(ds[i]["idx"][0]): ds[i]["x"].tolist() for i in range(len(ds))}
+    it = TensorIterableDataset(url, storage_options=opts, cache_dir=cache + "-it", shuffle=3,
+                               shuffle_kind="block", shuffle_block_size=8, batch_size=5)
+    seen = [int(i) for b in it for i in b["idx"].reshape(-1)]
+    assert sorted(seen) == sorted(out), seen
+print(json.dumps(out))
+"""
+
+
+def test_engines_datasets_on_s3_read_by_the_torch_datasets(spark, tmp_path):
+    """Datasets Spark (the data source, local[2]) and Ray (the datasink) wrote to S3 (moto on
+    127.0.0.1) read by tensorsmith.torch's TensorDataset and TensorIterableDataset (the shard
+    cache, the block shuffle) in the PyTorch venv: every sample's values, every sample once."""
+    pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    import subprocess
+
+    import boto3
+
+    import local_servers
+
+    torch_python = os.path.join(os.path.dirname(__file__), "..", "..", "..", ".venv-torch",
+                                "bin", "python")
+    if not os.path.exists(torch_python):
+        pytest.skip("no .venv-torch (scripts/test makes it before this suite)")
+    key, secret = "AKIAENGINES", "enginesSecret/1"
+    servers = local_servers.moto()
+    url = next(servers)
+    try:
+        boto3.client("s3", endpoint_url=url, aws_access_key_id=key, aws_secret_access_key=secret,
+                     region_name="us-east-1").create_bucket(Bucket="engines")
+        opts = {"key": key, "secret": secret, "endpoint_url": url, "region": "us-east-1"}
+        t = table()
+        want = {i: [float(v) for v in row] for i, row in zip(range(N), t.column("x").to_pylist())}
+        tray.write_dataset(ray.data.from_arrow([t.slice(i, 12) for i in range(0, N, 12)]),
+                           "s3://engines/ray", batch_size=4, dtype="F32",
+                           columns=["idx", "x"], storage_options=opts)
+        df = spark.createDataFrame(t.to_pandas()).repartition(3)
+
+        def writer(**options):
+            w = df.write.format("safetensors").mode("overwrite").option("dtype", "F32")
+            for k, v in [*options.items(), *(("storage." + k, v) for k, v in opts.items())]:
+                w = w.option(k, v)
+            return w
+
+        writer(batch_size=5, columns="idx,x").save("s3://engines/spark")
+        writer(name_col="id", columns="x").save("s3://engines/spark-kv")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(tensorsmith.__file__) + "/..")
+        for name, kv in (("ray", False), ("spark", False), ("spark-kv", True)):
+            r = subprocess.run([torch_python, "-c", TORCH_READ, f"s3://engines/{name}",
+                                json.dumps(opts), str(tmp_path / f"cache-{name}"),
+                                "1" if kv else "0"],
+                               capture_output=True, text=True, env=env, timeout=300)
+            assert r.returncode == 0, r.stderr[-3000:]
+            got = json.loads(r.stdout)
+            if kv:
+                assert got == {f"s{i:03d}": want[i] for i in range(N)}, name
+            else:
+                assert {int(k): v for k, v in got.items()} == want, name
+    finally:
+        next(servers, None)
