@@ -1,6 +1,7 @@
 """Servers the object-store tests start on 127.0.0.1 (moto in server mode, Azurite, the GCS
 emulator): a free port, a process started and waited for until it listens, and the start and
-stop of moto, Azurite and fake-gcs-server for module fixtures."""
+stop of moto, Azurite and fake-gcs-server for module fixtures; `CuttingProxy`, a forwarder
+that drops connections mid-body."""
 
 import os
 import socket
@@ -139,3 +140,76 @@ def fake_gcs(buckets=()):
     finally:
         p.terminate()
         p.wait(10)
+
+
+class CuttingProxy:
+    """A TCP forwarder on 127.0.0.1 in front of `upstream` (`http://HOST:PORT`) that drops the
+    connection of the first `cuts` GETs whose request line holds `marker` once `after` bytes
+    of their response went back (headers included; `cuts` may be raised while it runs): a
+    body cut short, as a dropped connection leaves it. `ranged`: cut ranged GETs too (else only whole-object ones).
+    `cut` counts the cuts made."""
+
+    def __init__(self, upstream, cuts, after, marker=b"/part-", ranged=False):
+        import threading
+        self.cuts, self.after, self.marker, self.ranged, self.cut = cuts, after, marker, ranged, 0
+        self._lock = threading.Lock()
+        self._upstream = upstream.removeprefix("http://").split(":")
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while True:
+            client, _ = self._listener.accept()
+            server = socket.create_connection((self._upstream[0], int(self._upstream[1])))
+            state = {"cut": False, "sent": 0, "mark": 0}
+            threading.Thread(target=self._up, args=(client, server, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client, state),
+                             daemon=True).start()
+
+    def _up(self, src, dst, state):
+        try:
+            while data := src.recv(1 << 16):
+                line = data.split(b"\r\n", 1)[0]
+                ranged = b"\r\nrange:" in data.lower()
+                if line.startswith(b"GET ") and self.marker in line and (self.ranged
+                                                                         or not ranged):
+                    with self._lock:
+                        if self.cut < self.cuts:
+                            self.cut += 1
+                            state["cut"], state["mark"] = True, state["sent"]
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _shut(dst)
+
+    def _down(self, src, dst, state):
+        try:
+            while data := src.recv(1 << 16):
+                sent = state["sent"] - state["mark"]  # of this response (keep-alive)
+                if state["cut"] and sent + len(data) > self.after:
+                    dst.sendall(data[:max(0, self.after - sent)])
+                    for sock in (dst, src):  # shutdown first: the other thread's recv wakes
+                        try:
+                            sock.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        sock.close()
+                    return
+                dst.sendall(data)
+                state["sent"] += len(data)
+        except OSError:
+            pass
+        finally:
+            _shut(dst)
+
+
+def _shut(s):
+    try:
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass

@@ -160,6 +160,33 @@ def test_a_shard_of_another_length_on_the_store_is_an_error(store, tmp_path):
     assert _shard_cache.cache_bytes(tmp_path / "c") == 0
 
 
+def test_a_body_cut_short_is_resumed_and_too_many_cuts_are_an_error(store, tmp_path):
+    """GETs whose connection drops mid-body (a proxy cutting them): a shard header's read at
+    open is asked for again, a shard's fetch into the cache goes on from where it stopped (a
+    ranged GET pinned to the ETag); the values are the local read's. A body cut on every
+    attempt is an error naming the shard and the cuts after `max_attempts`, nothing cached."""
+    url, opts, local, sizes = store
+    ref = TensorDataset(local)
+    for phase in ("open", "fetch"):
+        proxy = local_servers.CuttingProxy(opts["endpoint_url"], cuts=0, after=1200,
+                                           ranged=True)
+        proxy.cuts = 3 if phase == "open" else 0
+        ds = TensorDataset(url, storage_options=dict(opts, endpoint_url=proxy.endpoint),
+                           cache_dir=tmp_path / phase)
+        assert proxy.cut == proxy.cuts
+        proxy.cuts += 3 if phase == "fetch" else 0
+        assert all(torch.equal(ds[i]["x"], ref[i]["x"]) for i in range(N))
+        assert proxy.cut == 3, phase
+    # Cut 100 bytes into the body or sooner: too little progress per attempt to finish.
+    proxy = local_servers.CuttingProxy(opts["endpoint_url"], cuts=0, after=600, ranged=True)
+    ds = TensorDataset(url, storage_options=dict(opts, endpoint_url=proxy.endpoint,
+                                                 max_attempts="2"), cache_dir=tmp_path / "d")
+    proxy.cuts = 10**6
+    with pytest.raises(Exception, match=r"part-\S+: .*cut short 2 times"):
+        ds[0]
+    assert _shard_cache.cache_bytes(tmp_path / "d") == 0
+
+
 def test_a_cache_smaller_than_a_shard_is_refused(store, tmp_path):
     url, opts, local, sizes = store
     ds = TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "c",

@@ -143,46 +143,69 @@ impl StoreClient {
     /// so one version), checked to be `len` bytes long. The body moves on the runtime's
     /// threads and reaches this thread through a channel of a few chunks (memory bounded
     /// whatever the object's size); a failed write drops the channel, which ends the request.
+    /// A body cut short (a dropped connection) is resumed where it stopped by a ranged GET
+    /// pinned to the first response's ETag (`If-Match`: a replaced object is an error, not a
+    /// mix), up to `max_attempts` cuts: the store's own retries cover a request, not a body
+    /// that breaks after its headers.
     pub(crate) fn get_into(&self, key: &str, len: u64, out: &mut dyn std::io::Write) -> Result<()> {
         use futures_util::StreamExt;
+        use object_store::{GetOptions, GetRange};
         let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<object_store::Result<::bytes::Bytes>>(8);
-        let sent = tokio::sync::mpsc::Sender::clone(&tx);
+        let attempts = self.transfer.max_attempts.max(1);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<::bytes::Bytes>(8);
         let task = super::runtime::spawn(async move {
-            let r = match store.get(&path).await {
-                Ok(r) => r,
-                Err(e) => return Err(e),
-            };
-            let size = r.meta.size;
-            let mut body = r.into_stream();
-            while let Some(chunk) = body.next().await {
-                if sent.send(chunk).await.is_err() {
-                    break; // the reader stopped: the request ends here
+            let (mut at, mut etag, mut cuts) = (0u64, None, 0u32);
+            loop {
+                let opts = GetOptions {
+                    range: (at > 0).then_some(GetRange::Bounded(at..len)),
+                    if_match: etag.clone(),
+                    ..GetOptions::default()
+                };
+                let r = store
+                    .get_opts(&path, opts)
+                    .await
+                    .map_err(|e| (e, cuts, at))?;
+                if r.meta.size != len {
+                    return Ok(r.meta.size); // told by the caller, nothing fetched
+                }
+                etag = etag.or(r.meta.e_tag.clone());
+                let mut body = r.into_stream();
+                let mut broke = None;
+                while let Some(chunk) = body.next().await {
+                    match chunk {
+                        Ok(c) => {
+                            at += c.len() as u64;
+                            if tx.send(c).await.is_err() {
+                                return Ok(len); // the reader stopped: the request ends here
+                            }
+                        }
+                        Err(e) => {
+                            broke = Some(e);
+                            break;
+                        }
+                    }
+                }
+                match broke {
+                    None => return Ok(len),
+                    Some(e) => {
+                        cuts += 1;
+                        if cuts >= attempts || at >= len {
+                            return Err((e, cuts, at));
+                        }
+                    }
                 }
             }
-            Ok(size)
         });
-        drop(tx);
         let mut got = 0u64;
         let mut failed = None;
-        while let Some(chunk) = rx.blocking_recv() {
-            match chunk {
-                Ok(c) => {
-                    got += c.len() as u64;
-                    if got > len {
-                        break; // longer than expected: told by its size below
-                    }
-                    if let Err(e) = out.write_all(&c) {
-                        failed = Some(
-                            Error::new(ErrorKind::Io(e)).in_file(Path::new(&self.key_url(key))),
-                        );
-                        break;
-                    }
-                }
-                Err(e) => {
-                    failed = Some(self.err(&e, key, false));
-                    break;
-                }
+        while let Some(c) = rx.blocking_recv() {
+            got += c.len() as u64;
+            if got > len {
+                break; // longer than its length said: told below
+            }
+            if let Err(e) = out.write_all(&c) {
+                failed = Some(Error::new(ErrorKind::Io(e)).in_file(Path::new(&self.key_url(key))));
+                break;
             }
         }
         drop(rx);
@@ -190,7 +213,16 @@ impl StoreClient {
         if let Some(e) = failed {
             return Err(e);
         }
-        let size = size.map_err(|e| self.err(&e, key, false))?;
+        let size = match size {
+            Ok(size) => size,
+            Err((e, 0, _)) => return Err(self.err(&e, key, false)),
+            Err((e, cuts, at)) => {
+                return Err(Error::new(ErrorKind::Http(format!(
+                    "the body was cut short {cuts} times (the last at {at} of {len} bytes): {e}"
+                )))
+                .in_file(Path::new(&self.key_url(key))))
+            }
+        };
         if size != len || got != len {
             return Err(self.short(key, len, if size != len { size } else { got }));
         }

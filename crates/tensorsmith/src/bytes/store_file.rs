@@ -45,7 +45,8 @@ impl std::fmt::Debug for StoreFile {
 }
 
 impl StoreFile {
-    /// Opens `key` of `store`, fetching its first `first` bytes (one request).
+    /// Opens `key` of `store`, fetching its first `first` bytes (one request; again if its
+    /// body is cut short).
     pub(crate) fn open(
         store: Arc<dyn ObjectStore>,
         key: &str,
@@ -61,10 +62,22 @@ impl StoreFile {
             ..GetOptions::default()
         };
         let got = block_on(async {
-            let r = store.get_opts(&path, opts).await?;
-            let meta = r.meta.clone();
-            let bytes = r.bytes().await?;
-            Ok::<_, object_store::Error>((meta, bytes))
+            // A body cut short is asked for again, up to `max_attempts` times (the store's
+            // retries cover the request, not a body that breaks after its headers).
+            let mut cuts = 0;
+            loop {
+                let r = store.get_opts(&path, opts.clone()).await?;
+                let meta = r.meta.clone();
+                match r.bytes().await {
+                    Ok(bytes) => return Ok::<_, object_store::Error>((meta, bytes)),
+                    Err(e) => {
+                        cuts += 1;
+                        if cuts >= transfer.max_attempts.max(1) {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
         });
         let (meta, bytes) = match got {
             Ok(g) => g,
@@ -102,35 +115,60 @@ impl StoreFile {
 
     /// The bytes of `range` (within the object) by one conditional GET into `buf` (resized
     /// to the range's length), streamed straight into it as they arrive (no second buffer of
-    /// the part), on the runtime's threads ([`run`]); the buffer comes back filled.
+    /// the part), on the runtime's threads ([`run`]); the buffer comes back filled. A body cut
+    /// short (a dropped connection) goes on from where it stopped with another conditional
+    /// GET, up to `max_attempts` cuts (the store's retries cover a request, not a body that
+    /// breaks after its headers).
     fn get_part(&self, range: Range<u64>, mut buf: Vec<u8>) -> Result<Vec<u8>> {
         use futures_util::StreamExt;
-        let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            if_match: self.etag.clone(),
-            ..GetOptions::default()
-        };
         let want = (range.end - range.start) as usize;
         buf.resize(want, 0);
-        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        let (store, path, etag) = (
+            Arc::clone(&self.store),
+            self.path.clone(),
+            self.etag.clone(),
+        );
+        let attempts = self.transfer.max_attempts.max(1);
         let got = run(async move {
-            let r = store.get_opts(&path, opts).await?;
-            let size = r.meta.size;
-            let etag = r.meta.e_tag.clone();
-            let mut stream = r.into_stream();
-            let mut at = 0usize;
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk?;
-                let end = at + chunk.len();
-                if end > want {
-                    // More than asked for: counted, not copied (reported below).
+            let (mut at, mut cuts) = (0usize, 0u32);
+            loop {
+                let opts = GetOptions {
+                    range: Some(GetRange::Bounded(range.start + at as u64..range.end)),
+                    if_match: etag.clone(),
+                    ..GetOptions::default()
+                };
+                let r = store.get_opts(&path, opts).await?;
+                let size = r.meta.size;
+                let tag = r.meta.e_tag.clone();
+                let mut stream = r.into_stream();
+                let mut broke = None;
+                while let Some(chunk) = stream.next().await {
+                    let chunk = match chunk {
+                        Ok(c) => c,
+                        Err(e) => {
+                            broke = Some(e);
+                            break;
+                        }
+                    };
+                    let end = at + chunk.len();
+                    if end > want {
+                        // More than asked for: counted, not copied (reported below).
+                        at = end;
+                        continue;
+                    }
+                    buf[at..end].copy_from_slice(&chunk);
                     at = end;
-                    continue;
                 }
-                buf[at..end].copy_from_slice(&chunk);
-                at = end;
+                match broke {
+                    Some(e) => {
+                        cuts += 1;
+                        if cuts >= attempts || at >= want {
+                            return Err(e);
+                        }
+                    }
+                    None => return Ok::<_, object_store::Error>((size, tag, at, buf)),
+                }
             }
-            Ok::<_, object_store::Error>((size, etag, at, buf))
         })
         .map_err(|e| self.error(&e))?;
         let (size, etag, got, buf) = got;
