@@ -142,16 +142,14 @@ def fake_gcs(buckets=()):
         p.wait(10)
 
 
-class CuttingProxy:
-    """A TCP forwarder on 127.0.0.1 in front of `upstream` (`http://HOST:PORT`) that drops the
-    connection of the first `cuts` GETs whose request line holds `marker` once `after` bytes
-    of their response went back (headers included; `cuts` may be raised while it runs): a
-    body cut short, as a dropped connection leaves it. `ranged`: cut ranged GETs too (else only whole-object ones).
-    `cut` counts the cuts made."""
+class Forwarder:
+    """A TCP forwarder on 127.0.0.1 (`endpoint`) in front of `upstream` (`http://HOST:PORT`),
+    a connection upstream per client connection. Subclasses see the bytes going up
+    (`up(data, state)`) and coming down (`down(data, state)`: the bytes to pass on, or None
+    to drop the connection after passing `state["pass"]`); `state` is per connection."""
 
-    def __init__(self, upstream, cuts, after, marker=b"/part-", ranged=False):
+    def __init__(self, upstream):
         import threading
-        self.cuts, self.after, self.marker, self.ranged, self.cut = cuts, after, marker, ranged, 0
         self._lock = threading.Lock()
         self._upstream = upstream.removeprefix("http://").split(":")
         self._listener = socket.socket()
@@ -160,39 +158,33 @@ class CuttingProxy:
         self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
 
+    def up(self, data, state):
+        pass
+
+    def down(self, data, state):
+        return data
+
     def _accept(self):
         import threading
         while True:
             client, _ = self._listener.accept()
             server = socket.create_connection((self._upstream[0], int(self._upstream[1])))
-            state = {"cut": False, "sent": 0, "mark": 0}
-            threading.Thread(target=self._up, args=(client, server, state), daemon=True).start()
-            threading.Thread(target=self._down, args=(server, client, state),
+            state = {}
+            threading.Thread(target=self._pipe, args=(client, server, state, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, state, False),
                              daemon=True).start()
 
-    def _up(self, src, dst, state):
+    def _pipe(self, src, dst, state, going_up):
         try:
             while data := src.recv(1 << 16):
-                line = data.split(b"\r\n", 1)[0]
-                ranged = b"\r\nrange:" in data.lower()
-                if line.startswith(b"GET ") and self.marker in line and (self.ranged
-                                                                         or not ranged):
-                    with self._lock:
-                        if self.cut < self.cuts:
-                            self.cut += 1
-                            state["cut"], state["mark"] = True, state["sent"]
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            _shut(dst)
-
-    def _down(self, src, dst, state):
-        try:
-            while data := src.recv(1 << 16):
-                sent = state["sent"] - state["mark"]  # of this response (keep-alive)
-                if state["cut"] and sent + len(data) > self.after:
-                    dst.sendall(data[:max(0, self.after - sent)])
+                if going_up:
+                    self.up(data, state)
+                    dst.sendall(data)
+                    continue
+                out = self.down(data, state)
+                if out is None:
+                    dst.sendall(state.pop("pass", b""))
                     for sock in (dst, src):  # shutdown first: the other thread's recv wakes
                         try:
                             sock.shutdown(socket.SHUT_RDWR)
@@ -200,16 +192,39 @@ class CuttingProxy:
                             pass
                         sock.close()
                     return
-                dst.sendall(data)
-                state["sent"] += len(data)
+                dst.sendall(out)
         except OSError:
             pass
         finally:
-            _shut(dst)
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
 
 
-def _shut(s):
-    try:
-        s.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
+class CuttingProxy(Forwarder):
+    """A forwarder that drops the connection of the first `cuts` GETs whose request line
+    holds `marker` once `after` bytes of their response went back (headers included; `cuts`
+    may be raised while it runs): a body cut short, as a dropped connection leaves it.
+    `ranged`: cut ranged GETs too (else only whole-object ones). `cut` counts the cuts."""
+
+    def __init__(self, upstream, cuts, after, marker=b"/part-", ranged=False):
+        self.cuts, self.after, self.marker, self.ranged, self.cut = cuts, after, marker, ranged, 0
+        super().__init__(upstream)
+
+    def up(self, data, state):
+        line = data.split(b"\r\n", 1)[0]
+        ranged = b"\r\nrange:" in data.lower()
+        if line.startswith(b"GET ") and self.marker in line and (self.ranged or not ranged):
+            with self._lock:
+                if self.cut < self.cuts:
+                    self.cut += 1
+                    state["cut"], state["mark"] = True, state.get("sent", 0)
+
+    def down(self, data, state):
+        sent = state.get("sent", 0) - state.get("mark", 0)  # of this response (keep-alive)
+        if state.get("cut") and sent + len(data) > self.after:
+            state["pass"] = data[:max(0, self.after - sent)]
+            return None
+        state["sent"] = state.get("sent", 0) + len(data)
+        return data

@@ -3,7 +3,6 @@
 the local file gives; unknown keys and missing objects are errors that show no secret."""
 
 import os
-import socket
 import sys
 
 import numpy as np
@@ -185,46 +184,23 @@ def test_azure_and_gcs_read_with_storage_options(bucket, azurite, gcs, monkeypat
         tensorsmith.inspect(str(bucket))["tensors"]
 
 
-class _CountingProxy:
-    """A TCP forwarder on 127.0.0.1 in front of moto that counts the requests sent through it
-    (to see the part size of a download)."""
+class _CountingProxy(local_servers.Forwarder):
+    """A forwarder in front of moto that counts the requests sent through it (to see the part
+    size of a download) and the bytes the server sent back, headers included."""
 
     def __init__(self, upstream):
-        import threading
         self.requests = 0
-        self.down = 0  # bytes the server sent back, headers included
-        self._lock = threading.Lock()
-        self._upstream = upstream.removeprefix("http://").split(":")
-        self._listener = socket.socket()
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(16)
-        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.down_bytes = 0
+        super().__init__(upstream)
 
-    def _accept(self):
-        import threading
-        while True:
-            client, _ = self._listener.accept()
-            server = socket.create_connection((self._upstream[0], int(self._upstream[1])))
-            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+    def up(self, data, state):
+        with self._lock:
+            self.requests += data.count(b"GET ")
 
-    def _pipe(self, src, dst, count):
-        try:
-            while data := src.recv(1 << 16):
-                with self._lock:
-                    if count:
-                        self.requests += data.count(b"GET ")
-                    else:
-                        self.down += len(data)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            try:
-                dst.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
+    def down(self, data, state):
+        with self._lock:
+            self.down_bytes += len(data)
+        return data
 
 
 def test_transfer_storage_options_reach_the_reader(moto_endpoint, opts, tmp_path):
@@ -340,17 +316,17 @@ def test_slices_of_azure_and_gcs_objects_read_only_their_bytes(azurite, gcs, tmp
     for url, proxy, opts in cases:
         with tensorsmith.safe_open(url, framework="np", storage_options=opts) as f:
             # Rows 512..768: one span of 256 rows, past the first 256 KiB read at open.
-            before, down, requests = f._f.bytes_read()[0], proxy.down, proxy.requests
+            before, down, requests = f._f.bytes_read()[0], proxy.down_bytes, proxy.requests
             np.testing.assert_array_equal(f.get_slice("w")[512:768], w[512:768])
             kept = 256 * 512 * 4
             assert f._f.bytes_read()[0] - before == kept, url
-            sent = proxy.down - down
+            sent = proxy.down_bytes - down
             assert kept <= sent <= kept + 4096 * (proxy.requests - requests), (url, sent)
             # Columns 128..256 of rows 640..1024: 384 runs of 512 bytes, 1,536 bytes apart,
             # merged under the 256 KiB rule for URLs into reads of at most 8 MiB: the rows'
             # bytes past the first 256 KiB, far from the whole tensor's 2 MiB.
-            before, down = f._f.bytes_read()[0], proxy.down
+            before, down = f._f.bytes_read()[0], proxy.down_bytes
             np.testing.assert_array_equal(f.get_slice("w")[640:, 128:256], w[640:, 128:256])
             read = f._f.bytes_read()[0] - before
             assert 384 * 512 <= read <= 384 * 2048, (url, read)
-            assert proxy.down - down <= read + 64 * 1024, url
+            assert proxy.down_bytes - down <= read + 64 * 1024, url
