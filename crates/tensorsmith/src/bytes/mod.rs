@@ -43,6 +43,8 @@ mod part_upload;
 mod parts;
 mod redact;
 #[cfg(feature = "remote")]
+mod resumed_get;
+#[cfg(feature = "remote")]
 mod retried;
 #[cfg(feature = "remote")]
 mod retry;

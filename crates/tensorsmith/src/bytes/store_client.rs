@@ -8,6 +8,7 @@
 //! (bodies move on its threads: `runtime::run`); retries are the store's (`max_attempts`,
 //! `timeout` in its client options).
 
+use super::resumed_get::get_resumed;
 use super::runtime::{block_on, run};
 use super::storage_options::Transfer;
 use super::store_error::refused_condition;
@@ -143,58 +144,18 @@ impl StoreClient {
     /// so one version), checked to be `len` bytes long. The body moves on the runtime's
     /// threads and reaches this thread through a channel of a few chunks (memory bounded
     /// whatever the object's size); a failed write drops the channel, which ends the request.
-    /// A body cut short (a dropped connection) is resumed where it stopped by a ranged GET
-    /// pinned to the first response's ETag (`If-Match`: a replaced object is an error, not a
-    /// mix), up to `max_attempts` cuts: the store's own retries cover a request, not a body
-    /// that breaks after its headers.
+    /// A body cut short goes on from where it stopped (`get_resumed`: a ranged GET pinned to
+    /// the first response's ETag), up to `max_attempts` cuts.
     pub(crate) fn get_into(&self, key: &str, len: u64, out: &mut dyn std::io::Write) -> Result<()> {
-        use futures_util::StreamExt;
-        use object_store::{GetOptions, GetRange};
         let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
-        let attempts = self.transfer.max_attempts.max(1);
+        let attempts = self.transfer.max_attempts;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<::bytes::Bytes>(8);
         let task = super::runtime::spawn(async move {
-            let (mut at, mut etag, mut cuts) = (0u64, None, 0u32);
-            loop {
-                let opts = GetOptions {
-                    range: (at > 0).then_some(GetRange::Bounded(at..len)),
-                    if_match: etag.clone(),
-                    ..GetOptions::default()
-                };
-                let r = store
-                    .get_opts(&path, opts)
-                    .await
-                    .map_err(|e| (e, cuts, at))?;
-                if r.meta.size != len {
-                    return Ok(r.meta.size); // told by the caller, nothing fetched
-                }
-                etag = etag.or(r.meta.e_tag.clone());
-                let mut body = r.into_stream();
-                let mut broke = None;
-                while let Some(chunk) = body.next().await {
-                    match chunk {
-                        Ok(c) => {
-                            at += c.len() as u64;
-                            if tx.send(c).await.is_err() {
-                                return Ok(len); // the reader stopped: the request ends here
-                            }
-                        }
-                        Err(e) => {
-                            broke = Some(e);
-                            break;
-                        }
-                    }
-                }
-                match broke {
-                    None => return Ok(len),
-                    Some(e) => {
-                        cuts += 1;
-                        if cuts >= attempts || at >= len {
-                            return Err((e, cuts, at));
-                        }
-                    }
-                }
-            }
+            get_resumed(&*store, &path, 0..len, len, None, attempts, |c| {
+                let tx = tx.clone();
+                async move { tx.send(c).await.is_ok() }
+            })
+            .await
         });
         let mut got = 0u64;
         let mut failed = None;
@@ -209,18 +170,16 @@ impl StoreClient {
             }
         }
         drop(rx);
-        let size = super::runtime::wait(task);
+        let streamed = super::runtime::wait(task);
         if let Some(e) = failed {
             return Err(e);
         }
-        let size = match size {
-            Ok(size) => size,
-            Err((e, 0, _)) => return Err(self.err(&e, key, false)),
-            Err((e, cuts, at)) => {
-                return Err(Error::new(ErrorKind::Http(format!(
-                    "the body was cut short {cuts} times (the last at {at} of {len} bytes): {e}"
-                )))
-                .in_file(Path::new(&self.key_url(key))))
+        let size = match streamed {
+            Ok(s) => s.size,
+            Err(f) => {
+                return Err(f
+                    .cut_short(len, &self.key_url(key))
+                    .unwrap_or_else(|| self.err(&f.error, key, false)))
             }
         };
         if size != len || got != len {

@@ -7,6 +7,7 @@
 //! (`StoreWords`) and name the object's URL.
 
 use super::parts::copy_parallel;
+use super::resumed_get::get_resumed;
 use super::runtime::{block_on, run};
 use super::storage_options::Transfer;
 use super::{check_range, ReadAt};
@@ -116,11 +117,8 @@ impl StoreFile {
     /// The bytes of `range` (within the object) by one conditional GET into `buf` (resized
     /// to the range's length), streamed straight into it as they arrive (no second buffer of
     /// the part), on the runtime's threads ([`run`]); the buffer comes back filled. A body cut
-    /// short (a dropped connection) goes on from where it stopped with another conditional
-    /// GET, up to `max_attempts` cuts (the store's retries cover a request, not a body that
-    /// breaks after its headers).
+    /// short goes on from where it stopped (`get_resumed`), up to `max_attempts` cuts.
     fn get_part(&self, range: Range<u64>, mut buf: Vec<u8>) -> Result<Vec<u8>> {
-        use futures_util::StreamExt;
         let want = (range.end - range.start) as usize;
         buf.resize(want, 0);
         let (store, path, etag) = (
@@ -128,50 +126,26 @@ impl StoreFile {
             self.path.clone(),
             self.etag.clone(),
         );
-        let attempts = self.transfer.max_attempts.max(1);
+        let (len, attempts, start) = (self.len, self.transfer.max_attempts, range.start);
         let got = run(async move {
-            let (mut at, mut cuts) = (0usize, 0u32);
-            loop {
-                let opts = GetOptions {
-                    range: Some(GetRange::Bounded(range.start + at as u64..range.end)),
-                    if_match: etag.clone(),
-                    ..GetOptions::default()
-                };
-                let r = store.get_opts(&path, opts).await?;
-                let size = r.meta.size;
-                let tag = r.meta.e_tag.clone();
-                let mut stream = r.into_stream();
-                let mut broke = None;
-                while let Some(chunk) = stream.next().await {
-                    let chunk = match chunk {
-                        Ok(c) => c,
-                        Err(e) => {
-                            broke = Some(e);
-                            break;
-                        }
-                    };
-                    let end = at + chunk.len();
-                    if end > want {
-                        // More than asked for: counted, not copied (reported below).
-                        at = end;
-                        continue;
-                    }
-                    buf[at..end].copy_from_slice(&chunk);
-                    at = end;
+            let mut at = 0usize;
+            let r = get_resumed(&*store, &path, range, len, etag, attempts, |c| {
+                let end = at + c.len();
+                // More than asked for: counted (by `got`), not copied (reported below).
+                if end <= want {
+                    buf[at..end].copy_from_slice(&c);
                 }
-                match broke {
-                    Some(e) => {
-                        cuts += 1;
-                        if cuts >= attempts || at >= want {
-                            return Err(e);
-                        }
-                    }
-                    None => return Ok::<_, object_store::Error>((size, tag, at, buf)),
-                }
-            }
-        })
-        .map_err(|e| self.error(&e))?;
-        let (size, etag, got, buf) = got;
+                at = end;
+                std::future::ready(true)
+            })
+            .await;
+            r.map(|s| (s, buf))
+        });
+        let (s, buf) = got.map_err(|f| {
+            f.cut_short(want as u64, &self.name)
+                .unwrap_or_else(|| self.error(&f.error))
+        })?;
+        let (size, etag, got) = (s.size, s.etag, s.got as usize);
         if size != self.len || (self.etag.is_some() && etag.is_some() && etag != self.etag) {
             return Err(Error::new(ErrorKind::ChangedDuringRead {
                 what: "the ETag and length",
@@ -182,8 +156,7 @@ impl StoreFile {
         }
         if got != want {
             return Err(Error::new(ErrorKind::Http(format!(
-                "asked for {want} bytes at {}, got {got}",
-                range.start
+                "asked for {want} bytes at {start}, got {got}"
             )))
             .in_file(Path::new(&self.name)));
         }
