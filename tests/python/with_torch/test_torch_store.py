@@ -187,6 +187,27 @@ def test_a_body_cut_short_is_resumed_and_too_many_cuts_are_an_error(store, tmp_p
     assert _shard_cache.cache_bytes(tmp_path / "d") == 0
 
 
+def test_the_users_own_files_in_cache_dir_are_never_counted_or_evicted(store, tmp_path):
+    """A cache_dir that holds the user's files (a model, a file named like a fetch under way)
+    under a limit that makes the cache evict: those files stay, byte for byte, and do not
+    count against the limit."""
+    url, opts, local, sizes = store
+    cache = tmp_path / "c"
+    cache.mkdir()
+    mine = {"model.safetensors": os.urandom(3000), "notes.part": b"draft",
+            "0123456789abcdef0123456789abcdeX.safetensors": b"not a key"}
+    for name, data in mine.items():
+        (cache / name).write_bytes(data)
+    limit = 2 * max(sizes)
+    ds = TensorIterableDataset(url, storage_options=opts, cache_dir=cache, cache_limit=limit,
+                               batch_size=4)
+    assert sum(1 for _ in ds) == (N + 3) // 4
+    assert ds._s.cache.evicted  # the limit made it evict
+    for name, data in mine.items():
+        assert (cache / name).read_bytes() == data, name
+    assert _shard_cache.cache_bytes(cache) <= limit
+
+
 def test_a_cache_smaller_than_a_shard_is_refused(store, tmp_path):
     url, opts, local, sizes = store
     ds = TensorIterableDataset(url, storage_options=opts, cache_dir=tmp_path / "c",

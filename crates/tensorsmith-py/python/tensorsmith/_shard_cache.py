@@ -1,7 +1,8 @@
 """A node's local cache of the shards of datasets on object stores, for `tensorsmith.torch`'s
 datasets: whole shards fetched by the native store layer (`_native.fetch_into`: one GET per
 shard on S3 and Azure, so one version; its length checked against the manifest's) into files
-of `cache_dir`, then memory-mapped as local shards are (samples are views of the map).
+of `cache_dir`, then memory-mapped as local shards are (samples are views of the map). Only
+files named as this cache names them are counted or evicted: a user's own files stay.
 
 One folder per node, shared by every rank and DataLoader worker through file locks:
 - `<key>.lock` per shard (flock): held exclusive while the shard is fetched, checked or
@@ -45,12 +46,20 @@ def shard_key(url, size, digest):
     return hashlib.sha256(f"{url}\n{size}\n{digest or ''}".encode()).hexdigest()[:32]
 
 
+def ours(name):
+    """A cache file this cache names (`<32 hex digits of shard_key>.safetensors` or `.part`):
+    anything else in the folder is the user's, never counted or evicted."""
+    key, dot, ext = name.partition(".")
+    return (dot and "." + ext in (DATA, PART) and len(key) == 32
+            and all(c in "0123456789abcdef" for c in key))
+
+
 def cache_bytes(folder):
     """The bytes of the data files in a cache folder (complete shards and fetches under
     way): what `cache_limit` bounds."""
     total = 0
     for e in os.scandir(folder):
-        if e.name.endswith((DATA, PART)):
+        if ours(e.name):
             try:
                 total += e.stat().st_size
             except FileNotFoundError:
@@ -263,7 +272,7 @@ class ShardCache:
         of fetches that died."""
         files = []
         for e in os.scandir(self.folder):
-            if e.name.endswith((DATA, PART)) and not e.name.startswith(keep):
+            if ours(e.name) and not e.name.startswith(keep):
                 try:
                     st = e.stat()
                 except FileNotFoundError:
