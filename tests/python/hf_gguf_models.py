@@ -15,7 +15,13 @@ always materialized under its own name.
   whole 256-blocks: llama-quantize's fallbacks), F32, two shards and their index, a Qwen2
   pre-tokenizer;
 - `tiny-mixtral`: MixtralForCausalLM, 2 layers of 4 experts (2 used), F16, a SentencePiece
-  tokenizer (tokenizer.model, byte fallback, a user-defined piece) without tokenizer.json.
+  tokenizer (tokenizer.model, byte fallback, a user-defined piece) without tokenizer.json;
+- `tiny-qwen3`: Qwen3ForCausalLM, 2 layers, Q/K norms, a head_dim (32) other than
+  hidden/heads (so attn_q and attn_output are not square, and not whole 256-blocks), tied
+  embeddings, BF16, a Qwen2 pre-tokenizer;
+- `tiny-qwen3-moe`: Qwen3MoeForCausalLM, 2 layers of 4 experts (2 used), Q/K norms, F16;
+- `tiny-qwen2-moe`: Qwen2MoeForCausalLM, 2 layers of 4 experts (2 used) of width 128 and a
+  shared expert with its gate, Q/K/V biases, F32.
 """
 
 import json
@@ -27,7 +33,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "hf_gguf"
-MODELS = ("tiny-llama3-instruct", "tiny-qwen2", "tiny-mixtral")
+MODELS = ("tiny-llama3-instruct", "tiny-qwen2", "tiny-mixtral", "tiny-qwen3", "tiny-qwen3-moe",
+          "tiny-qwen2-moe")
 
 
 def values(seed, n):
@@ -44,7 +51,8 @@ def tensors_of(config):
     e, f = config["hidden_size"], config["intermediate_size"]
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     hd = config.get("head_dim") or e // heads
-    bias = config.get("model_type") == "qwen2"
+    kind = config.get("model_type")
+    bias = kind in ("qwen2", "qwen2_moe")
     out = [("model.embed_tokens.weight", (config["vocab_size"], e)), ("model.norm.weight", (e,))]
     if not config.get("tie_word_embeddings"):
         out.append(("lm_head.weight", (config["vocab_size"], e)))
@@ -56,7 +64,22 @@ def tensors_of(config):
                 (b + "self_attn.v_proj.weight", (kv * hd, e)),
                 (b + "self_attn.o_proj.weight", (e, heads * hd)),
                 ]
-        if config.get("model_type") == "mixtral":
+        if kind in ("qwen3", "qwen3_moe"):
+            out += [(b + "self_attn.q_norm.weight", (hd,)), (b + "self_attn.k_norm.weight", (hd,))]
+        if kind in ("qwen3_moe", "qwen2_moe"):
+            n, mf = config["num_experts"], config["moe_intermediate_size"]
+            out.append((b + "mlp.gate.weight", (n, e)))
+            for x in range(n):
+                m = f"{b}mlp.experts.{x}."
+                out += [(m + "gate_proj.weight", (mf, e)), (m + "up_proj.weight", (mf, e)),
+                        (m + "down_proj.weight", (e, mf))]
+            if kind == "qwen2_moe":
+                sf = config["shared_expert_intermediate_size"]
+                out += [(b + "mlp.shared_expert.gate_proj.weight", (sf, e)),
+                        (b + "mlp.shared_expert.up_proj.weight", (sf, e)),
+                        (b + "mlp.shared_expert.down_proj.weight", (e, sf)),
+                        (b + "mlp.shared_expert_gate.weight", (1, e))]
+        elif kind == "mixtral":
             n = config["num_local_experts"]
             out.append((b + "block_sparse_moe.gate.weight", (n, e)))
             for x in range(n):

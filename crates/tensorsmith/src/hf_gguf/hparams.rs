@@ -51,6 +51,27 @@ const ARCHES: &[(&str, Arch)] = &[
             undo_permute: false,
         },
     ),
+    (
+        "Qwen2MoeForCausalLM",
+        Arch {
+            name: "qwen2moe",
+            undo_permute: false,
+        },
+    ),
+    (
+        "Qwen3ForCausalLM",
+        Arch {
+            name: "qwen3",
+            undo_permute: false,
+        },
+    ),
+    (
+        "Qwen3MoeForCausalLM",
+        Arch {
+            name: "qwen3moe",
+            undo_permute: false,
+        },
+    ),
 ];
 
 pub(crate) fn arch_of(path: &str, config: &Value) -> Result<Arch> {
@@ -305,6 +326,20 @@ pub(crate) fn keys(
         u("attention.value_length", hd, &mut out);
     }
     out.push(("general.file_type".into(), GgufValue::U32(file_type)));
+    if matches!(arch.name, "qwen2moe" | "qwen3moe") {
+        // The reference's Qwen2MoeModel (Qwen3MoeModel is one) adds these after the rest.
+        for (k, key) in [
+            ("expert_feed_forward_length", "moe_intermediate_size"),
+            (
+                "expert_shared_feed_forward_length",
+                "shared_expert_intermediate_size",
+            ),
+        ] {
+            if let Some(v) = h.get(key).filter(|v| !v.is_null()) {
+                u(k, uint(path, key, v)?, &mut out);
+            }
+        }
+    }
     if arch.name == "llama" {
         let vocab = h
             .get("vocab_size")

@@ -2,14 +2,14 @@
 //! llama.cpp's `convert_hf_to_gguf.py` (the llama.cpp that llama-cpp-python 0.3.36 vendors)
 //! writes them, byte for byte: the same keys in the same order with the same types, the same
 //! tensors in the same order with the same names, types and bytes. For the Llama family
-//! (Llama, Mistral, Mixtral, Qwen2) with a byte-level BPE tokenizer (tokenizer.json) or a
+//! (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE) with a byte-level BPE tokenizer (tokenizer.json) or a
 //! SentencePiece one (tokenizer.model).
 //!
 //! What the reference does and we do not (yet), each refused by name or noted:
 //! - a SentencePiece-style tokenizer.json without its tokenizer.model (the reference's
 //!   `LlamaHfVocab`): refused;
-//! - mixtures of experts other than Mixtral's `block_sparse_moe`: refused (the tensor is
-//!   named);
+//! - mixtures of experts other than Mixtral's and Qwen's (one tensor per expert; fused
+//!   `gate_up_proj` experts as transformers 5 saves them): refused (the tensor is named);
 //! - a model card (README.md): its keys (license, tags, languages, base models) are not
 //!   written, so a folder with one gets a file without them;
 //! - the Q8_0, TQ1_0, TQ2_0 and "auto" output types (F32, F16 and BF16 are written; a
@@ -171,23 +171,29 @@ pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> 
             src: tensors::Values::F32(f),
         });
     }
-    let n_experts = hparams::find(&h, &["num_local_experts"]).and_then(Value::as_u64);
+    let n_experts =
+        hparams::find(&h, &["num_local_experts", "num_experts"]).and_then(Value::as_u64);
+    let kinds = tensors::expert_kinds(arch.name);
     let mut experts: std::collections::HashMap<u64, Vec<(u64, usize, &crate::index::TensorInfo)>> =
         Default::default();
     for t in order {
         if tensors::dropped(&t.name) {
             continue;
         }
-        if let Some((bid, x, w)) = tensors::expert_of(&t.name) {
-            // Mixtral's experts, one tensor each: stacked per layer and kind (w1 gate, w2
-            // down, w3 up) when the layer's last one comes, as the reference stacks them.
+        if let Some((bid, x, w)) = tensors::expert_of(arch.name, &t.name) {
+            // Experts, one tensor each: stacked per layer and kind when the layer's last one
+            // comes, in the reference's order of kinds.
             tensors::check_source(&model.file_of(t).location, t)?;
-            let n = n_experts
-                .ok_or_else(|| refuse(&cfg_path, "expert tensors, and no num_local_experts"))?;
+            let n = n_experts.ok_or_else(|| {
+                refuse(
+                    &cfg_path,
+                    "expert tensors, and no num_local_experts (nor num_experts)",
+                )
+            })?;
             if x >= n {
                 return Err(refuse(
                     &model.file_of(t).location,
-                    &format!("tensor '{}': expert {x} of {n} (num_local_experts)", t.name),
+                    &format!("tensor '{}': expert {x} of {n} (num_experts)", t.name),
                 ));
             }
             let layer = experts.entry(bid).or_default();
@@ -195,7 +201,7 @@ pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> 
             if layer.len() as u64 == n * 3 {
                 let mut layer = experts.remove(&bid).unwrap_or_default();
                 layer.sort_by_key(|(x, w, _)| (*w, *x));
-                for (w, kind) in ["gate", "down", "up"].iter().enumerate() {
+                for (w, kind) in kinds.iter().enumerate() {
                     let ts: Vec<&crate::index::TensorInfo> =
                         layer.iter().filter(|e| e.1 == w).map(|e| e.2).collect();
                     let first = ts[0];
@@ -205,7 +211,7 @@ pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> 
                     {
                         return Err(refuse(
                             &model.file_of(first).location,
-                            &format!("layer {bid}'s w{} experts differ in shape", w + 1),
+                            &format!("layer {bid}'s {kind} experts differ in shape"),
                         ));
                     }
                     let mut ne: crate::index::Shape = first.shape.iter().rev().copied().collect();
@@ -222,7 +228,7 @@ pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> 
             }
             continue;
         }
-        let name = tensors::llama_name(&t.name).ok_or_else(|| {
+        let name = tensors::llama_name(arch.name, &t.name).ok_or_else(|| {
             refuse(
                 &model.file_of(t).location,
                 &format!(
@@ -272,7 +278,10 @@ pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> 
     if let Some(bid) = experts.keys().min() {
         return Err(refuse(
             &shown,
-            &format!("layer {bid} lacks some of its experts' w1/w2/w3 tensors"),
+            &format!(
+                "layer {bid} lacks some of its experts' {} tensors",
+                kinds.join("/")
+            ),
         ));
     }
     let params = parameter_counts(&planned);

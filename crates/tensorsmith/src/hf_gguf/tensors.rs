@@ -82,8 +82,10 @@ fn row_len(t: &TensorInfo, to: DType) -> u64 {
 }
 
 /// The llama.cpp name of a Hugging Face tensor name of the Llama family (Llama, Mistral,
-/// Qwen2), `None` when it has none.
-pub(crate) fn llama_name(name: &str) -> Option<String> {
+/// Qwen2, Qwen3 and their MoE routers and shared experts) in architecture `arch` (llama.cpp's
+/// name), `None` when it has none: as gguf-py's tensor map, which names only the tensors the
+/// architecture has.
+pub(crate) fn llama_name(arch: &str, name: &str) -> Option<String> {
     let name = name.strip_prefix("language_model.").unwrap_or(name);
     let (stem, suffix) = name
         .strip_suffix(".weight")
@@ -111,25 +113,53 @@ pub(crate) fn llama_name(name: &str) -> Option<String> {
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
-        "block_sparse_moe.gate" => "ffn_gate_inp",
+        "block_sparse_moe.gate" if arch == "llama" => "ffn_gate_inp",
+        "mlp.gate" if arch.ends_with("moe") => "ffn_gate_inp",
+        "self_attn.q_norm" if arch.starts_with("qwen3") => "attn_q_norm",
+        "self_attn.k_norm" if arch.starts_with("qwen3") => "attn_k_norm",
+        "mlp.shared_expert_gate" if arch == "qwen2moe" => "ffn_gate_inp_shexp",
+        "mlp.shared_expert.gate_proj" if arch == "qwen2moe" => "ffn_gate_shexp",
+        "mlp.shared_expert.up_proj" if arch == "qwen2moe" => "ffn_up_shexp",
+        "mlp.shared_expert.down_proj" if arch == "qwen2moe" => "ffn_down_shexp",
         _ => return None,
     };
+    if arch.ends_with("moe") && matches!(to, "ffn_gate" | "ffn_up" | "ffn_down") {
+        return None; // Qwen's MoE layers have no dense FFN in llama.cpp.
+    }
     Some(format!("blk.{bid}.{to}.{suffix}"))
 }
 
-/// (layer, expert, kind 0/1/2 for w1/w2/w3) of a Mixtral expert tensor
-/// (`model.layers.B.block_sparse_moe.experts.X.wK.weight`).
-pub(crate) fn expert_of(name: &str) -> Option<(u64, u64, usize)> {
+/// The kinds of an architecture's expert tensors, in the order the reference writes a layer's
+/// stacks: Mixtral's w1, w2, w3 (gate, down, up); Qwen's down, gate, up projections.
+pub(crate) fn expert_kinds(arch: &str) -> [&'static str; 3] {
+    if arch == "llama" {
+        ["gate", "down", "up"]
+    } else {
+        ["down", "gate", "up"]
+    }
+}
+
+/// (layer, expert, kind: an index of [`expert_kinds`]) of an expert tensor, one per expert:
+/// Mixtral's `model.layers.B.block_sparse_moe.experts.X.wK.weight`, Qwen MoE's
+/// `model.layers.B.mlp.experts.X.{down,gate,up}_proj.weight`.
+pub(crate) fn expert_of(arch: &str, name: &str) -> Option<(u64, u64, usize)> {
     let rest = name.strip_prefix("model.layers.")?;
     let (bid, rest) = rest.split_once('.')?;
-    let rest = rest.strip_prefix("block_sparse_moe.experts.")?;
-    let (x, rest) = rest.split_once('.')?;
-    let w = match rest {
-        "w1.weight" => 0,
-        "w2.weight" => 1,
-        "w3.weight" => 2,
-        _ => return None,
+    let (rest, kinds): (&str, [&str; 3]) = if arch == "llama" {
+        (
+            rest.strip_prefix("block_sparse_moe.experts.")?,
+            ["w1", "w2", "w3"],
+        )
+    } else if arch.ends_with("moe") {
+        (
+            rest.strip_prefix("mlp.experts.")?,
+            ["down_proj", "gate_proj", "up_proj"],
+        )
+    } else {
+        return None;
     };
+    let (x, rest) = rest.split_once('.')?;
+    let w = kinds.iter().position(|k| rest == format!("{k}.weight"))?;
     Some((bid.parse().ok()?, x.parse().ok()?, w))
 }
 
@@ -147,6 +177,7 @@ pub(crate) fn type_of(name: &str, dims: usize, out: DType) -> GgmlType {
         || name.ends_with("_norm.weight")
         || !name.ends_with(".weight")
         || name.ends_with(".ffn_gate_inp.weight")
+        || name.ends_with(".ffn_gate_inp_shexp.weight")
     {
         DType::F32
     } else {
@@ -279,13 +310,47 @@ mod tests {
     #[test]
     fn names_map_as_llama_cpp_names_them() {
         assert_eq!(
-            llama_name("model.layers.3.self_attn.q_proj.bias").as_deref(),
+            llama_name("llama", "model.layers.3.self_attn.q_proj.bias").as_deref(),
             Some("blk.3.attn_q.bias")
         );
         assert_eq!(
-            llama_name("lm_head.weight").as_deref(),
+            llama_name("llama", "lm_head.weight").as_deref(),
             Some("output.weight")
         );
-        assert_eq!(llama_name("model.layers.0.mlp.experts.0.w1.weight"), None);
+        assert_eq!(
+            llama_name("llama", "model.layers.0.mlp.experts.0.w1.weight"),
+            None
+        );
+        assert_eq!(
+            llama_name("qwen3", "model.layers.1.self_attn.k_norm.weight").as_deref(),
+            Some("blk.1.attn_k_norm.weight")
+        );
+        assert_eq!(
+            llama_name("qwen2", "model.layers.1.self_attn.k_norm.weight"),
+            None
+        );
+        assert_eq!(
+            llama_name("qwen2moe", "model.layers.2.mlp.shared_expert_gate.weight").as_deref(),
+            Some("blk.2.ffn_gate_inp_shexp.weight")
+        );
+        assert_eq!(
+            llama_name("qwen3moe", "model.layers.0.mlp.up_proj.weight"),
+            None
+        );
+        assert_eq!(
+            expert_of("qwen3moe", "model.layers.1.mlp.experts.10.gate_proj.weight"),
+            Some((1, 10, 1))
+        );
+        assert_eq!(
+            expert_of(
+                "llama",
+                "model.layers.1.block_sparse_moe.experts.3.w3.weight"
+            ),
+            Some((1, 3, 2))
+        );
+        assert_eq!(
+            expert_of("qwen2", "model.layers.1.mlp.experts.1.up_proj.weight"),
+            None
+        );
     }
 }

@@ -247,7 +247,15 @@ pub fn convert_gguf(
         None => None,
     };
     for (i, t) in tensors.iter().enumerate() {
-        let ne = ne_of(t);
+        let mut ne = ne_of(t);
+        if opts.quantize_mix.is_some() {
+            // llama-quantize writes each tensor with ggml's count of dimensions
+            // (`ggml_n_dims`: trailing 1s dropped, one kept): Qwen2-MoE's shared-expert gate,
+            // [256, 1] in the converter's file, is [256] in its output.
+            while ne.len() > 1 && ne.last() == Some(&1) {
+                ne.pop();
+            }
+        }
         let chosen = mixed.as_ref().map(|m| m[i]);
         let (ty, step) = plan(t, &ne, opts, chosen).map_err(|e| place(e, t))?;
         let weights = match opts.quantize_mix {
