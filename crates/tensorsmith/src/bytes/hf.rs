@@ -121,6 +121,16 @@ pub(crate) fn parse_hf_url(location: &str) -> Result<HfPath> {
     })
 }
 
+/// The repository's name (`REPO` of `hf://ORG/REPO[@REV]`) when `location` is an `hf://`
+/// URL of a repository's root (no path in it, a trailing `/` allowed); `None` otherwise.
+pub fn hf_repo_name(location: &str) -> Option<String> {
+    if !location.to_ascii_lowercase().starts_with("hf://") {
+        return None;
+    }
+    let p = parse_hf_url(&format!("{}/_", location.trim_end_matches('/'))).ok()?;
+    (p.path == "_").then(|| p.repo.rsplit('/').next().unwrap_or_default().to_string())
+}
+
 impl HfPath {
     /// The resolve URL under `endpoint`.
     pub(crate) fn resolve_url(&self, endpoint: &str) -> String {

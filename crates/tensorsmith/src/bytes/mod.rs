@@ -78,6 +78,8 @@ pub use gather::read_plan;
 #[cfg(feature = "remote")]
 pub use gcs_client::GcsClient;
 #[cfg(feature = "remote")]
+pub use hf::hf_repo_name;
+#[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
 #[cfg(feature = "remote")]

@@ -15,11 +15,14 @@
 //! - the Q8_0, TQ1_0, TQ2_0 and "auto" output types (F32, F16 and BF16 are written; a
 //!   llama-quantize mix goes through `ops::convert_hf`).
 //!
-//! Files: `hparams.rs` (the architecture's keys), `naming.rs` (general.*), `vocab.rs` and
+//! The folder may be remote (`hf://ORG/REPO[@REV]`, a store URL): `folder.rs`.
+//!
+//! Files: `folder.rs` (where the small files are read), `hparams.rs` (the architecture's keys), `naming.rs` (general.*), `vocab.rs` and
 //! `spm.rs` and `special.rs` (the tokenizer), `tensors.rs` (names, permutation, types, values), `rope.rs`
 //! (Llama 3's rope_freqs), `virtual_file.rs` (the result read by range, never written: the
 //! input of the quantizing step).
 
+mod folder;
 mod hparams;
 mod naming;
 mod rope;
@@ -37,34 +40,11 @@ use crate::model::Model;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+pub use folder::{folder_of, is_hf_folder, Folder};
 pub use virtual_file::converted_model;
 
 pub(crate) fn refuse(path: &str, why: &str) -> Error {
     Error::new(ErrorKind::Unsupported(why.to_string())).in_file(Path::new(path))
-}
-
-/// The local folder holding a Hugging Face model that `location` (a model's, as opened: the
-/// folder, or its shard index) names: one with a config.json that names an architecture.
-pub fn hf_folder(location: &str) -> Option<PathBuf> {
-    let p = Path::new(location);
-    let dir = if p.is_dir() {
-        p.to_path_buf()
-    } else if location.ends_with(crate::model::checkpoint::INDEX_SUFFIX) {
-        p.parent()?.to_path_buf()
-    } else {
-        return None;
-    };
-    is_hf_folder(&dir).then_some(dir)
-}
-
-/// Whether `path` is a local folder holding a Hugging Face model: a config.json that names an
-/// architecture.
-pub fn is_hf_folder(path: &Path) -> bool {
-    path.is_dir()
-        && std::fs::read(path.join("config.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .is_some_and(|c| c.get("architectures").is_some_and(Value::is_array))
 }
 
 /// How the folder is converted.
@@ -85,14 +65,17 @@ impl Default for HfOptions {
     }
 }
 
-fn read_json(dir: &Path, name: &str) -> Result<Option<Value>> {
+/// The folder's file `name` as JSON, `None` when there is none; errors name it as the folder
+/// is shown (`shown`: its path, or its URL when it was fetched).
+fn read_json(dir: &Path, shown: &str, name: &str) -> Result<Option<Value>> {
     let p = dir.join(name);
+    let named = format!("{shown}/{name}");
     match std::fs::read(&p) {
         Ok(b) => serde_json::from_slice(&b)
             .map(Some)
-            .map_err(|e| refuse(&p.to_string_lossy(), &format!("not JSON: {e}"))),
+            .map_err(|e| refuse(&named, &format!("not JSON: {e}"))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::from(e).in_file(&p)),
+        Err(e) => Err(Error::from(e).in_file(Path::new(&named))),
     }
 }
 
@@ -110,7 +93,7 @@ fn file_type(t: DType) -> Result<u32> {
 }
 
 /// A writer holding the folder's GGUF: every key and tensor, ready to write.
-pub fn writer<'a>(dir: &Path, model: &'a Model, opts: &HfOptions) -> Result<gguf::Writer<'a>> {
+pub fn writer<'a>(dir: &Folder, model: &'a Model, opts: &HfOptions) -> Result<gguf::Writer<'a>> {
     let (meta, planned) = plan(dir, model, opts)?;
     let mut w = gguf::Writer::new();
     for (k, v) in meta {
@@ -137,10 +120,11 @@ fn byte_len(p: &tensors::Planned) -> Result<u64> {
 /// The folder's GGUF as metadata (in order) and tensors (in order, with their sources).
 pub(crate) type Plan = (Vec<(String, GgufValue)>, Vec<tensors::Planned>);
 
-pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> {
-    let shown = dir.to_string_lossy().into_owned();
+pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<Plan> {
+    let dir = folder.path.as_path();
+    let shown = folder.shown.clone();
     let ft = file_type(opts.out_type)?;
-    let config = read_json(dir, "config.json")?
+    let config = read_json(dir, &shown, "config.json")?
         .ok_or_else(|| refuse(&shown, "no config.json: not a Hugging Face model folder"))?;
     let arch = hparams::arch_of(&format!("{shown}/config.json"), &config)?;
     let h = hparams::flattened(&config);
@@ -293,11 +277,8 @@ pub(crate) fn plan(dir: &Path, model: &Model, opts: &HfOptions) -> Result<Plan> 
         ),
         ("general.type".into(), GgufValue::String("model".into())),
     ];
-    let dir_name = std::fs::canonicalize(dir)
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| shown.clone());
-    let generation = read_json(dir, "generation_config.json")?;
+    let dir_name = folder.name.clone();
+    let generation = read_json(dir, &shown, "generation_config.json")?;
     meta.extend(naming::general_keys(
         &dir_name,
         &config,
@@ -339,7 +320,7 @@ fn tokenizer_keys(
     opts: &HfOptions,
 ) -> Result<Vec<(String, GgufValue)>> {
     let tok_path = format!("{shown}/tokenizer.json");
-    let tc = read_json(dir, "tokenizer_config.json")?;
+    let tc = read_json(dir, shown, "tokenizer_config.json")?;
     let mut out = Vec::new();
     if arch.name == "llama" {
         if let Some(b) = tc
@@ -356,7 +337,7 @@ fn tokenizer_keys(
     let vocab_size = h.get("vocab_size").and_then(Value::as_u64);
     // As the reference: a SentencePiece model first, else tokenizer.json.
     let mut n_vocab = None;
-    let tok = read_json(dir, "tokenizer.json")?;
+    let tok = read_json(dir, shown, "tokenizer.json")?;
     // As the reference: a SentencePiece model first, else tokenizer.json.
     let spm = dir.join("tokenizer.model").is_file();
     if spm {
@@ -412,7 +393,7 @@ fn tokenizer_keys(
 
 /// Converts the folder `dir` (its tensors opened as `model`) to the GGUF file `out`.
 pub fn convert(
-    dir: &Path,
+    dir: &Folder,
     model: &Model,
     out: &Path,
     opts: &HfOptions,

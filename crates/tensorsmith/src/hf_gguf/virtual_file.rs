@@ -15,7 +15,6 @@ use crate::model::Model;
 use crate::safetensors::TensorData;
 use std::borrow::Cow;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
 
 #[derive(Debug)]
@@ -107,7 +106,7 @@ impl ReadAt for VirtualGguf {
 }
 
 /// The folder `dir` (its checkpoint opened as `model`) as a GGUF [`Model`] read by range.
-pub fn converted_model(dir: &Path, model: Arc<Model>, opts: &HfOptions) -> Result<Model> {
+pub fn converted_model(dir: &super::Folder, model: Arc<Model>, opts: &HfOptions) -> Result<Model> {
     let (meta, planned) = plan(dir, &model, opts)?;
     let mut w = gguf::Writer::new();
     for (k, v) in meta {
@@ -142,6 +141,6 @@ pub fn converted_model(dir: &Path, model: Arc<Model>, opts: &HfOptions) -> Resul
         len: at,
         model,
     };
-    let location = format!("{} (converted)", dir.display());
+    let location = format!("{} (converted)", dir.shown);
     crate::model::open_reader(&location, Box::new(file), &crate::OpenOptions::default())
 }

@@ -9,8 +9,9 @@ use crate::error::Result;
 use crate::format::OpenOptions;
 use std::path::Path;
 
-/// Opens and validates a local file, a folder or index of shards, or an `http(s)://` URL (of
-/// a file or of a shard index).
+/// Opens and validates a local file, a folder or index of shards, or a URL (of a file, of a
+/// shard index, or of a folder: one ending in `/`, or an `hf://ORG/REPO[@REV]` repository,
+/// where `model.safetensors.index.json`, then `model.safetensors` is read).
 ///
 /// ```no_run
 /// let model = tensorsmith::open("model.safetensors", &tensorsmith::OpenOptions::new())?;
@@ -34,6 +35,10 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
             }
         }
         return checkpoint::open_dir(dir, opts).and_then(one_write);
+    }
+    #[cfg(feature = "remote")]
+    if is_url(target) && names_folder(target) {
+        return open_url_folder(target, opts);
     }
     let (index, file) = open_file(target, opts)?;
     if onnx_external::has_external(&index) {
@@ -65,6 +70,37 @@ pub fn open_reader(location: &str, bytes: Box<dyn ReadAt>, opts: &OpenOptions) -
         }
     }
     Ok(Model::single(location, index, file))
+}
+
+/// Whether a URL names a folder rather than a file: it ends in `/`, or it is an `hf://` URL of a
+/// repository (`hf://ORG/REPO[@REV]`, no path).
+#[cfg(feature = "remote")]
+fn names_folder(target: &str) -> bool {
+    target.ends_with('/') || crate::bytes::hf_repo_name(target).is_some()
+}
+
+/// A model folder named by URL: a store or the Hub is not listed, so its files are looked for
+/// by the names transformers looks for, its shard index (`model.safetensors.index.json`)
+/// first, then `model.safetensors`.
+#[cfg(feature = "remote")]
+fn open_url_folder(target: &str, opts: &OpenOptions) -> Result<Model> {
+    use crate::error::{Error, ErrorKind};
+    let base = target.trim_end_matches('/');
+    let index = format!("{base}/model{}", checkpoint::INDEX_SUFFIX);
+    match open(&index, opts) {
+        Err(e) if matches!(e.kind(), ErrorKind::RemoteNotFound(_)) => {}
+        other => return other,
+    }
+    match open(&format!("{base}/model.safetensors"), opts) {
+        Err(e) if matches!(e.kind(), ErrorKind::RemoteNotFound(_)) => {
+            Err(Error::new(ErrorKind::RemoteNotFound(format!(
+                "no model.safetensors.index.json nor model.safetensors in the folder {}",
+                crate::bytes::redact_url(target)
+            )))
+            .in_file(Path::new(&crate::bytes::redact_url(target))))
+        }
+        other => other,
+    }
 }
 
 /// A checkpoint is read only when its shards come from one write: a rewrite killed half way

@@ -87,8 +87,12 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
         if opts.append || opts.compression.is_some() || opts.digest.is_some() {
             return refuse("append, compression and digests apply to zTensor output");
         }
-        if !opts.keep_names && crate::hf_gguf::hf_folder(&input.location).is_some() {
-            return Ok(super::convert_hf::convert_hf(input, out, opts)?
+        let folder = match opts.keep_names {
+            true => None,
+            false => crate::hf_gguf::folder_of(&input.location, &opts.storage)?,
+        };
+        if let Some(folder) = folder {
+            return Ok(super::convert_hf::convert_hf(&folder, input, out, opts)?
                 .into_iter()
                 .map(|(p, _)| p)
                 .collect());

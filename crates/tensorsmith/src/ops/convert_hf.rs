@@ -13,9 +13,13 @@ use crate::model::Model;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub fn convert_hf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<(PathBuf, u64)>> {
-    let dir =
-        &hf_gguf::hf_folder(&input.location).unwrap_or_else(|| PathBuf::from(&input.location));
+/// Converts `input`, the weights of the Hugging Face model folder `dir`, to the GGUF `out`.
+pub fn convert_hf(
+    dir: &hf_gguf::Folder,
+    input: &Model,
+    out: &Path,
+    opts: &ConvertOptions,
+) -> Result<Vec<(PathBuf, u64)>> {
     let hf = HfOptions {
         out_type: opts.dtype.unwrap_or(DType::F16),
         pre_tokenizer: opts.pre_tokenizer.clone(),
@@ -26,7 +30,7 @@ pub fn convert_hf(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Ve
     // The checkpoint again, owned by the converted file that reads it.
     let again = Arc::new(crate::open(
         &input.location,
-        &crate::OpenOptions::default(),
+        &crate::OpenOptions::default().with_storage_options(opts.storage.clone()),
     )?);
     let converted = hf_gguf::converted_model(dir, again, &hf)?;
     let mut second = opts.clone();
