@@ -189,3 +189,22 @@ def test_the_python_api_converts_a_folder_in_one_step(folders, tmp_path):
         tensorsmith.convert(d, tmp_path / "x.gguf")
     kept = tensorsmith.convert(folders[m], tmp_path / "k.gguf", keep_names=True)
     assert "model.norm.weight" in {t.name for t in gguf.GGUFReader(kept[0]).tensors}
+
+
+def test_a_model_card_the_converter_cannot_write_is_refused_by_name(tsm, folders, tmp_path):
+    """The card's keys are pinned by the vectors (tiny-qwen3, tiny-qwen3-moe); here the cards
+    the reference itself fails on: a number where text goes, front matter that is not YAML."""
+    d = copy(folders, tmp_path, "tiny-qwen3")
+    (d / "README.md").write_text("---\nlicense: mit\nversion: 1.5\n---\n")
+    err = refused(tsm, d, tmp_path)
+    assert "README.md" in err and "version is 1.5, not text" in err
+    (d / "README.md").write_text("---\nlicense: [mit\n---\n")
+    err = refused(tsm, d, tmp_path)
+    assert "README.md" in err and "not YAML" in err
+    # A README without front matter adds nothing: the file is the one without a card.
+    (d / "README.md").write_text("# just text\n---\nlicense: mit\n---\n")
+    no_card = copy(folders, tmp_path / "b", "tiny-qwen3")
+    (no_card / "README.md").unlink()
+    a = tsm.convert(d, tmp_path / "a.gguf", "-q")
+    b = tsm.convert(no_card, tmp_path / "b.gguf", "-q")
+    assert sha(a) == sha(b) != VECTORS["models"]["tiny-qwen3"]["f16"]["sha256"]

@@ -1,5 +1,5 @@
 //! Where a Hugging Face model folder's small files are read: config.json, generation_config.json,
-//! the tokenizer files and the chat template. A local folder is read in place. A remote one
+//! the tokenizer files, the chat template and the model card (README.md). A local folder is read in place. A remote one
 //! (`hf://ORG/REPO[@REV]`, an `s3://`, `az://`, `gs://` or `http(s)://` URL of the folder),
 //! whose weights are read by range where they lie, has those files fetched whole into a
 //! temporary folder first: they are small (a tokenizer.json is a few MiB), the tokenizer code
@@ -30,6 +30,7 @@ const SMALL_FILES: &[&str] = &[
     "tokenizer.model",
     "chat_template.jinja",
     "chat_template.json",
+    "README.md",
 ];
 
 /// The most bytes a small file may have (a tokenizer.json of a large vocabulary is ~30 MiB).

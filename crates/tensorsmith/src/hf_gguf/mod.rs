@@ -10,8 +10,6 @@
 //!   `LlamaHfVocab`): refused;
 //! - mixtures of experts other than Mixtral's and Qwen's (one tensor per expert; fused
 //!   `gate_up_proj` experts as transformers 5 saves them): refused (the tensor is named);
-//! - a model card (README.md): its keys (license, tags, languages, base models) are not
-//!   written, so a folder with one gets a file without them;
 //! - the Q8_0, TQ1_0, TQ2_0 and "auto" output types (F32, F16 and BF16 are written; a
 //!   llama-quantize mix goes through `ops::convert_hf`).
 //!
@@ -24,6 +22,7 @@
 
 mod folder;
 mod hparams;
+mod model_card;
 mod naming;
 mod rope;
 mod special;
@@ -279,10 +278,19 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
     ];
     let dir_name = folder.name.clone();
     let generation = read_json(dir, &shown, "generation_config.json")?;
+    let card = match model_card::load(dir, &shown)? {
+        Some(m) => Some(model_card::card(
+            &format!("{shown}/README.md"),
+            &m,
+            params.0 as i64,
+        )?),
+        None => None,
+    };
     meta.extend(naming::general_keys(
         &dir_name,
         &config,
         generation.as_ref(),
+        card.as_ref(),
         params,
     ));
     meta.extend(hparams::keys(&cfg_path, arch, &h, block_count as u32, ft)?);

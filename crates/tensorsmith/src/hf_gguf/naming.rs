@@ -2,8 +2,8 @@
 //! `Metadata`) writes for a Hugging Face folder: the name, organisation, base name, fine-tune,
 //! version and size label read off a model id (`config.json`'s `_name_or_path` when it is an
 //! id, then the folder's name), the size label from the parameter count when the id has none,
-//! and the sampling settings of `generation_config.json`. A model card (README.md) is not
-//! read: its keys (license, tags, languages, base models) are not written.
+//! and the sampling settings of `generation_config.json`; a model card's keys
+//! (`model_card.rs`) come first.
 //!
 //! The rules are the reference's heuristics, kept as they are (so the same folder gets the same
 //! keys), not a design of ours.
@@ -251,10 +251,20 @@ pub(crate) fn general_keys(
     dir_name: &str,
     config: &Value,
     generation: Option<&Value>,
+    card: Option<&super::model_card::Card>,
     params: (u64, u64, u64, u64),
 ) -> Vec<(String, GgufValue)> {
     let (total, shared, expert, experts) = params;
-    let mut m = IdParts::default();
+    // The model card's values first: the heuristics below fill only what it leaves unset.
+    let from_card = |f: &str| card.and_then(|c| c.get(f));
+    let mut m = IdParts {
+        name: from_card("name"),
+        org: from_card("organization"),
+        basename: from_card("basename"),
+        finetune: from_card("finetune"),
+        version: from_card("version"),
+        size_label: from_card("size_label"),
+    };
     let mut take = |p: IdParts| {
         if m.name.is_none() {
             m.name = p.name.map(|n| id_to_title(&n));
@@ -283,17 +293,23 @@ pub(crate) fn general_keys(
     if let Some(g) = generation {
         sampling_keys(g, &mut out);
     }
+    // gguf-py's add_string skips empty text.
     let s = |k: &str, v: &Option<String>, out: &mut Vec<(String, GgufValue)>| {
-        if let Some(v) = v {
+        if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
             out.push((format!("general.{k}"), GgufValue::String(v.clone())));
         }
     };
     s("name", &m.name, &mut out);
+    s("author", &from_card("author"), &mut out);
     s("version", &m.version, &mut out);
     s("organization", &m.org, &mut out);
     s("finetune", &m.finetune, &mut out);
     s("basename", &m.basename, &mut out);
+    s("description", &from_card("description"), &mut out);
     s("size_label", &m.size_label, &mut out);
+    if let Some(c) = card {
+        c.keys_after_size(&mut out);
+    }
     out
 }
 
