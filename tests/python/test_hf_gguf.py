@@ -37,20 +37,43 @@ def test_the_file_is_the_reference_tools_file(tsm, folders, tmp_path, model, key
         dtype, ftype = key.split("-")
         tsm.run("convert", folders[model], out, "--dtype", dtype, "--quantize", ftype, "--mix",
                 "-q")
-    else:
-        tsm.run("convert", folders[model], out, "--dtype", key, "-q")
+    else:  # convert_hf_to_gguf.py --outtype T
+        tsm.run("convert", folders[model], out, "--outtype", key, "-q")
     assert (out.stat().st_size, sha(out)) == (want["len"], want["sha256"])
     # The intermediate file of the two steps is gone.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.gguf"]
 
 
 def test_defaults_are_the_reference_defaults(tsm, folders, tmp_path):
-    """No --dtype: F16, as convert_hf_to_gguf.py's default --outtype; an _M name is a mix."""
+    """No --outtype: "auto", convert_hf_to_gguf.py's default (BF16 for a BF16 checkpoint, F16
+    for F16 and F32 ones); --dtype names F32/F16/BF16 too; an _M name is a mix."""
+    for m, auto in (("tiny-llama3-instruct", "bf16"), ("tiny-mixtral", "f16"),
+                    ("tiny-qwen2", "f16")):
+        v = VECTORS["models"][m]
+        assert v["auto"] == v[auto]
+        tsm.run("convert", folders[m], tmp_path / "a.gguf", "-q")
+        assert sha(tmp_path / "a.gguf") == v["auto"]["sha256"], m
     m = "tiny-llama3-instruct"
-    tsm.run("convert", folders[m], tmp_path / "a.gguf", "-q")
-    assert sha(tmp_path / "a.gguf") == VECTORS["models"][m]["f16"]["sha256"]
     tsm.run("convert", folders[m], tmp_path / "b.gguf", "--quantize", "Q4_K_M", "-q")
-    assert sha(tmp_path / "b.gguf") == VECTORS["models"][m]["f16-Q4_K_M"]["sha256"]
+    assert sha(tmp_path / "b.gguf") == VECTORS["models"][m]["bf16-Q4_K_M"]["sha256"]
+    tsm.run("convert", folders[m], tmp_path / "c.gguf", "--dtype", "F16", "-q")
+    assert sha(tmp_path / "c.gguf") == VECTORS["models"][m]["f16"]["sha256"]
+
+
+def test_outtype_refusals(tsm, folders, tmp_path):
+    m = folders["tiny-qwen2"]
+    err = refused(tsm, m, tmp_path, "--outtype", "q8_0", "--quantize", "Q4_K_M")
+    assert "does not quantize" in err and "again" in err
+    err = refused(tsm, m, tmp_path, "--outtype", "f16", "--dtype", "BF16")
+    assert "disagree" in err
+    p = tsm.run("convert", m, tmp_path / "x.gguf", "--outtype", "q4_k", expect=None)
+    assert p.returncode != 0 and b"q8_0, tq1_0, tq2_0, auto" in p.stderr
+    # Not a model folder, or not GGUF: --outtype is the converter's.
+    st = tsm.convert(m / "model-00001-of-00002.safetensors", tmp_path / "one.safetensors")
+    err = refused(tsm, st, tmp_path, "--outtype", "q8_0")
+    assert "--outtype" in err and "--quantize" in err
+    p = tsm.run("convert", m, tmp_path / "x.safetensors", "--outtype", "f16", expect=2)
+    assert b"GGUF output" in p.stderr
 
 
 def test_what_the_file_holds(tsm, folders, tmp_path):

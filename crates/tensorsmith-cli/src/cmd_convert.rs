@@ -127,6 +127,12 @@ pub struct ConvertArgs {
     /// recorded. Needed by the Q2_K_S mix.
     #[arg(long, requires = "quantize", value_name = "FILE")]
     imatrix: Option<std::path::PathBuf>,
+    /// A Hugging Face model folder (config.json, tokenizer, safetensors) to GGUF: the output
+    /// type, as llama.cpp's `convert_hf_to_gguf.py --outtype` names it: f32, f16, bf16, q8_0,
+    /// tq1_0, tq2_0, or auto (its default, and ours: bf16 or f16 as the checkpoint's first
+    /// matrix is, else f16). `--dtype F32|F16|BF16` says the same for those three.
+    #[arg(long, value_parser = parse_outtype, value_name = "TYPE")]
+    outtype: Option<tensorsmith::hf_gguf::OutType>,
     /// A Hugging Face model folder (config.json, tokenizer, safetensors) to GGUF: the
     /// llama.cpp name of its BPE pre-tokenizer (llama-bpe, qwen2, gpt-2, ...), for a
     /// tokenizer.json whose pre-tokenizer is not recognised (llama.cpp's converter says "BPE
@@ -157,6 +163,15 @@ fn parse_quantize(s: &str) -> Result<String, String> {
     }
 }
 
+fn parse_outtype(s: &str) -> Result<tensorsmith::hf_gguf::OutType, String> {
+    tensorsmith::hf_gguf::OutType::parse(s).ok_or_else(|| {
+        format!(
+            "unknown output type '{s}' (one of {})",
+            tensorsmith::hf_gguf::OutType::NAMES
+        )
+    })
+}
+
 fn parse_dtype(s: &str) -> Result<DType, String> {
     DType::from_safetensors_name(&s.to_ascii_uppercase(), false)
         .ok_or_else(|| format!("unknown dtype '{s}'"))
@@ -178,6 +193,7 @@ pub fn run(a: &ConvertArgs) -> u8 {
         .with_quantize(quantize)
         .with_quantize_mix(mix)
         .with_imatrix(a.imatrix.clone())
+        .with_outtype(a.outtype)
         .with_pre_tokenizer(a.pre_tokenizer.clone())
         .with_keep_names(a.keep_names)
         .with_dtype(a.dtype)

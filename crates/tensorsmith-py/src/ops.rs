@@ -205,7 +205,7 @@ fn dtype_arg(py: Python<'_>, s: Option<&str>) -> PyResult<Option<DType>> {
     append = false, quantize = None, gguf_set = Vec::new(), split_max_tensors = None,
     split_small_first = false, onnx_template = None, external_data = false,
     allow_extra = false, storage = Vec::new(), mix = false, imatrix = None,
-    pre_tokenizer = None, keep_names = false))]
+    pre_tokenizer = None, keep_names = false, outtype = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
@@ -232,6 +232,7 @@ pub fn convert(
     imatrix: Option<PathBuf>,
     pre_tokenizer: Option<String>,
     keep_names: bool,
+    outtype: Option<&str>,
 ) -> PyResult<Vec<PathBuf>> {
     let opt = |msg: String| raise(py, "OptionError", msg);
     let rounding = match rounding {
@@ -283,6 +284,15 @@ pub fn convert(
         .with_quantize(quantize)
         .with_quantize_mix(mix)
         .with_imatrix(imatrix)
+        .with_outtype(match outtype {
+            None => None,
+            Some(t) => Some(tensorsmith::hf_gguf::OutType::parse(t).ok_or_else(|| {
+                opt(format!(
+                    "outtype must be one of {}, not {t:?}",
+                    tensorsmith::hf_gguf::OutType::NAMES
+                ))
+            })?),
+        })
         .with_pre_tokenizer(pre_tokenizer)
         .with_keep_names(keep_names)
         .with_dtype(dtype)

@@ -587,7 +587,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
             append=False, quantize=None, gguf_set=None, split_max_tensors=None,
             split_small_first=False, onnx_template=None, external_data=False,
             allow_extra=False, storage_options=None, mix=False, imatrix=None,
-            pre_tokenizer=None, keep_names=False) -> list:
+            pre_tokenizer=None, keep_names=False, outtype=None) -> list:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
@@ -601,10 +601,12 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     llama.cpp's tensor names: the output equals llama-quantize's byte for byte; `imatrix`, the
     path of llama-imatrix's file (GGUF or legacy .dat), quantizes with it as
     `llama-quantize --imatrix` does (and allows the "Q2_K_S" mix). A Hugging Face model
-    folder `src` (config.json, a byte-level BPE tokenizer.json, safetensors; Llama, Mistral,
-    Qwen2) to a .gguf `dst` is written as llama.cpp's convert_hf_to_gguf.py writes it (`dtype`
-    "F32", "F16" (its default) or "BF16"), and with `quantize` as llama-quantize then makes it,
-    byte for byte; `pre_tokenizer` names llama.cpp's pre-tokenizer where tokenizer.json's is
+    folder `src` (local, "hf://ORG/REPO[@REV]" or a store URL ending in "/"; config.json, a
+    BPE tokenizer.json or a SentencePiece tokenizer.model, safetensors; Llama, Mistral,
+    Mixtral, Qwen2, Qwen3 and their MoE) to a .gguf `dst` is written as llama.cpp's
+    convert_hf_to_gguf.py writes it (`outtype` "f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0"
+    or "auto", its default: bf16 or f16 as the checkpoint is; `dtype` "F32", "F16", "BF16" the
+    same for those three), and with `quantize` as llama-quantize then makes it, byte for byte; `pre_tokenizer` names llama.cpp's pre-tokenizer where tokenizer.json's is
     not recognised, and `keep_names=True` writes the checkpoint's tensors as they are. `gguf_set` is
     a list of "KEY=TYPE:VALUE" metadata assignments. GGUF output is
     split into parts as gguf-py's GGUFWriter splits it with `shard_size` (tensor bytes per part,
@@ -634,7 +636,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
                             None if onnx_template is None else os.fspath(onnx_template),
                             external_data, allow_extra, _storage(storage_options), mix,
                             None if imatrix is None else os.fspath(imatrix), pre_tokenizer,
-                            keep_names)
+                            keep_names, outtype)
     dst = os.fspath(dst)
     if "://" in dst:
         # One object, named as given (a path type would fold "s3://" into "s3:/").

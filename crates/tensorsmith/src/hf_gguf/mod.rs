@@ -10,8 +10,6 @@
 //!   `LlamaHfVocab`): refused;
 //! - mixtures of experts other than Mixtral's and Qwen's (one tensor per expert; fused
 //!   `gate_up_proj` experts as transformers 5 saves them): refused (the tensor is named);
-//! - the Q8_0, TQ1_0, TQ2_0 and "auto" output types (F32, F16 and BF16 are written; a
-//!   llama-quantize mix goes through `ops::convert_hf`).
 //!
 //! The folder may be remote (`hf://ORG/REPO[@REV]`, a store URL): `folder.rs`.
 //!
@@ -46,11 +44,79 @@ pub(crate) fn refuse(path: &str, why: &str) -> Error {
     Error::new(ErrorKind::Unsupported(why.to_string())).in_file(Path::new(path))
 }
 
+/// The converter's output type: `convert_hf_to_gguf.py --outtype`'s choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutType {
+    F32,
+    F16,
+    BF16,
+    /// Q8_0, quantized as gguf-py does (F16 where a row is no whole number of blocks).
+    Q8_0,
+    /// Ternary types: the embedding and the output stay F16, as the reference leaves them.
+    TQ1_0,
+    TQ2_0,
+    /// The reference's default: BF16 or F16 as the first tensor of 2+ dims that is either,
+    /// else F16.
+    Auto,
+}
+
+impl OutType {
+    /// The names `--outtype` takes, as the reference spells them.
+    pub const NAMES: &'static str = "f32, f16, bf16, q8_0, tq1_0, tq2_0, auto";
+
+    /// An output type by its name (any case).
+    pub fn parse(s: &str) -> Option<OutType> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "f32" => OutType::F32,
+            "f16" => OutType::F16,
+            "bf16" => OutType::BF16,
+            "q8_0" => OutType::Q8_0,
+            "tq1_0" => OutType::TQ1_0,
+            "tq2_0" => OutType::TQ2_0,
+            "auto" => OutType::Auto,
+            _ => return None,
+        })
+    }
+
+    /// The output type of a float dtype (`--dtype`): F32, F16 or BF16.
+    pub fn of_dtype(t: DType) -> Result<OutType> {
+        match t {
+            DType::F32 => Ok(OutType::F32),
+            DType::F16 => Ok(OutType::F16),
+            DType::BF16 => Ok(OutType::BF16),
+            other => Err(Error::new(ErrorKind::Unsupported(format!(
+                "{other} as the converter's output type (F32, F16 or BF16 with --dtype; \
+                 --outtype takes {}; a llama-quantize type goes through --quantize)",
+                OutType::NAMES
+            )))),
+        }
+    }
+
+    /// Whether the output holds block-quantized tensors (a final file: llama-quantize
+    /// would not quantize it again).
+    pub fn is_quantized(self) -> bool {
+        matches!(self, OutType::Q8_0 | OutType::TQ1_0 | OutType::TQ2_0)
+    }
+
+    /// The tensor type and `general.file_type` of a resolved output type.
+    fn ggml(self) -> (GgmlType, u32) {
+        let (name, ft) = match self {
+            OutType::F32 => ("f32", 0),
+            OutType::F16 | OutType::Auto => ("f16", 1),
+            OutType::BF16 => ("bf16", 32),
+            OutType::Q8_0 => ("q8_0", 7),
+            OutType::TQ1_0 => ("tq1_0", 36),
+            OutType::TQ2_0 => ("tq2_0", 37),
+        };
+        (GgmlType::from_name(name).expect("a ggml type"), ft)
+    }
+}
+
 /// How the folder is converted.
 #[derive(Clone, Debug)]
 pub struct HfOptions {
-    /// F32, F16 (the reference's default) or BF16.
-    pub out_type: DType,
+    /// The output type; `Auto` (the reference's default) unless set.
+    pub out_type: OutType,
     /// The llama.cpp pre-tokenizer name, for a BPE tokenizer we do not recognise.
     pub pre_tokenizer: Option<String>,
 }
@@ -58,7 +124,7 @@ pub struct HfOptions {
 impl Default for HfOptions {
     fn default() -> Self {
         HfOptions {
-            out_type: DType::F16,
+            out_type: OutType::Auto,
             pre_tokenizer: None,
         }
     }
@@ -75,19 +141,6 @@ fn read_json(dir: &Path, shown: &str, name: &str) -> Result<Option<Value>> {
             .map_err(|e| refuse(&named, &format!("not JSON: {e}"))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::from(e).in_file(Path::new(&named))),
-    }
-}
-
-/// The GGUF file type of an output type.
-fn file_type(t: DType) -> Result<u32> {
-    match t {
-        DType::F32 => Ok(0),
-        DType::F16 => Ok(1),
-        DType::BF16 => Ok(32),
-        other => Err(Error::new(ErrorKind::Unsupported(format!(
-            "{other} as the converter's output type (F32, F16 or BF16; a llama-quantize type \
-             goes through --quantize)"
-        )))),
     }
 }
 
@@ -122,7 +175,6 @@ pub(crate) type Plan = (Vec<(String, GgufValue)>, Vec<tensors::Planned>);
 pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<Plan> {
     let dir = folder.path.as_path();
     let shown = folder.shown.clone();
-    let ft = file_type(opts.out_type)?;
     let config = read_json(dir, &shown, "config.json")?
         .ok_or_else(|| refuse(&shown, "no config.json: not a Hugging Face model folder"))?;
     let arch = hparams::arch_of(&format!("{shown}/config.json"), &config)?;
@@ -144,6 +196,20 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
         let fb = &model.file_of(b).location;
         fa.cmp(fb).then_with(|| a.name.cmp(&b.name))
     });
+    // `auto`, as the reference guesses it: the first tensor of 2+ dims that is BF16 or F16.
+    let out = match opts.out_type {
+        OutType::Auto => order
+            .iter()
+            .filter(|t| t.shape.len() >= 2)
+            .find_map(|t| match t.dtype {
+                DType::BF16 => Some(OutType::BF16),
+                DType::F16 => Some(OutType::F16),
+                _ => None,
+            })
+            .unwrap_or(OutType::F16),
+        t => t,
+    };
+    let (out_ty, ft) = out.ggml();
     let mut planned: Vec<tensors::Planned> = Vec::new();
     let rope = hparams::rope_parameters(&h);
     if let Some(f) = rope::llama3_factors(arch, &h, &rope) {
@@ -200,7 +266,7 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
                     let mut ne: crate::index::Shape = first.shape.iter().rev().copied().collect();
                     ne.push(n);
                     let name = format!("blk.{bid}.ffn_{kind}_exps.weight");
-                    let ty = tensors::type_of(&name, 3, opts.out_type);
+                    let ty = tensors::type_of(&name, &ne, out_ty);
                     planned.push(tensors::Planned {
                         name,
                         ne,
@@ -247,10 +313,11 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
                 ));
             }
         }
-        let ty = tensors::type_of(&name, t.shape.len(), opts.out_type);
+        let ne: crate::index::Shape = t.shape.iter().rev().copied().collect();
+        let ty = tensors::type_of(&name, &ne, out_ty);
         planned.push(tensors::Planned {
             name,
-            ne: t.shape.iter().rev().copied().collect(),
+            ne,
             ty,
             src: tensors::Values::Tensor {
                 t: t.clone(),

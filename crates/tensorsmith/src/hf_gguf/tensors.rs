@@ -2,8 +2,9 @@
 //! (shard files by name, tensors by name within each), named as llama.cpp names them, the Q
 //! and K projections of Llama-family models with their rows permuted back from Hugging Face's
 //! rotary layout, and typed as it types them (norms, biases and every 1-D tensor F32, the
-//! others the output type). Values go through F32 as the reference's do (BF16 and F64 sources
-//! are widened first), a chunk of rows at a time.
+//! others the output type: a float type, or Q8_0/TQ1_0/TQ2_0 quantized as gguf-py does, F16
+//! where a row is no whole number of blocks). Values go through F32 as the reference's do
+//! (BF16 and F64 sources are widened first), a chunk of rows at a time.
 
 use super::refuse;
 use crate::cast::{cast, Rounding};
@@ -35,23 +36,38 @@ pub(crate) enum Values {
 }
 
 impl Values {
-    /// Bytes `a..b` of the output tensor's data, as `to`, of `len` bytes in all: what both
-    /// the writer (`Source`) and the file read by range (`virtual_file.rs`) take.
+    /// Bytes `a..b` of the output tensor's data, as `ty` (a float type, or a block type whose
+    /// rows hold whole blocks: Q8_0, TQ1_0, TQ2_0 quantized as gguf-py does), of `len` bytes in
+    /// all: what both the writer (`Source`) and the file read by range (`virtual_file.rs`)
+    /// take.
     pub(crate) fn bytes(
         &self,
         model: &Model,
-        to: DType,
+        ty: GgmlType,
         len: u64,
         a: u64,
         b: u64,
     ) -> Result<Vec<u8>> {
         let one = |t: &TensorInfo, heads: Option<u64>, a: u64, b: u64| -> Result<Vec<u8>> {
-            let r = row_len(t, to).max(1);
+            let r = row_len(t, ty).max(1);
             let (r0, r1) = (a / r, b.div_ceil(r));
-            let rows = rows_as(model, t, heads, to, r0..r1)?;
+            let rows = match ty.dtype() {
+                Some(to) => rows_as(model, t, heads, to, r0..r1)?,
+                None => {
+                    // Through F32, as gguf-py's quantize_rows takes them; a row of the source's
+                    // first axis holds whole blocks (the caller chose the type so).
+                    let wide = rows_as(model, t, heads, DType::F32, r0..r1)?;
+                    let f: Vec<f32> = wide
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect();
+                    crate::ggml_quant::quantize(ty, &f)?
+                }
+            };
             let off = (a - r0 * r) as usize;
             Ok(rows[off..off + (b - a) as usize].to_vec())
         };
+        let to = ty.dtype().unwrap_or(DType::F32);
         match self {
             Values::F32(v) => {
                 let b32: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -75,10 +91,10 @@ impl Values {
     }
 }
 
-/// Bytes per output row of `t` in `to` (a 1-D tensor's row is one element).
-fn row_len(t: &TensorInfo, to: DType) -> u64 {
+/// Bytes per output row of `t` (its first axis) in `ty` (a 1-D tensor's row is one element).
+fn row_len(t: &TensorInfo, ty: GgmlType) -> u64 {
     let rows = t.shape.first().copied().unwrap_or(1).max(1);
-    (t.elements() / rows) * to.byte_size().unwrap_or(4) as u64
+    ty.byte_len(t.elements() / rows).unwrap_or(0)
 }
 
 /// The llama.cpp name of a Hugging Face tensor name of the Llama family (Llama, Mistral,
@@ -170,20 +186,33 @@ pub(crate) fn dropped(name: &str) -> bool {
         || name.ends_with(".rotary_emb.inv_freq")
 }
 
-/// The output type of a tensor named `name` of `dims` dimensions, for output type `out`.
-pub(crate) fn type_of(name: &str, dims: usize, out: DType) -> GgmlType {
+/// The output type of a tensor named `name` of ggml dims `ne`, for output type `out` (F32,
+/// F16, BF16, Q8_0, TQ1_0 or TQ2_0).
+pub(crate) fn type_of(name: &str, ne: &[u64], out: GgmlType) -> GgmlType {
+    let f32 = GgmlType::from_dtype(DType::F32).expect("F32");
+    let f16 = GgmlType::from_dtype(DType::F16).expect("F16");
     // The router (ffn_gate_inp) is among the tensors the reference keeps F32.
-    let d = if dims <= 1
+    if ne.len() <= 1
         || name.ends_with("_norm.weight")
         || !name.ends_with(".weight")
         || name.ends_with(".ffn_gate_inp.weight")
         || name.ends_with(".ffn_gate_inp_shexp.weight")
     {
-        DType::F32
-    } else {
-        out
-    };
-    GgmlType::from_dtype(d).expect("a float type")
+        return f32;
+    }
+    if out.dtype().is_some() {
+        return out;
+    }
+    // The ternary types leave the embedding and the output F16 (the reference's "TODO: use
+    // Q4_K and Q6_K"); a row of no whole number of blocks is gguf-py's QuantError, which the
+    // reference answers with F16.
+    let ternary = matches!(out.name(), "tq1_0" | "tq2_0");
+    if (ternary && (name == "token_embd.weight" || name == "output.weight"))
+        || ne[0] % u64::from(out.block_elements()) != 0
+    {
+        return f16;
+    }
+    out
 }
 
 /// Source row of output row `r` of a Q or K projection of `heads` heads and `rows` rows: the
@@ -213,11 +242,10 @@ impl TensorData for Source<'_> {
     }
 
     fn write_to(&mut self, out: &mut dyn Write) -> Result<()> {
-        let to = self.ty.dtype().expect("a float output type");
         let mut pos = 0;
         while pos < self.len {
             let end = (pos + CHUNK_BYTES).min(self.len);
-            out.write_all(&self.values.bytes(self.model, to, self.len, pos, end)?)?;
+            out.write_all(&self.values.bytes(self.model, self.ty, self.len, pos, end)?)?;
             pos = end;
         }
         Ok(())

@@ -8,7 +8,6 @@
 use super::tensors::Values;
 use super::{plan, HfOptions};
 use crate::bytes::ReadAt;
-use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gguf;
 use crate::model::Model;
@@ -21,7 +20,7 @@ use std::sync::Arc;
 struct Part {
     start: u64,
     len: u64,
-    to: DType,
+    ty: crate::ggml_type::GgmlType,
     values: Values,
 }
 
@@ -83,7 +82,7 @@ impl ReadAt for VirtualGguf {
                     let to = end.min(p.start + p.len);
                     out.extend(p.values.bytes(
                         &self.model,
-                        p.to,
+                        p.ty,
                         p.len,
                         pos - p.start,
                         to - p.start,
@@ -116,19 +115,18 @@ pub fn converted_model(dir: &super::Folder, model: Arc<Model>, opts: &HfOptions)
     let mut parts = Vec::with_capacity(planned.len());
     for p in planned {
         let len = super::byte_len(&p)?;
-        let to = p.ty.dtype().expect("a float type");
         w.add(p.name, p.ne, p.ty, Declared(len))?;
-        parts.push((len, to, p.src));
+        parts.push((len, p.ty, p.src));
     }
     let header = w.header_bytes()?;
     let mut at = header.len() as u64;
     let parts: Vec<Part> = parts
         .into_iter()
-        .map(|(len, to, values)| {
+        .map(|(len, ty, values)| {
             let p = Part {
                 start: at,
                 len,
-                to,
+                ty,
                 values,
             };
             at += len.div_ceil(align) * align;

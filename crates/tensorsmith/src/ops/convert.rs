@@ -83,6 +83,9 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
     if safetensors_name && opts.zt_version.is_some() {
         return refuse("a zTensor version contradicts an output name ending in .safetensors: name the output .zt, or drop the version");
     }
+    if !writes_gguf(out) && opts.outtype.is_some() {
+        return refuse("--outtype applies to GGUF output of a Hugging Face model folder (a name ending in .gguf)");
+    }
     if writes_gguf(out) {
         if opts.append || opts.compression.is_some() || opts.digest.is_some() {
             return refuse("append, compression and digests apply to zTensor output");
@@ -91,6 +94,9 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
             true => None,
             false => crate::hf_gguf::folder_of(&input.location, &opts.storage)?,
         };
+        if folder.is_none() && opts.outtype.is_some() {
+            return refuse("--outtype is the Hugging Face converter's (a model folder with a config.json to GGUF): for this input, cast with --dtype or quantize with --quantize");
+        }
         if let Some(folder) = folder {
             return Ok(super::convert_hf::convert_hf(&folder, input, out, opts)?
                 .into_iter()

@@ -1,14 +1,13 @@
 //! A Hugging Face model folder to GGUF (`hf_gguf`), then, for `--quantize`, llama-quantize's
-//! step on the result: the folder's GGUF as `convert_hf_to_gguf.py` writes it (F16 unless
-//! `--dtype` says F32 or BF16) is not written but read by range as it is computed
+//! step on the result: the folder's GGUF as `convert_hf_to_gguf.py` writes it (its output
+//! type `auto` unless `--outtype` or `--dtype` says otherwise) is not written but read by range as it is computed
 //! (`hf_gguf::converted_model`), and `convert_gguf` quantizes it as `llama-quantize` does: the
 //! two reference steps' bytes in one pass, without the intermediate file.
 
 use super::convert_gguf::convert_gguf;
 use super::convert_options::ConvertOptions;
-use crate::dtype::DType;
-use crate::error::Result;
-use crate::hf_gguf::{self, HfOptions};
+use crate::error::{Error, ErrorKind, Result};
+use crate::hf_gguf::{self, HfOptions, OutType};
 use crate::model::Model;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,8 +19,25 @@ pub fn convert_hf(
     out: &Path,
     opts: &ConvertOptions,
 ) -> Result<Vec<(PathBuf, u64)>> {
+    let from_dtype = opts.dtype.map(OutType::of_dtype).transpose()?;
+    let out_type = match (opts.outtype, from_dtype) {
+        (Some(o), Some(d)) if o != d => {
+            return Err(Error::new(ErrorKind::Unsupported(format!(
+                "--dtype {} and --outtype {o:?} disagree: give one",
+                opts.dtype.map(|d| d.to_string()).unwrap_or_default()
+            ))))
+        }
+        (o, d) => o.or(d).unwrap_or(OutType::Auto),
+    };
+    let quantizing = opts.quantize.is_some() || opts.quantize_mix.is_some();
+    if out_type.is_quantized() && quantizing {
+        return Err(Error::new(ErrorKind::Unsupported(format!(
+            "--outtype {out_type:?} makes a quantized file, which llama-quantize does not quantize \
+             again: --quantize starts from f32, f16, bf16 or auto"
+        ))));
+    }
     let hf = HfOptions {
-        out_type: opts.dtype.unwrap_or(DType::F16),
+        out_type,
         pre_tokenizer: opts.pre_tokenizer.clone(),
     };
     if opts.quantize.is_none() && opts.quantize_mix.is_none() && opts.gguf_set.is_empty() {

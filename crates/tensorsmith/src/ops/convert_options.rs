@@ -60,6 +60,8 @@ pub struct ConvertOptions {
     pub(crate) storage: crate::bytes::StorageOptions,
     /// Copy tensors without checking the digests their input records (`ops::digest_guard`).
     pub(crate) skip_digest_check: bool,
+    /// A Hugging Face folder to GGUF: the converter's output type (`--outtype`).
+    pub(crate) outtype: Option<crate::hf_gguf::OutType>,
     /// A Hugging Face folder to GGUF: the llama.cpp pre-tokenizer name of its BPE tokenizer.
     pub(crate) pre_tokenizer: Option<String>,
     /// A Hugging Face folder to GGUF: its tensors as they are (names, types), not as
@@ -169,6 +171,13 @@ impl ConvertOptions {
     /// llama-imatrix's file at `path` (GGUF or legacy `.dat`), as `llama-quantize --imatrix`
     /// does: the mix chosen as with an imatrix, each tensor quantized with its weights, and
     /// the `quantize.imatrix.*` keys recorded (the path as given).
+    /// A Hugging Face folder to GGUF: the output type as `convert_hf_to_gguf.py --outtype`
+    /// names it (F32, F16, BF16, Q8_0, TQ1_0, TQ2_0; `Auto`, the default, as it guesses).
+    pub fn with_outtype(mut self, t: impl Into<Option<crate::hf_gguf::OutType>>) -> Self {
+        self.outtype = t.into();
+        self
+    }
+
     /// A Hugging Face folder to GGUF: the llama.cpp name of its BPE pre-tokenizer (for a
     /// tokenizer whose pre-tokenizer is not recognised).
     pub fn with_pre_tokenizer(mut self, name: impl Into<Option<String>>) -> Self {
