@@ -16,6 +16,10 @@ LIB_PATH = Path(os.environ.get("TENSORSMITH_GGML_BASE",
 
 # ggml.h's enum ggml_type ids, and (values, bytes) per block.
 TYPES = {
+    "Q4_0": (2, 32, 18),
+    "Q4_1": (3, 32, 20),
+    "Q5_0": (6, 32, 22),
+    "Q5_1": (7, 32, 24),
     "Q2_K": (10, 256, 84),
     "Q3_K": (11, 256, 110),
     "Q4_K": (12, 256, 144),

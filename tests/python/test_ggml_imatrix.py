@@ -90,10 +90,18 @@ def test_wrong_weight_count_is_refused(tsm, files, tmp_path):
     refused(tsm, files[1]["llama-gqa"], tmp_path, f, "blk.1.ffn_up.weight", "128")
 
 
-def test_weights_ggml_uses_but_we_cannot_are_refused(tsm, files, tmp_path):
-    # qwen2-tied's ffn_down rows (288) fall back to Q5_0, which ggml quantizes with weights.
+def test_legacy_fallbacks_take_the_weights_as_ggml_does(tsm, files, tmp_path):
+    """qwen2-tied's ffn_down rows (288) fall back to Q5_0, which ggml quantizes with the
+    weights (its vectors case pins the bytes): the tensor differs from the one made without."""
     d, inputs = files
-    refused(tsm, inputs["qwen2-tied"], tmp_path, d / "qwen2-tied-imatrix.gguf", "q5_0")
+    a, b = tmp_path / "with.gguf", tmp_path / "without.gguf"
+    tsm.run("convert", "-q", inputs["qwen2-tied"], a, "--quantize", "Q4_K_M", "--imatrix",
+            d / "qwen2-tied-imatrix.gguf")
+    tsm.run("convert", "-q", inputs["qwen2-tied"], b, "--quantize", "Q4_K_M")
+    got = {t.split(" ")[0]: t for t in describe(a)}
+    base = {t.split(" ")[0]: t for t in describe(b)}
+    downs = [n for n in got if n.endswith("ffn_down.weight") and " q5_0 " in got[n]]
+    assert downs and all(got[n] != base[n] for n in downs)
 
 
 def test_missing_metadata_is_refused(tsm, files, tmp_path):

@@ -650,8 +650,9 @@ def quantize(values, qtype, imatrix=None) -> np.ndarray:
     blocks. "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4" come out
     bit-identical to `gguf.quants.quantize`; the K-quants "Q2_K", "Q3_K", "Q4_K", "Q5_K",
     "Q6_K" and "IQ4_NL", "IQ4_XS" bit-identical to ggml's `ggml_quantize_chunk` (llama.cpp as
-    llama-cpp-python 0.3.36 vendors it), which these also take an importance matrix for:
-    `imatrix`, one positive weight per position of a row (llama-imatrix's per-tensor values).
+    llama-cpp-python 0.3.36 vendors it), which these and "Q4_0", "Q4_1", "Q5_0", "Q5_1" take
+    an importance matrix for (bit-identical to ggml with it too): `imatrix`, one positive
+    weight per position of a row (llama-imatrix's per-tensor values).
 
         >>> import numpy as np, tensorsmith
         >>> tensorsmith.quantize(np.ones((2, 32), np.float32), "Q8_0").shape

@@ -28,6 +28,7 @@ mod quantize_fp4;
 mod quantize_iq4;
 mod quantize_k;
 mod quantize_legacy;
+mod quantize_legacy_imatrix;
 mod quantize_ternary;
 #[doc(hidden)]
 pub mod reference;

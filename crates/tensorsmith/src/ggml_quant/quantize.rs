@@ -2,11 +2,15 @@
 //! (gguf 0.19.0) for the block types it can quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
 //! TQ2_0, MXFP4), for any values, NaN and infinities included; bit-identical to ggml's
 //! `ggml_quantize_chunk` (llama.cpp as llama-cpp-python 0.3.36 vendors it) for the K-quants
-//! (Q2_K … Q6_K) and IQ4_NL/IQ4_XS, with or without an importance matrix ([`quantize_rows`]).
+//! (Q2_K … Q6_K) and IQ4_NL/IQ4_XS, with or without an importance matrix, and for Q4_0, Q4_1,
+//! Q5_0 and Q5_1 with one (`quantize_legacy_imatrix.rs`; [`quantize_rows`]).
 //! Every other type is refused by name. Kernels: `quantize_legacy.rs`, `quantize_ternary.rs`,
 //! `quantize_fp4.rs`, `quantize_k.rs`, `quantize_iq4.rs` (over `k_search.rs`).
 
-use super::{quantize_fp4, quantize_iq4, quantize_k, quantize_legacy, quantize_ternary};
+use super::{
+    quantize_fp4, quantize_iq4, quantize_k, quantize_legacy, quantize_legacy_imatrix,
+    quantize_ternary,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_type::{Block, GgmlType};
 use rayon::prelude::*;
@@ -28,6 +32,10 @@ pub const QUANTIZE_TYPES: &str =
 /// The types quantized as ggml does, which take an importance matrix.
 fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
     Some(match ty.block()? {
+        Block::Q4_0 => quantize_legacy_imatrix::q4_0,
+        Block::Q4_1 => quantize_legacy_imatrix::q4_1,
+        Block::Q5_0 => quantize_legacy_imatrix::q5_0,
+        Block::Q5_1 => quantize_legacy_imatrix::q5_1,
         Block::Q2_K => quantize_k::q2_k,
         Block::Q3_K => quantize_k::q3_k,
         Block::Q4_K => quantize_k::q4_k,
@@ -39,7 +47,8 @@ fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
     })
 }
 
-/// Whether `ty` takes an importance matrix ([`quantize_rows`]): the K-quants and IQ4 types.
+/// Whether `ty` takes an importance matrix ([`quantize_rows`]): Q4_0, Q4_1, Q5_0, Q5_1, the
+/// K-quants and the IQ4 types (as ggml's quantizers use one).
 pub fn takes_imatrix(ty: GgmlType) -> bool {
     weighted(ty).is_some()
 }
@@ -153,8 +162,8 @@ pub fn quantize_rows_into(
     };
     let Some(q) = weighted(ty) else {
         return refuse(
-            "an importance matrix applies to the K-quants and IQ4 types only (this type is \
-             quantized as gguf-py does, without one)"
+            "an importance matrix applies to Q4_0, Q4_1, Q5_0, Q5_1, the K-quants and the IQ4 \
+             types only (ggml quantizes this type without one, as gguf-py does)"
                 .into(),
         );
     };

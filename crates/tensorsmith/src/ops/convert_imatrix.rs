@@ -106,16 +106,7 @@ pub(crate) fn weights_for<'a>(
     let Some(w) = w else {
         return Ok(None);
     };
-    match ty.block() {
-        Some(Block::Q4_0 | Block::Q4_1 | Block::Q5_0 | Block::Q5_1) => Err(refuse(format!(
-            "tensor '{name}' becomes {} and has weights: ggml quantizes {} with an importance \
-             matrix by a search of its own, which tensorsmith does not make yet",
-            ty.name(),
-            ty.name()
-        ))),
-        // ggml's K-quant and IQ4 quantizers use the weights; every other type it makes here
-        // (Q8_0, TQ1_0, TQ2_0, MXFP4, floats) ignores them.
-        _ if crate::ggml_quant::takes_imatrix(ty) => Ok(Some(w)),
-        _ => Ok(None),
-    }
+    // ggml's Q4_0, Q4_1, Q5_0, Q5_1, K-quant and IQ4 quantizers use the weights; every other
+    // type it makes here (Q8_0, TQ1_0, TQ2_0, MXFP4, floats) ignores them.
+    Ok(crate::ggml_quant::takes_imatrix(ty).then_some(w))
 }
