@@ -1,7 +1,8 @@
 """K-quant and IQ4 quantization against ggml itself: `tensorsmith.quantize` and ggml's
 `ggml_quantize_chunk` (libggml-base.so of the llama.cpp that llama-cpp-python 0.3.36's sdist
 vendors, default portable build, through ctypes: `ggml_ref.py`) compared byte for byte for
-Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS, with and without an importance matrix:
+Q4_0, Q4_1, Q5_0, Q5_1 (ggml's own search with an importance matrix), Q2_K, Q3_K, Q4_K, Q5_K,
+Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS and IQ3_S, with and without an importance matrix:
 random rows (several seeds, scales and row counts) and edge rows (zeros, constants, ±3e38,
 subnormals, one huge value among small ones, zero sub-blocks in live rows).
 
@@ -41,6 +42,12 @@ def check(rows, name, imatrix=None):
     return len(rows)
 
 
+# ggml aborts on IQ3 blocks of values beyond about 1e9: their weighted distances to the grid
+# overflow (GGML_ASSERT(grid_index >= 0), or scale >= 0): such rows are compared for the other
+# types only.
+ABORTS_ON_HUGE = {"IQ3_XXS", "IQ3_S"}
+
+
 def weights(rng, n):
     return rng.uniform(1e-3, 5.0, n).astype(np.float32)
 
@@ -52,7 +59,8 @@ def test_random_rows_match_ggml(name, seed, with_imatrix):
     rng = np.random.default_rng(seed)
     n_per_row = [256, 512, 1024, 4096][seed]
     nrows = [1, 7, 33, 96][seed]
-    scale = np.float32(10.0) ** rng.integers(-20, 20, size=(nrows, 1)).astype(np.float32)
+    top = 8 if name in ABORTS_ON_HUGE else 20
+    scale = np.float32(10.0) ** rng.integers(-20, top, size=(nrows, 1)).astype(np.float32)
     rows = (rng.standard_normal((nrows, n_per_row)) * scale).astype(np.float32)
     if seed % 2:
         rows += rng.uniform(-0.5, 2.0, (nrows, 1)).astype(np.float32) * scale  # offset rows
@@ -88,6 +96,9 @@ def edge_rows(rng, n):
 def test_edge_rows_match_ggml(name):
     rng = np.random.default_rng(7)
     rows = edge_rows(rng, 512)
+    if name in ABORTS_ON_HUGE:
+        rows = rows[np.abs(rows).max(axis=1) < 1e8]
+        assert len(rows) > 15
     with np.errstate(all="ignore"):
         check(rows, name)
         check(rows, name, weights(rng, 512))

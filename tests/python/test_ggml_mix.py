@@ -59,12 +59,27 @@ def test_mix_names_imply_the_mix_and_type_names_stay_one_type(tsm, inputs, tmp_p
     assert types == {"q4_k"}
 
 
-@pytest.mark.parametrize("name", ["IQ2_XXS", "IQ3_M"])
-def test_mixes_we_do_not_make_are_refused_by_name(tsm, inputs, tmp_path, name):
-    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", name,
+@pytest.mark.parametrize("name,flags", [("IQ2_XXS", ()), ("IQ3_XXS", ("--mix",))])
+def test_mixes_we_do_not_make_are_refused_by_name(tsm, inputs, tmp_path, name, flags):
+    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", name, *flags,
                 expect=2)
     assert name in p.stderr.decode() and "not made here" in p.stderr.decode()
     assert not (tmp_path / "o.gguf").exists()
+
+
+def test_iq3_xs_needs_an_imatrix_as_llama_quantize_does(tsm, inputs, tmp_path):
+    """Its IQ3_XXS tensors do (llama.cpp's tensor_requires_imatrix); IQ3_S and IQ3_M do not
+    (their vectors are pinned without one)."""
+    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", "IQ3_XS",
+                expect=None)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and "--imatrix" in err and "iq3_xxs" in err
+    assert not (tmp_path / "o.gguf").exists()
+    # IQ3_XXS alone is a block type, made without an imatrix as ggml makes it.
+    tsm.run("convert", inputs["llama-gqa"], tmp_path / "x.gguf", "--quantize", "IQ3_XXS")
+    import gguf
+    kinds = {t.tensor_type.name for t in gguf.GGUFReader(str(tmp_path / "x.gguf")).tensors}
+    assert "IQ3_XXS" in kinds
 
 
 def test_a_mix_needs_a_gguf_input_with_llama_names(tsm, tmp_path):

@@ -3,8 +3,8 @@
 //! llama.cpp that `llama-cpp-python` 0.3.36 vendors (`src/llama-quant.cpp`:
 //! `tensor_allows_quantization`, `llama_tensor_get_type_impl`, `tensor_type_fallback`). The
 //! rules are the format's logic (no crate holds them), written from that source; only the
-//! branches that the file types below can reach are kept (the IQ1/IQ2/IQ3 mixes, whose types we
-//! cannot quantize yet, are refused by name). Checked against the reference's own output
+//! branches that the file types below can reach are kept (the IQ1/IQ2 mixes and IQ3_XXS's, whose
+//! IQ1/IQ2 types we cannot quantize yet, are refused by name). Checked against the reference's own output
 //! (`tests/data/ggml_mix`, written by `scripts/ggml-mix-vectors` through `llama_model_quantize`).
 //!
 //! The counters that make a choice depend on the tensor's position (`attn_v` in the first
@@ -46,6 +46,9 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(16, "Q5_K_S", "q5_k"),
     ft(17, "Q5_K_M", "q5_k"),
     ft(18, "Q6_K", "q6_k"),
+    ft(22, "IQ3_XS", "iq3_s"),
+    ft(26, "IQ3_S", "iq3_s"),
+    ft(27, "IQ3_M", "iq3_s"),
     ft(25, "IQ4_NL", "iq4_nl"),
     ft(30, "IQ4_XS", "iq4_xs"),
     ft(36, "TQ1_0", "tq1_0"),
@@ -53,9 +56,10 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(38, "MXFP4_MOE", "mxfp4"),
 ];
 
-/// llama-quantize's mixes that need an importance matrix, or types we cannot make yet.
+/// llama-quantize's mixes of types we cannot make yet: IQ1/IQ2 blocks (the IQ3_XXS mix gives
+/// attn_q and attn_k IQ2_S).
 const REFUSED: &[&str] = &[
-    "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
+    "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS",
 ];
 
 impl FileType {
@@ -75,14 +79,20 @@ impl FileType {
     pub fn refused(name: &str) -> Option<&'static str> {
         let up = name.to_ascii_uppercase();
         REFUSED.iter().find(|r| **r == up).map(|_| {
-            "it needs an importance matrix or IQ1/IQ2/IQ3 blocks, which tensorsmith does not make yet"
+            "it needs IQ1/IQ2 blocks (the IQ3_XXS mix's attn_q and attn_k are IQ2_S), which tensorsmith does not make yet"
         })
     }
 
-    /// Whether `name` is a mix name only (not also a ggml type name).
+    /// Whether `name` names a mix, not one block type: the `_S`/`_M`/`_L` names (IQ3_S too,
+    /// as llama-quantize takes it), and mix names that are no ggml type (IQ3_XS).
     pub fn is_mix_only(name: &str) -> bool {
         let up = name.to_ascii_uppercase();
-        up.ends_with("_S") || up.ends_with("_M") || up.ends_with("_L") || up == "MXFP4_MOE"
+        up.ends_with("_S")
+            || up.ends_with("_M")
+            || up.ends_with("_L")
+            || up == "MXFP4_MOE"
+            || (GgmlType::from_name(&up.to_ascii_lowercase()).is_none()
+                && FileType::from_name(&up).is_some())
     }
 
     pub fn default_type(self) -> GgmlType {
@@ -97,6 +107,15 @@ pub fn parse_quantize(
     name: &str,
     mix: bool,
 ) -> std::result::Result<(Option<GgmlType>, Option<FileType>), String> {
+    let as_mix = mix || FileType::is_mix_only(name);
+    if !as_mix {
+        // One block type (IQ3_XXS is one, though its mix is refused).
+        if let Some(t) =
+            GgmlType::from_name(&name.to_ascii_lowercase()).filter(|&t| super::can_quantize(t))
+        {
+            return Ok((Some(t), None));
+        }
+    }
     if let Some(why) = FileType::refused(name) {
         let mixes: Vec<&str> = FILE_TYPES.iter().map(|f| f.name).collect();
         return Err(format!(
@@ -105,7 +124,7 @@ pub fn parse_quantize(
             mixes.join(", ")
         ));
     }
-    if mix || FileType::is_mix_only(name) {
+    if as_mix {
         return match FileType::from_name(name) {
             Some(ft) => Ok((None, Some(ft))),
             None => {
@@ -369,7 +388,7 @@ impl State<'_> {
             let gqa4 = m.n_gqa() >= 4;
             if ft == "Q2_K" {
                 t = ty(if gqa4 { "q4_k" } else { "q3_k" });
-            } else if ft == "Q2_K_S" && gqa4 {
+            } else if (is(&["Q2_K_S", "IQ3_XS", "IQ3_S"]) && gqa4) || ft == "IQ3_M" {
                 t = ty("q4_k");
             } else if ft == "Q3_K_M" {
                 t = ty(if self.i_attention_wv < 2 {
@@ -396,9 +415,13 @@ impl State<'_> {
         } else if cat == Cat::AttnK {
             if m.n_expert == 8 {
                 t = ty("q8_0");
+            } else if ft == "IQ3_XS" {
+                t = ty("iq3_xxs");
             }
         } else if cat == Cat::AttnQ {
-            // Only the IQ3 mixes change attn_q.
+            if ft == "IQ3_XS" {
+                t = ty("iq3_xxs");
+            }
         } else if cat == Cat::FfnDown {
             let (i, n) = (self.layer(self.i_ffn_down, name)?, self.n_layer);
             let falcon = m.arch == "falcon";
@@ -416,6 +439,8 @@ impl State<'_> {
                 } else {
                     "q3_k"
                 });
+            } else if ft == "IQ3_M" && (i < n / 8 || (m.n_expert == 8 && use_more_bits(i, n))) {
+                t = ty("q4_k");
             } else if ft == "Q3_K_L" {
                 t = ty(if falcon { "q4_k" } else { "q5_k" });
             } else if ft == "Q4_K_M" {
@@ -444,7 +469,8 @@ impl State<'_> {
             if m.arch != "falcon" {
                 if m.n_expert == 8 {
                     if is(&[
-                        "Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS",
+                        "Q2_K", "IQ3_XS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M",
+                        "IQ3_S", "IQ3_M", "IQ4_XS",
                     ]) {
                         t = ty("q5_k");
                     }
@@ -454,18 +480,26 @@ impl State<'_> {
                     t = ty("q4_k");
                 } else if ft == "Q3_K_L" {
                     t = ty("q5_k");
+                } else if ft == "IQ3_M" {
+                    t = ty("q4_k");
                 }
             } else if ft == "Q3_K_L" {
                 t = ty("q4_k");
             }
         } else if cat == Cat::AttnQkv {
             // Unreachable: attn_qkv is an attn_v category above (as in llama.cpp).
-        } else if cat == Cat::FfnGate {
-            self.layer(self.i_ffn_gate, name)?;
-            self.i_ffn_gate += 1;
-        } else if cat == Cat::FfnUp {
-            self.layer(self.i_ffn_up, name)?;
-            self.i_ffn_up += 1;
+        } else if cat == Cat::FfnGate || cat == Cat::FfnUp {
+            let counter = if cat == Cat::FfnGate {
+                &mut self.i_ffn_gate
+            } else {
+                &mut self.i_ffn_up
+            };
+            let at = *counter;
+            *counter += 1;
+            let (i, n) = (self.layer(at, name)?, self.n_layer);
+            if ft == "IQ3_XS" && i >= n / 8 && i < 7 * n / 8 {
+                t = ty("iq3_xxs");
+            }
         }
         Ok(t)
     }

@@ -61,17 +61,21 @@ pub(crate) fn set_keys(w: &mut gguf::Writer, path: &Path, m: &Imatrix) {
 
 /// Whether llama-quantize insists on weights for a tensor `name` becoming `ty` in file type
 /// `ft` (of the types our mixes choose, only Q2_K in Q2_K_S).
+/// llama.cpp's `tensor_requires_imatrix`: IQ3_XXS (and the IQ1/IQ2 types) anywhere, Q2_K in a
+/// Q2_K_S file, but never the token embedding or the output.
 fn requires(ft: FileType, name: &str, ty: GgmlType) -> bool {
-    ft.name == "Q2_K_S"
-        && ty.block() == Some(Block::Q2_K)
-        && !imatrix::is_token_embd(name)
-        && name != "output.weight"
+    let needs = match ty.block() {
+        Some(Block::IQ3_XXS | Block::IQ2_XXS | Block::IQ2_XS | Block::IQ2_S)
+        | Some(Block::IQ1_S | Block::IQ1_M) => true,
+        Some(Block::Q2_K) => ft.name == "Q2_K_S",
+        _ => false,
+    };
+    needs && !imatrix::is_token_embd(name) && name != "output.weight"
 }
 
 /// The weights tensor `name` (dims `ne`, ggml order) is quantized to `ty` with; `changes`:
 /// whether its type changes at all (llama-quantize looks only then). Errors where
-/// llama-quantize stops, and where ggml would use weights that our quantizer of `ty` cannot
-/// (Q4_0, Q4_1, Q5_0, Q5_1 have a weighted search of their own in ggml).
+/// llama-quantize stops.
 pub(crate) fn weights_for<'a>(
     m: Option<&'a Imatrix>,
     ft: FileType,
