@@ -29,7 +29,13 @@ TYPES = {
     "IQ4_XS": (23, 256, 136),
     "IQ3_XXS": (18, 256, 98),
     "IQ3_S": (21, 256, 110),
+    "IQ2_XXS": (16, 256, 66),
+    "IQ2_XS": (17, 256, 74),
+    "IQ2_S": (22, 256, 82),
 }
+
+# Made with an importance matrix only (ggml asserts one).
+NEEDS_IMATRIX = {"IQ2_XXS", "IQ2_XS"}
 
 _lib = None
 

@@ -59,11 +59,24 @@ def test_mix_names_imply_the_mix_and_type_names_stay_one_type(tsm, inputs, tmp_p
     assert types == {"q4_k"}
 
 
-@pytest.mark.parametrize("name,flags", [("IQ2_XXS", ()), ("IQ3_XXS", ("--mix",))])
-def test_mixes_we_do_not_make_are_refused_by_name(tsm, inputs, tmp_path, name, flags):
-    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", name, *flags,
+@pytest.mark.parametrize("name", ["IQ1_S", "IQ1_M"])
+def test_mixes_we_do_not_make_are_refused_by_name(tsm, inputs, tmp_path, name):
+    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", name,
                 expect=2)
     assert name in p.stderr.decode() and "not made here" in p.stderr.decode()
+    assert not (tmp_path / "o.gguf").exists()
+
+
+@pytest.mark.parametrize("name,flags,kind", [("IQ2_XXS", (), "iq2_xxs"), ("IQ2_M", (), "iq2_s"),
+                                             ("IQ3_XXS", ("--mix",), "iq2_s")])
+def test_iq2_mixes_need_an_imatrix_as_llama_quantize_does(tsm, inputs, tmp_path, name, flags,
+                                                          kind):
+    """Made with one (their vectors are in imatrix_vectors.json); without, refused naming the
+    tensor type that needs it, as llama.cpp's tensor_requires_imatrix does."""
+    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", name, *flags,
+                expect=None)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and "--imatrix" in err and kind in err, err
     assert not (tmp_path / "o.gguf").exists()
 
 

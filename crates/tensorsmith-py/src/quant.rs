@@ -36,7 +36,9 @@ pub fn quantize<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let ty = GgmlType::from_name(&qtype.to_ascii_lowercase())
         .ok_or_else(|| raise(py, "OptionError", format!("unknown ggml type {qtype:?}")))?;
-    ggml_quant::quantizer(ty).py_err(py)?;
+    if imatrix.is_none() || !ggml_quant::takes_imatrix(ty) {
+        ggml_quant::quantizer(ty).py_err(py)?;
+    }
     let buf = floats(py, values, "values")?;
     let wbuf = imatrix.map(|w| floats(py, w, "imatrix")).transpose()?;
     let n = buf.item_count();

@@ -649,7 +649,8 @@ def quantize(values, qtype, imatrix=None) -> np.ndarray:
     `(*values.shape[:-1], bytes per row)`; the last dimension is the row and must be whole
     blocks. "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4" come out
     bit-identical to `gguf.quants.quantize`; the K-quants "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-    "Q6_K" and "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ3_S" bit-identical to ggml's `ggml_quantize_chunk` (llama.cpp as
+    "Q6_K" and "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ3_S", "IQ2_S" (and, with `imatrix` only,
+    "IQ2_XXS", "IQ2_XS") bit-identical to ggml's `ggml_quantize_chunk` (llama.cpp as
     llama-cpp-python 0.3.36 vendors it), which these and "Q4_0", "Q4_1", "Q5_0", "Q5_1" take
     an importance matrix for (bit-identical to ggml with it too): `imatrix`, one positive
     weight per position of a row (llama-imatrix's per-tensor values).

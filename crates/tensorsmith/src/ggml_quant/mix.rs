@@ -3,8 +3,8 @@
 //! llama.cpp that `llama-cpp-python` 0.3.36 vendors (`src/llama-quant.cpp`:
 //! `tensor_allows_quantization`, `llama_tensor_get_type_impl`, `tensor_type_fallback`). The
 //! rules are the format's logic (no crate holds them), written from that source; only the
-//! branches that the file types below can reach are kept (the IQ1/IQ2 mixes and IQ3_XXS's, whose
-//! IQ1/IQ2 types we cannot quantize yet, are refused by name). Checked against the reference's own output
+//! branches that the file types below can reach are kept (the IQ1 mixes, whose IQ1 types we
+//! cannot quantize yet, are refused by name). Checked against the reference's own output
 //! (`tests/data/ggml_mix`, written by `scripts/ggml-mix-vectors` through `llama_model_quantize`).
 //!
 //! The counters that make a choice depend on the tensor's position (`attn_v` in the first
@@ -46,6 +46,12 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(16, "Q5_K_S", "q5_k"),
     ft(17, "Q5_K_M", "q5_k"),
     ft(18, "Q6_K", "q6_k"),
+    // With an importance matrix (their IQ2 and IQ3_XXS tensors need one).
+    ft(19, "IQ2_XXS", "iq2_xxs"),
+    ft(20, "IQ2_XS", "iq2_xs"),
+    ft(28, "IQ2_S", "iq2_xs"),
+    ft(29, "IQ2_M", "iq2_s"),
+    ft(23, "IQ3_XXS", "iq3_xxs"),
     ft(22, "IQ3_XS", "iq3_s"),
     ft(26, "IQ3_S", "iq3_s"),
     ft(27, "IQ3_M", "iq3_s"),
@@ -56,11 +62,8 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(38, "MXFP4_MOE", "mxfp4"),
 ];
 
-/// llama-quantize's mixes of types we cannot make yet: IQ1/IQ2 blocks (the IQ3_XXS mix gives
-/// attn_q and attn_k IQ2_S).
-const REFUSED: &[&str] = &[
-    "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS",
-];
+/// llama-quantize's mixes of types we cannot make yet: IQ1 blocks.
+const REFUSED: &[&str] = &["IQ1_S", "IQ1_M"];
 
 impl FileType {
     /// The file type llama-quantize calls `name` (any case), with its aliases.
@@ -78,9 +81,10 @@ impl FileType {
     /// Whether llama-quantize has a mix of this name that we do not make (and why not).
     pub fn refused(name: &str) -> Option<&'static str> {
         let up = name.to_ascii_uppercase();
-        REFUSED.iter().find(|r| **r == up).map(|_| {
-            "it needs IQ1/IQ2 blocks (the IQ3_XXS mix's attn_q and attn_k are IQ2_S), which tensorsmith does not make yet"
-        })
+        REFUSED
+            .iter()
+            .find(|r| **r == up)
+            .map(|_| "it needs IQ1 blocks, which tensorsmith does not make yet")
     }
 
     /// Whether `name` names a mix, not one block type: the `_S`/`_M`/`_L` names (IQ3_S too,
@@ -124,7 +128,9 @@ pub fn parse_quantize(
             mixes.join(", ")
         ));
     }
-    if as_mix {
+    // A mix name that is no quantizable block type (IQ2_XXS: ggml makes that type with an
+    // importance matrix only) is the mix.
+    if as_mix || FileType::from_name(name).is_some() {
         return match FileType::from_name(name) {
             Some(ft) => Ok((None, Some(ft))),
             None => {
@@ -369,6 +375,8 @@ impl State<'_> {
             let nx = x.ne.first().copied().unwrap_or(1);
             if ft == "MXFP4_MOE" || m.arch == "falcon" || nx % u64::from(t.block_elements()) != 0 {
                 t = ty("q8_0");
+            } else if is(&["IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ2_S", "IQ2_M"]) {
+                t = ty("q5_k");
             } else if t != ty("q8_0") {
                 t = ty("q6_k");
             }
@@ -381,13 +389,53 @@ impl State<'_> {
                 ty("q8_0")
             };
         } else if cat == Cat::TokenEmbd {
-            if is(&["TQ1_0", "TQ2_0"]) {
+            if is(&["IQ2_XXS", "IQ2_XS"]) {
+                t = ty("q2_k");
+            } else if is(&["IQ2_S", "IQ2_M", "IQ3_XXS"]) {
+                t = ty("iq3_s");
+            } else if is(&["TQ1_0", "TQ2_0"]) {
                 t = ty("q4_k");
+            }
+        } else if is(&["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M"]) {
+            // The IQ2 mixes' own branch (llama.cpp's, with the IQ1 ones).
+            let more = if is(&["IQ2_S", "IQ2_M"]) {
+                "iq3_s"
+            } else {
+                "q2_k"
+            };
+            if is_attn_v(cat) {
+                t = ty(if m.n_gqa() >= 4 || m.n_expert >= 4 {
+                    "q4_k"
+                } else {
+                    more
+                });
+                self.i_attention_wv += 1;
+            } else if m.n_expert == 8 && cat == Cat::AttnK {
+                t = ty("q4_k");
+            } else if cat == Cat::FfnDown {
+                if self.i_ffn_down < self.n_layer / 8 {
+                    t = ty(more);
+                }
+                self.i_ffn_down += 1;
+            } else if cat == Cat::AttnOutput {
+                if m.n_expert == 8 {
+                    t = ty("q5_k");
+                } else if is(&["IQ2_S", "IQ2_M"]) {
+                    t = ty("iq3_s");
+                }
             }
         } else if is_attn_v(cat) {
             let gqa4 = m.n_gqa() >= 4;
             if ft == "Q2_K" {
                 t = ty(if gqa4 { "q4_k" } else { "q3_k" });
+            } else if ft == "IQ3_XXS" {
+                t = ty(if gqa4 {
+                    "q4_k"
+                } else if !self.has_imatrix {
+                    "iq3_s"
+                } else {
+                    "iq3_xxs"
+                });
             } else if (is(&["Q2_K_S", "IQ3_XS", "IQ3_S"]) && gqa4) || ft == "IQ3_M" {
                 t = ty("q4_k");
             } else if ft == "Q3_K_M" {
@@ -417,10 +465,14 @@ impl State<'_> {
                 t = ty("q8_0");
             } else if ft == "IQ3_XS" {
                 t = ty("iq3_xxs");
+            } else if ft == "IQ3_XXS" {
+                t = ty("iq2_s");
             }
         } else if cat == Cat::AttnQ {
             if ft == "IQ3_XS" {
                 t = ty("iq3_xxs");
+            } else if ft == "IQ3_XXS" {
+                t = ty("iq2_s");
             }
         } else if cat == Cat::FfnDown {
             let (i, n) = (self.layer(self.i_ffn_down, name)?, self.n_layer);
@@ -431,6 +483,8 @@ impl State<'_> {
                 if i < n / 8 {
                     t = ty("q4_k");
                 }
+            } else if ft == "IQ3_XXS" && !self.has_imatrix {
+                t = ty(if i < n / 8 { "q4_k" } else { "q3_k" });
             } else if ft == "Q3_K_M" {
                 t = ty(if i < n / 16 {
                     "q5_k"
@@ -469,13 +523,15 @@ impl State<'_> {
             if m.arch != "falcon" {
                 if m.n_expert == 8 {
                     if is(&[
-                        "Q2_K", "IQ3_XS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M",
-                        "IQ3_S", "IQ3_M", "IQ4_XS",
+                        "Q2_K", "IQ3_XS", "IQ3_XXS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S",
+                        "Q4_K_M", "IQ3_S", "IQ3_M", "IQ4_XS",
                     ]) {
                         t = ty("q5_k");
                     }
                 } else if ft == "Q2_K" {
                     t = ty("q3_k");
+                } else if ft == "IQ3_XXS" {
+                    t = ty("iq3_s");
                 } else if ft == "Q3_K_M" {
                     t = ty("q4_k");
                 } else if ft == "Q3_K_L" {
@@ -626,8 +682,8 @@ mod tests {
     fn names_and_aliases() {
         assert_eq!(FileType::from_name("q4_k").unwrap().name, "Q4_K_M");
         assert_eq!(FileType::from_name("Q6_K").unwrap().id, 18);
-        assert!(FileType::from_name("IQ2_XXS").is_none());
-        assert!(FileType::refused("iq2_xxs").is_some());
+        assert!(FileType::from_name("IQ1_S").is_none());
+        assert!(FileType::refused("iq1_m").is_some());
         assert!(FileType::is_mix_only("Q4_K_M") && !FileType::is_mix_only("Q4_K"));
     }
 }

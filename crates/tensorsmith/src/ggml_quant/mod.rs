@@ -25,6 +25,7 @@ pub mod mix;
 mod numpy_ops;
 mod quantize;
 mod quantize_fp4;
+mod quantize_iq2;
 mod quantize_iq3;
 mod quantize_iq4;
 mod quantize_k;

@@ -96,7 +96,6 @@ pub fn folder_of(location: &str, storage: &crate::bytes::StorageOptions) -> Resu
 /// names an architecture; its small files fetched into a temporary folder.
 #[cfg(feature = "remote")]
 fn remote(location: &str, storage: &crate::bytes::StorageOptions) -> Result<Option<Folder>> {
-    use crate::error::ErrorKind;
     let file = location.rsplit('/').next().unwrap_or_default();
     if !(file.ends_with(".safetensors") || file.ends_with(crate::model::checkpoint::INDEX_SUFFIX)) {
         return Ok(None);
@@ -106,7 +105,7 @@ fn remote(location: &str, storage: &crate::bytes::StorageOptions) -> Result<Opti
         let url = format!("{base}{name}");
         let f = match crate::bytes::open_url(&url, storage, 1 << 20) {
             Ok(f) => f,
-            Err(e) if matches!(e.kind(), ErrorKind::RemoteNotFound(_)) => return Ok(None),
+            Err(e) if absent(e.kind()) => return Ok(None),
             Err(e) => return Err(e),
         };
         let len = f.len();
@@ -148,6 +147,22 @@ fn remote(location: &str, storage: &crate::bytes::StorageOptions) -> Result<Opti
         name,
         _fetched: Some(tmp),
     }))
+}
+
+/// Whether an error says the file is not there for us: missing (a store's or the Hub's 404,
+/// a plain server's 404 or 410), or not ours to read (403: a store refuses a missing key to a
+/// reader that may not list). Anything else (an unreachable endpoint, a 5xx after retries) is
+/// an error, not "no model folder": a folder read half would give another file.
+#[cfg(feature = "remote")]
+fn absent(kind: &crate::error::ErrorKind) -> bool {
+    use crate::error::ErrorKind;
+    match kind {
+        ErrorKind::RemoteNotFound(_) | ErrorKind::AccessDenied(_) => true,
+        ErrorKind::Http(m) => ["404", "410", "403"]
+            .iter()
+            .any(|c| m.starts_with(&format!("HTTP status {c}"))),
+        _ => false,
+    }
 }
 
 /// The name of a remote folder: its last path segment; for the root of a Hub repository, the
