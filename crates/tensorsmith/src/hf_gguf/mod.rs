@@ -353,11 +353,16 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
         )?),
         None => None,
     };
+    let mut card_keys = Vec::new();
+    if let Some(c) = &card {
+        c.keys_after_size(&mut card_keys);
+    }
     meta.extend(naming::general_keys(
         &dir_name,
         &config,
         generation.as_ref(),
-        card.as_ref(),
+        &|f| card.as_ref().and_then(|c| c.get(f)),
+        card_keys,
         params,
     ));
     meta.extend(hparams::keys(&cfg_path, arch, &h, block_count as u32, ft)?);

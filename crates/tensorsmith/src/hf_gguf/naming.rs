@@ -251,12 +251,13 @@ pub(crate) fn general_keys(
     dir_name: &str,
     config: &Value,
     generation: Option<&Value>,
-    card: Option<&super::model_card::Card>,
+    from_card: &dyn Fn(&str) -> Option<String>,
+    card_keys: Vec<(String, GgufValue)>,
     params: (u64, u64, u64, u64),
 ) -> Vec<(String, GgufValue)> {
     let (total, shared, expert, experts) = params;
-    // The model card's values first: the heuristics below fill only what it leaves unset.
-    let from_card = |f: &str| card.and_then(|c| c.get(f));
+    // The model card's values first (`from_card`: its text field of a `Metadata` name): the
+    // heuristics below fill only what it leaves unset. `card_keys` go after the size label.
     let mut m = IdParts {
         name: from_card("name"),
         org: from_card("organization"),
@@ -307,9 +308,7 @@ pub(crate) fn general_keys(
     s("basename", &m.basename, &mut out);
     s("description", &from_card("description"), &mut out);
     s("size_label", &m.size_label, &mut out);
-    if let Some(c) = card {
-        c.keys_after_size(&mut out);
-    }
+    out.extend(card_keys);
     out
 }
 
