@@ -117,4 +117,6 @@ def test_python_convert_takes_the_mixes(inputs, tmp_path):
     tensorsmith.convert(inputs["llama-moe8"], out2, quantize="Q3_K_M")
     assert describe(out2) == VECTORS["models"]["llama-moe8"]["Q3_K_M"]["tensors"]
     with pytest.raises(tensorsmith.OptionError, match="not made here"):
+        tensorsmith.convert(inputs["qwen2-tied"], tmp_path / "x.gguf", quantize="IQ1_S")
+    with pytest.raises(tensorsmith.TensorsmithError, match="needs an importance matrix"):
         tensorsmith.convert(inputs["qwen2-tied"], tmp_path / "x.gguf", quantize="IQ2_XXS")

@@ -18,6 +18,7 @@ mod fp4;
 pub mod imatrix;
 mod iq;
 mod iq_grids;
+mod iq_search;
 mod k_quants;
 mod k_search;
 mod legacy;

@@ -16,6 +16,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+use super::iq_search::Tables;
 use super::k_search::{c_max, fp16, make_qp_quants, nearest_int, sum_sq, GROUP_MAX_EPS};
 use std::sync::LazyLock;
 
@@ -26,112 +27,17 @@ const GROUP_MAX_EPS_IQ2_S: f32 = 1e-8;
 /// ggml's map covers the indices of 8 codes in `0..=2` (the largest is 0xAAAA).
 const KMAP_SIZE: usize = 43692;
 
-/// ggml's search tables for a grid (see `quantize_iq3.rs`): points as codes `2l+1`, the map
-/// from a point's 16-bit index to its grid entry or neighbour list, and the lists.
-struct Tables {
-    grid: Vec<[i8; 8]>,
-    map: Vec<i32>,
-    neighbours: Vec<u16>,
+/// Groups of 8 codes of 2 bits.
+type Grid = Tables<8, 2>;
+
+fn grid(dequant: &[u64], nwant: usize) -> Grid {
+    let rows: Vec<[u8; 8]> = dequant.iter().map(|g| g.to_le_bytes()).collect();
+    Tables::new(&rows, &[8, 25, 43], KMAP_SIZE, nwant)
 }
 
-static IQ2XXS: LazyLock<Tables> = LazyLock::new(|| tables(&IQ2XXS_GRID, 2));
-static IQ2XS: LazyLock<Tables> = LazyLock::new(|| tables(&IQ2XS_GRID, 2));
-static IQ2S: LazyLock<Tables> = LazyLock::new(|| tables(&IQ2S_GRID, 1));
-
-/// `iq2xs_init_impl` for a dequantization grid.
-fn tables(dequant: &[u64], nwant: usize) -> Tables {
-    const VALUES: [u8; 3] = [8, 25, 43];
-    let grid: Vec<[i8; 8]> = dequant
-        .iter()
-        .map(|g| {
-            g.to_le_bytes().map(|v| {
-                let l = VALUES.iter().position(|&x| x == v).expect("a grid value");
-                2 * l as i8 + 1
-            })
-        })
-        .collect();
-    let mut map = vec![-1i32; KMAP_SIZE];
-    for (i, p) in grid.iter().enumerate() {
-        let index = (0..8).fold(0usize, |u, k| u | ((((p[k] - 1) / 2) as usize) << (2 * k)));
-        map[index] = i as i32;
-    }
-    let mut neighbours: Vec<u16> = Vec::new();
-    let mut dist: Vec<(i32, usize)> = Vec::with_capacity(grid.len());
-    for i in 0..KMAP_SIZE {
-        if map[i] >= 0 {
-            continue;
-        }
-        let pos: [i32; 8] = std::array::from_fn(|k| 2 * ((i >> (2 * k)) & 3) as i32 + 1);
-        dist.clear();
-        dist.extend(grid.iter().enumerate().map(|(j, pg)| {
-            let d2 = (0..8).map(|k| (pg[k] as i32 - pos[k]).pow(2)).sum();
-            (d2, j)
-        }));
-        dist.sort_unstable();
-        let start = neighbours.len();
-        map[i] = -(start as i32 + 1);
-        neighbours.push(0);
-        let (mut d2, mut nhave, mut n) = (dist[0].0, 1, 0u16);
-        for &(d, j) in &dist {
-            if d > d2 {
-                if nhave == nwant {
-                    break;
-                }
-                d2 = d;
-                nhave += 1;
-            }
-            neighbours.push(j as u16);
-            n += 1;
-        }
-        neighbours[start] = n;
-    }
-    Tables {
-        grid,
-        map,
-        neighbours,
-    }
-}
-
-/// `iq2_find_best_neighbour` for the group `xval` (8 values) under weights `w` at `scale`:
-/// its grid entry, whose codes go to `codes`.
-fn best_neighbour(
-    t: &Tables,
-    u: usize,
-    xval: &[f32],
-    w: &[f32],
-    scale: f32,
-    codes: &mut [i8],
-) -> usize {
-    let at = (-t.map[u] - 1) as usize;
-    let n = t.neighbours[at] as usize;
-    let mut best_d2 = f32::MAX;
-    let mut index = usize::MAX;
-    for &j in &t.neighbours[at + 1..=at + n] {
-        let pg = &t.grid[j as usize];
-        let mut d2 = 0f32;
-        for i in 0..8 {
-            let diff = scale * pg[i] as f32 - xval[i];
-            d2 += w[i] * diff * diff;
-        }
-        if d2 < best_d2 {
-            best_d2 = d2;
-            index = j as usize;
-        }
-    }
-    if index == usize::MAX {
-        index = t.neighbours[at + 1] as usize;
-    }
-    let pg = &t.grid[index];
-    for i in 0..8 {
-        codes[i] = (pg[i] - 1) / 2;
-    }
-    index
-}
-
-/// The index of 8 codes in `0..=2`.
-fn index_of(codes: &[i8]) -> usize {
-    (0..8).fold(0, |u, i| u | ((codes[i] as usize) << (2 * i)))
-}
+static IQ2XXS: LazyLock<Grid> = LazyLock::new(|| grid(&IQ2XXS_GRID, 2));
+static IQ2XS: LazyLock<Grid> = LazyLock::new(|| grid(&IQ2XS_GRID, 2));
+static IQ2S: LazyLock<Grid> = LazyLock::new(|| grid(&IQ2S_GRID, 1));
 
 /// Codes `0..=2` of `xval` at the inverse scale `id`.
 fn codes_at(id: f32, xval: &[f32], codes: &mut [i8]) {
@@ -238,10 +144,9 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 for k in 0..4 {
                     let g = 8 * k..8 * k + 8;
                     codes_at(id, &xval[g.clone()], &mut laux[g.clone()]);
-                    let u = index_of(&laux[g.clone()]);
+                    let u = Grid::index_of(&laux[g.clone()]);
                     if t.map[u] < 0 {
-                        best_neighbour(
-                            t,
+                        t.nearest(
                             u,
                             &xval[g.clone()],
                             &waux[g.clone()],
@@ -263,10 +168,9 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                     let g = 8 * k..8 * k + 8;
                     let mut codes = [0i8; 8];
                     codes_at(id, &xval[g.clone()], &mut codes);
-                    let u = index_of(&codes);
+                    let u = Grid::index_of(&codes);
                     let grid_index = if t.map[u] < 0 {
-                        best_neighbour(
-                            t,
+                        t.nearest(
                             u,
                             &xval[g.clone()],
                             &waux[g.clone()],
@@ -293,7 +197,7 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 }
             }
             for k in 0..4 {
-                let grid_index = t.map[index_of(&l[8 * k..])].max(0) as u32;
+                let grid_index = t.map[Grid::index_of(&l[8 * k..])].max(0) as u32;
                 q2[2 * ib] |= grid_index << (8 * k);
                 q2[2 * ib + 1] |= u32::from(block_signs[k]) << (7 * k);
             }
@@ -316,7 +220,7 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
 }
 
 /// The search of IQ2_XS and IQ2_S over one sub-block of 16 values: the codes and the scale.
-fn search16(t: &Tables, xval: &[f32], weight: &[f32], waux: &[f32], max: f32) -> ([i8; 16], f32) {
+fn search16(t: &Grid, xval: &[f32], weight: &[f32], waux: &[f32], max: f32) -> ([i8; 16], f32) {
     let mut l = [0i8; 16];
     let mut best = 0f32;
     let mut scale = max / (2 * KMAX_Q - 1) as f32;
@@ -329,12 +233,11 @@ fn search16(t: &Tables, xval: &[f32], weight: &[f32], waux: &[f32], max: f32) ->
         for k in 0..2 {
             let g = 8 * k..8 * k + 8;
             codes_at(id, &xval[g.clone()], &mut laux[g.clone()]);
-            let u = index_of(&laux[g.clone()]);
+            let u = Grid::index_of(&laux[g.clone()]);
             on_grid_aux[k] = true;
             if t.map[u] < 0 {
                 on_grid_aux[k] = false;
-                best_neighbour(
-                    t,
+                t.nearest(
                     u,
                     &xval[g.clone()],
                     &waux[g.clone()],
@@ -359,9 +262,9 @@ fn search16(t: &Tables, xval: &[f32], weight: &[f32], waux: &[f32], max: f32) ->
             }
             let g = 8 * k..8 * k + 8;
             codes_at(id, &xval[g.clone()], &mut l[g.clone()]);
-            let u = index_of(&l[g.clone()]);
+            let u = Grid::index_of(&l[g.clone()]);
             if t.map[u] < 0 {
-                best_neighbour(t, u, &xval[g.clone()], &waux[g.clone()], scale, &mut l[g]);
+                t.nearest(u, &xval[g.clone()], &waux[g.clone()], scale, &mut l[g]);
             }
         }
         let (sumqx, sumq2) = sums(weight, xval, &l);
@@ -409,7 +312,7 @@ pub(super) fn iq2_xs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 }
             }
             for k in 0..2 {
-                let grid_index = t.map[index_of(&l[8 * k..])].max(0) as u16;
+                let grid_index = t.map[Grid::index_of(&l[8 * k..])].max(0) as u16;
                 q2[2 * ib + k] = grid_index | u16::from(block_signs[k]) << 9;
             }
             scales[ib] = scale;
@@ -476,7 +379,7 @@ pub(super) fn iq2_s(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 }
             }
             for k in 0..2 {
-                let grid_index = t.map[index_of(&l[8 * k..])].max(0) as usize;
+                let grid_index = t.map[Grid::index_of(&l[8 * k..])].max(0) as usize;
                 let i8 = 2 * ib + k;
                 y[2 + i8] = (grid_index & 255) as u8;
                 y[66 + i8 / 4] |= ((grid_index >> 8) as u8) << (2 * (i8 % 4));

@@ -15,6 +15,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
+use super::iq_search::Tables;
 use super::k_search::{c_max, fp16, nearest_int, sum_sq};
 use std::sync::LazyLock;
 
@@ -23,119 +24,150 @@ const KMAX_Q: i32 = 8;
 /// `GROUP_MAX_EPS_IQ3_XXS`.
 const GROUP_MAX_EPS: f32 = 1e-8;
 
-/// ggml's search tables for a grid: the points as codes `2l+1`, the map from a point's 12-bit
-/// index to its grid entry (`>= 0`) or to its neighbour list (`-(offset + 1)`), and the lists
-/// (a count, then that many grid entries).
-struct Tables {
-    grid: Vec<[i8; 4]>,
-    map: Vec<i32>,
-    neighbours: Vec<u16>,
+/// Groups of 4 codes of 3 bits.
+type Grid = Tables<4, 3>;
+
+fn grid(dequant: &[u32], values: [u8; 8], nwant: usize) -> Grid {
+    let rows: Vec<[u8; 4]> = dequant.iter().map(|g| g.to_le_bytes()).collect();
+    Tables::new(&rows, &values, 4096, nwant)
 }
 
-static IQ3XXS: LazyLock<Tables> =
-    LazyLock::new(|| tables(&IQ3XXS_GRID, [4, 12, 20, 28, 36, 44, 52, 62], 2));
-static IQ3S: LazyLock<Tables> =
-    LazyLock::new(|| tables(&IQ3S_GRID, [1, 3, 5, 7, 9, 11, 13, 15], 3));
+static IQ3XXS: LazyLock<Grid> =
+    LazyLock::new(|| grid(&IQ3XXS_GRID, [4, 12, 20, 28, 36, 44, 52, 62], 2));
+static IQ3S: LazyLock<Grid> = LazyLock::new(|| grid(&IQ3S_GRID, [1, 3, 5, 7, 9, 11, 13, 15], 3));
 
-/// `iq3xs_init_impl`: the tables of the dequantization grid `dequant` (whose byte values are
-/// `values[l]` for code `l`), each off-grid point listing the grid points at its `nwant`
-/// smallest distances.
-fn tables(dequant: &[u32], values: [u8; 8], nwant: usize) -> Tables {
-    let grid: Vec<[i8; 4]> = dequant
-        .iter()
-        .map(|g| {
-            g.to_le_bytes().map(|v| {
-                let l = values.iter().position(|&x| x == v).expect("a grid value");
-                2 * l as i8 + 1
-            })
-        })
-        .collect();
-    let mut map = vec![-1i32; 4096];
-    for (i, p) in grid.iter().enumerate() {
-        let mut index = 0usize;
-        for k in 0..4 {
-            index |= (((p[k] - 1) / 2) as usize) << (3 * k);
-        }
-        map[index] = i as i32;
+/// Σ w·x·q and Σ w·q² of codes `l` (q = 2l+1), in C's order.
+fn sums(weight: &[f32], xval: &[f32], l: &[i8]) -> (f32, f32) {
+    let (mut sumqx, mut sumq2) = (0f32, 0f32);
+    for i in 0..xval.len() {
+        let w = weight[i];
+        let q = (2 * l[i] as i32 + 1) as f32;
+        sumqx += w * xval[i] * q;
+        sumq2 += w * q * q;
     }
-    let mut neighbours: Vec<u16> = Vec::new();
-    for i in 0..4096usize {
-        if map[i] >= 0 {
-            continue;
-        }
-        let pos: [i32; 4] = std::array::from_fn(|k| 2 * ((i >> (3 * k)) & 7) as i32 + 1);
-        let mut dist: Vec<(i32, usize)> = grid
-            .iter()
-            .enumerate()
-            .map(|(j, pg)| {
-                let d2 = (0..4).map(|k| (pg[k] as i32 - pos[k]).pow(2)).sum();
-                (d2, j)
-            })
-            .collect();
-        dist.sort_unstable();
-        let start = neighbours.len();
-        map[i] = -(start as i32 + 1);
-        neighbours.push(0);
-        let (mut d2, mut nhave, mut n) = (dist[0].0, 1, 0u16);
-        for &(d, j) in &dist {
-            if d > d2 {
-                if nhave == nwant {
-                    break;
-                }
-                d2 = d;
-                nhave += 1;
+    (sumqx, sumq2)
+}
+
+/// Codes `0..KMAX_Q` of a group at the inverse scale `id`.
+fn codes_at(id: f32, xval: &[f32], codes: &mut [i8]) {
+    for (c, &x) in codes.iter_mut().zip(xval) {
+        *c = nearest_int(0.5 * (id * x - 1.0)).clamp(0, KMAX_Q - 1) as i8;
+    }
+}
+
+/// ggml's search over one sub-block of 32 values (8 groups of 4; `xval` made non-negative),
+/// as both IQ3 types run it: scales `(15 + is·0.2)/max` for `is` in `-steps..=steps`, each
+/// group's codes moved to the grid; then, if a group of the best is off the grid, those groups
+/// (`redo_all`: every group, as IQ3_S does; its groups start as off the grid) again at the
+/// best scale. The codes and the scale.
+fn search(
+    t: &Grid,
+    xval: &[f32; 32],
+    weight: &[f32; 32],
+    waux: &[f32; 32],
+    max: f32,
+    steps: i32,
+    redo_all: bool,
+) -> ([i8; 32], f32) {
+    let mut l = [0i8; 32];
+    let mut best = 0f32;
+    let mut scale = max / (2 * KMAX_Q - 1) as f32;
+    let mut on_grid = [!redo_all; 8];
+    let mut laux = [0i8; 32];
+    let mut on_grid_aux = [true; 8];
+    for is in -steps..=steps {
+        let id = ((2 * KMAX_Q - 1) as f32 + is as f32 * 0.2f32) / max;
+        let this_scale = 1.0 / id;
+        for k in 0..8 {
+            let g = 4 * k..4 * k + 4;
+            codes_at(id, &xval[g.clone()], &mut laux[g.clone()]);
+            on_grid_aux[k] = t.entry(&laux[g.clone()]).is_some();
+            if !on_grid_aux[k] {
+                let u = Grid::index_of(&laux[g.clone()]);
+                t.nearest(
+                    u,
+                    &xval[g.clone()],
+                    &waux[g.clone()],
+                    this_scale,
+                    &mut laux[g],
+                );
             }
-            neighbours.push(j as u16);
-            n += 1;
         }
-        neighbours[start] = n;
+        let (sumqx, sumq2) = sums(weight, xval, &laux);
+        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            l = laux;
+            on_grid = on_grid_aux;
+        }
     }
-    Tables {
-        grid,
-        map,
-        neighbours,
+    if on_grid.iter().any(|g| !g) && scale > 0.0 {
+        let id = 1.0 / scale;
+        for k in 0..8 {
+            if on_grid[k] && !redo_all {
+                continue;
+            }
+            let g = 4 * k..4 * k + 4;
+            codes_at(id, &xval[g.clone()], &mut l[g.clone()]);
+            if t.entry(&l[g.clone()]).is_none() {
+                let u = Grid::index_of(&l[g.clone()]);
+                t.nearest(u, &xval[g.clone()], &waux[g.clone()], scale, &mut l[g]);
+            }
+        }
+        let (sumqx, sumq2) = sums(weight, xval, &l);
+        if sumq2 > 0.0 {
+            scale = sumqx / sumq2;
+        }
     }
+    (l, scale)
 }
 
-/// `iq3_find_best_neighbour`: of the neighbours listed at `at`, the grid entry nearest to
-/// `xval` at `scale` under weights `w`; its codes `l` go to `codes`.
-fn best_neighbour(
-    t: &Tables,
-    at: usize,
-    xval: &[f32],
-    w: &[f32],
-    scale: f32,
-    codes: &mut [i8],
-) -> usize {
-    let n = t.neighbours[at] as usize;
-    let mut best_d2 = f32::MAX;
-    let mut index = usize::MAX;
-    for &j in &t.neighbours[at + 1..=at + n] {
-        let pg = &t.grid[j as usize];
-        let mut d2 = 0f32;
-        for i in 0..4 {
-            let diff = scale * pg[i] as f32 - xval[i];
-            d2 += w[i] * diff * diff;
-        }
-        if d2 < best_d2 {
-            best_d2 = d2;
-            index = j as usize;
-        }
-    }
-    // ggml asserts one was found; a NaN distance everywhere finds none: take the first.
-    if index == usize::MAX {
-        index = t.neighbours[at + 1] as usize;
-    }
-    let pg = &t.grid[index];
-    for i in 0..4 {
-        codes[i] = (pg[i] - 1) / 2;
-    }
-    index
+/// A sub-block's weights: `qw · sqrt(σ² + x²)` with an importance matrix, else `x²`.
+fn weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
+    std::array::from_fn(|i| match qw {
+        Some(q) => q[i] * (sigma2 + xb[i] * xb[i]).sqrt(),
+        None => xb[i] * xb[i],
+    })
 }
 
-/// The 12-bit index of four codes.
-fn index_of(codes: &[i8]) -> usize {
-    (0..4).fold(0, |u, i| u | ((codes[i] as usize) << (3 * i)))
+/// `|xb|` into `xval` per group of 8, and each group's sign bits; with `parity` (IQ3_XXS), the
+/// least weighted value of a group with an odd count of negatives keeps its sign, and 7 bits
+/// are kept.
+fn signs(xb: &[f32], weight: &[f32; 32], xval: &mut [f32; 32], parity: bool) -> [u8; 4] {
+    let mut out = [0u8; 4];
+    for k in 0..4 {
+        let mut nflip = 0;
+        let mut s = 0u8;
+        for i in 0..8 {
+            if xb[8 * k + i] >= 0.0 {
+                xval[8 * k + i] = xb[8 * k + i];
+            } else {
+                xval[8 * k + i] = -xb[8 * k + i];
+                nflip += 1;
+                s |= 1 << i;
+            }
+        }
+        if parity && nflip % 2 == 1 {
+            let mut imin = 0;
+            let mut min = weight[8 * k] * xb[8 * k] * xb[8 * k];
+            for i in 1..8 {
+                let ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+                if ax < min {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            xval[8 * k + imin] = -xval[8 * k + imin];
+            s ^= 1 << imin;
+        }
+        out[k] = if parity { s & 127 } else { s };
+    }
+    out
+}
+
+/// The largest of `xval`, as C's `MAX` loop finds it.
+fn max_of(xval: &[f32; 32]) -> f32 {
+    xval[1..].iter().fold(xval[0], |m, &v| c_max(m, v))
 }
 
 /// IQ3_XXS: super-blocks of 256 values to 98 bytes (`d`, 64 grid indices, 8 words of signs and
@@ -150,141 +182,16 @@ pub(super) fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
         let sigma2 = 2.0 * sum_sq(xbl) / QK as f32;
         for ib in 0..QK / 32 {
             let xb = &xbl[32 * ib..32 * ib + 32];
-            let mut weight = [0f32; 32];
-            match qw {
-                Some(q) => {
-                    let q = &q[QK * ibl + 32 * ib..QK * ibl + 32 * ib + 32];
-                    for i in 0..32 {
-                        weight[i] = q[i] * (sigma2 + xb[i] * xb[i]).sqrt();
-                    }
-                }
-                None => {
-                    for i in 0..32 {
-                        weight[i] = xb[i] * xb[i];
-                    }
-                }
-            }
+            let weight = weights(xb, qw.map(|q| &q[QK * ibl + 32 * ib..]), sigma2);
             let waux = weight.map(f32::sqrt);
             let mut xval = [0f32; 32];
-            let mut block_signs = [0u8; 4];
-            for k in 0..4 {
-                let mut nflip = 0;
-                let mut s = 0u8;
-                for i in 0..8 {
-                    if xb[8 * k + i] >= 0.0 {
-                        xval[8 * k + i] = xb[8 * k + i];
-                    } else {
-                        xval[8 * k + i] = -xb[8 * k + i];
-                        nflip += 1;
-                        s |= 1 << i;
-                    }
-                }
-                if nflip % 2 == 1 {
-                    let mut imin = 0;
-                    let mut min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-                    for i in 1..8 {
-                        let ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-                        if ax < min {
-                            min = ax;
-                            imin = i;
-                        }
-                    }
-                    xval[8 * k + imin] = -xval[8 * k + imin];
-                    s ^= 1 << imin;
-                }
-                block_signs[k] = s & 127;
-            }
-            let mut max = xval[0];
-            for i in 1..32 {
-                max = c_max(max, xval[i]);
-            }
-            let mut l_best = [0i8; 32];
+            let mut block_signs = signs(xb, &weight, &mut xval, true);
+            let max = max_of(&xval);
             if max < GROUP_MAX_EPS {
                 scales[ib] = 0.0;
                 continue;
             }
-            let mut best = 0f32;
-            let mut scale = max / (2 * KMAX_Q - 1) as f32;
-            let mut on_grid = [true; 8];
-            let mut laux = [0i8; 32];
-            let mut on_grid_aux = [true; 8];
-            for is in -15i32..=15 {
-                let id = ((2 * KMAX_Q - 1) as f32 + is as f32 * 0.2f32) / max;
-                let this_scale = 1.0 / id;
-                for k in 0..8 {
-                    for i in 0..4 {
-                        let l = nearest_int(0.5 * (id * xval[4 * k + i] - 1.0));
-                        laux[4 * k + i] = l.clamp(0, KMAX_Q - 1) as i8;
-                    }
-                    let u = index_of(&laux[4 * k..]);
-                    on_grid_aux[k] = true;
-                    if t.map[u] < 0 {
-                        on_grid_aux[k] = false;
-                        let at = (-t.map[u] - 1) as usize;
-                        best_neighbour(
-                            t,
-                            at,
-                            &xval[4 * k..4 * k + 4],
-                            &waux[4 * k..4 * k + 4],
-                            this_scale,
-                            &mut laux[4 * k..4 * k + 4],
-                        );
-                    }
-                }
-                let (mut sumqx, mut sumq2) = (0f32, 0f32);
-                for i in 0..32 {
-                    let w = weight[i];
-                    let q = (2 * laux[i] as i32 + 1) as f32;
-                    sumqx += w * xval[i] * q;
-                    sumq2 += w * q * q;
-                }
-                if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-                    scale = sumqx / sumq2;
-                    best = scale * sumqx;
-                    l_best = laux;
-                    on_grid = on_grid_aux;
-                }
-            }
-            if on_grid.iter().any(|g| !g) && scale > 0.0 {
-                let id = 1.0 / scale;
-                for k in 0..8 {
-                    if on_grid[k] {
-                        continue;
-                    }
-                    let mut codes = [0i8; 4];
-                    for i in 0..4 {
-                        let l = nearest_int(0.5 * (id * xval[4 * k + i] - 1.0));
-                        codes[i] = l.clamp(0, KMAX_Q - 1) as i8;
-                    }
-                    let u = index_of(&codes);
-                    let mut grid_index = t.map[u];
-                    if grid_index < 0 {
-                        let at = (-grid_index - 1) as usize;
-                        grid_index = best_neighbour(
-                            t,
-                            at,
-                            &xval[4 * k..4 * k + 4],
-                            &waux[4 * k..4 * k + 4],
-                            scale,
-                            &mut l_best[4 * k..4 * k + 4],
-                        ) as i32;
-                    }
-                    let pg = &t.grid[grid_index as usize];
-                    for i in 0..4 {
-                        l_best[4 * k + i] = (pg[i] - 1) / 2;
-                    }
-                }
-                let (mut sumqx, mut sumq2) = (0f32, 0f32);
-                for i in 0..32 {
-                    let w = weight[i];
-                    let q = (2 * l_best[i] as i32 + 1) as f32;
-                    sumqx += w * xval[i] * q;
-                    sumq2 += w * q * q;
-                }
-                if sumq2 > 0.0 {
-                    scale = sumqx / sumq2;
-                }
-            }
+            let (l, mut scale) = search(t, &xval, &weight, &waux, max, 15, false);
             if scale < 0.0 {
                 scale = -scale;
                 for s in block_signs.iter_mut() {
@@ -293,8 +200,7 @@ pub(super) fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
             }
             for k in 0..8 {
                 // Every group ends on the grid (ggml aborts otherwise; it cannot happen).
-                let grid_index = t.map[index_of(&l_best[4 * k..])].max(0);
-                q3[8 * ib + k] = grid_index as u8;
+                q3[8 * ib + k] = t.entry(&l[4 * k..]).unwrap_or(0) as u8;
             }
             scales_and_signs[ib] = u32::from(block_signs[0])
                 | u32::from(block_signs[1]) << 7
@@ -342,125 +248,17 @@ pub(super) fn iq3_s(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
         let sigma2 = 2.0 * sum_sq(xbl) / QK as f32;
         for ib in 0..QK / 32 {
             let xb = &xbl[32 * ib..32 * ib + 32];
-            let mut weight = [0f32; 32];
-            match qw {
-                Some(q) => {
-                    let q = &q[QK * ibl + 32 * ib..QK * ibl + 32 * ib + 32];
-                    for i in 0..32 {
-                        weight[i] = q[i] * (sigma2 + xb[i] * xb[i]).sqrt();
-                    }
-                }
-                None => {
-                    for i in 0..32 {
-                        weight[i] = xb[i] * xb[i];
-                    }
-                }
-            }
+            let weight = weights(xb, qw.map(|q| &q[QK * ibl + 32 * ib..]), sigma2);
             let waux = weight.map(f32::sqrt);
             let mut xval = [0f32; 32];
-            let mut block_signs = [0u8; 4];
-            for k in 0..4 {
-                let mut s = 0u8;
-                for i in 0..8 {
-                    if xb[8 * k + i] >= 0.0 {
-                        xval[8 * k + i] = xb[8 * k + i];
-                    } else {
-                        xval[8 * k + i] = -xb[8 * k + i];
-                        s |= 1 << i;
-                    }
-                }
-                block_signs[k] = s;
-            }
-            let mut max = xval[0];
-            for i in 1..32 {
-                max = c_max(max, xval[i]);
-            }
-            let mut l_best = [0i8; 32];
+            let mut block_signs = signs(xb, &weight, &mut xval, false);
+            let max = max_of(&xval);
             // `if (!max)`: zero (a NaN is not).
             if max == 0.0 {
                 scales[ib] = 0.0;
                 continue;
             }
-            let mut best = 0f32;
-            let mut scale = max / (2 * KMAX_Q - 1) as f32;
-            let mut on_grid = [false; 8];
-            let mut laux = [0i8; 32];
-            let mut on_grid_aux = [true; 8];
-            for is in -9i32..=9 {
-                let id = ((2 * KMAX_Q - 1) as f32 + is as f32 * 0.2f32) / max;
-                let this_scale = 1.0 / id;
-                for k in 0..8 {
-                    for i in 0..4 {
-                        let l = nearest_int(0.5 * (id * xval[4 * k + i] - 1.0));
-                        laux[4 * k + i] = l.clamp(0, KMAX_Q - 1) as i8;
-                    }
-                    let u = index_of(&laux[4 * k..]);
-                    on_grid_aux[k] = true;
-                    if t.map[u] < 0 {
-                        on_grid_aux[k] = false;
-                        let at = (-t.map[u] - 1) as usize;
-                        best_neighbour(
-                            t,
-                            at,
-                            &xval[4 * k..4 * k + 4],
-                            &waux[4 * k..4 * k + 4],
-                            this_scale,
-                            &mut laux[4 * k..4 * k + 4],
-                        );
-                    }
-                }
-                let (mut sumqx, mut sumq2) = (0f32, 0f32);
-                for i in 0..32 {
-                    let w = weight[i];
-                    let q = (2 * laux[i] as i32 + 1) as f32;
-                    sumqx += w * xval[i] * q;
-                    sumq2 += w * q * q;
-                }
-                if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-                    scale = sumqx / sumq2;
-                    best = scale * sumqx;
-                    l_best = laux;
-                    on_grid = on_grid_aux;
-                }
-            }
-            if on_grid.iter().any(|g| !g) && scale > 0.0 {
-                // Every group again (ggml's skip of groups on the grid is commented out).
-                let id = 1.0 / scale;
-                for k in 0..8 {
-                    let mut codes = [0i8; 4];
-                    for i in 0..4 {
-                        let l = nearest_int(0.5 * (id * xval[4 * k + i] - 1.0));
-                        codes[i] = l.clamp(0, KMAX_Q - 1) as i8;
-                    }
-                    let u = index_of(&codes);
-                    let mut grid_index = t.map[u];
-                    if grid_index < 0 {
-                        let at = (-grid_index - 1) as usize;
-                        grid_index = best_neighbour(
-                            t,
-                            at,
-                            &xval[4 * k..4 * k + 4],
-                            &waux[4 * k..4 * k + 4],
-                            scale,
-                            &mut l_best[4 * k..4 * k + 4],
-                        ) as i32;
-                    }
-                    let pg = &t.grid[grid_index as usize];
-                    for i in 0..4 {
-                        l_best[4 * k + i] = (pg[i] - 1) / 2;
-                    }
-                }
-                let (mut sumqx, mut sumq2) = (0f32, 0f32);
-                for i in 0..32 {
-                    let w = weight[i];
-                    let q = (2 * l_best[i] as i32 + 1) as f32;
-                    sumqx += w * xval[i] * q;
-                    sumq2 += w * q * q;
-                }
-                if sumq2 > 0.0 {
-                    scale = sumqx / sumq2;
-                }
-            }
+            let (l, mut scale) = search(t, &xval, &weight, &waux, max, 9, true);
             if scale < 0.0 {
                 scale = -scale;
                 for s in block_signs.iter_mut() {
@@ -468,7 +266,7 @@ pub(super) fn iq3_s(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 }
             }
             for k in 0..8 {
-                let grid_index = t.map[index_of(&l_best[4 * k..])].max(0) as usize;
+                let grid_index = t.entry(&l[4 * k..]).unwrap_or(0);
                 y[qs_at + k] = (grid_index & 255) as u8;
                 let bit = ib * 8 + k;
                 y[66 + bit / 8] |= ((grid_index >> 8) as u8) << (bit % 8);
