@@ -231,3 +231,13 @@ def test_a_model_card_the_converter_cannot_write_is_refused_by_name(tsm, folders
     a = tsm.convert(d, tmp_path / "a.gguf", "-q")
     b = tsm.convert(no_card, tmp_path / "b.gguf", "-q")
     assert sha(a) == sha(b) != VECTORS["models"]["tiny-qwen3"]["f16"]["sha256"]
+
+
+def test_a_qwen3_reranker_is_refused_not_written_as_a_language_model(tsm, folders, tmp_path):
+    """The reference converts one as a ranking model (cls.output, rank pooling): refused here,
+    by the same signs it looks for (a model card heading, a name)."""
+    d = copy(folders, tmp_path, "tiny-qwen3")
+    (d / "README.md").write_text("# Qwen3-Reranker-0.6B\n\nA reranker.\n")
+    assert "Qwen3 reranker" in refused(tsm, d, tmp_path)
+    d2 = shutil.copytree(folders["tiny-qwen3"], tmp_path / "b" / "my-qwen3-reranker")
+    assert "Qwen3 reranker" in refused(tsm, d2, tmp_path)

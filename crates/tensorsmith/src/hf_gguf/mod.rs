@@ -178,6 +178,14 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
     let config = read_json(dir, &shown, "config.json")?
         .ok_or_else(|| refuse(&shown, "no config.json: not a Hugging Face model folder"))?;
     let arch = hparams::arch_of(&format!("{shown}/config.json"), &config)?;
+    if arch.name == "qwen3" && is_qwen3_reranker(folder, &config) {
+        return Err(refuse(
+            &shown,
+            "a Qwen3 reranker (so named by its model card, folder or config): llama.cpp's \
+             converter writes it as a ranking model (a cls.output tensor, rank pooling), which \
+             is not converted here",
+        ));
+    }
     let h = hparams::flattened(&config);
     let cfg_path = format!("{shown}/config.json");
     let block_count = hparams::find(
@@ -369,6 +377,34 @@ pub(crate) fn plan(folder: &Folder, model: &Model, opts: &HfOptions) -> Result<P
     meta.push(("general.quantization_version".into(), GgufValue::U32(2)));
     meta.extend(tokenizer_keys(dir, &shown, arch, &config, &h, opts)?);
     Ok((meta, planned))
+}
+
+/// The reference's `Qwen3Model._is_qwen3_reranker`: a model card with a `# Qwen3-Reranker`
+/// (or `-VL-`) heading, or a name (the folder's, `_name_or_path`, `model_type`, the
+/// architecture) that says so.
+fn is_qwen3_reranker(folder: &Folder, config: &Value) -> bool {
+    let card = std::fs::read_to_string(folder.path.join("README.md"))
+        .unwrap_or_default()
+        .to_lowercase();
+    if card.contains("# qwen3-reranker") || card.contains("# qwen3-vl-reranker") {
+        return true;
+    }
+    let text = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or_default();
+    let arch = config
+        .get("architectures")
+        .and_then(|a| a.get(0))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let hints = [
+        folder.name.as_str(),
+        text("_name_or_path"),
+        text("model_type"),
+        arch,
+    ];
+    hints.iter().any(|h| {
+        let h = h.to_lowercase();
+        h.contains("qwen3-reranker") || h.contains("qwen3-vl-reranker")
+    }) || arch.to_lowercase().contains("sequenceclassification")
 }
 
 /// (total, shared, expert, expert count) as gguf-py's `get_total_parameter_count` counts them
