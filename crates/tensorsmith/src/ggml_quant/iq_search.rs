@@ -1,9 +1,11 @@
 //! ggml's search tables for the IQ2 and IQ3 grids (`iq2xs_init_impl`, `iq3xs_init_impl`) and
 //! the nearest-neighbour step both searches take (`iq2_find_best_neighbour`,
-//! `iq3_find_best_neighbour`). A group of `N` codes (each `BITS` wide) is a point; the grid's
+//! `iq3_find_best_neighbour`), and the small steps the IQ2 and IQ3 quantizers share. A group of `N` codes (each `BITS` wide) is a point; the grid's
 //! points are listed as codes `2l+1`, each mapped from its index; every other point lists the
 //! grid points at its `nwant` smallest distances, ordered by distance, then index, as ggml's
 //! `qsort` with its comparator orders them.
+
+use super::k_search::{c_max, nearest_int};
 
 /// The tables of one grid.
 pub(super) struct Tables<const N: usize, const BITS: usize> {
@@ -122,4 +124,68 @@ impl<const N: usize, const BITS: usize> Tables<N, BITS> {
             *c = (p - 1) / 2;
         }
     }
+}
+
+/// Codes `0..kmax` of a group at the inverse scale `id`: `nearest_int(0.5·(id·x − 1))`.
+pub(super) fn codes_at(id: f32, xval: &[f32], codes: &mut [i8], kmax: i32) {
+    for (c, &x) in codes.iter_mut().zip(xval) {
+        *c = nearest_int(0.5 * (id * x - 1.0)).clamp(0, kmax - 1) as i8;
+    }
+}
+
+/// Σ w·x·q and Σ w·q² of codes `l` (q = 2l+1), in C's order.
+pub(super) fn sums(weight: &[f32], xval: &[f32], l: &[i8]) -> (f32, f32) {
+    let (mut sumqx, mut sumq2) = (0f32, 0f32);
+    for i in 0..xval.len() {
+        let w = weight[i];
+        let q = (2 * l[i] as i32 + 1) as f32;
+        sumqx += w * xval[i] * q;
+        sumq2 += w * q * q;
+    }
+    (sumqx, sumq2)
+}
+
+/// `|xb|` into `xval` per group of 8, and each group's sign bits; with `parity` (IQ2_XXS,
+/// IQ2_XS, IQ3_XXS), the least weighted value of a group with an odd count of negatives keeps
+/// its sign, and 7 bits are kept.
+pub(super) fn signs(xb: &[f32], weight: &[f32], xval: &mut [f32], parity: bool) -> [u8; 4] {
+    let mut out = [0u8; 4];
+    for k in 0..xb.len() / 8 {
+        let mut nflip = 0;
+        let mut s = 0u8;
+        for i in 0..8 {
+            if xb[8 * k + i] >= 0.0 {
+                xval[8 * k + i] = xb[8 * k + i];
+            } else {
+                xval[8 * k + i] = -xb[8 * k + i];
+                nflip += 1;
+                s |= 1 << i;
+            }
+        }
+        if parity && nflip % 2 == 1 {
+            let mut imin = 0;
+            let mut min = weight[8 * k] * xb[8 * k] * xb[8 * k];
+            for i in 1..8 {
+                let ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+                if ax < min {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            xval[8 * k + imin] = -xval[8 * k + imin];
+            s ^= 1 << imin;
+        }
+        out[k] = if parity { s & 127 } else { s };
+    }
+    out
+}
+
+/// The largest of `xval`, as C's `MAX` loop finds it.
+pub(super) fn max_of(xval: &[f32]) -> f32 {
+    xval[1..].iter().fold(xval[0], |m, &v| c_max(m, v))
+}
+
+/// A sub-block's 4-bit scale: `nearest_int(0.5·(scale/d − 1))` in `0..=15`.
+pub(super) fn scale_code(id: f32, scale: f32) -> u32 {
+    nearest_int(0.5 * (id * scale - 1.0)).clamp(0, 15) as u32
 }

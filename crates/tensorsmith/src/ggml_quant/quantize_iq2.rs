@@ -16,8 +16,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
-use super::iq_search::Tables;
-use super::k_search::{c_max, fp16, make_qp_quants, nearest_int, sum_sq, GROUP_MAX_EPS};
+use super::iq_search::{codes_at, max_of, scale_code, signs, sums, Tables};
+use super::k_search::{c_max, fp16, imatrix_weights, make_qp_quants, sum_sq, GROUP_MAX_EPS};
 use std::sync::LazyLock;
 
 const QK: usize = 256;
@@ -39,66 +39,6 @@ static IQ2XXS: LazyLock<Grid> = LazyLock::new(|| grid(&IQ2XXS_GRID, 2));
 static IQ2XS: LazyLock<Grid> = LazyLock::new(|| grid(&IQ2XS_GRID, 2));
 static IQ2S: LazyLock<Grid> = LazyLock::new(|| grid(&IQ2S_GRID, 1));
 
-/// Codes `0..=2` of `xval` at the inverse scale `id`.
-fn codes_at(id: f32, xval: &[f32], codes: &mut [i8]) {
-    for i in 0..8 {
-        let l = nearest_int(0.5 * (id * xval[i] - 1.0));
-        codes[i] = l.clamp(0, KMAX_Q - 1) as i8;
-    }
-}
-
-/// Σ w·x·q and Σ w·q² of codes `l` (q = 2l+1), in C's order.
-fn sums(weight: &[f32], xval: &[f32], l: &[i8]) -> (f32, f32) {
-    let (mut sumqx, mut sumq2) = (0f32, 0f32);
-    for i in 0..xval.len() {
-        let w = weight[i];
-        let q = (2 * l[i] as i32 + 1) as f32;
-        sumqx += w * xval[i] * q;
-        sumq2 += w * q * q;
-    }
-    (sumqx, sumq2)
-}
-
-/// Absolute values of `xb` into `xval` per group of 8, and each group's signs; with `parity`,
-/// the least weighted value of a group with an odd count of negatives keeps its sign (the
-/// signs of a group are then an even count, stored in 7 bits).
-fn signs_of(xb: &[f32], weight: &[f32], xval: &mut [f32], parity: bool) -> [u8; 4] {
-    let mut out = [0u8; 4];
-    for k in 0..xb.len() / 8 {
-        let mut nflip = 0;
-        let mut s = 0u8;
-        for i in 0..8 {
-            if xb[8 * k + i] >= 0.0 {
-                xval[8 * k + i] = xb[8 * k + i];
-            } else {
-                xval[8 * k + i] = -xb[8 * k + i];
-                nflip += 1;
-                s |= 1 << i;
-            }
-        }
-        if parity && nflip % 2 == 1 {
-            let mut imin = 0;
-            let mut min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-            for i in 1..8 {
-                let ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-                if ax < min {
-                    min = ax;
-                    imin = i;
-                }
-            }
-            xval[8 * k + imin] = -xval[8 * k + imin];
-            s ^= 1 << imin;
-        }
-        out[k] = if parity { s & 127 } else { s };
-    }
-    out
-}
-
-/// A 4-bit scale per sub-block: `nearest_int(0.5·(scale/d − 1))` in `0..=15`.
-fn scale_code(id: f32, scale: f32) -> u32 {
-    nearest_int(0.5 * (id * scale - 1.0)).clamp(0, 15) as u32
-}
-
 /// IQ2_XXS: super-blocks of 256 values to 66 bytes (`d`, then per 32 values a word of 4 grid
 /// indices and a word of 4×7 sign bits and a 4-bit scale). `qw` is required (ggml asserts it).
 pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
@@ -114,16 +54,11 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
             let xb = &xbl[32 * ib..32 * ib + 32];
             let q = &qw[QK * ibl + 32 * ib..QK * ibl + 32 * ib + 32];
             let mut weight = [0f32; 32];
-            for i in 0..32 {
-                weight[i] = q[i] * (sigma2 + xb[i] * xb[i]).sqrt();
-            }
+            imatrix_weights(q, xb, sigma2, &mut weight);
             let waux = weight.map(f32::sqrt);
             let mut xval = [0f32; 32];
-            let mut block_signs = signs_of(xb, &weight, &mut xval, true);
-            let mut max = xval[0];
-            for i in 1..32 {
-                max = c_max(max, xval[i]);
-            }
+            let mut block_signs = signs(xb, &weight, &mut xval, true);
+            let max = max_of(&xval);
             if max < GROUP_MAX_EPS {
                 scales[ib] = 0.0;
                 continue;
@@ -143,7 +78,7 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 let this_scale = 1.0 / id;
                 for k in 0..4 {
                     let g = 8 * k..8 * k + 8;
-                    codes_at(id, &xval[g.clone()], &mut laux[g.clone()]);
+                    codes_at(id, &xval[g.clone()], &mut laux[g.clone()], KMAX_Q);
                     let u = Grid::index_of(&laux[g.clone()]);
                     if t.map[u] < 0 {
                         t.nearest(
@@ -167,7 +102,7 @@ pub(super) fn iq2_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
                 for k in 0..4 {
                     let g = 8 * k..8 * k + 8;
                     let mut codes = [0i8; 8];
-                    codes_at(id, &xval[g.clone()], &mut codes);
+                    codes_at(id, &xval[g.clone()], &mut codes, KMAX_Q);
                     let u = Grid::index_of(&codes);
                     let grid_index = if t.map[u] < 0 {
                         t.nearest(
@@ -232,7 +167,7 @@ fn search16(t: &Grid, xval: &[f32], weight: &[f32], waux: &[f32], max: f32) -> (
         let this_scale = 1.0 / id;
         for k in 0..2 {
             let g = 8 * k..8 * k + 8;
-            codes_at(id, &xval[g.clone()], &mut laux[g.clone()]);
+            codes_at(id, &xval[g.clone()], &mut laux[g.clone()], KMAX_Q);
             let u = Grid::index_of(&laux[g.clone()]);
             on_grid_aux[k] = true;
             if t.map[u] < 0 {
@@ -261,7 +196,7 @@ fn search16(t: &Grid, xval: &[f32], weight: &[f32], waux: &[f32], max: f32) -> (
                 continue;
             }
             let g = 8 * k..8 * k + 8;
-            codes_at(id, &xval[g.clone()], &mut l[g.clone()]);
+            codes_at(id, &xval[g.clone()], &mut l[g.clone()], KMAX_Q);
             let u = Grid::index_of(&l[g.clone()]);
             if t.map[u] < 0 {
                 t.nearest(u, &xval[g.clone()], &waux[g.clone()], scale, &mut l[g]);
@@ -290,16 +225,11 @@ pub(super) fn iq2_xs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
             let xb = &xbl[16 * ib..16 * ib + 16];
             let q = &qw[QK * ibl + 16 * ib..QK * ibl + 16 * ib + 16];
             let mut weight = [0f32; 16];
-            for i in 0..16 {
-                weight[i] = q[i] * (sigma2 + xb[i] * xb[i]).sqrt();
-            }
+            imatrix_weights(q, xb, sigma2, &mut weight);
             let waux = weight.map(f32::sqrt);
             let mut xval = [0f32; 16];
-            let mut block_signs = signs_of(xb, &weight, &mut xval, true);
-            let mut max = xval[0];
-            for i in 1..16 {
-                max = c_max(max, xval[i]);
-            }
+            let mut block_signs = signs(xb, &weight, &mut xval, true);
+            let max = max_of(&xval);
             if max < GROUP_MAX_EPS {
                 scales[ib] = 0.0;
                 continue;
@@ -350,9 +280,7 @@ pub(super) fn iq2_s(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
             match qw {
                 Some(qw) => {
                     let q = &qw[QK * ibl + 16 * ib..QK * ibl + 16 * ib + 16];
-                    for i in 0..16 {
-                        weight[i] = q[i] * (sigma2 + xb[i] * xb[i]).sqrt();
-                    }
+                    imatrix_weights(q, xb, sigma2, &mut weight);
                 }
                 None => {
                     for i in 0..16 {
@@ -362,11 +290,8 @@ pub(super) fn iq2_s(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
             }
             let waux = weight.map(f32::sqrt);
             let mut xval = [0f32; 16];
-            let mut block_signs = signs_of(xb, &weight, &mut xval, false);
-            let mut max = xval[0];
-            for i in 1..16 {
-                max = c_max(max, xval[i]);
-            }
+            let mut block_signs = signs(xb, &weight, &mut xval, false);
+            let max = max_of(&xval);
             if max < GROUP_MAX_EPS_IQ2_S {
                 scales[ib] = 0.0;
                 continue;

@@ -15,8 +15,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
-use super::iq_search::Tables;
-use super::k_search::{c_max, fp16, nearest_int, sum_sq};
+use super::iq_search::{codes_at, max_of, scale_code, signs, sums, Tables};
+use super::k_search::{c_max, fp16, imatrix_weights, sum_sq};
 use std::sync::LazyLock;
 
 const QK: usize = 256;
@@ -35,25 +35,6 @@ fn grid(dequant: &[u32], values: [u8; 8], nwant: usize) -> Grid {
 static IQ3XXS: LazyLock<Grid> =
     LazyLock::new(|| grid(&IQ3XXS_GRID, [4, 12, 20, 28, 36, 44, 52, 62], 2));
 static IQ3S: LazyLock<Grid> = LazyLock::new(|| grid(&IQ3S_GRID, [1, 3, 5, 7, 9, 11, 13, 15], 3));
-
-/// Σ w·x·q and Σ w·q² of codes `l` (q = 2l+1), in C's order.
-fn sums(weight: &[f32], xval: &[f32], l: &[i8]) -> (f32, f32) {
-    let (mut sumqx, mut sumq2) = (0f32, 0f32);
-    for i in 0..xval.len() {
-        let w = weight[i];
-        let q = (2 * l[i] as i32 + 1) as f32;
-        sumqx += w * xval[i] * q;
-        sumq2 += w * q * q;
-    }
-    (sumqx, sumq2)
-}
-
-/// Codes `0..KMAX_Q` of a group at the inverse scale `id`.
-fn codes_at(id: f32, xval: &[f32], codes: &mut [i8]) {
-    for (c, &x) in codes.iter_mut().zip(xval) {
-        *c = nearest_int(0.5 * (id * x - 1.0)).clamp(0, KMAX_Q - 1) as i8;
-    }
-}
 
 /// ggml's search over one sub-block of 32 values (8 groups of 4; `xval` made non-negative),
 /// as both IQ3 types run it: scales `(15 + is·0.2)/max` for `is` in `-steps..=steps`, each
@@ -80,7 +61,7 @@ fn search(
         let this_scale = 1.0 / id;
         for k in 0..8 {
             let g = 4 * k..4 * k + 4;
-            codes_at(id, &xval[g.clone()], &mut laux[g.clone()]);
+            codes_at(id, &xval[g.clone()], &mut laux[g.clone()], KMAX_Q);
             on_grid_aux[k] = t.entry(&laux[g.clone()]).is_some();
             if !on_grid_aux[k] {
                 let u = Grid::index_of(&laux[g.clone()]);
@@ -108,7 +89,7 @@ fn search(
                 continue;
             }
             let g = 4 * k..4 * k + 4;
-            codes_at(id, &xval[g.clone()], &mut l[g.clone()]);
+            codes_at(id, &xval[g.clone()], &mut l[g.clone()], KMAX_Q);
             if t.entry(&l[g.clone()]).is_none() {
                 let u = Grid::index_of(&l[g.clone()]);
                 t.nearest(u, &xval[g.clone()], &waux[g.clone()], scale, &mut l[g]);
@@ -124,50 +105,18 @@ fn search(
 
 /// A sub-block's weights: `qw · sqrt(σ² + x²)` with an importance matrix, else `x²`.
 fn weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
-    std::array::from_fn(|i| match qw {
-        Some(q) => q[i] * (sigma2 + xb[i] * xb[i]).sqrt(),
-        None => xb[i] * xb[i],
-    })
-}
-
-/// `|xb|` into `xval` per group of 8, and each group's sign bits; with `parity` (IQ3_XXS), the
-/// least weighted value of a group with an odd count of negatives keeps its sign, and 7 bits
-/// are kept.
-fn signs(xb: &[f32], weight: &[f32; 32], xval: &mut [f32; 32], parity: bool) -> [u8; 4] {
-    let mut out = [0u8; 4];
-    for k in 0..4 {
-        let mut nflip = 0;
-        let mut s = 0u8;
-        for i in 0..8 {
-            if xb[8 * k + i] >= 0.0 {
-                xval[8 * k + i] = xb[8 * k + i];
-            } else {
-                xval[8 * k + i] = -xb[8 * k + i];
-                nflip += 1;
-                s |= 1 << i;
+    let mut w = [0f32; 32];
+    match qw {
+        Some(q) => {
+            imatrix_weights(&q[..32], xb, sigma2, &mut w);
+        }
+        None => {
+            for (w, &x) in w.iter_mut().zip(xb) {
+                *w = x * x;
             }
         }
-        if parity && nflip % 2 == 1 {
-            let mut imin = 0;
-            let mut min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-            for i in 1..8 {
-                let ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-                if ax < min {
-                    min = ax;
-                    imin = i;
-                }
-            }
-            xval[8 * k + imin] = -xval[8 * k + imin];
-            s ^= 1 << imin;
-        }
-        out[k] = if parity { s & 127 } else { s };
     }
-    out
-}
-
-/// The largest of `xval`, as C's `MAX` loop finds it.
-fn max_of(xval: &[f32; 32]) -> f32 {
-    xval[1..].iter().fold(xval[0], |m, &v| c_max(m, v))
+    w
 }
 
 /// IQ3_XXS: super-blocks of 256 values to 98 bytes (`d`, 64 grid indices, 8 words of signs and
@@ -218,8 +167,7 @@ pub(super) fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
         y[..2].copy_from_slice(&fp16(d * 1.0125f32).to_le_bytes());
         let id = 1.0 / d;
         for ib in 0..QK / 32 {
-            let l = nearest_int(0.5 * (id * scales[ib] - 1.0)).clamp(0, 15);
-            scales_and_signs[ib] |= (l as u32) << 28;
+            scales_and_signs[ib] |= scale_code(id, scales[ib]) << 28;
         }
         y[2..66].copy_from_slice(&q3);
         for (ib, w) in scales_and_signs.iter().enumerate() {
@@ -284,8 +232,7 @@ pub(super) fn iq3_s(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
         y[..2].copy_from_slice(&fp16(d * 1.033f32).to_le_bytes());
         let id = 1.0 / d;
         for ib in (0..QK / 32).step_by(2) {
-            let l1 = nearest_int(0.5 * (id * scales[ib] - 1.0)).clamp(0, 15);
-            let l2 = nearest_int(0.5 * (id * scales[ib + 1] - 1.0)).clamp(0, 15);
+            let (l1, l2) = (scale_code(id, scales[ib]), scale_code(id, scales[ib + 1]));
             y[106 + ib / 2] = (l1 | (l2 << 4)) as u8;
         }
     }
