@@ -32,10 +32,12 @@ TYPES = {
     "IQ2_XXS": (16, 256, 66),
     "IQ2_XS": (17, 256, 74),
     "IQ2_S": (22, 256, 82),
+    "IQ1_S": (19, 256, 50),
+    "IQ1_M": (29, 256, 56),
 }
 
 # Made with an importance matrix only (ggml asserts one).
-NEEDS_IMATRIX = {"IQ2_XXS", "IQ2_XS"}
+NEEDS_IMATRIX = {"IQ2_XXS", "IQ2_XS", "IQ1_S"}
 
 _lib = None
 

@@ -2,8 +2,8 @@
 `ggml_quantize_chunk` (libggml-base.so of the llama.cpp that llama-cpp-python 0.3.36's sdist
 vendors, default portable build, through ctypes: `ggml_ref.py`) compared byte for byte for
 Q4_0, Q4_1, Q5_0, Q5_1 (ggml's own search with an importance matrix), Q2_K, Q3_K, Q4_K, Q5_K,
-Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S and IQ2_S, with and without an importance matrix, and
-IQ2_XXS, IQ2_XS with one (without, they are refused, as ggml asserts one):
+Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S and IQ1_M, with and without an importance matrix,
+and IQ2_XXS, IQ2_XS, IQ1_S with one (without, they are refused, as ggml asserts one):
 random rows (several seeds, scales and row counts) and edge rows (zeros, constants, ±3e38,
 subnormals, one huge value among small ones, zero sub-blocks in live rows).
 
@@ -48,10 +48,10 @@ def check(rows, name, imatrix=None):
     return len(rows)
 
 
-# ggml aborts on IQ3 blocks of values beyond about 1e9: their weighted distances to the grid
+# ggml aborts on IQ1, IQ2 and IQ3 blocks of values beyond about 1e9: their weighted distances to the grid
 # overflow (GGML_ASSERT(grid_index >= 0), or scale >= 0): such rows are compared for the other
 # types only.
-ABORTS_ON_HUGE = {"IQ3_XXS", "IQ3_S", "IQ2_XXS", "IQ2_XS", "IQ2_S"}
+ABORTS_ON_HUGE = {"IQ3_XXS", "IQ3_S", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M"}
 
 
 def weights(rng, n):

@@ -59,17 +59,10 @@ def test_mix_names_imply_the_mix_and_type_names_stay_one_type(tsm, inputs, tmp_p
     assert types == {"q4_k"}
 
 
-@pytest.mark.parametrize("name", ["IQ1_S", "IQ1_M"])
-def test_mixes_we_do_not_make_are_refused_by_name(tsm, inputs, tmp_path, name):
-    p = tsm.run("convert", inputs["llama-gqa"], tmp_path / "o.gguf", "--quantize", name,
-                expect=2)
-    assert name in p.stderr.decode() and "not made here" in p.stderr.decode()
-    assert not (tmp_path / "o.gguf").exists()
-
-
 @pytest.mark.parametrize("name,flags,kind", [("IQ2_XXS", (), "iq2_xxs"), ("IQ2_M", (), "iq2_s"),
-                                             ("IQ3_XXS", ("--mix",), "iq2_s")])
-def test_iq2_mixes_need_an_imatrix_as_llama_quantize_does(tsm, inputs, tmp_path, name, flags,
+                                             ("IQ3_XXS", ("--mix",), "iq2_s"),
+                                             ("IQ1_S", (), "iq1_s"), ("IQ1_M", (), "iq1_m")])
+def test_iq1_and_iq2_mixes_need_an_imatrix_as_llama_quantize_does(tsm, inputs, tmp_path, name, flags,
                                                           kind):
     """Made with one (their vectors are in imatrix_vectors.json); without, refused naming the
     tensor type that needs it, as llama.cpp's tensor_requires_imatrix does."""
@@ -116,7 +109,7 @@ def test_python_convert_takes_the_mixes(inputs, tmp_path):
     out2 = tmp_path / "py2.gguf"
     tensorsmith.convert(inputs["llama-moe8"], out2, quantize="Q3_K_M")
     assert describe(out2) == VECTORS["models"]["llama-moe8"]["Q3_K_M"]["tensors"]
-    with pytest.raises(tensorsmith.OptionError, match="not made here"):
+    with pytest.raises(tensorsmith.TensorsmithError, match="needs an importance matrix"):
         tensorsmith.convert(inputs["qwen2-tied"], tmp_path / "x.gguf", quantize="IQ1_S")
     with pytest.raises(tensorsmith.TensorsmithError, match="needs an importance matrix"):
         tensorsmith.convert(inputs["qwen2-tied"], tmp_path / "x.gguf", quantize="IQ2_XXS")

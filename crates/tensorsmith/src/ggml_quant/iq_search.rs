@@ -1,11 +1,13 @@
-//! ggml's search tables for the IQ2 and IQ3 grids (`iq2xs_init_impl`, `iq3xs_init_impl`) and
-//! the nearest-neighbour step both searches take (`iq2_find_best_neighbour`,
-//! `iq3_find_best_neighbour`), and the small steps the IQ2 and IQ3 quantizers share. A group of `N` codes (each `BITS` wide) is a point; the grid's
+//! ggml's search tables for the IQ1, IQ2 and IQ3 grids (`iq2xs_init_impl`, `iq3xs_init_impl`)
+//! and the nearest-neighbour step the searches take (`iq2_find_best_neighbour`,
+//! `iq3_find_best_neighbour`, `iq1_find_best_neighbour2`), and the small steps the IQ2 and IQ3
+//! quantizers share. A group of `N` codes (each `BITS` wide) is a point; the grid's
 //! points are listed as codes `2l+1`, each mapped from its index; every other point lists the
 //! grid points at its `nwant` smallest distances, ordered by distance, then index, as ggml's
 //! `qsort` with its comparator orders them.
 
 use super::k_search::{c_max, nearest_int};
+use rayon::prelude::*;
 
 /// The tables of one grid.
 pub(super) struct Tables<const N: usize, const BITS: usize> {
@@ -37,35 +39,27 @@ impl<const N: usize, const BITS: usize> Tables<N, BITS> {
             map[Self::index_of(&p.map(|c| (c - 1) / 2))] = i as i32;
         }
         let mask = (1usize << BITS) - 1;
+        // Each off-grid point's list on its own (rayon: IQ1's grid has 2048 points and ~42k
+        // points off it), then laid out in index order as ggml lays them out.
+        let lists: Vec<Vec<u16>> = (0..map_size)
+            .into_par_iter()
+            .map(|i| {
+                if map[i] >= 0 {
+                    return Vec::new();
+                }
+                let pos: [i32; N] =
+                    std::array::from_fn(|k| 2 * ((i >> (BITS * k)) & mask) as i32 + 1);
+                nearest_points(&grid, &pos, nwant)
+            })
+            .collect();
         let mut neighbours: Vec<u16> = Vec::new();
-        let mut dist: Vec<(i32, usize)> = Vec::with_capacity(grid.len());
-        for i in 0..map_size {
+        for (i, list) in lists.iter().enumerate() {
             if map[i] >= 0 {
                 continue;
             }
-            let pos: [i32; N] = std::array::from_fn(|k| 2 * ((i >> (BITS * k)) & mask) as i32 + 1);
-            dist.clear();
-            dist.extend(grid.iter().enumerate().map(|(j, pg)| {
-                let d2 = (0..N).map(|k| (pg[k] as i32 - pos[k]).pow(2)).sum();
-                (d2, j)
-            }));
-            dist.sort_unstable();
-            let start = neighbours.len();
-            map[i] = -(start as i32 + 1);
-            neighbours.push(0);
-            let (mut d2, mut nhave, mut n) = (dist[0].0, 1, 0u16);
-            for &(d, j) in &dist {
-                if d > d2 {
-                    if nhave == nwant {
-                        break;
-                    }
-                    d2 = d;
-                    nhave += 1;
-                }
-                neighbours.push(j as u16);
-                n += 1;
-            }
-            neighbours[start] = n;
+            map[i] = -(neighbours.len() as i32 + 1);
+            neighbours.push(list.len() as u16);
+            neighbours.extend_from_slice(list);
         }
         Tables {
             grid,
@@ -95,6 +89,20 @@ impl<const N: usize, const BITS: usize> Tables<N, BITS> {
         scale: f32,
         codes: &mut [i8],
     ) -> usize {
+        self.nearest_by(u, xval, w, scale, |c| c as f32, codes)
+    }
+
+    /// [`Tables::nearest`] with a grid code `2l+1` worth `value(code)` (the IQ2 and IQ3 grids:
+    /// the code itself; IQ1's: a shifted −1, 0 or 1).
+    pub(super) fn nearest_by(
+        &self,
+        u: usize,
+        xval: &[f32],
+        w: &[f32],
+        scale: f32,
+        value: impl Fn(i8) -> f32,
+        codes: &mut [i8],
+    ) -> usize {
         let at = (-self.map[u] - 1) as usize;
         let n = self.neighbours[at] as usize;
         let mut best_d2 = f32::MAX;
@@ -103,7 +111,7 @@ impl<const N: usize, const BITS: usize> Tables<N, BITS> {
             let pg = &self.grid[j as usize];
             let mut d2 = 0f32;
             for i in 0..N {
-                let diff = scale * pg[i] as f32 - xval[i];
+                let diff = scale * value(pg[i]) - xval[i];
                 d2 += w[i] * diff * diff;
             }
             if d2 < best_d2 {
@@ -124,6 +132,33 @@ impl<const N: usize, const BITS: usize> Tables<N, BITS> {
             *c = (p - 1) / 2;
         }
     }
+}
+
+/// The grid points at the `nwant` smallest distances from `pos`, ordered by distance, then
+/// index (what ggml keeps of its `qsort` of every distance): the distances found in one pass,
+/// only the points kept sorted.
+fn nearest_points<const N: usize>(grid: &[[i8; N]], pos: &[i32; N], nwant: usize) -> Vec<u16> {
+    let dist: Vec<i32> = grid
+        .iter()
+        .map(|pg| (0..N).map(|k| (pg[k] as i32 - pos[k]).pow(2)).sum())
+        .collect();
+    // The `nwant` smallest distinct distances, ascending.
+    let mut least: Vec<i32> = Vec::with_capacity(nwant + 1);
+    for &d in &dist {
+        if let Err(at) = least.binary_search(&d) {
+            if at < nwant {
+                least.insert(at, d);
+                least.truncate(nwant);
+            }
+        }
+    }
+    let bound = *least.last().expect("a grid has points");
+    let mut kept: Vec<(i32, u16)> = (0..grid.len())
+        .filter(|&j| dist[j] <= bound)
+        .map(|j| (dist[j], j as u16))
+        .collect();
+    kept.sort_unstable();
+    kept.into_iter().map(|(_, j)| j).collect()
 }
 
 /// Codes `0..kmax` of a group at the inverse scale `id`: `nearest_int(0.5·(id·x − 1))`.

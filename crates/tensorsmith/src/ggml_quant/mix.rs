@@ -3,8 +3,7 @@
 //! llama.cpp that `llama-cpp-python` 0.3.36 vendors (`src/llama-quant.cpp`:
 //! `tensor_allows_quantization`, `llama_tensor_get_type_impl`, `tensor_type_fallback`). The
 //! rules are the format's logic (no crate holds them), written from that source; only the
-//! branches that the file types below can reach are kept (the IQ1 mixes, whose IQ1 types we
-//! cannot quantize yet, are refused by name). Checked against the reference's own output
+//! branches that the file types below can reach are kept. Checked against the reference's own output
 //! (`tests/data/ggml_mix`, written by `scripts/ggml-mix-vectors` through `llama_model_quantize`).
 //!
 //! The counters that make a choice depend on the tensor's position (`attn_v` in the first
@@ -46,11 +45,13 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(16, "Q5_K_S", "q5_k"),
     ft(17, "Q5_K_M", "q5_k"),
     ft(18, "Q6_K", "q6_k"),
-    // With an importance matrix (their IQ2 and IQ3_XXS tensors need one).
+    // With an importance matrix (their IQ1, IQ2 and IQ3_XXS tensors need one).
     ft(19, "IQ2_XXS", "iq2_xxs"),
     ft(20, "IQ2_XS", "iq2_xs"),
     ft(28, "IQ2_S", "iq2_xs"),
     ft(29, "IQ2_M", "iq2_s"),
+    ft(24, "IQ1_S", "iq1_s"),
+    ft(31, "IQ1_M", "iq1_m"),
     ft(23, "IQ3_XXS", "iq3_xxs"),
     ft(22, "IQ3_XS", "iq3_s"),
     ft(26, "IQ3_S", "iq3_s"),
@@ -61,9 +62,6 @@ pub const FILE_TYPES: &[FileType] = &[
     ft(37, "TQ2_0", "tq2_0"),
     ft(38, "MXFP4_MOE", "mxfp4"),
 ];
-
-/// llama-quantize's mixes of types we cannot make yet: IQ1 blocks.
-const REFUSED: &[&str] = &["IQ1_S", "IQ1_M"];
 
 impl FileType {
     /// The file type llama-quantize calls `name` (any case), with its aliases.
@@ -76,15 +74,6 @@ impl FileType {
             other => other,
         };
         FILE_TYPES.iter().copied().find(|f| f.name == up)
-    }
-
-    /// Whether llama-quantize has a mix of this name that we do not make (and why not).
-    pub fn refused(name: &str) -> Option<&'static str> {
-        let up = name.to_ascii_uppercase();
-        REFUSED
-            .iter()
-            .find(|r| **r == up)
-            .map(|_| "it needs IQ1 blocks, which tensorsmith does not make yet")
     }
 
     /// Whether `name` names a mix, not one block type: the `_S`/`_M`/`_L` names (IQ3_S too,
@@ -113,20 +102,12 @@ pub fn parse_quantize(
 ) -> std::result::Result<(Option<GgmlType>, Option<FileType>), String> {
     let as_mix = mix || FileType::is_mix_only(name);
     if !as_mix {
-        // One block type (IQ3_XXS is one, though its mix is refused).
+        // One block type (IQ3_XXS names one, and a mix with `mix`).
         if let Some(t) =
             GgmlType::from_name(&name.to_ascii_lowercase()).filter(|&t| super::can_quantize(t))
         {
             return Ok((Some(t), None));
         }
-    }
-    if let Some(why) = FileType::refused(name) {
-        let mixes: Vec<&str> = FILE_TYPES.iter().map(|f| f.name).collect();
-        return Err(format!(
-            "'{name}': llama-quantize's {name} is not made here: {why} (block types: {}; mixes: {})",
-            super::QUANTIZE_TYPES,
-            mixes.join(", ")
-        ));
     }
     // A mix name that is no quantizable block type (IQ2_XXS: ggml makes that type with an
     // importance matrix only) is the mix.
@@ -375,7 +356,9 @@ impl State<'_> {
             let nx = x.ne.first().copied().unwrap_or(1);
             if ft == "MXFP4_MOE" || m.arch == "falcon" || nx % u64::from(t.block_elements()) != 0 {
                 t = ty("q8_0");
-            } else if is(&["IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ2_S", "IQ2_M"]) {
+            } else if is(&[
+                "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M",
+            ]) {
                 t = ty("q5_k");
             } else if t != ty("q8_0") {
                 t = ty("q6_k");
@@ -389,15 +372,15 @@ impl State<'_> {
                 ty("q8_0")
             };
         } else if cat == Cat::TokenEmbd {
-            if is(&["IQ2_XXS", "IQ2_XS"]) {
+            if is(&["IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"]) {
                 t = ty("q2_k");
             } else if is(&["IQ2_S", "IQ2_M", "IQ3_XXS"]) {
                 t = ty("iq3_s");
             } else if is(&["TQ1_0", "TQ2_0"]) {
                 t = ty("q4_k");
             }
-        } else if is(&["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M"]) {
-            // The IQ2 mixes' own branch (llama.cpp's, with the IQ1 ones).
+        } else if is(&["IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M"]) {
+            // The IQ2 and IQ1 mixes' own branch.
             let more = if is(&["IQ2_S", "IQ2_M"]) {
                 "iq3_s"
             } else {
@@ -420,6 +403,8 @@ impl State<'_> {
             } else if cat == Cat::AttnOutput {
                 if m.n_expert == 8 {
                     t = ty("q5_k");
+                } else if is(&["IQ1_S", "IQ1_M"]) {
+                    t = ty("iq2_xxs");
                 } else if is(&["IQ2_S", "IQ2_M"]) {
                     t = ty("iq3_s");
                 }
@@ -682,8 +667,8 @@ mod tests {
     fn names_and_aliases() {
         assert_eq!(FileType::from_name("q4_k").unwrap().name, "Q4_K_M");
         assert_eq!(FileType::from_name("Q6_K").unwrap().id, 18);
-        assert!(FileType::from_name("IQ1_S").is_none());
-        assert!(FileType::refused("iq1_m").is_some());
+        assert_eq!(FileType::from_name("iq1_m").unwrap().id, 31);
+        assert!(FileType::is_mix_only("IQ1_S"));
         assert!(FileType::is_mix_only("Q4_K_M") && !FileType::is_mix_only("Q4_K"));
     }
 }

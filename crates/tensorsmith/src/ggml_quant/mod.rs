@@ -26,6 +26,7 @@ pub mod mix;
 mod numpy_ops;
 mod quantize;
 mod quantize_fp4;
+mod quantize_iq1;
 mod quantize_iq2;
 mod quantize_iq3;
 mod quantize_iq4;

@@ -2,14 +2,15 @@
 //! (gguf 0.19.0) for the block types it can quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
 //! TQ2_0, MXFP4), for any values, NaN and infinities included; bit-identical to ggml's
 //! `ggml_quantize_chunk` (llama.cpp as llama-cpp-python 0.3.36 vendors it) for the K-quants
-//! (Q2_K … Q6_K), IQ4_NL/IQ4_XS, IQ3_XXS/IQ3_S and IQ2_S, with or without an importance matrix, and for Q4_0, Q4_1,
+//! (Q2_K … Q6_K), IQ4_NL/IQ4_XS, IQ3_XXS/IQ3_S, IQ2_S and IQ1_M, with or without an importance
+//! matrix, for IQ2_XXS, IQ2_XS and IQ1_S with one (ggml asserts one), and for Q4_0, Q4_1,
 //! Q5_0 and Q5_1 with one (`quantize_legacy_imatrix.rs`; [`quantize_rows`]).
 //! Every other type is refused by name. Kernels: `quantize_legacy.rs`, `quantize_ternary.rs`,
 //! `quantize_fp4.rs`, `quantize_k.rs`, `quantize_iq4.rs` (over `k_search.rs`).
 
 use super::{
-    quantize_fp4, quantize_iq2, quantize_iq3, quantize_iq4, quantize_k, quantize_legacy,
-    quantize_legacy_imatrix, quantize_ternary,
+    quantize_fp4, quantize_iq1, quantize_iq2, quantize_iq3, quantize_iq4, quantize_k,
+    quantize_legacy, quantize_legacy_imatrix, quantize_ternary,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_type::{Block, GgmlType};
@@ -27,7 +28,7 @@ const TASK_BLOCKS: usize = 2048;
 
 /// The block types [`quantizer`] takes, by name, for messages and help texts.
 pub const QUANTIZE_TYPES: &str =
-    "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S";
+    "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S, IQ1_M";
 
 /// The types quantized as ggml does, which take an importance matrix.
 fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
@@ -45,6 +46,8 @@ fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
         Block::IQ4_XS => quantize_iq4::iq4_xs,
         Block::IQ3_XXS => quantize_iq3::iq3_xxs,
         Block::IQ3_S => quantize_iq3::iq3_s,
+        Block::IQ1_S => quantize_iq1::iq1_s,
+        Block::IQ1_M => quantize_iq1::iq1_m,
         Block::IQ2_XXS => quantize_iq2::iq2_xxs,
         Block::IQ2_XS => quantize_iq2::iq2_xs,
         Block::IQ2_S => quantize_iq2::iq2_s,
@@ -88,7 +91,8 @@ pub fn quantizer(ty: GgmlType) -> Result<Quantizer> {
         Block::IQ3_XXS => |x, o| quantize_iq3::iq3_xxs(x, None, o),
         Block::IQ3_S => |x, o| quantize_iq3::iq3_s(x, None, o),
         Block::IQ2_S => |x, o| quantize_iq2::iq2_s(x, None, o),
-        Block::IQ2_XXS | Block::IQ2_XS => {
+        Block::IQ1_M => |x, o| quantize_iq1::iq1_m(x, None, o),
+        Block::IQ1_S | Block::IQ2_XXS | Block::IQ2_XS => {
             return refuse("ggml makes it with an importance matrix only (give one)")
         }
         _ => return refuse("no quantizer for this block type"),
@@ -216,7 +220,9 @@ pub fn quantize_rows(
     n_per_row: usize,
     imatrix: Option<&[f32]>,
 ) -> Result<Vec<u8>> {
-    quantizer(ty)?;
+    if imatrix.is_none() || weighted(ty).is_none() {
+        quantizer(ty)?;
+    }
     let n = values.len() / ty.block_elements() as usize;
     let mut out = vec![0u8; n * ty.block_bytes() as usize];
     quantize_rows_into(ty, values, n_per_row, imatrix, &mut out)?;
