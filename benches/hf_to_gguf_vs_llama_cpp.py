@@ -20,6 +20,13 @@ whether the two outputs are the same bytes.
 The model: a Llama-3-shaped config (hidden 2048, 32 heads over 8 KV heads, FFN 5632, vocab
 32000, layers to reach the size), values from an integer hash, the tiny-llama3-instruct
 tokenizer. Scratch: HF_BENCH_DIR (default /tmp/hf-bench), removed after unless HF_BENCH_KEEP=1.
+
+HF_BENCH_QUANTIZE_ONLY=1 times the quantization of the F16 file alone (the first target), and
+needs no converter venv: the F16 file is ours (tests/python/test_hf_gguf.py pins it byte for
+byte to the reference converter's), and the main venv runs it:
+
+    HF_BENCH_QUANTIZE_ONLY=1 TENSORSMITH_BIN=target/release/tensorsmith \
+        .venv/bin/python benches/hf_to_gguf_vs_llama_cpp.py
 """
 
 import hashlib
@@ -43,6 +50,7 @@ GIB = float(os.environ.get("HF_BENCH_GIB", "2"))
 RUNS = int(os.environ.get("HF_BENCH_RUNS", "2"))
 DIR = Path(os.environ.get("HF_BENCH_DIR", "/tmp/hf-bench"))
 CORES = os.cpu_count() or 1
+QUANTIZE_ONLY = os.environ.get("HF_BENCH_QUANTIZE_ONLY") == "1"
 
 
 def measure(cmd):
@@ -111,7 +119,7 @@ def main():
     exec((ROOT / "scripts" / "gen-hf-gguf-vectors").read_text(), spec)
     folder, layers = big_model(DIR)
     with tempfile.TemporaryDirectory(dir=DIR) as tmp:
-        script = spec["reference_copy"](tmp, [(folder, "llama-bpe")])
+        script = None if QUANTIZE_ONLY else spec["reference_copy"](tmp, [(folder, "llama-bpe")])
         quant = Path(tmp) / "quantize.py"
         quant.write_text(
             "import ctypes, sys\n"
@@ -125,6 +133,8 @@ def main():
             "sys.exit(lib.llama_model_quantize(src, dst, ctypes.byref(p)))\n")
         py = sys.executable
         ref16, our16 = DIR / "ref-f16.gguf", DIR / "our-f16.gguf"
+        if QUANTIZE_ONLY:
+            subprocess.run([BIN, "convert", str(folder), str(ref16), "-q"], check=True)
         refq, ourq, ourq2 = DIR / "ref-q4km.gguf", DIR / "our-q4km.gguf", DIR / "our-q4km-from-f16.gguf"
         jobs = {
             "convert: reference": [py, str(script), str(folder), "--outfile", str(ref16), "--outtype", "f16"],
@@ -133,6 +143,8 @@ def main():
             "quantize F16 file: ours": [BIN, "convert", str(ref16), str(ourq2), "--quantize", "Q4_K_M", "-q"],
             "one step: ours": [BIN, "convert", str(folder), str(ourq), "--quantize", "Q4_K_M", "-q"],
         }
+        if QUANTIZE_ONLY:
+            jobs = {j: c for j, c in jobs.items() if j.startswith("quantize")}
         got = {j: [] for j in jobs}
         for _ in range(RUNS):
             for j, cmd in jobs.items():
@@ -151,6 +163,12 @@ def main():
     print(f"model: {layers} layers, {sum(f.stat().st_size for f in folder.glob('*.safetensors')) / 2**30:.2f} GiB BF16; {CORES} cores; median of {RUNS}")
     for j in jobs:
         print(f"  {j:30s} {med[j]:7.1f} s   peak RssAnon {rss[j]:7.0f} MiB")
+    if QUANTIZE_ONLY:
+        print(f"  quantize: reference / ours     {med['quantize F16 file: reference'] / med['quantize F16 file: ours']:5.2f}x (target >= 1.0x)")
+        print(f"  same bytes: Q4_K_M {sha(refq) == sha(ourq2)}")
+        if not os.environ.get("HF_BENCH_KEEP"):
+            shutil.rmtree(DIR)
+        return
     ref_total = med["convert: reference"] + med["quantize F16 file: reference"]
     print(f"  reference two steps            {ref_total:7.1f} s")
     print(f"  one step: reference / ours     {ref_total / med['one step: ours']:5.2f}x (target >= 2x)")

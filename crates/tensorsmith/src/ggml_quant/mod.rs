@@ -19,6 +19,7 @@ pub mod imatrix;
 mod iq;
 mod iq_grids;
 mod iq_search;
+mod k_lanes;
 mod k_quants;
 mod k_search;
 mod legacy;

@@ -3,11 +3,14 @@
 //! vendors it): without an importance matrix ggml runs `quantize_row_qX_K_ref`, with one
 //! `quantize_row_qX_K_impl`; so do these kernels (`qw` = `None` or the weights of the same
 //! positions). Written by hand, step for step as the C (see `k_search.rs` for the float rules
-//! and the FMA note); block layouts as `ggml-common.h` declares them.
+//! and the FMA note); block layouts as `ggml-common.h` declares them. The sub-block searches
+//! of Q2_K, Q4_K and Q5_K without weights, and Q6_K's, run a super-block's sub-blocks at once
+//! (`k_lanes.rs`: the same steps per sub-block, in SIMD lanes).
 
 // Indexed loops on purpose: they read as the C they follow, index for index.
 #![allow(clippy::needless_range_loop)]
 
+use super::k_lanes::{qkx_lanes, qx_lanes, transpose};
 use super::k_search::{
     fp16, fp32, imatrix_weights, make_q3_quants, make_qkx_quants, make_qp_quants, make_qx_quants,
     nearest_int, sum_sq, GROUP_MAX_EPS,
@@ -62,26 +65,20 @@ pub(super) fn q2_k(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
 /// `quantize_row_q2_K_ref`.
 fn q2_k_ref(x: &[f32], b: &mut [u8; 84]) {
     let mut codes = [0u8; QK];
-    let mut weights = [0f32; 16];
     let mut mins = [0f32; 16];
-    let mut scales = [0f32; 16];
     let q4scale = 15.0f32;
     let (mut max_scale, mut max_min) = (0f32, 0f32);
+    // The 16 sub-blocks' searches at once (k_lanes.rs), weights `|x|`.
+    let xt = transpose::<16, 16>(x);
+    let wt = xt.map(|row| row.map(f32::abs));
+    let mut ct = [[0u8; 16]; 16];
+    let scales = qkx_lanes::<true, 16, 16>(3, &xt, &wt, &mut ct, &mut mins, -0.5, 0.1, 15);
     for j in 0..16 {
-        let xs = &x[16 * j..16 * j + 16];
         for l in 0..16 {
-            weights[l] = xs[l].abs();
+            codes[16 * j + l] = ct[l][j];
         }
-        scales[j] = make_qkx_quants::<true>(
-            3,
-            xs,
-            &weights,
-            &mut codes[16 * j..16 * j + 16],
-            &mut mins[j],
-            -0.5,
-            0.1,
-            15,
-        );
+    }
+    for j in 0..16 {
         if scales[j] > max_scale {
             max_scale = scales[j];
         }
@@ -307,24 +304,18 @@ fn qk_ref_search(
     nstep: i32,
     codes: &mut [u8; QK],
 ) -> ([f32; 8], [f32; 8]) {
-    let (mut scales, mut mins) = ([0f32; 8], [0f32; 8]);
-    let mut weights = [0f32; 32];
+    let mut mins = [0f32; 8];
+    // The 8 sub-blocks' searches at once (k_lanes.rs), weights `av_x + |x|`.
+    let av_x: [f32; 8] =
+        std::array::from_fn(|j| (sum_sq(&x[32 * j..32 * j + 32]) / 32.0f32).sqrt());
+    let xt = transpose::<8, 32>(x);
+    let wt = xt.map(|row| std::array::from_fn(|j| av_x[j] + row[j].abs()));
+    let mut ct = [[0u8; 8]; 32];
+    let scales = qkx_lanes::<false, 8, 32>(nmax, &xt, &wt, &mut ct, &mut mins, rmin, rdelta, nstep);
     for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
-        let av_x = (sum_sq(xs) / 32.0f32).sqrt();
         for l in 0..32 {
-            weights[l] = av_x + xs[l].abs();
+            codes[32 * j + l] = ct[l][j];
         }
-        scales[j] = make_qkx_quants::<false>(
-            nmax,
-            xs,
-            &weights,
-            &mut codes[32 * j..32 * j + 32],
-            &mut mins[j],
-            rmin,
-            rdelta,
-            nstep,
-        );
     }
     (scales, mins)
 }
@@ -485,12 +476,19 @@ pub(super) fn q5_k(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
 pub(super) fn q6_k(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
     for (x, w, b) in blocks::<210>(x, qw, out) {
         let mut codes = [0i8; QK];
-        let mut scales = [0f32; 16];
         let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
+        // The 16 sub-blocks' searches at once (k_lanes.rs).
+        let xt = transpose::<16, 16>(x);
+        let wt = w.map(transpose::<16, 16>);
+        let mut ct = [[0i8; 16]; 16];
+        let scales = qx_lanes::<16, 16>(32, &xt, wt.as_ref(), &mut ct);
         for ib in 0..16 {
-            let r = 16 * ib..16 * ib + 16;
-            let scale = make_qx_quants(32, &x[r.clone()], &mut codes[r.clone()], w.map(|w| &w[r]));
-            scales[ib] = scale;
+            for l in 0..16 {
+                codes[16 * ib + l] = ct[l][ib];
+            }
+        }
+        for ib in 0..16 {
+            let scale = scales[ib];
             let abs_scale = scale.abs();
             if abs_scale > max_abs_scale {
                 max_abs_scale = abs_scale;
