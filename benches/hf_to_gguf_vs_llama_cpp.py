@@ -5,7 +5,8 @@ one run, side by side:
     reference  llama.cpp's convert_hf_to_gguf.py --outtype f16 (the default), then
                llama_model_quantize Q4_K_M (the function the llama-quantize tool calls,
                libllama from `scripts/ggml-reference --llama`, nthread = the cores)
-    ours       tensorsmith convert DIR out.gguf --quantize Q4_K_M
+    ours       tensorsmith convert DIR out.gguf --outtype f16 --quantize Q4_K_M (the same F16
+               values in between: the reference's default is auto, BF16 for this folder)
 
 and, for each step alone, the F16 conversion (`convert_hf_to_gguf.py` against `tensorsmith
 convert DIR out.gguf`) and the quantization of the same F16 file (`llama_model_quantize`
@@ -134,14 +135,16 @@ def main():
         py = sys.executable
         ref16, our16 = DIR / "ref-f16.gguf", DIR / "our-f16.gguf"
         if QUANTIZE_ONLY:
-            subprocess.run([BIN, "convert", str(folder), str(ref16), "-q"], check=True)
+            subprocess.run([BIN, "convert", str(folder), str(ref16), "--outtype", "f16", "-q"],
+                           check=True)
         refq, ourq, ourq2 = DIR / "ref-q4km.gguf", DIR / "our-q4km.gguf", DIR / "our-q4km-from-f16.gguf"
         jobs = {
             "convert: reference": [py, str(script), str(folder), "--outfile", str(ref16), "--outtype", "f16"],
-            "convert: ours": [BIN, "convert", str(folder), str(our16), "-q"],
+            "convert: ours": [BIN, "convert", str(folder), str(our16), "--outtype", "f16", "-q"],
             "quantize F16 file: reference": [py, str(quant), str(ref16), str(refq)],
             "quantize F16 file: ours": [BIN, "convert", str(ref16), str(ourq2), "--quantize", "Q4_K_M", "-q"],
-            "one step: ours": [BIN, "convert", str(folder), str(ourq), "--quantize", "Q4_K_M", "-q"],
+            "one step: ours": [BIN, "convert", str(folder), str(ourq), "--outtype", "f16",
+                               "--quantize", "Q4_K_M", "-q"],
         }
         if QUANTIZE_ONLY:
             jobs = {j: c for j, c in jobs.items() if j.startswith("quantize")}

@@ -23,8 +23,10 @@ pub type Quantizer = fn(&[f32], &mut [u8]);
 /// of the same positions (as many as the values) or none, their block bytes out.
 pub type WeightedQuantizer = fn(&[f32], Option<&[f32]>, &mut [u8]);
 
-/// Blocks per parallel task.
-const TASK_BLOCKS: usize = 2048;
+/// Values per parallel task: 64 Ki (2048 blocks of 32, 256 of 256), so that a chunk of a
+/// tensor keeps every core busy whatever its block size (the slowest kernels, 256-value
+/// K-quant and IQ blocks, take milliseconds per task).
+const TASK_VALUES: usize = 1 << 16;
 
 /// The block types [`quantizer`] takes, by name, for messages and help texts.
 pub const QUANTIZE_TYPES: &str =
@@ -105,10 +107,11 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 }
 
 /// Quantizes `values` (whole blocks) into `out`, which must hold exactly their blocks. Large
-/// inputs run in parallel (rayon), a task per [`TASK_BLOCKS`] blocks.
+/// inputs run in parallel (rayon), a task per [`TASK_VALUES`] values.
 pub fn quantize_into(ty: GgmlType, values: &[f32], out: &mut [u8]) -> Result<()> {
     let q = quantizer(ty)?;
     let (bb, be) = (ty.block_bytes() as usize, ty.block_elements() as usize);
+    let task_blocks = (TASK_VALUES / be).max(1);
     let n = values.len() / be;
     if values.len() % be != 0 || out.len() as u64 != n as u64 * bb as u64 {
         return Err(Error::new(ErrorKind::BlockBytes {
@@ -118,12 +121,12 @@ pub fn quantize_into(ty: GgmlType, values: &[f32], out: &mut [u8]) -> Result<()>
             elements: values.len() as u64,
         }));
     }
-    if n <= TASK_BLOCKS {
+    if n <= task_blocks {
         q(values, out);
     } else {
         values
-            .par_chunks(TASK_BLOCKS * be)
-            .zip(out.par_chunks_mut(TASK_BLOCKS * bb))
+            .par_chunks(task_blocks * be)
+            .zip(out.par_chunks_mut(task_blocks * bb))
             .for_each(|(v, o)| q(v, o));
     }
     Ok(())
@@ -201,7 +204,7 @@ pub fn quantize_rows_into(
             elements: values.len() as u64,
         }));
     }
-    let rows_per_task = (TASK_BLOCKS * be).div_ceil(n_per_row).max(1);
+    let rows_per_task = TASK_VALUES.div_ceil(n_per_row).max(1);
     values
         .par_chunks(rows_per_task * n_per_row)
         .zip(out.par_chunks_mut(rows_per_task * row_bytes))

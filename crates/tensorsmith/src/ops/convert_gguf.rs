@@ -73,15 +73,54 @@ impl TensorData for Source<'_> {
                 let w = self.weights.expect("weights");
                 quantize_weighted(model, t, (from, ty), w, out)
             }
-            Step::Quantize(from, ty) => model.for_each_chunk(t, CHUNK_ELEMENTS * elem, |b| {
-                let values = f32s_of(b, from)?;
-                let n = values.len() / ty.block_elements() as usize;
-                let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
-                ggml_quant::quantize_into(ty, &values, &mut blocks)?;
-                Ok(out.write_all(&blocks)?)
-            }),
+            Step::Quantize(from, ty) => {
+                pipelined(model, t, CHUNK_ELEMENTS * elem, from, |values| {
+                    let n = values.len() / ty.block_elements() as usize;
+                    let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
+                    ggml_quant::quantize_into(ty, &values, &mut blocks)?;
+                    Ok(out.write_all(&blocks)?)
+                })
+            }
         }
     }
+}
+
+/// `work` on the F32 values of each chunk of `chunk_bytes` of `t` (stored as `from`), in
+/// order, while a thread of its own reads and widens the next chunk (one ahead, so memory
+/// holds three chunks at most): reading, and a converted input's own work (an HF folder's
+/// casts and permutations), no longer leave the cores idle between the quantizer's parallel
+/// runs. The first error wins: `work`'s stops the reading, the reading's ends the chunks.
+fn pipelined(
+    model: &Model,
+    t: &TensorInfo,
+    chunk_bytes: u64,
+    from: DType,
+    mut work: impl FnMut(Vec<f32>) -> Result<()>,
+) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(1);
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || {
+            model.for_each_chunk(t, chunk_bytes, |b| {
+                // A closed channel: `work` failed, and its error is the one reported; this
+                // one only stops the reading.
+                tx.send(f32s_of(b, from)?).map_err(|_| {
+                    Error::new(ErrorKind::Unsupported(
+                        "the chunks' consumer stopped".into(),
+                    ))
+                })
+            })
+        });
+        let mut worked = Ok(());
+        for values in rx.iter() {
+            if let Err(e) = work(values) {
+                worked = Err(e);
+                break;
+            }
+        }
+        drop(rx);
+        let read = reader.join().expect("the reading thread panicked");
+        worked.and(read)
+    })
 }
 
 /// F32 values of a chunk of `from` bytes.
