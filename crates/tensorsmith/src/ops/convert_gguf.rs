@@ -112,7 +112,8 @@ fn pipelined(
         });
         let mut worked = Ok(());
         for values in rx.iter() {
-            if let Err(e) = work(values) {
+            // Ctrl-C stops the write at its next chunk (its temporary file goes with it).
+            if let Err(e) = crate::interrupt::check().and_then(|()| work(values)) {
                 worked = Err(e);
                 break;
             }
