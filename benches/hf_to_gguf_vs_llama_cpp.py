@@ -83,6 +83,8 @@ def measure(cmd):
 def big_model(parent):
     """The benchmark folder: tiny-llama3-instruct's files, a bigger config, the weights."""
     d = parent / "bench-llama"
+    # A kept folder (HF_BENCH_KEEP=1) of an earlier run is made anew: its size may differ.
+    shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(models.DATA / "tiny-llama3-instruct", d)
     c = json.loads((d / "config.json").read_text())
     per_layer = 2048 * 2048 * 2 + 2 * 2048 * 512 + 3 * 2048 * 5632

@@ -74,10 +74,12 @@ impl TensorData for Source<'_> {
                 quantize_weighted(model, t, (from, ty), w, out)
             }
             Step::Quantize(from, ty) => {
+                // One output buffer for every chunk: a fresh one each time cost page faults.
+                let mut blocks = Vec::new();
                 pipelined(model, t, CHUNK_ELEMENTS * elem, from, |values| {
                     let n = values.len() / ty.block_elements() as usize;
-                    let mut blocks = vec![0u8; n * ty.block_bytes() as usize];
-                    ggml_quant::quantize_into(ty, &values, &mut blocks)?;
+                    blocks.resize(n * ty.block_bytes() as usize, 0);
+                    ggml_quant::quantize_into(ty, values, &mut blocks)?;
                     Ok(out.write_all(&blocks)?)
                 })
             }
@@ -89,34 +91,51 @@ impl TensorData for Source<'_> {
 /// order, while a thread of its own reads and widens the next chunk (one ahead, so memory
 /// holds three chunks at most): reading, and a converted input's own work (an HF folder's
 /// casts and permutations), no longer leave the cores idle between the quantizer's parallel
-/// runs. The first error wins: `work`'s stops the reading, the reading's ends the chunks.
+/// runs. The chunks' buffers go back to the reader to be filled again (new ones each chunk
+/// spent about 5% of a quantize in page faults). The first error wins: `work`'s stops the
+/// reading, the reading's ends the chunks.
 fn pipelined(
     model: &Model,
     t: &TensorInfo,
     chunk_bytes: u64,
     from: DType,
-    mut work: impl FnMut(Vec<f32>) -> Result<()>,
+    mut work: impl FnMut(&[f32]) -> Result<()>,
 ) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(1);
+    // Three buffers are ever in flight: one being filled, one queued, one being worked on.
+    let (back_tx, back_rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(3);
+    // The reader's own parallel steps (an HF folder's casts) run on a pool of one thread, its
+    // own: on the shared pool they queued behind the quantizer's tasks while the reader
+    // waited on them, and the next chunk was late.
+    let own = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Unsupported(format!("a reading thread: {e}"))))?;
     std::thread::scope(|s| {
         let reader = s.spawn(move || {
-            model.for_each_chunk(t, chunk_bytes, |b| {
-                // A closed channel: `work` failed, and its error is the one reported; this
-                // one only stops the reading.
-                tx.send(f32s_of(b, from)?).map_err(|_| {
-                    Error::new(ErrorKind::Unsupported(
-                        "the chunks' consumer stopped".into(),
-                    ))
+            own.install(move || {
+                model.for_each_chunk(t, chunk_bytes, |b| {
+                    let mut values = back_rx.try_recv().unwrap_or_default();
+                    f32s_into(b, from, &mut values)?;
+                    // A closed channel: `work` failed, and its error is the one reported; this
+                    // one only stops the reading.
+                    tx.send(values).map_err(|_| {
+                        Error::new(ErrorKind::Unsupported(
+                            "the chunks' consumer stopped".into(),
+                        ))
+                    })
                 })
             })
         });
         let mut worked = Ok(());
         for values in rx.iter() {
             // Ctrl-C stops the write at its next chunk (its temporary file goes with it).
-            if let Err(e) = crate::interrupt::check().and_then(|()| work(values)) {
+            if let Err(e) = crate::interrupt::check().and_then(|()| work(&values)) {
                 worked = Err(e);
                 break;
             }
+            // The reader may have finished: the buffer is then simply dropped.
+            let _ = back_tx.try_send(values);
         }
         drop(rx);
         let read = reader.join().expect("the reading thread panicked");
@@ -124,19 +143,48 @@ fn pipelined(
     })
 }
 
+/// `values` become the F32 values of a chunk of `from` bytes (F32 read as it is, F16 and
+/// BF16 widened exactly, F64 rounded to nearest).
+fn f32s_into(b: &[u8], from: DType, values: &mut Vec<f32>) -> Result<()> {
+    values.clear();
+    match from {
+        DType::F32 => values.extend(
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        ),
+        DType::BF16 => values.extend(
+            b.chunks_exact(2)
+                .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)),
+        ),
+        DType::F16 => {
+            // Through `half`'s slice conversion: the CPU's F16C instructions where it has them.
+            use half::slice::HalfFloatSliceExt;
+            const BLOCK: usize = 4096;
+            let mut h = [half::f16::ZERO; BLOCK];
+            let mut f = [0f32; BLOCK];
+            for src in b.chunks(BLOCK * 2) {
+                let n = src.len() / 2;
+                for (d, c) in h.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = half::f16::from_bits(u16::from_le_bytes([c[0], c[1]]));
+                }
+                h[..n].convert_to_f32_slice(&mut f[..n]);
+                values.extend_from_slice(&f[..n]);
+            }
+        }
+        _ => values.extend(
+            cast(b, from, DType::F32, Rounding::Nearest)?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        ),
+    }
+    Ok(())
+}
+
 /// F32 values of a chunk of `from` bytes.
 fn f32s_of(b: &[u8], from: DType) -> Result<Vec<f32>> {
-    let cast_bytes;
-    let f32s = if from == DType::F32 {
-        b
-    } else {
-        cast_bytes = cast(b, from, DType::F32, Rounding::Nearest)?;
-        &cast_bytes[..]
-    };
-    Ok(f32s
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect())
+    let mut values = Vec::new();
+    f32s_into(b, from, &mut values)?;
+    Ok(values)
 }
 
 /// Quantizes `t` a chunk of whole rows at a time, each row with its expert's row of weights
@@ -155,6 +203,8 @@ fn quantize_weighted(
     let n = ne0 as usize;
     let mut row = 0u64;
     model.for_each_chunk(t, rows_per_chunk * ne0 * elem, |b| {
+        // Ctrl-C stops the write at its next chunk, as in `pipelined`.
+        crate::interrupt::check()?;
         let values = f32s_of(b, from)?;
         let rows = (values.len() / n) as u64;
         let mut blocks = vec![0u8; rows as usize * row_bytes];
@@ -386,4 +436,40 @@ fn ggml_of(d: DType) -> Result<GgmlType> {
             "{d} (GGUF holds F32, F16, BF16, F64, I8, I16, I32, I64 and ggml blocks)"
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quantizer's widening gives `cast`'s values, bit for bit, for every F16 and BF16
+    /// pattern (NaN payloads included), and F32 and F64 chunks as `cast` reads them.
+    #[test]
+    fn chunks_widen_as_cast_does() {
+        let all16: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+        let f64s: Vec<u8> = [0.1f64, -3.5e300, 1e-320, f64::NAN, f64::INFINITY]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let f32s: Vec<u8> = [0.1f32, -0.0, f32::MIN_POSITIVE / 3.0, f32::NAN]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let mut values = vec![7.0f32; 3];
+        for (from, b) in [
+            (DType::F16, &all16),
+            (DType::BF16, &all16),
+            (DType::F32, &f32s),
+            (DType::F64, &f64s),
+        ] {
+            f32s_into(b, from, &mut values).unwrap();
+            let want: Vec<u32> = cast(b, from, DType::F32, Rounding::Nearest)
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let got: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{from}");
+        }
+    }
 }
