@@ -209,6 +209,7 @@ fn handle_signals() {
 
 fn main() -> ExitCode {
     malloc_tuning::cap_arenas();
+    malloc_tuning::keep_freed_buffers();
     handle_signals();
     let cli = Cli::parse();
     let code = match cli.command {
