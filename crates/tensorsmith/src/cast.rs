@@ -230,6 +230,44 @@ pub fn cast(data: &[u8], from: DType, to: DType, rounding: Rounding) -> Result<V
     Ok(out)
 }
 
+/// `values` become the F32 values of `data`, elements of `from` (F32 read as it is, F16 and
+/// BF16 widened exactly, F64 rounded to nearest): [`cast`]'s values into a buffer the caller
+/// reuses (the quantizer's chunks), without `cast`'s rayon tasks (its reader runs beside
+/// the quantizer's).
+pub fn f32s_into(data: &[u8], from: DType, values: &mut Vec<f32>) -> Result<()> {
+    values.clear();
+    match from {
+        DType::F32 => values.extend(
+            data.chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        ),
+        DType::BF16 => values.extend(
+            data.chunks_exact(2)
+                .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)),
+        ),
+        DType::F16 => {
+            // Through `half`'s slice conversion: the CPU's F16C instructions where it has them.
+            use half::slice::HalfFloatSliceExt;
+            let mut h = [f16::ZERO; BLOCK];
+            let mut f = [0f32; BLOCK];
+            for src in data.chunks(BLOCK * 2) {
+                let n = src.len() / 2;
+                for (d, c) in h.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = f16::from_bits(u16::from_le_bytes([c[0], c[1]]));
+                }
+                h[..n].convert_to_f32_slice(&mut f[..n]);
+                values.extend_from_slice(&f[..n]);
+            }
+        }
+        _ => values.extend(
+            cast(data, from, DType::F32, Rounding::Nearest)?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        ),
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +403,36 @@ mod tests {
         );
         assert!(cast(&[0; 4], DType::I32, DType::F16, Rounding::Nearest).is_err());
         assert!(cast(&[0; 3], DType::F16, DType::F32, Rounding::Nearest).is_err());
+    }
+
+    /// The quantizer's widening gives `cast`'s values, bit for bit, for every F16 and BF16
+    /// pattern (NaN payloads included), and F32 and F64 chunks as `cast` reads them.
+    #[test]
+    fn chunks_widen_as_cast_does() {
+        let all16: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+        let f64s: Vec<u8> = [0.1f64, -3.5e300, 1e-320, f64::NAN, f64::INFINITY]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let f32s: Vec<u8> = [0.1f32, -0.0, f32::MIN_POSITIVE / 3.0, f32::NAN]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let mut values = vec![7.0f32; 3];
+        for (from, b) in [
+            (DType::F16, &all16),
+            (DType::BF16, &all16),
+            (DType::F32, &f32s),
+            (DType::F64, &f64s),
+        ] {
+            f32s_into(b, from, &mut values).unwrap();
+            let want: Vec<u32> = cast(b, from, DType::F32, Rounding::Nearest)
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let got: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{from}");
+        }
     }
 }
