@@ -443,3 +443,60 @@ fn a_shard_the_connector_appended_on_s3_is_refused_by_readers_and_kept_by_writer
         .collect();
     assert!(keys.iter().any(|k| k == name), "{keys:?}");
 }
+
+#[test]
+fn a_kv_append_on_s3_replaces_committed_keys_with_last_win() {
+    let m = Moto::start();
+    m.bucket("bkt");
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path();
+    let (a, b) = (t.path().join("a.arrow"), t.path().join("b.arrow"));
+    input(&a, 1, 8);
+    // Keys k1-0..k1-2 again: each shard of the first write holds some of them.
+    input(&b, 1, 3);
+    let run = |args: &[&str]| cli(home, &m.endpoint).args(args).output().unwrap();
+    let kv = |inp: &Path, mode: &str, dups: &str, index: bool| {
+        let mut args = vec![
+            "dataset".to_string(),
+            "write".into(),
+            inp.to_str().unwrap().into(),
+            "s3://bkt/kv".into(),
+            "--name-col".into(),
+            "id".into(),
+            "--dtype".into(),
+            "F32".into(),
+            "--threads".into(),
+            "2".into(),
+            "--mode".into(),
+            mode.into(),
+            "--duplicates-strategy".into(),
+            dups.into(),
+        ];
+        if index {
+            args.push("--generate-index".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&args)
+    };
+    ok(&kv(&a, "error", "fail", false));
+    let e = err(&kv(&b, "append", "fail", true));
+    assert!(e.contains("'k1-0__v' is already in version 1"), "{e}");
+    // lastWin, asking for an index over a version that has none: both were refused before.
+    ok(&kv(&b, "append", "lastWin", true));
+    let info = ok(&run(&["dataset", "info", "s3://bkt/kv"]));
+    // Every key once.
+    assert!(
+        info.contains("version: 2") && info.contains("samples: 8"),
+        "{info}"
+    );
+    let v = ok(&run(&["dataset", "verify", "s3://bkt/kv"]));
+    assert!(!v.contains("no version lists"), "{v}");
+    // Version 1 still reads, from the shards the append copied rather than changed.
+    ok(&run(&[
+        "dataset",
+        "verify",
+        "s3://bkt/kv",
+        "--version",
+        "1",
+    ]));
+}

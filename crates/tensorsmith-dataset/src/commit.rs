@@ -6,6 +6,7 @@
 //! keeps losing prepares under the lock, so every writer finishes. After the commit,
 //! what is older than the retention goes (retention.rs).
 
+use crate::commit_base::BaseAt;
 use crate::commit_lock;
 use crate::commit_prepare::{prepare, Written};
 use crate::duplicates;
@@ -100,7 +101,14 @@ pub(crate) fn commit(
                 continue;
             }
         }
-        let mut prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
+        let mut prepared = prepare(
+            out,
+            staging,
+            &written,
+            (base.as_ref(), BaseAt::Dir(out)),
+            opts,
+            job.mode(),
+        )?;
         let mut manifest = prepared.version.version.manifest.clone();
         let lock = commit_lock::acquire(out, job.lock_timeout())?;
         let held = Instant::now();
@@ -118,7 +126,14 @@ pub(crate) fn commit(
             }
             drop(prepared);
             let base = Snapshot::current(out)?;
-            prepared = prepare(out, staging, &written, base.as_ref(), opts, job.mode())?;
+            prepared = prepare(
+                out,
+                staging,
+                &written,
+                (base.as_ref(), BaseAt::Dir(out)),
+                opts,
+                job.mode(),
+            )?;
             manifest = prepared.version.version.manifest.clone();
         }
         // A previous commit killed after its commit point left the entry files behind its

@@ -5,7 +5,7 @@
 //! checks the version and renames (publish.rs). A concurrent commit makes it stale: it is
 //! then dropped (removing its files) and prepared again against the new version.
 
-use crate::duplicates::supersede_in_copy;
+use crate::commit_base::BaseAt;
 use crate::error::{DatasetError, Result};
 use crate::job_options::WriteMode;
 use crate::manifest::{Manifest, ShardInfo, TensorSchema, MANIFEST_NAME};
@@ -84,12 +84,13 @@ fn base_label(b: &Snapshot) -> String {
     }
 }
 
-/// Prepares `w` as the version after `base` (none: a new dataset).
+/// Prepares `w` as the version after `base` (none: a new dataset), read from `at`; the
+/// version, index and manifest files are prepared in `out`.
 pub(crate) fn prepare(
     out: &Path,
     staging: &Path,
     w: &Written,
-    base: Option<&Snapshot>,
+    (base, at): (Option<&Snapshot>, BaseAt<'_>),
     opts: &WriteOptions,
     mode: WriteMode,
 ) -> Result<Prepared> {
@@ -116,19 +117,16 @@ pub(crate) fn prepare(
             WriteMode::Append => {
                 let gone = merge_schema(&mut schema, b, opts)?;
                 if !gone.is_empty() {
-                    let (kept, kept_entries, new_copies) = supersede(out, staging, b, &gone, opts)?;
+                    let (kept, kept_entries, new_copies) = supersede(at, staging, b, &gone, opts)?;
                     shards.extend(kept);
                     entries.extend(kept_entries);
                     copies.files = new_copies;
                 } else {
                     shards.extend(b.manifest().shards.iter().cloned());
                     if opts.generate_index {
-                        match b.index_entries(out)? {
+                        match at.index_entries(b)? {
                             Some(old) => entries.extend(old),
-                            None => entries.extend(tensor_index_file::entries_from_headers(
-                                out,
-                                &b.manifest().shards,
-                            )?),
+                            None => entries.extend(at.entries_from_headers(&b.manifest().shards)?),
                         }
                     }
                 }
@@ -252,15 +250,15 @@ fn merge_schema(
 /// for readers of their version). Returns the base's shards and index entries with the
 /// copies in place of the originals, and the copies to move in at the commit.
 fn supersede(
-    out: &Path,
+    at: BaseAt<'_>,
     staging: &Path,
     b: &Snapshot,
     gone: &HashSet<String>,
     opts: &WriteOptions,
 ) -> Result<(Vec<ShardInfo>, Vec<IndexEntry>, Vec<ShardInfo>)> {
-    let entries = match b.index_entries(out)? {
+    let entries = match at.index_entries(b)? {
         Some(e) => e,
-        None => tensor_index_file::entries_from_headers(out, &b.manifest().shards)?,
+        None => at.entries_from_headers(&b.manifest().shards)?,
     };
     let mut hit: BTreeMap<&str, HashSet<String>> = BTreeMap::new();
     for e in entries.iter().filter(|e| gone.contains(&e.tensor_key)) {
@@ -284,7 +282,7 @@ fn supersede(
             .collect::<Vec<_>>()
             .join("-");
         let name = format!("{stem}-{}.safetensors", uuid::Uuid::new_v4());
-        let copy = supersede_in_copy(&out.join(&s.shard_path), s, &staging.join(&name), keys)?;
+        let copy = at.copy_without(s, &staging.join(&name), keys)?;
         renamed.insert(
             s.shard_path.clone(),
             copy.as_ref().map(|c| c.shard_path.clone()),

@@ -41,6 +41,7 @@ mod kv_keys;
 // the job API and write_dataset.
 mod batch_strategy;
 mod commit;
+mod commit_base;
 mod commit_prepare;
 mod duplicates;
 mod job;

@@ -17,16 +17,17 @@
 //! retention.
 
 use crate::commit::checked;
+use crate::commit_base::BaseAt;
 use crate::commit_prepare::prepare;
 use crate::error::{DatasetError, Result};
 use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
-use crate::options::{Duplicates, Naming, WriteOptions};
+use crate::options::WriteOptions;
 use crate::publish::test_pause;
 use crate::store::{Expect, Store};
 use crate::store_versions::{self as sv, index_key, version_key};
 use crate::task_report::TaskReport;
-use crate::versions::{indexes_dir, to_bytes, Snapshot};
+use crate::versions::to_bytes;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -118,34 +119,6 @@ pub(crate) fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardIn
     }
 }
 
-/// What an object-store commit cannot do yet, refused before it prepares anything.
-fn refuse_unsupported(
-    store: &dyn Store,
-    written: &crate::commit_prepare::Written,
-    base: &Snapshot,
-    opts: &WriteOptions,
-) -> Result<()> {
-    let replaces = matches!(opts.naming, Naming::Kv { .. })
-        && opts.duplicates == Duplicates::LastWin
-        && written
-            .schema
-            .keys()
-            .any(|k| base.manifest().schema.contains_key(k));
-    if replaces {
-        return Err(DatasetError::Conflict {
-            dir: PathBuf::from(store.location()),
-            msg: "an append that replaces tensors already in the dataset (duplicatesStrategy=lastWin) is not supported on object stores yet: write the dataset again with --mode overwrite".into(),
-        });
-    }
-    if opts.generate_index && (base.version.index.is_none() || !base.versioned) {
-        return Err(DatasetError::Conflict {
-            dir: PathBuf::from(store.location()),
-            msg: "generate_index on an append to a dataset on an object store needs the current version to have an index (written with generate_index); append without it or overwrite".into(),
-        });
-    }
-    Ok(())
-}
-
 fn commit_uploaded(
     store: &dyn Store,
     staging: &Path,
@@ -160,35 +133,22 @@ fn commit_uploaded(
     loop {
         // Another writer's commit since the caller adopted is refused, not written over.
         let base = sv::current_checked(store)?;
-        if let Some(b) = &base {
-            match job.mode() {
-                WriteMode::ErrorIfExists => {
-                    return Err(DatasetError::Exists(PathBuf::from(store.location())))
-                }
-                WriteMode::Append => {
-                    refuse_unsupported(store, written, b, opts)?;
-                    // The base's index, where prepare reads it.
-                    if let (true, Some(name)) = (opts.generate_index, &b.version.index) {
-                        let key = index_key(name);
-                        let bytes = store.get(&key)?.ok_or_else(|| DatasetError::Corrupt {
-                            path: PathBuf::from(store.show(&key)),
-                            msg: format!(
-                                "the index file of version {} is missing",
-                                b.version.version
-                            ),
-                        })?;
-                        let dir = indexes_dir(&mirror);
-                        std::fs::create_dir_all(&dir).map_err(|e| DatasetError::io(&dir, e))?;
-                        let p = dir.join(name);
-                        std::fs::write(&p, bytes).map_err(|e| DatasetError::io(&p, e))?;
-                    }
-                }
-                WriteMode::Overwrite => {}
-            }
+        if base.is_some() && job.mode() == WriteMode::ErrorIfExists {
+            return Err(DatasetError::Exists(PathBuf::from(store.location())));
         }
         std::fs::create_dir_all(&mirror).map_err(|e| DatasetError::io(&mirror, e))?;
-        let prepared = prepare(&mirror, staging, written, base.as_ref(), opts, job.mode())?;
+        let prepared = prepare(
+            &mirror,
+            staging,
+            written,
+            (base.as_ref(), BaseAt::Store(store)),
+            opts,
+            job.mode(),
+        )?;
         let version = &prepared.version.version;
+        // A lastWin append's copies of base shards without the keys it replaces.
+        let copies = Uploaded::new(store, &prepared.copies.files);
+        upload_shards(store, staging, &prepared.copies.files)?;
         if let Some(i) = &prepared.index {
             store.put_file(&index_key(&i.name), &i.path)?;
         }
@@ -198,6 +158,7 @@ fn commit_uploaded(
         }
         test_pause(10);
         if store.create(&version_key(version.version), &to_bytes(version))? {
+            copies.keep();
             test_pause(13);
             let index = match &prepared.index {
                 Some(i) => Some(std::fs::read(&i.path).map_err(|e| DatasetError::io(&i.path, e))?),
@@ -232,6 +193,32 @@ fn commit_uploaded(
         std::thread::sleep(std::time::Duration::from_millis(
             10 * u64::from(conflicts.min(10)) + jitter as u64,
         ));
+    }
+}
+
+/// Objects uploaded for one attempt at a commit, deleted from the store when dropped before
+/// the commit point kept them.
+struct Uploaded<'a> {
+    store: &'a dyn Store,
+    keys: Vec<String>,
+}
+
+impl<'a> Uploaded<'a> {
+    fn new(store: &'a dyn Store, shards: &[ShardInfo]) -> Uploaded<'a> {
+        let keys = shards.iter().map(|s| s.shard_path.clone()).collect();
+        Uploaded { store, keys }
+    }
+
+    fn keep(mut self) {
+        self.keys.clear();
+    }
+}
+
+impl Drop for Uploaded<'_> {
+    fn drop(&mut self) {
+        for k in &self.keys {
+            let _ = self.store.delete(k);
+        }
     }
 }
 

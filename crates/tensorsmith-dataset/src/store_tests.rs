@@ -195,16 +195,20 @@ fn a_dataset_written_before_versions_is_adopted_as_version_0() {
     // What safetensors-spark leaves: shards and a manifest, no versions, no index.
     std::fs::remove_dir_all(d.path().join("_tensorsmith")).unwrap();
     std::fs::remove_file(d.path().join(crate::manifest::INDEX_NAME)).unwrap();
-    let e = write(&store, 8..12, WriteMode::Append).unwrap_err();
-    assert!(e.to_string().contains("generate_index"), "{e}");
-    let job = JobOptions::new().with_mode(WriteMode::Append);
-    let mut o = opts();
-    o.generate_index = false;
-    let m = write_to_store(&input(8..12), &store, &o, &job, &Progress::default()).unwrap();
+    // An append asking for an index reads the old shards' headers for it.
+    let m = write(&store, 8..12, WriteMode::Append).unwrap();
     assert_eq!(m.total_samples, 12);
     let list: Vec<u64> = sv::list(&store).unwrap().iter().map(|l| l.n).collect();
     assert_eq!(list, vec![0, 1]);
     assert_eq!(sv::at(&store, 0).unwrap().manifest(), &first);
+    let snap = sv::current(&store).unwrap().unwrap();
+    let indexed: std::collections::HashSet<String> = sv::index_entries(&store, &snap)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.file_name.to_string())
+        .collect();
+    assert_eq!(indexed.len(), m.shards.len());
     assert!(verify_store(&store, None).unwrap().is_ok());
 }
 
@@ -364,4 +368,245 @@ fn m_first(root: &std::path::Path) -> String {
         serde_json::from_slice(&std::fs::read(root.join("dataset_manifest.json")).unwrap())
             .unwrap();
     m["shards"][0]["shard_path"].as_str().unwrap().to_string()
+}
+
+/// Rows `ids` of a KV input: key `r{i}`, tensor `v` = `[base + i; 3]`.
+fn kv_input(ids: std::ops::Range<usize>, base: f32) -> Input {
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for i in ids.clone() {
+        for _ in 0..3 {
+            v.values().append_value(base + i as f32);
+        }
+        v.append(true);
+    }
+    let names: Vec<String> = ids.map(|i| format!("r{i}")).collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(
+            "v",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
+            true,
+        ),
+        Field::new("id", DataType::Utf8, false),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(v.finish()),
+        Arc::new(arrow_array::StringArray::from(names)),
+    ];
+    let b = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    Input::from_batches(schema, vec![b]).unwrap()
+}
+
+fn kv_write(
+    store: &dyn Store,
+    input: &Input,
+    index: bool,
+    dups: crate::options::Duplicates,
+    mode: WriteMode,
+) -> crate::Result<Manifest> {
+    let mut o = WriteOptions::kv("id");
+    o.dtype = Some(DType::F32);
+    o.generate_index = index;
+    o.duplicates = dups;
+    let job = JobOptions::new().with_mode(mode).with_threads(2);
+    write_to_store(input, store, &o, &job, &Progress::default())
+}
+
+fn first_value(ds: &Dataset, key: &str) -> f32 {
+    let t = ds.tensor(key).unwrap();
+    f32::from_le_bytes(t.data[..4].try_into().unwrap())
+}
+
+#[test]
+fn a_last_win_append_on_a_store_replaces_committed_keys_in_copies() {
+    use crate::options::Duplicates;
+    for index in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(d.path());
+        let first = kv_write(
+            &store,
+            &kv_input(0..6, 0.0),
+            index,
+            Duplicates::LastWin,
+            WriteMode::ErrorIfExists,
+        )
+        .unwrap();
+        // Keys r4 and r5 are replaced (values 100 + i; r3 stays, in a copy of its shard), r6
+        // and r7 are new.
+        let m = kv_write(
+            &store,
+            &kv_input(4..8, 100.0),
+            index,
+            Duplicates::LastWin,
+            WriteMode::Append,
+        )
+        .unwrap();
+        let ds = Dataset::open(d.path()).unwrap();
+        let mut keys = ds.tensor_keys().unwrap();
+        keys.sort();
+        let want: Vec<String> = (0..8).map(|i| format!("r{i}__v")).collect();
+        assert_eq!(keys, want, "index {index}");
+        for i in 0..8 {
+            let v = if i < 4 { i as f32 } else { 100.0 + i as f32 };
+            assert_eq!(
+                first_value(&ds, &format!("r{i}__v")),
+                v,
+                "index {index}, r{i}"
+            );
+        }
+        // Version 1 still reads its own values, from shards the append did not touch.
+        let old = Dataset::open_version(d.path(), 1).unwrap();
+        assert_eq!(first_value(&old, "r4__v"), 4.0);
+        assert!(first
+            .shards
+            .iter()
+            .all(|s| d.path().join(&s.shard_path).exists()));
+        let r = verify_store(&store, None).unwrap();
+        assert!(
+            r.is_ok() && r.notes.is_empty(),
+            "{:?} {:?}",
+            r.problems,
+            r.notes
+        );
+        // Only shards a version lists are in the store (no copy of a lost attempt).
+        let listed: std::collections::HashSet<String> = first
+            .shards
+            .iter()
+            .chain(&m.shards)
+            .map(|s| s.shard_path.clone())
+            .collect();
+        for e in store.list("part-").unwrap() {
+            assert!(listed.contains(&e.key), "{} is listed by no version", e.key);
+        }
+        // Duplicates=fail refuses a committed key.
+        let e = kv_write(
+            &store,
+            &kv_input(0..1, 0.0),
+            index,
+            Duplicates::Fail,
+            WriteMode::Append,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("'r0__v' is already in version 2"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn an_append_with_an_index_over_a_version_without_one_reads_the_headers() {
+    use crate::options::Duplicates;
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    kv_write(
+        &store,
+        &kv_input(0..6, 0.0),
+        false,
+        Duplicates::Fail,
+        WriteMode::ErrorIfExists,
+    )
+    .unwrap();
+    kv_write(
+        &store,
+        &kv_input(6..9, 0.0),
+        true,
+        Duplicates::Fail,
+        WriteMode::Append,
+    )
+    .unwrap();
+    let snap = sv::current(&store).unwrap().unwrap();
+    let mut keys: Vec<String> = sv::index_entries(&store, &snap)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.tensor_key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, (0..9).map(|i| format!("r{i}__v")).collect::<Vec<_>>());
+    let r = verify_store(&store, None).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+}
+
+/// Arms `store`'s race hook: at the first listing of the versions after more than `n` shards
+/// are in the folder (the commit's, once the write's own are uploaded), another writer
+/// appends keys r10 and r11.
+fn race_after_upload(store: Arc<LocalStore>, n: usize) {
+    let s = store.clone();
+    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
+        let shards = std::fs::read_dir(&s.dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("part-"))
+            .count();
+        if shards <= n {
+            return race_after_upload(s, n);
+        }
+        let other = LocalStore::new(&s.dir);
+        let dups = crate::options::Duplicates::LastWin;
+        kv_write(
+            &other,
+            &kv_input(10..12, 0.0),
+            true,
+            dups,
+            WriteMode::Append,
+        )
+        .unwrap();
+    }));
+}
+
+#[test]
+fn a_last_win_append_that_loses_the_race_removes_the_copies_of_its_attempt() {
+    use crate::options::Duplicates;
+    let d = tempfile::tempdir().unwrap();
+    let store = Arc::new(LocalStore::new(d.path()));
+    let first = kv_write(
+        &*store,
+        &kv_input(0..6, 0.0),
+        true,
+        Duplicates::LastWin,
+        WriteMode::ErrorIfExists,
+    )
+    .unwrap();
+    race_after_upload(store.clone(), first.shards.len());
+    let progress = Progress::default();
+    let mut o = WriteOptions::kv("id");
+    o.dtype = Some(DType::F32);
+    o.generate_index = true;
+    o.duplicates = Duplicates::LastWin;
+    let job = JobOptions::new()
+        .with_mode(WriteMode::Append)
+        .with_threads(2);
+    let m = write_to_store(&kv_input(4..8, 100.0), &*store, &o, &job, &progress).unwrap();
+    assert!(
+        store.after_versions_listed.lock().unwrap().is_none(),
+        "the other writer wrote"
+    );
+    assert_eq!(
+        progress
+            .commit_retries
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(sv::current(&*store).unwrap().unwrap().version.version, 3);
+    let ds = Dataset::open(d.path()).unwrap();
+    assert_eq!(ds.tensor_keys().unwrap().len(), 10);
+    assert_eq!(first_value(&ds, "r3__v"), 3.0);
+    assert_eq!(first_value(&ds, "r4__v"), 104.0);
+    assert_eq!(first_value(&ds, "r11__v"), 11.0);
+    let mut listed = std::collections::HashSet::new();
+    for v in 1..=3 {
+        let snap = sv::at(&*store, v).unwrap();
+        listed.extend(snap.manifest().shards.iter().map(|s| s.shard_path.clone()));
+    }
+    assert!(m.shards.iter().all(|s| listed.contains(&s.shard_path)));
+    for e in store.list("part-").unwrap() {
+        assert!(listed.contains(&e.key), "{} is listed by no version", e.key);
+    }
+    let r = verify_store(&*store, None).unwrap();
+    assert!(
+        r.is_ok() && r.notes.is_empty(),
+        "{:?} {:?}",
+        r.problems,
+        r.notes
+    );
 }

@@ -1,0 +1,92 @@
+//! Where a commit reads the version it builds on (commit_prepare.rs): the dataset's own
+//! folder, or a store. An append reads the base's index, or each shard's header where the
+//! base has no index (`generate_index`), and a KV append with lastWin copies the base shards
+//! holding keys it replaces without those keys. From a store, headers are read by range and
+//! a shard to copy is fetched into the staging folder first (the copy needs every byte of it
+//! but the replaced tensors, and reads it mapped, so its memory stays bounded).
+
+use crate::duplicates::supersede_in_copy;
+use crate::error::{DatasetError, Result};
+use crate::manifest::ShardInfo;
+use crate::store::Store;
+use crate::store_versions as sv;
+use crate::tensor_index_file::{self, IndexEntry, SharedNames};
+use crate::versions::Snapshot;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The base version's location.
+#[derive(Clone, Copy)]
+pub(crate) enum BaseAt<'a> {
+    /// A local dataset folder.
+    Dir(&'a Path),
+    /// A dataset on a store (S3, Azure, GCS, or the store seam over a folder).
+    Store(&'a dyn Store),
+}
+
+/// Bytes fetched per read when a base shard is copied down from a store.
+const FETCH: u64 = 8 << 20;
+
+impl BaseAt<'_> {
+    /// The base version's index entries, `None` when it has no index.
+    pub fn index_entries(&self, b: &Snapshot) -> Result<Option<Vec<IndexEntry>>> {
+        match self {
+            BaseAt::Dir(dir) => b.index_entries(dir),
+            BaseAt::Store(store) => sv::index_entries(*store, b),
+        }
+    }
+
+    /// The index entries of `shards`, from their headers.
+    pub fn entries_from_headers(&self, shards: &[ShardInfo]) -> Result<Vec<IndexEntry>> {
+        let store = match self {
+            BaseAt::Dir(dir) => return tensor_index_file::entries_from_headers(dir, shards),
+            BaseAt::Store(store) => *store,
+        };
+        let mut out = Vec::new();
+        let mut names = SharedNames::default();
+        for s in shards {
+            let r = store.open(&s.shard_path)?;
+            let index = tensorsmith::safetensors::read_index(&*r, &tensorsmith::OpenOptions::new())
+                .map_err(|e| DatasetError::Corrupt {
+                    path: PathBuf::from(store.show(&s.shard_path)),
+                    msg: format!("not a valid safetensors file ({e})"),
+                })?;
+            tensor_index_file::entries_of(&index, &s.shard_path, &mut names, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// The base shard `s` written to `to` without the tensors in `gone` (`None`: none left,
+    /// nothing written). The base shard itself is never changed.
+    pub fn copy_without(
+        &self,
+        s: &ShardInfo,
+        to: &Path,
+        gone: &HashSet<String>,
+    ) -> Result<Option<ShardInfo>> {
+        let store = match self {
+            BaseAt::Dir(dir) => return supersede_in_copy(&dir.join(&s.shard_path), s, to, gone),
+            BaseAt::Store(store) => *store,
+        };
+        let local = to.with_extension("base");
+        let copied = fetch(store, &s.shard_path, &local)
+            .and_then(|()| supersede_in_copy(&local, s, to, gone));
+        let _ = std::fs::remove_file(&local);
+        copied
+    }
+}
+
+/// The object `key` of `store` written to the local file `to`, a block at a time.
+fn fetch(store: &dyn Store, key: &str, to: &Path) -> Result<()> {
+    let r = store.open(key)?;
+    let mut f = std::fs::File::create(to).map_err(|e| DatasetError::io(to, e))?;
+    let mut at = 0;
+    while at < r.len() {
+        let end = (at + FETCH).min(r.len());
+        let bytes = r.read(at..end)?;
+        f.write_all(&bytes).map_err(|e| DatasetError::io(to, e))?;
+        at = end;
+    }
+    Ok(())
+}
