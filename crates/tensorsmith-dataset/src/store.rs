@@ -72,6 +72,13 @@ pub(crate) trait Store: Send + Sync {
     }
     /// Uploads the local file `from` as `key` (streamed; replaces what is there).
     fn put_file(&self, key: &str, from: &Path) -> Result<()>;
+    /// Moves the local file `from` in as `key` (a write's finished shard: `from` is gone
+    /// afterwards, also when this fails). A store on the local disk renames it.
+    fn adopt(&self, key: &str, from: &Path) -> Result<()> {
+        let r = self.put_file(key, from);
+        let _ = std::fs::remove_file(from);
+        r
+    }
     /// Every object whose name starts with `prefix`, in name order.
     fn list(&self, prefix: &str) -> Result<Vec<Entry>>;
     /// Removes `key` (no error when it is already gone).

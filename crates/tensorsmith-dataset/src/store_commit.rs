@@ -79,8 +79,8 @@ pub(crate) fn commit_to_store(
     committed
 }
 
-/// Uploads each shard to its final name, `store.concurrency()` at a time; each local copy is
-/// removed once uploaded.
+/// Moves each shard in to its final name, `store.concurrency()` at a time (uploaded and
+/// removed from staging; renamed on a local disk).
 pub(crate) fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardInfo]) -> Result<()> {
     let next = AtomicUsize::new(0);
     let first_err: Mutex<Option<DatasetError>> = Mutex::new(None);
@@ -97,11 +97,8 @@ pub(crate) fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardIn
                 {
                     return;
                 }
-                let local = staging.join(&shard.shard_path);
-                match store.put_file(&shard.shard_path, &local) {
-                    Ok(()) => {
-                        let _ = std::fs::remove_file(&local);
-                    }
+                match store.adopt(&shard.shard_path, &staging.join(&shard.shard_path)) {
+                    Ok(()) => {}
                     Err(e) => {
                         first_err
                             .lock()

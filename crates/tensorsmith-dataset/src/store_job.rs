@@ -141,6 +141,13 @@ impl Store for JobStore<'_> {
         self.before_shard(key)?;
         self.inner.put_file(key, from)
     }
+    fn adopt(&self, key: &str, from: &Path) -> Result<()> {
+        if let Err(e) = self.before_shard(key) {
+            let _ = std::fs::remove_file(from);
+            return Err(e);
+        }
+        self.inner.adopt(key, from)
+    }
     fn list(&self, prefix: &str) -> Result<Vec<Entry>> {
         self.inner.list(prefix)
     }

@@ -1,9 +1,12 @@
 //! The store seam over a local folder: objects are files below it, a replace is written to a
 //! temporary name, fsynced and renamed, an exclusive create is a hard link of such a file
-//! (it fails when the name exists, as `If-None-Match: *` does on S3), a listing walks the
-//! folders below the prefix. Local datasets keep their own protocol (commit lock, shards
-//! renamed in: commit.rs); this runs the object-store protocol on a disk, for its tests.
+//! (it fails when the name exists, as `If-None-Match: *` does on S3; the file and the folder
+//! fsynced, so a created version survives a crash), a finished shard moves in by a rename
+//! (a copy across filesystems), a listing walks the folders below the prefix. Local datasets
+//! still keep their own protocol (commit lock, shards renamed in: commit.rs); this runs the
+//! object-store protocol on a disk, for its tests and as the first step of one protocol.
 
+use crate::commit_lock::sync_dir;
 use crate::error::{DatasetError, Result};
 use crate::store::{Entry, Expect, Store, Upload};
 use std::path::{Path, PathBuf};
@@ -48,6 +51,33 @@ impl LocalStore {
             std::fs::create_dir_all(d).map_err(|e| DatasetError::io(d, e))?;
         }
         Ok(p)
+    }
+
+    /// The test hooks of a shard moving in: the injected failure, the staging's peak.
+    fn before_shard(&self, key: &str, from: &Path) -> Result<()> {
+        if key.starts_with("part-") && self.fail_in.fetch_sub(1, Ordering::Relaxed) == 0 {
+            return Err(DatasetError::io(
+                self.path(key),
+                std::io::Error::other("injected upload failure"),
+            ));
+        }
+        if let Some(Ok(entries)) = from.parent().map(std::fs::read_dir) {
+            let n = entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
+                .count();
+            self.staged_peak.fetch_max(n, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// `from` copied to `p` through a temporary name (fsynced, then renamed).
+    fn copy_in(&self, p: &Path, from: &Path) -> Result<()> {
+        let mut f = AtomicFile::create(p)?;
+        let mut src = std::fs::File::open(from).map_err(|e| DatasetError::io(from, e))?;
+        std::io::copy(&mut src, &mut f).map_err(|e| DatasetError::io(p, e))?;
+        f.commit()?;
+        Ok(())
     }
 
     /// `bytes` written and fsynced under a temporary name beside `p`.
@@ -96,10 +126,11 @@ impl Store for LocalStore {
     }
 
     fn replace(&self, key: &str, bytes: &[u8], expect: Expect<'_>) -> Result<bool> {
-        // Compared and written under one lock: atomic between the threads of a test (the
-        // store of the tests; S3 compares on the server).
-        static REPLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _held = REPLACING.lock().unwrap_or_else(|p| p.into_inner());
+        // Compared and written under the dataset's commit lock (a `flock`: it excludes other
+        // processes, and other threads, which open the lock file on their own); S3 compares
+        // on the server.
+        let _held =
+            crate::commit_lock::acquire(&self.dir, crate::commit_lock::DEFAULT_LOCK_TIMEOUT)?;
         let now = self.get(key)?;
         let same = match (expect, &now) {
             (Expect::Absent, None) => true,
@@ -122,36 +153,54 @@ impl Store for LocalStore {
         let p = self.parent_made(key)?;
         let dir = p.parent().expect("a key has a parent").to_path_buf();
         let temp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
-        std::fs::write(&temp, bytes).map_err(|e| DatasetError::io(&temp, e))?;
+        // Complete on the disk before its name appears: the link is the commit point.
+        let written = std::fs::File::create(&temp).and_then(|mut f| {
+            std::io::Write::write_all(&mut f, bytes)?;
+            f.sync_all()
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(DatasetError::io(&temp, e));
+        }
         let linked = std::fs::hard_link(&temp, &p);
         let _ = std::fs::remove_file(&temp);
         match linked {
-            Ok(()) => Ok(true),
+            Ok(()) => sync_dir(&dir).map(|()| true),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(DatasetError::io(&p, e)),
         }
     }
-
-    fn put_file(&self, key: &str, from: &Path) -> Result<()> {
-        if key.starts_with("part-") && self.fail_in.fetch_sub(1, Ordering::Relaxed) == 0 {
-            return Err(DatasetError::io(
-                self.path(key),
-                std::io::Error::other("injected upload failure"),
-            ));
-        }
-        if let Some(Ok(entries)) = from.parent().map(std::fs::read_dir) {
-            let n = entries
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
-                .count();
-            self.staged_peak.fetch_max(n, Ordering::Relaxed);
+    fn adopt(&self, key: &str, from: &Path) -> Result<()> {
+        if let Err(e) = self.before_shard(key, from) {
+            let _ = std::fs::remove_file(from);
+            return Err(e);
         }
         let p = self.parent_made(key)?;
-        let mut f = AtomicFile::create(&p)?;
-        let mut src = std::fs::File::open(from).map_err(|e| DatasetError::io(from, e))?;
-        std::io::copy(&mut src, &mut f).map_err(|e| DatasetError::io(&p, e))?;
-        f.commit()?;
-        Ok(())
+        match std::fs::rename(from, &p) {
+            Ok(()) => {
+                let dir = p.parent().expect("a key has a parent");
+                std::fs::File::open(&p)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| DatasetError::io(&p, e))?;
+                sync_dir(dir)
+            }
+            // Another filesystem (staging in TMPDIR): copied, as an upload is.
+            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+                let r = self.copy_in(&p, from);
+                let _ = std::fs::remove_file(from);
+                r
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(from);
+                Err(DatasetError::io(&p, e))
+            }
+        }
+    }
+
+    fn put_file(&self, key: &str, from: &Path) -> Result<()> {
+        self.before_shard(key, from)?;
+        let p = self.parent_made(key)?;
+        self.copy_in(&p, from)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<Entry>> {

@@ -610,3 +610,63 @@ fn a_last_win_append_that_loses_the_race_removes_the_copies_of_its_attempt() {
         r.notes
     );
 }
+
+#[test]
+fn a_local_store_moves_a_finished_shard_in_by_renaming_it() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(&d.path().join("ds"));
+    let staging = d.path().join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    let from = staging.join("part-00000-0000-a.safetensors");
+    std::fs::write(&from, b"shard bytes").unwrap();
+    let inode = std::fs::metadata(&from).unwrap().ino();
+    store.adopt("part-00000-0000-a.safetensors", &from).unwrap();
+    assert!(!from.exists());
+    let to = d.path().join("ds/part-00000-0000-a.safetensors");
+    assert_eq!(
+        std::fs::metadata(&to).unwrap().ino(),
+        inode,
+        "renamed, not copied"
+    );
+    assert_eq!(std::fs::read(&to).unwrap(), b"shard bytes");
+    // A failed move leaves neither the staged file nor the object.
+    std::fs::write(&from, b"other").unwrap();
+    store.fail_in.store(0, std::sync::atomic::Ordering::Relaxed);
+    assert!(store.adopt("part-00000-0000-b.safetensors", &from).is_err());
+    assert!(!from.exists() && !d.path().join("ds/part-00000-0000-b.safetensors").exists());
+}
+
+#[test]
+fn of_writers_replacing_one_local_object_as_they_read_it_one_wins() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    store.put("dataset_manifest.json", b"v0").unwrap();
+    for round in 0..20 {
+        let (seen, tag) = store.get_tagged("dataset_manifest.json").unwrap().unwrap();
+        let tag = tag.unwrap();
+        let barrier = std::sync::Barrier::new(8);
+        let won: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let (store, barrier, tag) = (&store, &barrier, &tag);
+                    s.spawn(move || {
+                        // Each in its own process would open the lock file on its own too.
+                        let other = LocalStore::new(&store.dir);
+                        barrier.wait();
+                        let body = format!("r{round}-w{i}");
+                        other
+                            .replace(
+                                "dataset_manifest.json",
+                                body.as_bytes(),
+                                crate::store::Expect::Tag(tag),
+                            )
+                            .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap() as usize).sum()
+        });
+        assert_eq!(won, 1, "round {round}: {won} writers replaced {seen:?}");
+    }
+}

@@ -47,12 +47,10 @@ pub(crate) fn uploading<T>(
                     // Drained without uploading: the write fails anyway.
                     continue;
                 }
-                let local = staging.join(&name);
-                let r = store.put_file(&name, &local);
+                let r = store.adopt(&name, &staging.join(&name));
                 let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
                 match r {
                     Ok(()) => {
-                        let _ = std::fs::remove_file(&local);
                         d.names.insert(name);
                     }
                     Err(e) => {
