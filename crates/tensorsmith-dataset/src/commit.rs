@@ -86,6 +86,16 @@ pub(crate) fn commit(
 ) -> Result<Manifest> {
     let written = checked(reports, staging, &HashSet::new(), opts)?;
     commit_lock::probe(out)?;
+    let prepare_on = |base: Option<&Snapshot>| {
+        prepare(
+            out,
+            staging,
+            &written,
+            (base, BaseAt::Dir(out)),
+            opts,
+            job.mode(),
+        )
+    };
     let mut conflicts = 0u32;
     let manifest = loop {
         // What the manifest file was when it was found to be no other writer's: under the
@@ -101,14 +111,7 @@ pub(crate) fn commit(
                 continue;
             }
         }
-        let mut prepared = prepare(
-            out,
-            staging,
-            &written,
-            (base.as_ref(), BaseAt::Dir(out)),
-            opts,
-            job.mode(),
-        )?;
+        let mut prepared = prepare_on(base.as_ref())?;
         let mut manifest = prepared.version.version.manifest.clone();
         let lock = commit_lock::acquire(out, job.lock_timeout())?;
         let held = Instant::now();
@@ -126,14 +129,7 @@ pub(crate) fn commit(
             }
             drop(prepared);
             let base = Snapshot::current(out)?;
-            prepared = prepare(
-                out,
-                staging,
-                &written,
-                (base.as_ref(), BaseAt::Dir(out)),
-                opts,
-                job.mode(),
-            )?;
+            prepared = prepare_on(base.as_ref())?;
             manifest = prepared.version.version.manifest.clone();
         }
         // A previous commit killed after its commit point left the entry files behind its

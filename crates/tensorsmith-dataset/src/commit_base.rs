@@ -14,7 +14,7 @@ use crate::tensor_index_file::{self, IndexEntry, SharedNames};
 use crate::versions::Snapshot;
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The base version's location.
 #[derive(Clone, Copy)]
@@ -43,16 +43,11 @@ impl BaseAt<'_> {
             BaseAt::Dir(dir) => return tensor_index_file::entries_from_headers(dir, shards),
             BaseAt::Store(store) => *store,
         };
+        let keys: Vec<&str> = shards.iter().map(|s| s.shard_path.as_str()).collect();
         let mut out = Vec::new();
         let mut names = SharedNames::default();
-        for s in shards {
-            let r = store.open(&s.shard_path)?;
-            let index = tensorsmith::safetensors::read_index(&*r, &tensorsmith::OpenOptions::new())
-                .map_err(|e| DatasetError::Corrupt {
-                    path: PathBuf::from(store.show(&s.shard_path)),
-                    msg: format!("not a valid safetensors file ({e})"),
-                })?;
-            tensor_index_file::entries_of(&index, &s.shard_path, &mut names, &mut out);
+        for (key, h) in keys.iter().zip(crate::store::headers(store, &keys)) {
+            tensor_index_file::entries_of(&h?, key, &mut names, &mut out);
         }
         Ok(out)
     }

@@ -9,8 +9,11 @@
 //! `ifGenerationMatch=0`).
 
 use crate::error::Result;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use tensorsmith::bytes::ReadAt;
+use tensorsmith::index::TensorIndex;
 
 /// One object of a listing.
 #[derive(Debug, Clone)]
@@ -113,4 +116,37 @@ pub(crate) fn written<T>(r: tensorsmith::error::Result<T>) -> Result<bool> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The safetensors header of the object `key` (read by range), errors naming the object.
+pub(crate) fn header(store: &dyn Store, key: &str) -> Result<TensorIndex> {
+    let r = store.open(key)?;
+    tensorsmith::safetensors::read_index(&*r, &tensorsmith::OpenOptions::new())
+        .map_err(|e| e.in_file(&PathBuf::from(store.show(key))).into())
+}
+
+/// The headers of `keys` in their order, `store.concurrency()` read at once (a dataset's
+/// shards: one round trip each).
+pub(crate) fn headers(store: &dyn Store, keys: &[&str]) -> Vec<Result<TensorIndex>> {
+    let next = AtomicUsize::new(0);
+    let out: Vec<Mutex<Option<Result<TensorIndex>>>> =
+        keys.iter().map(|_| Mutex::new(None)).collect();
+    let threads = store.concurrency().clamp(1, keys.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(key) = keys.get(i) else { return };
+                let h = header(store, key);
+                *out[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+            });
+        }
+    });
+    out.into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every key was read")
+        })
+        .collect()
 }

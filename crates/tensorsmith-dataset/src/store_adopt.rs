@@ -28,7 +28,8 @@ pub(crate) fn adopt_store(store: &dyn Store) -> Result<Option<u64>> {
         .collect();
     let mut added = Vec::new();
     let mut names = SharedNames::default();
-    for s in f.added_shards() {
+    let shards: Vec<&crate::manifest::ShardInfo> = f.added_shards().collect();
+    for s in &shards {
         let path = PathBuf::from(store.show(&s.shard_path));
         match sizes.get(&s.shard_path) {
             None => return Err(ForeignManifest::not_adopted(path, "missing".into())),
@@ -38,12 +39,14 @@ pub(crate) fn adopt_store(store: &dyn Store) -> Result<Option<u64>> {
             }
             Some(_) => {}
         }
-        let r = store.open(&s.shard_path)?;
-        let index = tensorsmith::safetensors::read_index(&*r, &tensorsmith::OpenOptions::new())
-            .map_err(|e| {
-                ForeignManifest::not_adopted(path, format!("not a valid safetensors file ({e})"))
-            })?;
-        tensor_index_file::entries_of(&index, &s.shard_path, &mut names, &mut added);
+    }
+    let keys: Vec<&str> = shards.iter().map(|s| s.shard_path.as_str()).collect();
+    for (key, h) in keys.iter().zip(crate::store::headers(store, &keys)) {
+        let index = h.map_err(|e| {
+            let path = PathBuf::from(store.show(key));
+            ForeignManifest::not_adopted(path, format!("not a valid safetensors file ({e})"))
+        })?;
+        tensor_index_file::entries_of(&index, key, &mut names, &mut added);
     }
     let index = match sv::index_entries(store, &snap)? {
         Some(base) => {
