@@ -18,7 +18,11 @@
 //! HF folder (1.1 GiB BF16, 2 cores) to an F16 GGUF took 4.5-4.6 s against 6.9-7.8 s, to
 //! Q4_K_M 18.6-19.2 s against 22.4-22.6 s (minor faults 1.1 M -> 37 K, system time 4.6 ->
 //! 0.5 s); peak RssAnon 23 MiB either way for F16, 139-143 MiB against 96-126 MiB for
-//! Q4_K_M; a local Parquet `dataset write` the same (1.2-1.3 s, 10-12 MiB).
+//! Q4_K_M; a local Parquet `dataset write` the same (1.2-1.3 s, 10-12 MiB). Only `convert`
+//! sets them: a `dataset write` of Parquet on S3 to a dataset on S3 (2 GiB, 2 cores, the
+//! same bench as above) peaked at 227-273 MiB RssAnon with them, over the store layer's
+//! 256 MiB, and at 181-183 MiB without (its 16 MiB shard buffers then mapped and unmapped:
+//! 36-38 s against 41-42 s).
 
 /// Fixes glibc's mmap and trim thresholds (see above; no-op elsewhere, and when the
 /// environment sets any of `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or
