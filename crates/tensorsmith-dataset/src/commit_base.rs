@@ -9,7 +9,7 @@ use crate::duplicates::supersede_in_copy;
 use crate::error::{DatasetError, Result};
 use crate::manifest::ShardInfo;
 use crate::store::Store;
-use crate::store_versions as sv;
+use crate::store_index;
 use crate::tensor_index_file::{self, IndexEntry, SharedNames};
 use crate::versions::Snapshot;
 use std::collections::HashSet;
@@ -33,7 +33,7 @@ impl BaseAt<'_> {
     pub fn index_entries(&self, b: &Snapshot) -> Result<Option<Vec<IndexEntry>>> {
         match self {
             BaseAt::Dir(dir) => b.index_entries(dir),
-            BaseAt::Store(store) => sv::index_entries(*store, b),
+            BaseAt::Store(store) => store_index::index_entries(*store, b),
         }
     }
 

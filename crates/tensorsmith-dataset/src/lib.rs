@@ -65,6 +65,7 @@ mod store_adopt;
 mod store_clean;
 mod store_commit;
 mod store_gcs;
+mod store_index;
 mod store_job;
 #[cfg(test)]
 mod store_local;

@@ -8,13 +8,12 @@ use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, MANIFEST_NAME, MAX_MANIFEST_LEN};
 use crate::retention::{RetiredShard, VersionInfo};
 use crate::store::Store;
-use crate::tensor_index_file::{self, IndexEntry};
+pub(crate) use crate::store_index::{index_entries, index_key, INDEX_PREFIX};
 use crate::versions::{self, format_utc, Snapshot, Version};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub(crate) const VERSIONS_PREFIX: &str = "_tensorsmith/versions/";
-pub(crate) const INDEX_PREFIX: &str = "_tensorsmith/index/";
 
 pub(crate) fn version_key(n: u64) -> String {
     format!("{VERSIONS_PREFIX}{n:08}.json")
@@ -22,10 +21,6 @@ pub(crate) fn version_key(n: u64) -> String {
 
 pub(crate) fn removed_key(n: u64) -> String {
     format!("{VERSIONS_PREFIX}{n:08}.removed")
-}
-
-pub(crate) fn index_key(name: &str) -> String {
-    format!("{INDEX_PREFIX}{name}")
 }
 
 /// A version of the listing: its number and when it was created.
@@ -183,25 +178,6 @@ pub(crate) fn at(store: &dyn Store, n: u64) -> Result<Snapshot> {
         });
     }
     read(store, n).map(Snapshot::file)
-}
-
-/// The index entries of `snap`'s index file (`None`: it has none).
-pub(crate) fn index_entries(store: &dyn Store, snap: &Snapshot) -> Result<Option<Vec<IndexEntry>>> {
-    let Some(name) = snap.version.index.as_ref().filter(|_| snap.versioned) else {
-        return Ok(None);
-    };
-    let key = index_key(name);
-    let path = shown(store, &key);
-    match store.get(&key)? {
-        Some(b) => tensor_index_file::read_bytes(b.into(), &path).map(Some),
-        None => Err(DatasetError::Corrupt {
-            path,
-            msg: format!(
-                "the index file of version {} is missing",
-                snap.version.version
-            ),
-        }),
-    }
 }
 
 /// The versions, oldest first, and the retired shards (listed only by older versions).
