@@ -153,6 +153,7 @@ fn commit_uploaded(
             // Another writer adopting it at the same time writes the same version 0.
             store.create(&version_key(0), &to_bytes(&a.version))?;
         }
+        all_there(store, written.shards.iter().chain(&prepared.copies.files))?;
         test_pause(10);
         if store.create(&version_key(version.version), &to_bytes(version))? {
             copies.keep();
@@ -190,6 +191,33 @@ fn commit_uploaded(
         std::thread::sleep(std::time::Duration::from_millis(
             10 * u64::from(conflicts.min(10)) + jitter as u64,
         ));
+    }
+}
+
+/// Every shard of this write still in the store, as uploaded, just before the commit point.
+/// A store tells a live writer's shards from a dead one's by age alone (store_clean.rs), so a
+/// `dataset clean` whose retention is shorter than this write has run may have taken shards
+/// it uploaded early: the version must not be committed without them.
+fn all_there<'a>(store: &dyn Store, shards: impl Iterator<Item = &'a ShardInfo>) -> Result<()> {
+    let there: std::collections::HashMap<String, u64> = store
+        .list("part-")?
+        .into_iter()
+        .map(|e| (e.key, e.size))
+        .collect();
+    let gone: Vec<&str> = shards
+        .filter(|s| there.get(&s.shard_path) != Some(&s.bytes))
+        .map(|s| s.shard_path.as_str())
+        .collect();
+    match gone.first() {
+        None => Ok(()),
+        Some(first) => Err(DatasetError::Conflict {
+            dir: PathBuf::from(store.location()),
+            msg: format!(
+                "{} of this write's shards ({first}{}) left the store before its commit (a `dataset clean` with a retention shorter than this write took them for abandoned): nothing was committed",
+                gone.len(),
+                if gone.len() > 1 { ", …" } else { "" }
+            ),
+        }),
     }
 }
 

@@ -670,3 +670,54 @@ fn of_writers_replacing_one_local_object_as_they_read_it_one_wins() {
         assert_eq!(won, 1, "round {round}: {won} writers replaced {seen:?}");
     }
 }
+
+/// Arms `store`'s race hook: at the first listing of the versions after a shard no version
+/// lists is in the folder (the running write's), it is deleted, as a `dataset clean` with a
+/// retention shorter than the write would.
+fn clean_takes_a_running_writers_shard(store: Arc<LocalStore>, listed: Vec<String>) {
+    let s = store.clone();
+    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
+        let theirs = std::fs::read_dir(&s.dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("part-") && !listed.contains(n));
+        match theirs {
+            Some(n) => std::fs::remove_file(s.dir.join(n)).unwrap(),
+            None => clean_takes_a_running_writers_shard(s, listed),
+        }
+    }));
+}
+
+#[test]
+fn a_write_whose_shard_a_clean_took_commits_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Arc::new(LocalStore::new(d.path()));
+    let first = write(&*store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let listed = first.shards.iter().map(|s| s.shard_path.clone()).collect();
+    clean_takes_a_running_writers_shard(store.clone(), listed);
+    let e = write(&*store, 8..16, WriteMode::Append).unwrap_err();
+    assert!(
+        matches!(e, DatasetError::Conflict { .. })
+            && e.to_string().contains("left the store before its commit")
+            && e.to_string().contains("nothing was committed"),
+        "{e}"
+    );
+    assert!(store.after_versions_listed.lock().unwrap().is_none());
+    assert_eq!(sv::current(&*store).unwrap().unwrap().version.version, 1);
+    // The write's other shards went with it; version 1 is whole.
+    let parts: Vec<String> = store
+        .list("part-")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(parts.len(), first.shards.len(), "{parts:?}");
+    let r = verify_store(&*store, None).unwrap();
+    assert!(
+        r.is_ok() && r.notes.is_empty(),
+        "{:?} {:?}",
+        r.problems,
+        r.notes
+    );
+}
