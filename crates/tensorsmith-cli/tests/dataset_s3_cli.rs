@@ -353,8 +353,8 @@ fn writers_killed_before_and_after_the_commit_point() {
     let run = |args: &[&str]| cli(home, &m.endpoint).args(args).output().unwrap();
     ok(&run(&write_args(&a, "s3://bkt/k", "error")));
     // Killed with its shards uploaded, before the commit point: the dataset is version 1,
-    // whole; its shards are strays that verify names and clean keeps for an hour (they
-    // could be a live writer's).
+    // whole; its shards are strays that verify names and clean keeps until its write's
+    // heartbeat has been still for an hour (they could be a live writer's).
     killed_at(home, &m.endpoint, &b, "s3://bkt/k", "10");
     let info = ok(&run(&["dataset", "info", "s3://bkt/k"]));
     assert!(
@@ -380,10 +380,12 @@ fn writers_killed_before_and_after_the_commit_point() {
         "0",
     ]));
     assert!(c.contains("0 versions, 0 shards"), "{c}");
-    // It says what it left and when a clean will take it (an hour after the upload).
+    // It says what it left and when a clean will take it (an hour after the heartbeat).
     assert_eq!(c.matches("kept shard part-").count(), 2, "{c}");
     assert!(
-        c.contains("(no version lists it yet) for now: a clean from "),
+        c.contains(
+            "(no version lists it yet; its writer's heartbeat is fresh) for now: a clean from "
+        ),
         "{c}"
     );
     assert!(c.contains(" UTC takes it"), "{c}");

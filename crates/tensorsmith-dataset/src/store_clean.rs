@@ -3,9 +3,9 @@
 //! (a `.removed` marker first, so their readers get a clear error), the shards and index
 //! files only they listed deleted with them; shards and index files no version lists
 //! (abandoned by writers killed before their commit point) and multipart uploads never
-//! completed, once older than the retention and never younger than [`ABANDONED_FLOOR`]:
-//! a store has no staging folder or lock, so a live writer's uploads are told from a dead
-//! one's by age alone. `dataset_manifest.json` and the index are written again when they do
+//! completed, once older than the retention and never younger than [`ABANDONED_FLOOR`]: a
+//! store has no staging folder or lock, so a writer of ours is told live by its job's
+//! heartbeat (store_job.rs: every write and job runs as one), and anything else by age. `dataset_manifest.json` and the index are written again when they do
 //! not mirror the current version.
 
 use crate::error::{DatasetError, Result};
@@ -17,7 +17,7 @@ use crate::store_commit::mirror_entry_files;
 use crate::store_job::{attempt_of, jobs, sweep};
 use crate::store_versions::{self as sv, index_key, removed_key, version_key, INDEX_PREFIX};
 use crate::versions::{now_ms, Snapshot};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// Objects no version lists, and uploads never completed, are kept at least this long: a
@@ -101,8 +101,14 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
         if name.contains('/') || !is_shard_file_name(name) || keep.contains(name) {
             continue;
         }
-        if attempt_of(name).is_some_and(|a| live.contains(&a)) {
-            continue; // a running job's: its commit or abort decides
+        if let Some(&beat_ms) = attempt_of(name).and_then(|a| live.get(&a)) {
+            // A running write's or job's: its commit or abort decides; a clean takes it only
+            // once its heartbeat has stopped for the floor.
+            later(
+                format!("shard {name} (no version lists it yet; its writer's heartbeat is fresh)"),
+                beat_ms,
+            );
+            continue;
         }
         let writers = is_writer_shard_name(name) && !listed.contains(name);
         if removed_lists.contains(name) || (writers && abandoned(e.modified_ms)) {
@@ -155,22 +161,44 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
 
 /// Distributed jobs (store_job.rs): a job whose heartbeat is gone (it ended) or older than
 /// `floor_ms` (its driver died) has every shard of its attempts that `keep` does not list
-/// deleted, then its heartbeat and markers. Returns the attempts of the jobs still running.
+/// deleted, then its heartbeat and markers. Returns the attempts of the jobs still running,
+/// each with when its job's heartbeat was last renewed (ms since the epoch).
 fn settle_jobs(
     store: &dyn Store,
     keep: &HashSet<String>,
     floor_ms: u64,
-) -> Result<HashSet<String>> {
-    let keep: HashSet<&str> = keep.iter().map(String::as_str).collect();
-    let mut live = HashSet::new();
+) -> Result<HashMap<String, u64>> {
+    let now = now_ms();
+    let mut live = HashMap::new();
+    let mut fresh: Option<HashSet<String>> = None;
     for (job, found) in jobs(store)? {
-        if found.beat_age_ms.is_some_and(|a| a < floor_ms) {
-            live.extend(found.attempts);
+        if let Some(age) = found.beat_age_ms.filter(|&a| a < floor_ms) {
+            live.extend(found.attempts.into_iter().map(|a| (a, now - age)));
         } else {
-            sweep(store, &job, &keep)?;
+            // The versions listed again after the job was seen ended: a job ends (its
+            // heartbeat deleted) only after its commit, so its version is in this listing,
+            // whereas `keep` was read before and may miss it.
+            let fresh = match &mut fresh {
+                Some(f) => f,
+                None => fresh.insert(listed_now(store, keep)?),
+            };
+            sweep(store, &job, &fresh.iter().map(String::as_str).collect())?;
         }
     }
     Ok(live)
+}
+
+/// `keep` and every shard a version in `store` lists now.
+fn listed_now(store: &dyn Store, keep: &HashSet<String>) -> Result<HashSet<String>> {
+    let mut out = keep.clone();
+    for l in sv::list(store)? {
+        match sv::read(store, l.n) {
+            Ok(v) => out.extend(v.manifest.shards.into_iter().map(|s| s.shard_path)),
+            Err(DatasetError::VersionRemoved { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 /// `dataset_manifest.json` and `_tensor_index.parquet` written again from `snap` when they do

@@ -79,6 +79,57 @@ pub(crate) fn start_store_job(
     }))
 }
 
+/// Runs `f` (one process's write) as a job of its own on `store`: its heartbeat put first and
+/// renewed every `every` while `f` runs, and `f` given the store through which the shards it
+/// uploads mark their attempts. A `dataset clean` then spares those shards however long the
+/// write takes (a store tells a live writer from a dead one by its heartbeat, not by the age
+/// of its shards). When `f` is done the job is swept: the heartbeat, the markers, and every
+/// shard of its attempts that the version `f` committed (`kept`) does not list.
+pub(crate) fn as_store_job<T>(
+    store: &dyn Store,
+    every: Duration,
+    f: impl FnOnce(&dyn Store) -> Result<T>,
+    kept: impl FnOnce(&T) -> Vec<String>,
+) -> Result<T> {
+    let job_id = format!("write-{}", uuid::Uuid::new_v4().simple());
+    let key = heartbeat_key(&job_id);
+    store.put(&key, beat_text(&job_id).as_bytes())?;
+    let stop = (std::sync::Mutex::new(false), std::sync::Condvar::new());
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let (lock, cv) = &stop;
+            let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                let (guard, _) = cv
+                    .wait_timeout_while(stopped, every, |stop| !*stop)
+                    .unwrap_or_else(|p| p.into_inner());
+                if *guard {
+                    return;
+                }
+                // Renewed without the lock held: the stop is not held up by a slow PUT.
+                drop(guard);
+                let _ = store.put(&key, beat_text(&job_id).as_bytes());
+                stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+            }
+        });
+        let jobs = JobStore {
+            inner: store,
+            job_id: &job_id,
+            marked: Mutex::new(HashSet::new()),
+            check_beat: false,
+        };
+        let r = f(&jobs);
+        *stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        stop.1.notify_all();
+        r
+    });
+    let keep = result.as_ref().map(kept).unwrap_or_default();
+    // What the sweep leaves (a store that fails now), `dataset clean` takes once the
+    // heartbeat is stale.
+    let _ = sweep(store, &job_id, &keep.iter().map(String::as_str).collect());
+    result
+}
+
 fn job_over(store: &dyn Store, job_id: &str) -> DatasetError {
     DatasetError::input(format!(
         "{}: job {job_id} is not running there (committed, aborted, or never started: no {})",
@@ -93,11 +144,14 @@ struct JobStore<'a> {
     inner: &'a dyn Store,
     job_id: &'a str,
     marked: Mutex<HashSet<String>>,
+    /// Whether each shard first checks that the job still runs (a task of a distributed
+    /// job; a write that is its own job knows).
+    check_beat: bool,
 }
 
 impl JobStore<'_> {
     fn before_shard(&self, key: &str) -> Result<()> {
-        if self.inner.get(&heartbeat_key(self.job_id))?.is_none() {
+        if self.check_beat && self.inner.get(&heartbeat_key(self.job_id))?.is_none() {
             return Err(job_over(self.inner, self.job_id));
         }
         let Some(attempt) = attempt_of(key) else {
@@ -209,6 +263,7 @@ pub(crate) fn store_task(
         inner: store,
         job_id,
         marked: Mutex::new(HashSet::new()),
+        check_beat: true,
     };
     if store.get(&heartbeat_key(job_id))?.is_none() {
         return Err(job_over(store, job_id));

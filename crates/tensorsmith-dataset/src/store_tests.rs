@@ -721,3 +721,89 @@ fn a_write_whose_shard_a_clean_took_commits_nothing() {
         r.notes
     );
 }
+
+/// Arms `store`'s race hook: at the first listing of the versions after shards no version
+/// lists are in the folder (the running write's), they are dated two hours back (a write
+/// that has run that long) and a clean with no retention runs beside it.
+fn clean_beside_a_long_write(store: Arc<LocalStore>, listed: Vec<String>) {
+    let s = store.clone();
+    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
+        let theirs: Vec<std::path::PathBuf> = std::fs::read_dir(&s.dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("part-") && !listed.contains(&n)
+            })
+            .map(|e| e.path())
+            .collect();
+        if theirs.is_empty() {
+            return clean_beside_a_long_write(s, listed);
+        }
+        let then = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        for p in &theirs {
+            let f = std::fs::File::options().write(true).open(p).unwrap();
+            f.set_modified(then).unwrap();
+        }
+        let other = LocalStore::new(&s.dir);
+        clean_store(&other, Duration::ZERO).unwrap();
+    }));
+}
+
+#[test]
+fn a_clean_beside_a_write_that_runs_for_hours_spares_its_shards() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Arc::new(LocalStore::new(d.path()));
+    let first = write(&*store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let listed = first.shards.iter().map(|s| s.shard_path.clone()).collect();
+    clean_beside_a_long_write(store.clone(), listed);
+    let m = write(&*store, 8..16, WriteMode::Append).unwrap();
+    assert!(
+        store.after_versions_listed.lock().unwrap().is_none(),
+        "the clean ran"
+    );
+    assert_eq!(m.total_samples, 16);
+    let r = verify_store(&*store, None).unwrap();
+    assert!(
+        r.is_ok() && r.notes.is_empty(),
+        "{:?} {:?}",
+        r.problems,
+        r.notes
+    );
+    // The write's job is swept: no heartbeat, no marker left.
+    assert!(store
+        .list(crate::store_job::JOBS_PREFIX)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_clean_that_listed_before_a_write_committed_never_takes_its_shards() {
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    // Between the clean's listing of the versions and its look at the jobs, another writer
+    // commits version 2 and is stopped in its sweep: its heartbeat gone, its attempts'
+    // markers still there (an ended job).
+    let dir = d.path().to_path_buf();
+    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
+        let other = LocalStore::new(&dir);
+        let m = write(&other, 8..16, WriteMode::Append).unwrap();
+        for s in &m.shards {
+            if let Some(a) = crate::store_job::attempt_of(&s.shard_path) {
+                let marker = format!("{}write-stopped/attempt-{a}", crate::store_job::JOBS_PREFIX);
+                other.put(&marker, b"").unwrap();
+            }
+        }
+    }));
+    clean_store(&store, Duration::ZERO).unwrap();
+    assert!(store.after_versions_listed.lock().unwrap().is_none());
+    assert_eq!(Dataset::open(d.path()).unwrap().len().unwrap(), 16);
+    let r = verify_store(&store, None).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+    // The ended job's markers are swept.
+    assert!(store
+        .list(crate::store_job::JOBS_PREFIX)
+        .unwrap()
+        .is_empty());
+}

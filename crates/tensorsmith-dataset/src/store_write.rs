@@ -5,7 +5,10 @@
 //! is complete (store_upload.rs: staging then holds a few shards per task and upload thread,
 //! whatever the dataset's size); KV shards once duplicates are resolved, by the object-store
 //! commit (store_commit.rs), which then publishes the version with a conditional put;
-//! retired and abandoned objects older than the retention go after it (store_clean.rs).
+//! retired and abandoned objects older than the retention go after it (store_clean.rs). The
+//! write runs as a job of its own (store_job.rs `as_store_job`: a heartbeat renewed while it
+//! runs, its tasks' attempts marked), so a clean beside it spares its shards however long it
+//! takes; the commit also checks that every shard it uploaded is still there.
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
@@ -17,6 +20,7 @@ use crate::plan::Plan;
 use crate::store::Store;
 use crate::store_clean::clean_store;
 use crate::store_commit::commit_to_store;
+use crate::store_job::as_store_job;
 use crate::store_open::open_store;
 use crate::store_upload::{check, remove_uploaded, uploading};
 use crate::store_versions as sv;
@@ -74,44 +78,53 @@ pub(crate) fn write_to_store(
     )));
     std::fs::create_dir(&staging.0).map_err(|e| DatasetError::io(&staging.0, e))?;
     let batch = matches!(opts.naming, Naming::Batch(_));
-    let (reports, mut uploaded) = uploading(store, &staging.0, |queue| {
-        with_ctx(
-            &plan,
-            input,
-            opts,
-            &staging.0,
-            progress,
-            !job.reader_only,
-            job.pipelined,
-            // Batch shards are final once written: uploaded while the tasks go on.
-            batch.then_some(queue),
-            |ctx| {
-                let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
-                if let Naming::Kv { .. } = opts.naming {
-                    kv_resolve::resolve(ctx, &mut reports)?;
-                }
-                Ok(reports)
-            },
-        )
-    });
-    let reports = match reports.and_then(|r| check(&mut uploaded).map(|()| r)) {
-        Ok(r) => r,
-        Err(e) => {
-            remove_uploaded(store, &uploaded);
-            return Err(e);
-        }
-    };
-    // Another writer's commit (safetensors-spark's append) becomes a version first.
-    crate::store_adopt::adopt_store(store)?;
-    let manifest = commit_to_store(
+    // A job of its own, so that a clean beside a long write never takes its shards.
+    let committed = as_store_job(
         store,
-        &staging.0,
-        reports,
-        &uploaded.names,
-        opts,
-        job,
-        Some(progress),
+        job.heartbeat(),
+        |jobs| {
+            let (reports, mut uploaded) = uploading(jobs, &staging.0, |queue| {
+                with_ctx(
+                    &plan,
+                    input,
+                    opts,
+                    &staging.0,
+                    progress,
+                    !job.reader_only,
+                    job.pipelined,
+                    // Batch shards are final once written: uploaded while the tasks go on.
+                    batch.then_some(queue),
+                    |ctx| {
+                        let mut reports = run_tasks(ctx, ctx.input.total_rows(), threads)?;
+                        if let Naming::Kv { .. } = opts.naming {
+                            kv_resolve::resolve(ctx, &mut reports)?;
+                        }
+                        Ok(reports)
+                    },
+                )
+            });
+            let reports = match reports.and_then(|r| check(&mut uploaded).map(|()| r)) {
+                Ok(r) => r,
+                Err(e) => {
+                    remove_uploaded(store, &uploaded);
+                    return Err(e);
+                }
+            };
+            // Another writer's commit (safetensors-spark's append) becomes a version first.
+            crate::store_adopt::adopt_store(store)?;
+            commit_to_store(
+                store,
+                &staging.0,
+                reports,
+                &uploaded.names,
+                opts,
+                job,
+                Some(progress),
+            )
+        },
+        |m: &Manifest| m.shards.iter().map(|s| s.shard_path.clone()).collect(),
     )?;
+    let manifest = committed;
     drop(staging);
     // Retired shards, old versions and abandoned uploads older than the retention.
     let _ = clean_store(store, job.retain());
