@@ -527,31 +527,43 @@ fn an_append_with_an_index_over_a_version_without_one_reads_the_headers() {
     assert!(r.is_ok(), "{:?}", r.problems);
 }
 
-/// Arms `store`'s race hook: at the first listing of the versions after more than `n` shards
-/// are in the folder (the commit's, once the write's own are uploaded), another writer
-/// appends keys r10 and r11.
-fn race_after_upload(store: Arc<LocalStore>, n: usize) {
+/// Arms `store`'s race hook: at the first listing of the versions after shards that are not
+/// in `listed` are in the folder (a running write's, once uploaded), `act` runs on them.
+fn when_unlisted(
+    store: Arc<LocalStore>,
+    listed: Vec<String>,
+    act: impl FnOnce(&std::path::Path, Vec<std::path::PathBuf>) + Send + 'static,
+) {
     let s = store.clone();
     *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
-        let shards = std::fs::read_dir(&s.dir)
+        let theirs: Vec<std::path::PathBuf> = std::fs::read_dir(&s.dir)
             .unwrap()
             .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("part-"))
-            .count();
-        if shards <= n {
-            return race_after_upload(s, n);
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("part-") && !listed.contains(&n)
+            })
+            .map(|e| e.path())
+            .collect();
+        if theirs.is_empty() {
+            return when_unlisted(s, listed, act);
         }
-        let other = LocalStore::new(&s.dir);
-        let dups = crate::options::Duplicates::LastWin;
-        kv_write(
-            &other,
-            &kv_input(10..12, 0.0),
-            true,
-            dups,
-            WriteMode::Append,
-        )
-        .unwrap();
+        act(&s.dir, theirs);
     }));
+}
+
+/// Another writer appending keys r10 and r11 to the dataset in `dir`.
+fn other_writer_appends(dir: &std::path::Path, _: Vec<std::path::PathBuf>) {
+    let other = LocalStore::new(dir);
+    let dups = crate::options::Duplicates::LastWin;
+    kv_write(
+        &other,
+        &kv_input(10..12, 0.0),
+        true,
+        dups,
+        WriteMode::Append,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -567,7 +579,8 @@ fn a_last_win_append_that_loses_the_race_removes_the_copies_of_its_attempt() {
         WriteMode::ErrorIfExists,
     )
     .unwrap();
-    race_after_upload(store.clone(), first.shards.len());
+    let listed = first.shards.iter().map(|s| s.shard_path.clone()).collect();
+    when_unlisted(store.clone(), listed, other_writer_appends);
     let progress = Progress::default();
     let mut o = WriteOptions::kv("id");
     o.dtype = Some(DType::F32);
@@ -671,31 +684,16 @@ fn of_writers_replacing_one_local_object_as_they_read_it_one_wins() {
     }
 }
 
-/// Arms `store`'s race hook: at the first listing of the versions after a shard no version
-/// lists is in the folder (the running write's), it is deleted, as a `dataset clean` with a
-/// retention shorter than the write would.
-fn clean_takes_a_running_writers_shard(store: Arc<LocalStore>, listed: Vec<String>) {
-    let s = store.clone();
-    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
-        let theirs = std::fs::read_dir(&s.dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .find(|n| n.starts_with("part-") && !listed.contains(n));
-        match theirs {
-            Some(n) => std::fs::remove_file(s.dir.join(n)).unwrap(),
-            None => clean_takes_a_running_writers_shard(s, listed),
-        }
-    }));
-}
-
 #[test]
 fn a_write_whose_shard_a_clean_took_commits_nothing() {
     let d = tempfile::tempdir().unwrap();
     let store = Arc::new(LocalStore::new(d.path()));
     let first = write(&*store, 0..8, WriteMode::ErrorIfExists).unwrap();
     let listed = first.shards.iter().map(|s| s.shard_path.clone()).collect();
-    clean_takes_a_running_writers_shard(store.clone(), listed);
+    // A clean with a retention shorter than the write takes one of its shards.
+    when_unlisted(store.clone(), listed, |_, theirs| {
+        std::fs::remove_file(&theirs[0]).unwrap()
+    });
     let e = write(&*store, 8..16, WriteMode::Append).unwrap_err();
     assert!(
         matches!(e, DatasetError::Conflict { .. })
@@ -722,41 +720,22 @@ fn a_write_whose_shard_a_clean_took_commits_nothing() {
     );
 }
 
-/// Arms `store`'s race hook: at the first listing of the versions after shards no version
-/// lists are in the folder (the running write's), they are dated two hours back (a write
-/// that has run that long) and a clean with no retention runs beside it.
-fn clean_beside_a_long_write(store: Arc<LocalStore>, listed: Vec<String>) {
-    let s = store.clone();
-    *store.after_versions_listed.lock().unwrap() = Some(Box::new(move || {
-        let theirs: Vec<std::path::PathBuf> = std::fs::read_dir(&s.dir)
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("part-") && !listed.contains(&n)
-            })
-            .map(|e| e.path())
-            .collect();
-        if theirs.is_empty() {
-            return clean_beside_a_long_write(s, listed);
-        }
-        let then = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
-        for p in &theirs {
-            let f = std::fs::File::options().write(true).open(p).unwrap();
-            f.set_modified(then).unwrap();
-        }
-        let other = LocalStore::new(&s.dir);
-        clean_store(&other, Duration::ZERO).unwrap();
-    }));
-}
-
 #[test]
 fn a_clean_beside_a_write_that_runs_for_hours_spares_its_shards() {
     let d = tempfile::tempdir().unwrap();
     let store = Arc::new(LocalStore::new(d.path()));
     let first = write(&*store, 0..8, WriteMode::ErrorIfExists).unwrap();
     let listed = first.shards.iter().map(|s| s.shard_path.clone()).collect();
-    clean_beside_a_long_write(store.clone(), listed);
+    // Its shards dated two hours back (a write that has run that long), a clean with no
+    // retention runs beside it.
+    when_unlisted(store.clone(), listed, |dir, theirs| {
+        let then = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        for p in &theirs {
+            let f = std::fs::File::options().write(true).open(p).unwrap();
+            f.set_modified(then).unwrap();
+        }
+        clean_store(&LocalStore::new(dir), Duration::ZERO).unwrap();
+    });
     let m = write(&*store, 8..16, WriteMode::Append).unwrap();
     assert!(
         store.after_versions_listed.lock().unwrap().is_none(),
