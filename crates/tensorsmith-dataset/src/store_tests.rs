@@ -370,6 +370,17 @@ fn m_first(root: &std::path::Path) -> String {
     m["shards"][0]["shard_path"].as_str().unwrap().to_string()
 }
 
+/// The current version verifies with no problem and no note (no stray).
+fn assert_whole(store: &dyn Store) {
+    let r = verify_store(store, None).unwrap();
+    assert!(
+        r.is_ok() && r.notes.is_empty(),
+        "{:?} {:?}",
+        r.problems,
+        r.notes
+    );
+}
+
 /// Rows `ids` of a KV input: key `r{i}`, tensor `v` = `[base + i; 3]`.
 fn kv_input(ids: std::ops::Range<usize>, base: f32) -> Input {
     let mut v = ListBuilder::new(Float32Builder::new());
@@ -460,13 +471,7 @@ fn a_last_win_append_on_a_store_replaces_committed_keys_in_copies() {
             .shards
             .iter()
             .all(|s| d.path().join(&s.shard_path).exists()));
-        let r = verify_store(&store, None).unwrap();
-        assert!(
-            r.is_ok() && r.notes.is_empty(),
-            "{:?} {:?}",
-            r.problems,
-            r.notes
-        );
+        assert_whole(&store);
         // Only shards a version lists are in the store (no copy of a lost attempt).
         let listed: std::collections::HashSet<String> = first
             .shards
@@ -615,13 +620,7 @@ fn a_last_win_append_that_loses_the_race_removes_the_copies_of_its_attempt() {
     for e in store.list("part-").unwrap() {
         assert!(listed.contains(&e.key), "{} is listed by no version", e.key);
     }
-    let r = verify_store(&*store, None).unwrap();
-    assert!(
-        r.is_ok() && r.notes.is_empty(),
-        "{:?} {:?}",
-        r.problems,
-        r.notes
-    );
+    assert_whole(&*store);
 }
 
 #[test]
@@ -711,13 +710,7 @@ fn a_write_whose_shard_a_clean_took_commits_nothing() {
         .map(|e| e.key)
         .collect();
     assert_eq!(parts.len(), first.shards.len(), "{parts:?}");
-    let r = verify_store(&*store, None).unwrap();
-    assert!(
-        r.is_ok() && r.notes.is_empty(),
-        "{:?} {:?}",
-        r.problems,
-        r.notes
-    );
+    assert_whole(&*store);
 }
 
 #[test]
@@ -742,13 +735,7 @@ fn a_clean_beside_a_write_that_runs_for_hours_spares_its_shards() {
         "the clean ran"
     );
     assert_eq!(m.total_samples, 16);
-    let r = verify_store(&*store, None).unwrap();
-    assert!(
-        r.is_ok() && r.notes.is_empty(),
-        "{:?} {:?}",
-        r.problems,
-        r.notes
-    );
+    assert_whole(&*store);
     // The write's job is swept: no heartbeat, no marker left.
     assert!(store
         .list(crate::store_job::JOBS_PREFIX)
