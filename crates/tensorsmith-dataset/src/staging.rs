@@ -66,34 +66,10 @@ impl Heartbeat {
 
     /// Calls `renew` every `every` until stopped, or until `renew` returns false (what it
     /// marks is gone). The first mark is the caller's.
-    pub fn renewing(
-        every: Duration,
-        mut renew: impl FnMut() -> bool + Send + 'static,
-    ) -> Heartbeat {
+    pub fn renewing(every: Duration, renew: impl FnMut() -> bool + Send + 'static) -> Heartbeat {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let s = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let (lock, cv) = &*s;
-            let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                // The flag is checked before each wait: a stop that came before the thread
-                // first took the lock must not cost a whole interval.
-                let (guard, _) = cv
-                    .wait_timeout_while(stopped, every, |stop| !*stop)
-                    .unwrap_or_else(|p| p.into_inner());
-                stopped = guard;
-                if *stopped {
-                    return;
-                }
-                // Renewed without the lock held: a stop does not wait for a slow renewal
-                // (a PUT to a store) to be noticed.
-                drop(stopped);
-                if !renew() {
-                    return;
-                }
-                stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
-            }
-        });
+        let thread = std::thread::spawn(move || renew_until_stopped(&s, every, renew));
         Heartbeat {
             stop,
             thread: Some(thread),
@@ -102,13 +78,48 @@ impl Heartbeat {
 
     /// Stops the renewals and waits for the thread.
     pub fn stop(&mut self) {
-        let (lock, cv) = &*self.stop;
-        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        cv.notify_all();
+        stop_renewals(&self.stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
+}
+
+/// A stop flag and the condition its renewing thread waits on.
+pub(crate) type StopFlag = (Mutex<bool>, Condvar);
+
+/// Calls `renew` every `every` until `stop` is raised ([`stop_renewals`]) or `renew` returns
+/// false: the body of a renewing thread, scoped or not.
+pub(crate) fn renew_until_stopped(
+    stop: &StopFlag,
+    every: Duration,
+    mut renew: impl FnMut() -> bool,
+) {
+    let (lock, cv) = stop;
+    let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        // The flag is checked before each wait: a stop that came before the thread first
+        // took the lock must not cost a whole interval.
+        let (guard, _) = cv
+            .wait_timeout_while(stopped, every, |stop| !*stop)
+            .unwrap_or_else(|p| p.into_inner());
+        if *guard {
+            return;
+        }
+        // Renewed without the lock held: a stop does not wait for a slow renewal (a PUT to a
+        // store) to be noticed.
+        drop(guard);
+        if !renew() {
+            return;
+        }
+        stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// Raises `stop`: its renewing thread returns at once.
+pub(crate) fn stop_renewals(stop: &StopFlag) {
+    *stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    stop.1.notify_all();
 }
 
 impl Drop for Heartbeat {

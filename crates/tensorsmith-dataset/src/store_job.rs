@@ -26,7 +26,7 @@ use crate::job_options::{JobOptions, Progress};
 use crate::manifest::{is_shard_file_name, Manifest, ShardInfo};
 use crate::options::{Duplicates, Naming, WriteOptions};
 use crate::plan::Plan;
-use crate::staging::Heartbeat;
+use crate::staging::{renew_until_stopped, stop_renewals, Heartbeat, StopFlag};
 use crate::store::{Entry, Store, Upload};
 use crate::store_commit::{commit_to_store, upload_shards};
 use crate::store_upload::{check, remove_uploaded, uploading};
@@ -94,23 +94,13 @@ pub(crate) fn as_store_job<T>(
     let job_id = format!("write-{}", uuid::Uuid::new_v4().simple());
     let key = heartbeat_key(&job_id);
     store.put(&key, beat_text(&job_id).as_bytes())?;
-    let stop = (std::sync::Mutex::new(false), std::sync::Condvar::new());
+    let stop: StopFlag = (Mutex::new(false), std::sync::Condvar::new());
     let result = std::thread::scope(|s| {
         s.spawn(|| {
-            let (lock, cv) = &stop;
-            let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                let (guard, _) = cv
-                    .wait_timeout_while(stopped, every, |stop| !*stop)
-                    .unwrap_or_else(|p| p.into_inner());
-                if *guard {
-                    return;
-                }
-                // Renewed without the lock held: the stop is not held up by a slow PUT.
-                drop(guard);
+            renew_until_stopped(&stop, every, || {
                 let _ = store.put(&key, beat_text(&job_id).as_bytes());
-                stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
-            }
+                true
+            })
         });
         let jobs = JobStore {
             inner: store,
@@ -119,8 +109,7 @@ pub(crate) fn as_store_job<T>(
             check_beat: false,
         };
         let r = f(&jobs);
-        *stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        stop.1.notify_all();
+        stop_renewals(&stop);
         r
     });
     let keep = result.as_ref().map(kept).unwrap_or_default();
