@@ -128,19 +128,11 @@ pub(crate) fn header(store: &dyn Store, key: &str) -> Result<TensorIndex> {
 /// The headers of `keys` in their order, `store.concurrency()` read at once (a dataset's
 /// shards: one round trip each).
 pub(crate) fn headers(store: &dyn Store, keys: &[&str]) -> Vec<Result<TensorIndex>> {
-    let next = AtomicUsize::new(0);
     let out: Vec<Mutex<Option<Result<TensorIndex>>>> =
         keys.iter().map(|_| Mutex::new(None)).collect();
-    let threads = store.concurrency().clamp(1, keys.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(key) = keys.get(i) else { return };
-                let h = header(store, key);
-                *out[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
-            });
-        }
+    at_once(store.concurrency(), keys.len(), |i| {
+        *out[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(header(store, keys[i]));
+        true
     });
     out.into_iter()
         .map(|m| {
@@ -149,4 +141,26 @@ pub(crate) fn headers(store: &dyn Store, keys: &[&str]) -> Vec<Result<TensorInde
                 .expect("every key was read")
         })
         .collect()
+}
+
+/// Runs `step(i)` for every `i < n` on up to `threads` threads (the store's requests at
+/// once), each taking the next index; a step that returns false stops every thread before
+/// its next index.
+pub(crate) fn at_once(threads: usize, n: usize, step: impl Fn(usize) -> bool + Sync) {
+    let next = AtomicUsize::new(0);
+    let stopped = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n || stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                if !step(i) {
+                    stopped.store(true, Ordering::Relaxed);
+                    return;
+                }
+            });
+        }
+    });
 }

@@ -24,13 +24,13 @@ use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
 use crate::options::WriteOptions;
 use crate::publish::test_pause;
-use crate::store::{Expect, Store};
+use crate::store::{at_once, Expect, Store};
 use crate::store_versions::{self as sv, index_key, version_key};
 use crate::task_report::TaskReport;
 use crate::versions::to_bytes;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 /// Versions other writers may commit under this one before it gives up.
@@ -82,32 +82,18 @@ pub(crate) fn commit_to_store(
 /// Moves each shard in to its final name, `store.concurrency()` at a time (uploaded and
 /// removed from staging; renamed on a local disk).
 pub(crate) fn upload_shards(store: &dyn Store, staging: &Path, shards: &[ShardInfo]) -> Result<()> {
-    let next = AtomicUsize::new(0);
     let first_err: Mutex<Option<DatasetError>> = Mutex::new(None);
-    let threads = store.concurrency().clamp(1, shards.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(shard) = shards.get(i) else { return };
-                if first_err
+    at_once(store.concurrency(), shards.len(), |i| {
+        let name = &shards[i].shard_path;
+        match store.adopt(name, &staging.join(name)) {
+            Ok(()) => true,
+            Err(e) => {
+                first_err
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .is_some()
-                {
-                    return;
-                }
-                match store.adopt(&shard.shard_path, &staging.join(&shard.shard_path)) {
-                    Ok(()) => {}
-                    Err(e) => {
-                        first_err
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(e);
-                        return;
-                    }
-                }
-            });
+                    .get_or_insert(e);
+                false
+            }
         }
     });
     match first_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
