@@ -441,14 +441,8 @@ fn write(a: &WriteArgs) -> u8 {
             let written = progress.shards.load(Ordering::Relaxed);
             let reader = written.saturating_sub(copied + decoded);
             let retries = count(progress.commit_retries.load(Ordering::Relaxed), "retry");
-            // A store has no commit lock: its conflicts are versions created first by others.
-            let commit = match tensorsmith::bytes::scheme_name(out_loc) {
-                Some(_) => format!("commit: {retries}"),
-                None => format!(
-                    "commit lock held {:.1} ms, {retries}",
-                    progress.lock_held_us.load(Ordering::Relaxed) as f64 / 1e3
-                ),
-            };
+            // Its conflicts: versions other writers created first.
+            let commit = format!("commit: {retries}");
             let parquet = input.files().iter().any(|f| f.kind == InputKind::Parquet);
             let arrow = input.files().iter().any(|f| f.kind != InputKind::Parquet);
             let how = match (parquet, arrow) {

@@ -3,8 +3,8 @@
 //! duplicate keys resolved (KV), then, optimistically, the next version prepared against the
 //! current one outside the lock (commit_prepare.rs) and published under the dataset's commit
 //! lock if that version is still current (publish.rs); else prepared again. A writer that
-//! keeps losing prepares under the lock, so every writer finishes. After the commit,
-//! what is older than the retention goes (retention.rs).
+//! keeps losing prepares under the lock, so every writer finishes. The caller cleans after
+//! it (retention.rs).
 
 use crate::commit_base::BaseAt;
 use crate::commit_lock;
@@ -15,7 +15,6 @@ use crate::job_options::{JobOptions, Progress};
 use crate::manifest::{is_shard_file_name, Manifest, TensorSchema};
 use crate::options::{Naming, WriteOptions};
 use crate::publish::publish;
-use crate::retention;
 use crate::task_report::TaskReport;
 use crate::versions::{current_id, Snapshot};
 use std::collections::{BTreeMap, HashSet};
@@ -143,14 +142,6 @@ pub(crate) fn commit(
         drop(prepared);
         break manifest;
     };
-    // Retired shards, old versions and staging of dead writers older than the retention.
-    let retain = job.retain();
-    let _ = retention::clean_with(
-        out,
-        retain,
-        retain.max(retention::STAGING_FLOOR),
-        job.lock_timeout(),
-    );
     Ok(manifest)
 }
 

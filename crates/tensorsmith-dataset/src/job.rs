@@ -197,6 +197,14 @@ pub fn commit_job_with(
     opts.check()?;
     let manifest = commit(dir, &staging, reports, opts, job, None)?;
     let _ = std::fs::remove_dir_all(&staging);
+    // Retired shards, old versions and staging of dead writers older than the retention.
+    let retain = job.retain();
+    let _ = crate::retention::clean_with(
+        dir,
+        retain,
+        retain.max(crate::retention::STAGING_FLOOR),
+        job.lock_timeout(),
+    );
     Ok(manifest)
 }
 

@@ -40,6 +40,7 @@ mod kv_keys;
 // Writing: task reports, duplicates, the plan, tasks and their strategies, the commit,
 // the job API and write_dataset.
 mod batch_strategy;
+mod clean_report;
 mod commit;
 mod commit_base;
 mod commit_prepare;
@@ -56,6 +57,7 @@ mod shard_pipe;
 mod shard_record;
 mod task;
 mod task_context;
+mod task_ranges;
 mod task_report;
 mod write;
 // The object-store protocol: the store seam, its local folder, S3, Azure and GCS stores, the
@@ -67,7 +69,7 @@ mod store_commit;
 mod store_gcs;
 mod store_index;
 mod store_job;
-#[cfg(test)]
+mod store_job_marks;
 mod store_local;
 mod store_object;
 mod store_open;
@@ -113,9 +115,9 @@ pub use staging::{
     DEFAULT_STALE_AFTER,
 };
 pub use store_clean::ABANDONED_FLOOR;
-pub use store_write::write_dataset_to;
+pub use task_ranges::task_ranges;
 pub use task_report::TaskReport;
 pub use tensor_index_file::IndexEntry;
 pub use verify::{verify, verify_version, verify_with, DatasetReport};
 pub use versions::{format_utc, Snapshot, Version};
-pub use write::{task_ranges, write_dataset};
+pub use write::{write_dataset, write_dataset_to};

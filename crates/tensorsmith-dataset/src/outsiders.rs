@@ -38,6 +38,29 @@ pub(crate) fn shard_named_files(dir: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The attempts (`<task>-<uuid>`) that writers' jobs marked in `dir`
+/// (`_tensorsmith/jobs/<job>/attempt-<attempt>`, store_job.rs): whose shards are tensorsmith's.
+pub(crate) fn job_attempts(dir: &Path) -> std::collections::HashSet<String> {
+    let jobs = crate::versions::meta_dir(dir).join("jobs");
+    let mut out = std::collections::HashSet::new();
+    for job in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(job.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Some(a) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("attempt-"))
+            {
+                out.insert(a.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// A write in mode error or append into `dir`, which holds no dataset: refused when files
 /// named like shards are there (a reader of the layout could take them for the dataset's).
 /// (Shards a killed commit of this folder left, which `_tensorsmith/pending` names, are not in
@@ -54,9 +77,13 @@ pub(crate) fn refuse_in_the_way(dir: &Path, mode: WriteMode) -> Result<()> {
     // outside the commit lock sees when it reads the current version after this).
     let listed = shard_named_files(dir)?;
     let pending = crate::pending::pending_names(dir)?;
+    // A writer marks its attempt before its first shard moves in, so the markers read after
+    // the listing name every writer's shard in it: those are ours, not in the way.
+    let ours = job_attempts(dir);
     let names: Vec<String> = listed
         .into_iter()
         .filter(|n| !pending.contains(n))
+        .filter(|n| !crate::shard_record::attempt_of(n).is_some_and(|a| ours.contains(&a)))
         .collect();
     if names.is_empty() {
         return Ok(());

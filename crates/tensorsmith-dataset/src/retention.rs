@@ -7,14 +7,16 @@
 //! version ever listed is never removed, whatever its name. It holds the commit lock, so no commit runs meanwhile, and it
 //! repairs the entry files of a commit killed after its commit point.
 
+pub use crate::clean_report::{CleanReport, Kept, RetiredShard, VersionInfo};
 use crate::commit_lock::{self, DEFAULT_LOCK_TIMEOUT};
 use crate::error::{DatasetError, Result};
-use crate::manifest::{is_index_file_name, is_shard_file_name, MANIFEST_NAME};
+use crate::manifest::MANIFEST_NAME;
 use crate::publish::{remove_pending, republish};
-
-use crate::versions::{self, indexes_dir, now_ms, version_path, Snapshot};
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use crate::store_clean::clean_folder_store;
+use crate::store_local::LocalStore;
+use crate::versions::{self, now_ms, version_path, Snapshot};
+use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// A live writer renews its staging heartbeat every minute: the CLI and the commits' own
@@ -24,53 +26,6 @@ pub const STAGING_FLOOR: Duration = Duration::from_secs(3 * 60);
 /// Temporary and unreferenced files of writers are kept at least this long (a writer may
 /// still be waiting for the lock with them).
 const WRITER_FILES_FLOOR: Duration = Duration::from_secs(3600);
-
-/// What `clean` removed.
-#[derive(Debug, Default)]
-pub struct CleanReport {
-    pub staging: Vec<PathBuf>,
-    pub versions: Vec<u64>,
-    /// Shard files removed, with their bytes.
-    pub shards: Vec<(String, u64)>,
-    pub index_files: Vec<String>,
-    /// Multipart uploads never completed that were aborted (object stores), as `URL (upload ID)`.
-    pub uploads: Vec<String>,
-    /// Whether `dataset_manifest.json` was written again from the current version.
-    pub repaired: bool,
-    /// What the clean left for now because it is too recent, and when a clean with the same
-    /// retention will take it.
-    pub kept: Vec<Kept>,
-}
-
-/// Something `clean` leaves for now: what it is, and from when (milliseconds since the epoch)
-/// a clean with the same retention removes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kept {
-    pub what: String,
-    pub from_ms: u64,
-}
-
-/// A version of a dataset, as `dataset info` lists it.
-#[derive(Debug, Clone)]
-pub struct VersionInfo {
-    pub version: u64,
-    pub mode: String,
-    pub committed_ms: u64,
-    pub shards: usize,
-    pub samples: u64,
-    pub bytes: u64,
-    /// When a later version replaced it (`None`: the current version).
-    pub superseded_ms: Option<u64>,
-}
-
-/// A shard that only versions older than the current one list.
-#[derive(Debug, Clone)]
-pub struct RetiredShard {
-    pub shard_path: String,
-    pub bytes: u64,
-    /// The last version that lists it.
-    pub last_version: u64,
-}
 
 fn mtime_ms(p: &Path) -> Option<u64> {
     std::fs::metadata(p)
@@ -118,15 +73,16 @@ pub fn clean_with(
     let _lock = commit_lock::acquire(dir, timeout)?;
     // Another writer's manifest is adopted or refused before anything is removed: its
     // shards are listed by no version yet.
-    let current = crate::foreign::current_checked(dir)?;
-    let mut report = CleanReport::default();
+    crate::foreign::current_checked(dir)?;
+    let mut staging = Vec::new();
+    let mut kept = Vec::new();
     for f in crate::staging::staging_folders(dir)? {
         if f.idle > staging_idle {
             std::fs::remove_dir_all(&f.path).map_err(|e| DatasetError::io(&f.path, e))?;
-            report.staging.push(f.path);
+            staging.push(f.path);
         } else {
             let idle_ms = f.idle.as_millis() as u64;
-            report.kept.push(Kept {
+            kept.push(Kept {
                 what: format!(
                     "staging folder {} (a writer's, idle {} s)",
                     f.path.display(),
@@ -136,96 +92,27 @@ pub fn clean_with(
             });
         }
     }
-    for name in remove_pending(dir)? {
-        report.shards.push((name, 0));
-    }
-    let list = versions::list(dir)?;
-    let now = now_ms();
-    let limit = older_than.as_millis() as u64;
-    let mut remove = Vec::new();
-    for w in list.windows(2) {
-        let superseded = mtime_ms(&version_path(dir, w[1])).unwrap_or(now);
-        if now.saturating_sub(superseded) >= limit {
-            remove.push(w[0]);
-        } else {
-            report.kept.push(Kept {
-                what: format!("version {} (and the shards only it lists)", w[0]),
-                from_ms: superseded + limit,
-            });
-        }
-    }
-    let keep_versions: Vec<u64> = list
-        .iter()
-        .copied()
-        .filter(|v| !remove.contains(v))
-        .collect();
-    // The shards and index files that the remaining versions list. Only a shard that a
-    // removed version lists (and no remaining one) is removed: a file no version of this
-    // dataset ever listed is not tensorsmith's to delete, whatever its name (a user's own
-    // `part-*.safetensors`, another writer's shard). Killed commits name theirs in
-    // `_tensorsmith/pending` (removed above).
-    let mut keep: HashSet<String> = HashSet::new();
-    let mut keep_index: HashSet<String> = HashSet::new();
-    if current.as_ref().is_some_and(|s| s.versioned) {
-        for &v in &keep_versions {
-            let v = versions::read(dir, v)?;
-            keep.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
-            keep_index.extend(v.index);
-        }
-    }
-    // Index files of removed versions go now; other unreferenced ones (a writer waiting for
-    // the lock, or killed) only past the floor.
-    let mut removed_index: HashSet<String> = HashSet::new();
-    let mut retired: HashSet<String> = HashSet::new();
-    for &v in &remove {
-        if let Ok(v) = versions::read(dir, v) {
-            removed_index.extend(v.index);
-            retired.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
-        }
-        versions::remove(dir, v)?;
-        report.versions.push(v);
-    }
-    let mut retired: Vec<String> = retired.into_iter().filter(|n| !keep.contains(n)).collect();
-    retired.sort();
-    for name in retired {
-        if !is_shard_file_name(&name) {
-            continue;
-        }
-        let path = dir.join(&name);
-        match std::fs::metadata(&path) {
-            Ok(m) => {
-                std::fs::remove_file(&path).map_err(|err| DatasetError::io(&path, err))?;
-                report.shards.push((name, m.len()));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(DatasetError::io(&path, e)),
-        }
-    }
+    // Shards a commit of the lock's protocol (a distributed job's) moved in and was killed
+    // before publishing.
+    let pending = remove_pending(dir)?;
+    // The rest as on any store: the folder is one (store_local.rs), its lock held here.
+    let mut report = clean_folder_store(&LocalStore::locked(dir), older_than)?;
+    report.staging = staging;
+    kept.append(&mut report.kept);
+    report.kept = kept;
+    report.shards.extend(pending.into_iter().map(|n| (n, 0)));
     report.shards.sort();
+    // Temporary version files of writers killed while writing one.
     let floor = older_than.max(WRITER_FILES_FLOOR).as_millis() as u64;
-    let old = |p: &Path| now.saturating_sub(mtime_ms(p).unwrap_or(now)) >= floor;
-    if !keep_versions.is_empty() {
-        if let Ok(entries) = std::fs::read_dir(indexes_dir(dir)) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let unused = is_index_file_name(&name) && !keep_index.contains(&name);
-                if unused && (removed_index.contains(&name) || old(&e.path())) {
-                    let _ = std::fs::remove_file(e.path());
-                    report.index_files.push(name);
-                }
-            }
-        }
-    }
+    let now = now_ms();
     if let Ok(entries) = std::fs::read_dir(versions::versions_dir(dir)) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.ends_with(".tmp") && old(&e.path()) {
+            let old = now.saturating_sub(mtime_ms(&e.path()).unwrap_or(now)) >= floor;
+            if name.starts_with('.') && name.ends_with(".tmp") && old {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-    }
-    if let Some(s) = Snapshot::current(dir)? {
-        report.repaired = republish(dir, &s)?;
     }
     Ok(report)
 }

@@ -55,6 +55,14 @@ impl ShardNamer {
     }
 }
 
+/// The attempt (`<task>-<uuid>`) a shard name `part-<task>-<n>-<uuid>.safetensors` is of.
+pub(crate) fn attempt_of(shard: &str) -> Option<String> {
+    let rest = shard.strip_prefix("part-")?.strip_suffix(".safetensors")?;
+    let (task, rest) = rest.split_once('-')?;
+    let (_, uuid) = rest.split_once('-')?;
+    Some(format!("{task}-{uuid}"))
+}
+
 /// Whether `name` is a shard name a writer's [`ShardNamer`] gives: `part-`, five or more
 /// digits, four or more digits, a UUID, `.safetensors`. A store's clean takes a file it finds
 /// no version listing for an abandoned upload only if it is so named (a user's

@@ -8,13 +8,14 @@
 //! heartbeat (store_job.rs: every write and job runs as one), and anything else by age. `dataset_manifest.json` and the index are written again when they do
 //! not mirror the current version.
 
+use crate::clean_report::{CleanReport, Kept};
 use crate::error::{DatasetError, Result};
 use crate::manifest::{is_index_file_name, is_shard_file_name, INDEX_NAME, MANIFEST_NAME};
-use crate::retention::{CleanReport, Kept};
+use crate::shard_record::attempt_of;
 use crate::shard_record::is_writer_shard_name;
 use crate::store::Store;
 use crate::store_commit::mirror_entry_files;
-use crate::store_job::{attempt_of, jobs, sweep};
+use crate::store_job_marks::{jobs, sweep};
 use crate::store_versions::{self as sv, index_key, removed_key, version_key, INDEX_PREFIX};
 use crate::versions::{now_ms, Snapshot};
 use std::collections::{HashMap, HashSet};
@@ -26,6 +27,20 @@ pub const ABANDONED_FLOOR: Duration = Duration::from_secs(3600);
 
 /// Removes from `store` what has been retired or abandoned for longer than `older_than`.
 pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<CleanReport> {
+    clean(store, older_than, true)
+}
+
+/// [`clean_store`] of a local folder: a shard no version lists goes only as part of a job
+/// whose heartbeat stopped (every local write runs as one), never by its name and age
+/// alone, for the folder may hold a user's copies of another dataset's shards.
+pub(crate) fn clean_folder_store(store: &dyn Store, older_than: Duration) -> Result<CleanReport> {
+    clean(store, older_than, false)
+}
+
+/// `strays_by_age`: whether a shard named as a writer names them that no version or job
+/// accounts for is taken once older than the floor (on a store, where writers before jobs
+/// left such shards).
+fn clean(store: &dyn Store, older_than: Duration, strays_by_age: bool) -> Result<CleanReport> {
     let mut report = CleanReport::default();
     let now = now_ms();
     let limit = older_than.as_millis() as u64;
@@ -110,7 +125,7 @@ pub(crate) fn clean_store(store: &dyn Store, older_than: Duration) -> Result<Cle
             );
             continue;
         }
-        let writers = is_writer_shard_name(name) && !listed.contains(name);
+        let writers = strays_by_age && is_writer_shard_name(name) && !listed.contains(name);
         if removed_lists.contains(name) || (writers && abandoned(e.modified_ms)) {
             store.delete(name)?;
             report.shards.push((e.key.clone(), e.size));

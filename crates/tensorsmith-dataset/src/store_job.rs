@@ -26,9 +26,11 @@ use crate::job_options::{JobOptions, Progress};
 use crate::manifest::{is_shard_file_name, Manifest, ShardInfo};
 use crate::options::{Duplicates, Naming, WriteOptions};
 use crate::plan::Plan;
+use crate::shard_record::attempt_of;
 use crate::staging::{renew_until_stopped, stop_renewals, Heartbeat, StopFlag};
 use crate::store::{Entry, Store, Upload};
 use crate::store_commit::{commit_to_store, upload_shards};
+use crate::store_job_marks::{heartbeat_key, sweep, JOBS_PREFIX};
 use crate::store_upload::{check, remove_uploaded, uploading};
 use crate::store_versions as sv;
 use crate::task_report::TaskReport;
@@ -39,21 +41,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 use tensorsmith::bytes::ReadAt;
-
-/// Where jobs keep their heartbeats and attempt markers.
-pub(crate) const JOBS_PREFIX: &str = "_tensorsmith/jobs/";
-
-fn heartbeat_key(job_id: &str) -> String {
-    format!("{JOBS_PREFIX}{job_id}/heartbeat")
-}
-
-/// The attempt (`<task>-<uuid>`) a shard name `part-<task>-<n>-<uuid>.safetensors` is of.
-pub(crate) fn attempt_of(shard: &str) -> Option<String> {
-    let rest = shard.strip_prefix("part-")?.strip_suffix(".safetensors")?;
-    let (task, rest) = rest.split_once('-')?;
-    let (_, uuid) = rest.split_once('-')?;
-    Some(format!("{task}-{uuid}"))
-}
 
 fn beat_text(job_id: &str) -> String {
     format!(
@@ -373,64 +360,6 @@ pub(crate) fn abort_store_job(store: &dyn Store, job_id: &str) -> Result<()> {
         })
         .unwrap_or_default();
     sweep(store, job_id, &keep)
-}
-
-/// Deletes the heartbeat of job `job_id` (first: no attempt uploads after it), then every
-/// shard of its attempts not in `keep`, then the attempt markers.
-pub(crate) fn sweep(store: &dyn Store, job_id: &str, keep: &HashSet<&str>) -> Result<()> {
-    store.delete(&heartbeat_key(job_id))?;
-    let prefix = format!("{JOBS_PREFIX}{job_id}/");
-    for marker in store.list(&prefix)? {
-        if let Some(attempt) = marker.key[prefix.len()..].strip_prefix("attempt-") {
-            delete_attempt(store, attempt, keep)?;
-        }
-        store.delete(&marker.key)?;
-    }
-    Ok(())
-}
-
-/// Deletes the shards of attempt `<task>-<uuid>` that are not in `keep`.
-fn delete_attempt(store: &dyn Store, attempt: &str, keep: &HashSet<&str>) -> Result<()> {
-    let Some((task, _)) = attempt.split_once('-') else {
-        return Ok(());
-    };
-    for e in store.list(&format!("part-{task}-"))? {
-        if attempt_of(&e.key).as_deref() == Some(attempt) && !keep.contains(e.key.as_str()) {
-            store.delete(&e.key)?;
-        }
-    }
-    Ok(())
-}
-
-/// What a store holds of one job.
-#[derive(Debug, Default)]
-pub(crate) struct JobObjects {
-    /// How long ago its heartbeat was renewed (ms), `None` when it is gone (the job ended).
-    pub beat_age_ms: Option<u64>,
-    /// Its attempts (`<task>-<uuid>`), from their markers.
-    pub attempts: Vec<String>,
-}
-
-/// The jobs of `store` by id.
-pub(crate) fn jobs(store: &dyn Store) -> Result<HashMap<String, JobObjects>> {
-    let now = now_ms();
-    let mut out: HashMap<String, JobObjects> = HashMap::new();
-    for e in store.list(JOBS_PREFIX)? {
-        let Some((job, name)) = e.key[JOBS_PREFIX.len()..].split_once('/') else {
-            continue;
-        };
-        let slot = out.entry(job.to_string()).or_default();
-        if name == "heartbeat" {
-            // Undated (the store does not say): taken for fresh, never for dead.
-            slot.beat_age_ms = Some(match e.modified_ms {
-                0 => 0,
-                at => now.saturating_sub(at),
-            });
-        } else if let Some(attempt) = name.strip_prefix("attempt-") {
-            slot.attempts.push(attempt.to_string());
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! temporary name, fsynced and renamed, an exclusive create is a hard link of such a file
 //! (it fails when the name exists, as `If-None-Match: *` does on S3; the file and the folder
 //! fsynced, so a created version survives a crash), a finished shard moves in by a rename
-//! (a copy across filesystems), a listing walks the folders below the prefix. Local datasets
-//! still keep their own protocol (commit lock, shards renamed in: commit.rs); this runs the
-//! object-store protocol on a disk, for its tests and as the first step of one protocol.
+//! (a copy across filesystems), a listing walks the folders below the prefix. A replace (the
+//! manifest mirror) runs under the dataset's lock. Local datasets are written through it
+//! (write.rs); distributed jobs on a folder still commit with the lock (commit.rs).
 
 use crate::commit_lock::sync_dir;
 use crate::error::{DatasetError, Result};
@@ -28,6 +28,9 @@ pub(crate) struct LocalStore {
     /// Run once after the next listing of the versions: another writer acting between a
     /// writer's look at the versions and what it does next, for the tests of races.
     pub after_versions_listed: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// Whether the caller holds the dataset's lock (a local `dataset clean`): a replace
+    /// then does not take it again.
+    lock_held: bool,
 }
 
 impl LocalStore {
@@ -38,6 +41,15 @@ impl LocalStore {
             fail_in: AtomicUsize::new(usize::MAX),
             opened: AtomicUsize::new(0),
             after_versions_listed: std::sync::Mutex::new(None),
+            lock_held: false,
+        }
+    }
+
+    /// The folder as a store for a caller that holds its lock (`commit_lock::acquire`).
+    pub fn locked(dir: &Path) -> LocalStore {
+        LocalStore {
+            lock_held: true,
+            ..LocalStore::new(dir)
         }
     }
 
@@ -55,6 +67,9 @@ impl LocalStore {
 
     /// The test hooks of a shard moving in: the injected failure, the staging's peak.
     fn before_shard(&self, key: &str, from: &Path) -> Result<()> {
+        if !cfg!(test) {
+            return Ok(());
+        }
         if key.starts_with("part-") && self.fail_in.fetch_sub(1, Ordering::Relaxed) == 0 {
             return Err(DatasetError::io(
                 self.path(key),
@@ -129,8 +144,13 @@ impl Store for LocalStore {
         // Compared and written under the dataset's commit lock (a `flock`: it excludes other
         // processes, and other threads, which open the lock file on their own); S3 compares
         // on the server.
-        let _held =
-            crate::commit_lock::acquire(&self.dir, crate::commit_lock::DEFAULT_LOCK_TIMEOUT)?;
+        let _held = match self.lock_held {
+            true => None,
+            false => Some(crate::commit_lock::acquire(
+                &self.dir,
+                crate::commit_lock::DEFAULT_LOCK_TIMEOUT,
+            )?),
+        };
         let now = self.get(key)?;
         let same = match (expect, &now) {
             (Expect::Absent, None) => true,
@@ -240,7 +260,7 @@ impl Store for LocalStore {
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
-        if prefix == crate::store_versions::VERSIONS_PREFIX {
+        if cfg!(test) && prefix == crate::store_versions::VERSIONS_PREFIX {
             let hook = self
                 .after_versions_listed
                 .lock()
@@ -256,7 +276,16 @@ impl Store for LocalStore {
     fn delete(&self, key: &str) -> Result<()> {
         let p = self.path(key);
         match std::fs::remove_file(&p) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                // A job's folder goes with its last object (only the job and a clean of it
+                // once ended touch it); other folders stay, as writers create files in them.
+                if key.starts_with(crate::store_job_marks::JOBS_PREFIX) {
+                    if let Some(d) = p.parent() {
+                        let _ = std::fs::remove_dir(d);
+                    }
+                }
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(DatasetError::io(&p, e)),
         }

@@ -11,7 +11,20 @@ use crate::store_clean::clean_store;
 use crate::store_local::LocalStore;
 use crate::store_verify::verify_store;
 use crate::store_versions as sv;
-use crate::store_write::write_to_store;
+use crate::store_write;
+
+/// A write into `store` and the clean after it, as `write_dataset_to` runs them.
+fn write_to_store(
+    input: &Input,
+    store: &dyn Store,
+    o: &WriteOptions,
+    job: &JobOptions,
+    progress: &Progress,
+) -> crate::Result<Manifest> {
+    let m = store_write::write_to_store(input, store, None, o, job, progress)?;
+    let _ = crate::store_clean::clean_store(store, job.retain());
+    Ok(m)
+}
 use crate::{Dataset, DatasetError, Input, Manifest};
 use arrow_array::builder::{Float32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
@@ -738,7 +751,7 @@ fn a_clean_beside_a_write_that_runs_for_hours_spares_its_shards() {
     assert_whole(&*store);
     // The write's job is swept: no heartbeat, no marker left.
     assert!(store
-        .list(crate::store_job::JOBS_PREFIX)
+        .list(crate::store_job_marks::JOBS_PREFIX)
         .unwrap()
         .is_empty());
 }
@@ -756,8 +769,11 @@ fn a_clean_that_listed_before_a_write_committed_never_takes_its_shards() {
         let other = LocalStore::new(&dir);
         let m = write(&other, 8..16, WriteMode::Append).unwrap();
         for s in &m.shards {
-            if let Some(a) = crate::store_job::attempt_of(&s.shard_path) {
-                let marker = format!("{}write-stopped/attempt-{a}", crate::store_job::JOBS_PREFIX);
+            if let Some(a) = crate::shard_record::attempt_of(&s.shard_path) {
+                let marker = format!(
+                    "{}write-stopped/attempt-{a}",
+                    crate::store_job_marks::JOBS_PREFIX
+                );
                 other.put(&marker, b"").unwrap();
             }
         }
@@ -769,7 +785,7 @@ fn a_clean_that_listed_before_a_write_committed_never_takes_its_shards() {
     assert!(r.is_ok(), "{:?}", r.problems);
     // The ended job's markers are swept.
     assert!(store
-        .list(crate::store_job::JOBS_PREFIX)
+        .list(crate::store_job_marks::JOBS_PREFIX)
         .unwrap()
         .is_empty());
 }

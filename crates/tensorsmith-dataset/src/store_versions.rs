@@ -4,9 +4,9 @@
 //! parsed and checked by versions.rs and manifest.rs. A reader trusts only what the highest
 //! version lists; when a version was superseded is the time its successor was created.
 
+use crate::clean_report::{RetiredShard, VersionInfo};
 use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, MANIFEST_NAME, MAX_MANIFEST_LEN};
-use crate::retention::{RetiredShard, VersionInfo};
 use crate::store::Store;
 pub(crate) use crate::store_index::{index_entries, index_key, INDEX_PREFIX};
 use crate::versions::{self, format_utc, Snapshot, Version};

@@ -1,14 +1,15 @@
-//! `write_dataset_to`: a dataset written at a location that may be a URL. A local path is
-//! `write_dataset` (write.rs). An `s3://`, `az://` or `gs://` prefix: the tasks write their shards into a local
-//! staging folder (in the temporary directory, `TMPDIR`) exactly as a local write does (same
-//! shards, same bytes). Batch-mode shards are uploaded to their final names as soon as each
-//! is complete (store_upload.rs: staging then holds a few shards per task and upload thread,
-//! whatever the dataset's size); KV shards once duplicates are resolved, by the object-store
-//! commit (store_commit.rs), which then publishes the version with a conditional put;
-//! retired and abandoned objects older than the retention go after it (store_clean.rs). The
-//! write runs as a job of its own (store_job.rs `as_store_job`: a heartbeat renewed while it
-//! runs, its tasks' attempts marked), so a clean beside it spares its shards however long it
-//! takes; the commit also checks that every shard it uploaded is still there.
+//! `write_to_store`: a dataset written into a store (an `s3://`, `az://` or `gs://` prefix, or
+//! a local folder: store_local.rs). The tasks write their shards into a staging folder (in
+//! the temporary directory, `TMPDIR`, for a remote store; inside the dataset's folder for a
+//! local one, so a shard moves in by a rename), the same shards and bytes wherever the
+//! dataset lives. Batch-mode shards move to their final names as soon as each is complete
+//! (store_upload.rs: staging then holds a few shards per task and upload thread, whatever
+//! the dataset's size); KV shards once duplicates are resolved, by the commit
+//! (store_commit.rs), which then publishes the version with an exclusive create. The caller
+//! cleans after it (store_clean.rs). The write runs as a job of its own (store_job.rs
+//! `as_store_job`: a heartbeat renewed while it runs, its tasks' attempts marked), so a
+//! clean beside it spares its shards however long it takes; the commit also checks that
+//! every shard it moved in is still there.
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
@@ -17,34 +18,15 @@ use crate::kv_resolve;
 use crate::manifest::Manifest;
 use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
+use crate::staging::{Heartbeat, STAGING_PREFIX};
 use crate::store::Store;
-use crate::store_clean::clean_store;
 use crate::store_commit::commit_to_store;
 use crate::store_job::as_store_job;
-use crate::store_open::open_store;
 use crate::store_upload::{check, remove_uploaded, uploading};
 use crate::store_versions as sv;
 use crate::task_context::with_ctx;
-use crate::write::{run_tasks, write_dataset};
+use crate::task_ranges::run_tasks;
 use std::path::{Path, PathBuf};
-use tensorsmith::bytes::StorageOptions;
-
-/// Writes `input` as a dataset at `location`: a local folder, or `s3://bucket/prefix` (also
-/// `s3a://`), `az://container/prefix` (`abfs(s)://`) or `gs://bucket/prefix`, with the settings of `storage` and the environment. `hf://` is refused (read
-/// only), and so is any other scheme, by name.
-pub fn write_dataset_to(
-    input: &Input,
-    location: &str,
-    storage: &StorageOptions,
-    opts: &WriteOptions,
-    job: &JobOptions,
-    progress: &Progress,
-) -> Result<Manifest> {
-    match open_store(location, storage, true)? {
-        None => write_dataset(input, Path::new(location), opts, job, progress),
-        Some(store) => write_to_store(input, &*store, opts, job, progress),
-    }
-}
 
 /// Removes the staging folder when dropped.
 struct Staging(PathBuf);
@@ -55,9 +37,13 @@ impl Drop for Staging {
     }
 }
 
+/// Writes `input` as the next version of the dataset in `store`, staging its shards in a
+/// folder below `local_staging` (a local store's own folder) or else in the temporary
+/// directory.
 pub(crate) fn write_to_store(
     input: &Input,
     store: &dyn Store,
+    local_staging: Option<&Path>,
     opts: &WriteOptions,
     job: &JobOptions,
     progress: &Progress,
@@ -71,12 +57,25 @@ pub(crate) fn write_to_store(
     let threads = job
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let staging = Staging(std::env::temp_dir().join(format!(
-        "tensorsmith-upload-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    )));
+    let staging = Staging(match local_staging {
+        // Named and marked as the local protocol's staging folders are, so that a clean of
+        // either kind tells it live (its heartbeat) and one left by a kill is removed.
+        Some(dir) => dir.join(format!(
+            "{STAGING_PREFIX}{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        )),
+        None => std::env::temp_dir().join(format!(
+            "tensorsmith-upload-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        )),
+    });
     std::fs::create_dir(&staging.0).map_err(|e| DatasetError::io(&staging.0, e))?;
+    let _marked = match local_staging {
+        Some(_) => Some(Heartbeat::start(&staging.0, job.heartbeat())?),
+        None => None,
+    };
     let batch = matches!(opts.naming, Naming::Batch(_));
     // A job of its own, so that a clean beside a long write never takes its shards.
     let committed = as_store_job(
@@ -112,8 +111,9 @@ pub(crate) fn write_to_store(
             };
             // Another writer's commit (safetensors-spark's append) becomes a version first.
             crate::store_adopt::adopt_store(store)?;
+            // Through the job's view: KV shards moving in mark their attempts too.
             commit_to_store(
-                store,
+                jobs,
                 &staging.0,
                 reports,
                 &uploaded.names,
@@ -124,9 +124,6 @@ pub(crate) fn write_to_store(
         },
         |m: &Manifest| m.shards.iter().map(|s| s.shard_path.clone()).collect(),
     )?;
-    let manifest = committed;
     drop(staging);
-    // Retired shards, old versions and abandoned uploads older than the retention.
-    let _ = clean_store(store, job.retain());
-    Ok(manifest)
+    Ok(committed)
 }

@@ -160,12 +160,16 @@ pub fn verify_version(
         listed.extend(f.added.iter().cloned());
     }
     let pending = crate::pending::pending_names(dir)?;
-    for n in crate::outsiders::shard_named_files(dir)? {
+    let strays = crate::outsiders::shard_named_files(dir)?;
+    let ours = crate::outsiders::job_attempts(dir);
+    for n in strays {
         if listed.contains(&n) {
             continue;
         }
         r.notes.push(if pending.contains(&n) {
             format!("{n}: a shard of a commit killed before its commit point (no version lists it; the next commit or `tensorsmith dataset clean` removes it)")
+        } else if crate::shard_record::attempt_of(&n).is_some_and(|a| ours.contains(&a)) {
+            format!("{n}: a shard no version lists, of a writer stopped before its commit point or still writing (`tensorsmith dataset clean` removes it once its writer's heartbeat has been still for an hour, or the retention when longer)")
         } else {
             format!("{n}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")
         });

@@ -329,15 +329,6 @@ impl Drop for Prepared {
     }
 }
 
-/// Marks version `n` removed by `dataset clean` now, then removes its file.
-pub(crate) fn remove(dir: &Path, n: u64) -> Result<()> {
-    let marker = removed_path(dir, n);
-    std::fs::write(&marker, format!("{{\"removed_ms\": {}}}\n", now_ms()))
-        .map_err(|e| DatasetError::io(&marker, e))?;
-    let p = version_path(dir, n);
-    std::fs::remove_file(&p).map_err(|e| DatasetError::io(&p, e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
