@@ -2,7 +2,8 @@
 //! temporary name, fsynced and renamed, an exclusive create is a hard link of such a file
 //! (it fails when the name exists, as `If-None-Match: *` does on S3; the file and the folder
 //! fsynced, so a created version survives a crash), a finished shard moves in by a rename
-//! (a copy across filesystems), a listing walks the folders below the prefix. A replace (the
+//! (a copy across filesystems; the folders renamed into fsynced once, before the next
+//! exclusive create, so the shards a version lists survive with it), a listing walks the folders below the prefix. A replace (the
 //! manifest mirror) runs under the dataset's lock. Local datasets are written through it
 //! (write.rs); distributed jobs on a folder still commit with the lock (commit.rs).
 
@@ -28,6 +29,9 @@ pub(crate) struct LocalStore {
     /// Run once after the next listing of the versions: another writer acting between a
     /// writer's look at the versions and what it does next, for the tests of races.
     pub after_versions_listed: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// Folders that shards were renamed into since the last exclusive create: fsynced once,
+    /// just before the next one (the commit point), rather than after every rename.
+    renamed_into: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
     /// Whether the caller holds the dataset's lock (a local `dataset clean`): a replace
     /// then does not take it again.
     lock_held: bool,
@@ -41,6 +45,7 @@ impl LocalStore {
             fail_in: AtomicUsize::new(usize::MAX),
             opened: AtomicUsize::new(0),
             after_versions_listed: std::sync::Mutex::new(None),
+            renamed_into: std::sync::Mutex::new(Default::default()),
             lock_held: false,
         }
     }
@@ -182,6 +187,19 @@ impl Store for LocalStore {
             let _ = std::fs::remove_file(&temp);
             return Err(DatasetError::io(&temp, e));
         }
+        // The shards moved in before it must be there after a crash if it is.
+        let renamed: Vec<PathBuf> = self
+            .renamed_into
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        for d in &renamed {
+            if let Err(e) = sync_dir(d) {
+                let _ = std::fs::remove_file(&temp);
+                return Err(e);
+            }
+        }
         let linked = std::fs::hard_link(&temp, &p);
         let _ = std::fs::remove_file(&temp);
         match linked {
@@ -198,11 +216,17 @@ impl Store for LocalStore {
         let p = self.parent_made(key)?;
         match std::fs::rename(from, &p) {
             Ok(()) => {
-                let dir = p.parent().expect("a key has a parent");
+                // Its bytes now (a batch shard moves in as soon as it is written, before its
+                // task's end-of-task fsync); its name with the next create's.
                 std::fs::File::open(&p)
                     .and_then(|f| f.sync_all())
                     .map_err(|e| DatasetError::io(&p, e))?;
-                sync_dir(dir)
+                let dir = p.parent().expect("a key has a parent").to_path_buf();
+                self.renamed_into
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(dir);
+                Ok(())
             }
             // Another filesystem (staging in TMPDIR): copied, as an upload is.
             Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
