@@ -11,11 +11,10 @@ pub use crate::clean_report::{CleanReport, Kept, RetiredShard, VersionInfo};
 use crate::commit_lock::{self, DEFAULT_LOCK_TIMEOUT};
 use crate::error::{DatasetError, Result};
 use crate::manifest::MANIFEST_NAME;
-use crate::publish::{remove_pending, republish};
+use crate::publish::remove_pending;
 use crate::store_clean::clean_folder_store;
 use crate::store_local::LocalStore;
-use crate::versions::{self, now_ms, version_path, Snapshot};
-use std::collections::HashMap;
+use crate::versions::{self, now_ms, Snapshot};
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -126,7 +125,7 @@ pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
     }
     let _lock = commit_lock::acquire(dir, timeout)?;
     match Snapshot::current(dir)? {
-        Some(s) => republish(dir, &s),
+        Some(s) => crate::store_clean::republish(&LocalStore::locked(dir), &s),
         None => Ok(false),
     }
 }
@@ -134,37 +133,5 @@ pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
 /// The versions of `dir`, oldest first, and the retired shards (listed only by versions
 /// older than the current one) with their bytes.
 pub fn versions_info(dir: &Path) -> Result<(Vec<VersionInfo>, Vec<RetiredShard>)> {
-    let list = versions::list(dir)?;
-    let mut infos = Vec::new();
-    let mut last_listed: HashMap<String, (u64, u64)> = HashMap::new();
-    for (i, &n) in list.iter().enumerate() {
-        let v = versions::read(dir, n)?;
-        let superseded_ms = list
-            .get(i + 1)
-            .map(|&next| mtime_ms(&version_path(dir, next)).unwrap_or(0));
-        for s in &v.manifest.shards {
-            last_listed.insert(s.shard_path.clone(), (n, s.bytes));
-        }
-        infos.push(VersionInfo {
-            version: n,
-            mode: v.mode,
-            committed_ms: v.committed_ms,
-            shards: v.manifest.shards.len(),
-            samples: v.manifest.total_samples,
-            bytes: v.manifest.total_bytes,
-            superseded_ms,
-        });
-    }
-    let current = list.last().copied().unwrap_or(0);
-    let mut retired: Vec<RetiredShard> = last_listed
-        .into_iter()
-        .filter(|(_, (v, _))| *v != current)
-        .map(|(shard_path, (last_version, bytes))| RetiredShard {
-            shard_path,
-            bytes,
-            last_version,
-        })
-        .collect();
-    retired.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
-    Ok((infos, retired))
+    crate::store_versions::info(&LocalStore::new(dir))
 }
