@@ -25,6 +25,35 @@ pub(crate) trait StoreWords: Send + Sync {
     fn error(&self, e: &object_store::Error, key: &str, write: bool) -> ErrorKind;
 }
 
+/// The error of a failed open. A 404 without the store's code in a body (some servers, and
+/// requests whose body is dropped) does not say whether the bucket or the object is missing:
+/// one listing of the key, whose error always carries the code, tells them apart.
+fn missing_what(
+    store: &dyn ObjectStore,
+    path: &StorePath,
+    words: &dyn StoreWords,
+    key: &str,
+    e: &object_store::Error,
+) -> ErrorKind {
+    let kind = words.error(e, key, false);
+    if !matches!(e, object_store::Error::NotFound { .. })
+        || !matches!(&kind, ErrorKind::RemoteNotFound(m) if m.starts_with("no object"))
+    {
+        return kind;
+    }
+    match block_on(store.list_with_delimiter(Some(path))) {
+        Err(le) => match words.error(&le, key, false) {
+            k @ ErrorKind::NoSuchBucket(_) => k,
+            // Azure's missing container.
+            ErrorKind::RemoteNotFound(m) if !m.starts_with("no object") => {
+                ErrorKind::RemoteNotFound(m)
+            }
+            _ => kind,
+        },
+        Ok(_) => kind,
+    }
+}
+
 /// An object opened for reading, its version pinned.
 pub struct StoreFile {
     store: Arc<dyn ObjectStore>,
@@ -88,7 +117,10 @@ impl StoreFile {
                     block_on(store.head(&path)).map_err(|e| err(&e).in_file(Path::new(&name)))?;
                 (meta, Default::default())
             }
-            Err(e) => return Err(err(&e).in_file(Path::new(&name))),
+            Err(e) => {
+                let kind = missing_what(&*store, &path, &*words, key, &e);
+                return Err(Error::new(kind).in_file(Path::new(&name)));
+            }
         };
         Ok(StoreFile {
             len: meta.size,
