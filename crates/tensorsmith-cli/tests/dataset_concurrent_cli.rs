@@ -601,21 +601,10 @@ fn a_kill_after_the_commit_point_is_repaired() {
     ));
     let old_manifest = std::fs::read(out.join("dataset_manifest.json")).unwrap();
     let old_index = std::fs::read(out.join("_tensor_index.parquet")).ok();
-    let mut c = write_cmd(&r.input(1, false), &out, Kind::Batch, "overwrite", &[]);
-    let mut child = c
-        .env("TENSORSMITH_TEST_COMMIT_PAUSE", "13")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::BufRead;
-    let err = std::io::BufReader::new(child.stderr.take().unwrap());
-    assert!(err
-        .lines()
-        .map_while(Result::ok)
-        .any(|l| l.contains("PAUSED")));
-    let _ = child.kill();
-    child.wait().unwrap();
+    killed_at(
+        write_cmd(&r.input(1, false), &out, Kind::Batch, "overwrite", &[]),
+        13,
+    );
     assert_eq!(tags(&out, Kind::Batch), [(1, ROWS)].into());
     assert_eq!(
         std::fs::read(out.join("dataset_manifest.json")).unwrap(),
@@ -646,6 +635,26 @@ fn a_kill_after_the_commit_point_is_repaired() {
     assert!(out.join("_tensor_index.parquet").exists());
 }
 
+/// Runs `c` until it says it paused at commit step `step` (the test hook), then kills it.
+fn killed_at(mut c: Command, step: u32) {
+    let mut child = c
+        .env("TENSORSMITH_TEST_COMMIT_PAUSE", step.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    assert!(
+        err.lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("PAUSED")),
+        "it never paused at step {step}"
+    );
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
 /// `path`'s modification time set `ago` back.
 fn age(path: &Path, ago: Duration) {
     let f = std::fs::File::options().write(true).open(path).unwrap();
@@ -669,21 +678,10 @@ fn a_killed_writers_shards_go_once_its_heartbeat_is_still() {
         &[],
     ));
     let before = tags(&out, Kind::Batch);
-    let mut c = write_cmd(&r.input(1, false), &out, Kind::Batch, "append", &[]);
-    let mut child = c
-        .env("TENSORSMITH_TEST_COMMIT_PAUSE", "10")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::BufRead;
-    let err = std::io::BufReader::new(child.stderr.take().unwrap());
-    assert!(err
-        .lines()
-        .map_while(Result::ok)
-        .any(|l| l.contains("PAUSED")));
-    let _ = child.kill();
-    child.wait().unwrap();
+    killed_at(
+        write_cmd(&r.input(1, false), &out, Kind::Batch, "append", &[]),
+        10,
+    );
     assert_eq!(tags(&out, Kind::Batch), before);
     let listed: Vec<String> = Dataset::open(&out)
         .unwrap()
