@@ -34,10 +34,15 @@ def manifest(out):
 
 
 def only_lock_left(out):
-    """A failed first write leaves nothing but the commit lock's folder (an empty lock file)."""
+    """A failed first write leaves nothing but the dataset's own folder: the lock (an empty
+    file) and the folder its writers' jobs keep their heartbeats in, empty once they end."""
     left = sorted(p.name for p in out.iterdir()) if out.exists() else []
-    return left in ([], ["_tensorsmith"]) and (
-        not left or sorted(p.name for p in (out / "_tensorsmith").iterdir()) in ([], ["lock"]))
+    if left not in ([], ["_tensorsmith"]):
+        return False
+    meta = out / "_tensorsmith"
+    inside = sorted(p.name for p in meta.iterdir()) if left else []
+    jobs_empty = not (meta / "jobs").exists() or not any((meta / "jobs").iterdir())
+    return set(inside) <= {"lock", "jobs"} and jobs_empty
 
 
 def shards(out):
