@@ -38,27 +38,12 @@ pub(crate) fn shard_named_files(dir: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The attempts (`<task>-<uuid>`) that writers' jobs marked in `dir`
-/// (`_tensorsmith/jobs/<job>/attempt-<attempt>`, store_job.rs): whose shards are tensorsmith's.
+/// The attempts (`<task>-<uuid>`) that writers' jobs marked in `dir` (store_job_marks.rs):
+/// whose shards are tensorsmith's.
 pub(crate) fn job_attempts(dir: &Path) -> std::collections::HashSet<String> {
-    let jobs = crate::versions::meta_dir(dir).join("jobs");
-    let mut out = std::collections::HashSet::new();
-    for job in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
-        for e in std::fs::read_dir(job.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if let Some(a) = e
-                .file_name()
-                .to_str()
-                .and_then(|n| n.strip_prefix("attempt-"))
-            {
-                out.insert(a.to_string());
-            }
-        }
-    }
-    out
+    crate::store_job_marks::jobs(&crate::store_local::LocalStore::new(dir))
+        .map(|jobs| jobs.into_values().flat_map(|j| j.attempts).collect())
+        .unwrap_or_default()
 }
 
 /// A write in mode error or append into `dir`, which holds no dataset: refused when files

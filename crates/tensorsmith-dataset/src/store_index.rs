@@ -10,6 +10,9 @@ use crate::versions::Snapshot;
 use std::path::PathBuf;
 
 pub(crate) const INDEX_PREFIX: &str = "_tensorsmith/index/";
+/// Where a dataset's version files live on a store (store_versions.rs reads them); here so
+/// that the local store's test hook names it without depending on the versions' readers.
+pub(crate) const VERSIONS_PREFIX: &str = "_tensorsmith/versions/";
 
 pub(crate) fn index_key(name: &str) -> String {
     format!("{INDEX_PREFIX}{name}")

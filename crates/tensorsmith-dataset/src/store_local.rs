@@ -284,7 +284,7 @@ impl Store for LocalStore {
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
-        if cfg!(test) && prefix == crate::store_versions::VERSIONS_PREFIX {
+        if cfg!(test) && prefix == crate::store_index::VERSIONS_PREFIX {
             let hook = self
                 .after_versions_listed
                 .lock()

@@ -13,7 +13,7 @@ use crate::versions::{self, format_utc, Snapshot, Version};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-pub(crate) const VERSIONS_PREFIX: &str = "_tensorsmith/versions/";
+pub(crate) use crate::store_index::VERSIONS_PREFIX;
 
 pub(crate) fn version_key(n: u64) -> String {
     format!("{VERSIONS_PREFIX}{n:08}.json")
