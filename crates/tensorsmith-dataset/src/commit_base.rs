@@ -1,8 +1,8 @@
-//! Where a commit reads the version it builds on (commit_prepare.rs): the dataset's own
-//! folder, or a store. An append reads the base's index, or each shard's header where the
+//! Where a commit reads the version it builds on (commit_prepare.rs): the store the dataset
+//! lives in (a local folder is one, store_local.rs). An append reads the base's index, or each shard's header where the
 //! base has no index (`generate_index`), and a KV append with lastWin copies the base shards
-//! holding keys it replaces without those keys. From a store, headers are read by range and
-//! a shard to copy is fetched into the staging folder first (the copy needs every byte of it
+//! holding keys it replaces without those keys. Headers are read by range and a shard to
+//! copy is fetched into the staging folder first (the copy needs every byte of it
 //! but the replaced tensors, and reads it mapped, so its memory stays bounded).
 
 use crate::duplicates::supersede_in_copy;
@@ -16,14 +16,9 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
-/// The base version's location.
+/// The store holding the base version (S3, Azure, GCS, or a local folder: store_local.rs).
 #[derive(Clone, Copy)]
-pub(crate) enum BaseAt<'a> {
-    /// A local dataset folder.
-    Dir(&'a Path),
-    /// A dataset on a store (S3, Azure, GCS, or the store seam over a folder).
-    Store(&'a dyn Store),
-}
+pub(crate) struct BaseAt<'a>(pub &'a dyn Store);
 
 /// Bytes fetched per read when a base shard is copied down from a store.
 const FETCH: u64 = 8 << 20;
@@ -31,18 +26,13 @@ const FETCH: u64 = 8 << 20;
 impl BaseAt<'_> {
     /// The base version's index entries, `None` when it has no index.
     pub fn index_entries(&self, b: &Snapshot) -> Result<Option<Vec<IndexEntry>>> {
-        match self {
-            BaseAt::Dir(dir) => b.index_entries(dir),
-            BaseAt::Store(store) => store_index::index_entries(*store, b),
-        }
+        let BaseAt(store) = self;
+        store_index::index_entries(*store, b)
     }
 
     /// The index entries of `shards`, from their headers.
     pub fn entries_from_headers(&self, shards: &[ShardInfo]) -> Result<Vec<IndexEntry>> {
-        let store = match self {
-            BaseAt::Dir(dir) => return tensor_index_file::entries_from_headers(dir, shards),
-            BaseAt::Store(store) => *store,
-        };
+        let BaseAt(store) = *self;
         let keys: Vec<&str> = shards.iter().map(|s| s.shard_path.as_str()).collect();
         let mut out = Vec::new();
         let mut names = SharedNames::default();
@@ -60,10 +50,7 @@ impl BaseAt<'_> {
         to: &Path,
         gone: &HashSet<String>,
     ) -> Result<Option<ShardInfo>> {
-        let store = match self {
-            BaseAt::Dir(dir) => return supersede_in_copy(&dir.join(&s.shard_path), s, to, gone),
-            BaseAt::Store(store) => *store,
-        };
+        let BaseAt(store) = *self;
         let local = to.with_extension("base");
         let copied = fetch(store, &s.shard_path, &local)
             .and_then(|()| supersede_in_copy(&local, s, to, gone));

@@ -1,20 +1,19 @@
-//! A commit prepared against one version (outside the commit lock): the write's shards merged
-//! with that version's (append) or on their own (overwrite, new dataset), its index file
-//! written, the next version file and `dataset_manifest.json` written and fsynced under
-//! temporary names. What grows with the data happens here, so the commit itself only
-//! checks the version and renames (publish.rs). A concurrent commit makes it stale: it is
-//! then dropped (removing its files) and prepared again against the new version.
+//! A commit prepared against one version: the write's shards merged with that version's
+//! (append) or on their own (overwrite, new dataset), its index file and the next version
+//! file written in a local folder (store_commit.rs uploads them). What grows with the data
+//! happens here, so the commit itself only puts the version with an exclusive create. A
+//! concurrent commit makes it stale: it is then dropped (removing its files) and prepared
+//! again against the new version.
 
 use crate::commit_base::BaseAt;
 use crate::error::{DatasetError, Result};
 use crate::job_options::WriteMode;
-use crate::manifest::{Manifest, ShardInfo, TensorSchema, MANIFEST_NAME};
+use crate::manifest::{Manifest, ShardInfo, TensorSchema};
 use crate::options::{Duplicates, Naming, WriteOptions};
 use crate::tensor_index_file::{self, IndexEntry};
 use crate::versions::{self, format_utc, indexes_dir, now_ms, Snapshot, Version};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use tensorsmith::sink::AtomicFile;
 
 /// What a write adds, gathered from its task reports (duplicates between tasks resolved).
 pub(crate) struct Written {
@@ -57,14 +56,10 @@ impl Drop for Copies {
 pub(crate) struct Prepared {
     /// Copies of committed shards to move in beside the write's own.
     pub copies: Copies,
-    /// The version this was prepared against (`Some(0)`: a dataset without versions).
-    pub base_id: Option<u64>,
     /// Version 0 to write first when the base is a dataset without versions.
     pub adopt: Option<versions::Prepared>,
     pub version: versions::Prepared,
     pub index: Option<IndexFile>,
-    /// `dataset_manifest.json`, fsynced, to rename in (taken by the commit).
-    pub manifest: Option<AtomicFile>,
 }
 
 fn base_label(b: &Snapshot) -> String {
@@ -105,11 +100,6 @@ pub(crate) fn prepare(
     } else {
         Vec::new()
     };
-    // Outside the lock, a dataset another writer committed since `base` was read makes this
-    // preparation stale (the commit prepares again), not its shards in the way.
-    if base.is_none() {
-        crate::outsiders::refuse_unless_committed(out, mode)?;
-    }
     if let Some(b) = base {
         match mode {
             WriteMode::ErrorIfExists => return Err(DatasetError::Exists(out.to_path_buf())),
@@ -172,18 +162,11 @@ pub(crate) fn prepare(
             manifest,
         },
     )?;
-    let mpath = out.join(MANIFEST_NAME);
-    let mut mf = AtomicFile::create(&mpath)?;
-    std::io::Write::write_all(&mut mf, version.version.manifest.to_json().as_bytes())
-        .map_err(|e| DatasetError::io(&mpath, e))?;
-    mf.sync()?;
     Ok(Prepared {
         copies,
-        base_id: base.map(|b| b.version.version),
         adopt,
         version,
         index,
-        manifest: Some(mf),
     })
 }
 

@@ -1,21 +1,25 @@
 //! Writing one dataset from many processes (a Spark job: tasks on executors, the commit on
-//! the driver). Each task writes its rows with `write_task` into the job's staging folder
-//! `<dir>/_tensorsmith_job-<job id>/` and returns a `TaskReport` (JSON-serializable, no
-//! tensor data); once every task has succeeded, `commit_job` commits the reported shards as
-//! `write_dataset` does; if any failed, `abort_job` removes the staging folder and every
-//! shard in it. Shards carry their task id: `part-{task:05}-{n:04}-{uuid}.safetensors`.
+//! the driver) in a local folder shared by every node. A local folder is one more store
+//! (store_local.rs), and a job on it runs the store's job protocol (store_job.rs): the
+//! driver starts the job (`start_job`: its heartbeat), each task writes its rows with
+//! `write_task` in the job's staging folder `<dir>/_tensorsmith_job-<job id>/` and moves
+//! each finished shard into `dir` under its final name (marking its attempt first), and
+//! returns a `TaskReport` (JSON-serializable, no tensor data); once every task has
+//! succeeded, `commit_job` commits the reported shards as `write_dataset` does; if any
+//! failed, `abort_job` removes every shard of the job's attempts. Shards carry their task id
+//! and attempt: `part-{task:05}-{n:04}-{uuid}.safetensors`.
 
-use crate::commit::commit;
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
 use crate::job_options::{JobOptions, Progress, WriteMode};
-use crate::kv_resolve;
 use crate::manifest::Manifest;
-use crate::options::{Naming, WriteOptions};
+use crate::options::WriteOptions;
 use crate::plan::Plan;
-use crate::staging::{Heartbeat, DEFAULT_HEARTBEAT, JOB_STAGING_PREFIX};
-use crate::task::run_task;
-use crate::task_context::with_ctx;
+use crate::staging::{mark, Heartbeat, DEFAULT_HEARTBEAT, JOB_STAGING_PREFIX};
+use crate::store::Store;
+use crate::store_job::{abort_store_job, commit_store_job, start_store_job, store_task};
+use crate::store_job_marks::heartbeat_key;
+use crate::store_local::LocalStore;
 use crate::task_report::TaskReport;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -50,26 +54,35 @@ pub(crate) fn check_job_id(job_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Starts job `job_id` in `dir` (on the driver, before any task): its staging folder, with a
-/// marker whose heartbeat is renewed every `every` until the returned [`Heartbeat`] is
-/// dropped or stopped (after the commit or the abort). A driver that dies stops renewing it,
-/// and the folder becomes stale: `staging::clean` (and the next commit) removes it.
+/// Starts job `job_id` in `dir` (on the driver, before any task): the job's heartbeat
+/// (`_tensorsmith/jobs/<job id>/heartbeat`, as on a store) and its staging folder (where its
+/// tasks write before each shard moves into `dir`), both renewed every `every` until the
+/// returned [`Heartbeat`] is dropped or stopped (after the commit or the abort). A task
+/// writes only while the job's heartbeat exists. A driver that dies stops renewing it:
+/// `dataset clean` then takes the job for dead once its heartbeat is an hour old (or the
+/// retention, when longer), with every shard its tasks wrote that no version lists.
 pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat> {
     let staging = job_staging(dir, job_id)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
     // A filesystem that cannot lock is refused before any task writes.
     crate::commit_lock::probe(dir)?;
-    Heartbeat::start(&staging, every)
+    mark(&staging)?;
+    // The staging folder's marker is for `dataset clean`'s staging rule, which also serves
+    // writers of older versions that know no job heartbeat.
+    start_store_job(Box::new(LocalStore::new(dir)), job_id, every, move || {
+        let _ = staging.is_dir() && mark(&staging).is_ok();
+    })
 }
 
-/// Writes the whole of `input` as task `task` of job `job_id`: shards into the job's staging
-/// folder in `dir` (both created if missing; several processes may do so at once). Batch
-/// mode: a shard every `batch_size` rows, the tail strategy applied to this task's tail;
-/// each shard is written and fsynced on a thread of its own while the task fills the next
-/// (at most two in flight), so a producer feeding the input (a Spark task's stream) is not
-/// kept waiting. KV mode: streamed a shard at a time, duplicate keys within the task
-/// resolved as `write_dataset` resolves them (`kv_resolve`); between tasks at the commit.
-/// The shards are fsynced before the report is returned.
+/// Writes the whole of `input` as task `task` of job `job_id` (started with [`start_job`]):
+/// each shard written in the job's staging folder in `dir`, then moved into `dir` under its
+/// final name, never listed by a version before the commit. Batch mode: a shard every
+/// `batch_size` rows, the tail strategy applied to this task's tail; each shard is written
+/// and fsynced on a thread of its own while the task fills the next (at most two in flight),
+/// so a producer feeding the input (a Spark task's stream) is not kept waiting. KV mode:
+/// streamed a shard at a time, duplicate keys within the task resolved as `write_dataset`
+/// resolves them (`kv_resolve`); between tasks at the commit. A task that fails removes the
+/// shards it moved in.
 pub fn write_task(
     input: &Input,
     dir: &Path,
@@ -110,65 +123,43 @@ fn job_task(
     pipelined: bool,
 ) -> Result<TaskReport> {
     let staging = job_staging(dir, job_id)?;
-    let plan = Plan::new(input, opts)?;
-    std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    // Tasks renew the job's heartbeat while they write too: the folder stays fresh for as
-    // long as any of its tasks runs, whatever becomes of the process that started the job.
+    Plan::new(input, opts)?;
+    let store = LocalStore::new(dir);
+    // The job's heartbeat first: a task of a job that has ended (or never started) must not
+    // make its staging folder again.
+    if store.get(&heartbeat_key(job_id))?.is_none() || !staging.is_dir() {
+        return Err(DatasetError::input(format!(
+            "{}: job {job_id} is not running there (committed, aborted, or never started: no {} or no staging folder {JOB_STAGING_PREFIX}{job_id}; start it with start_job)",
+            dir.display(),
+            heartbeat_key(job_id)
+        )));
+    }
+    // Tasks renew the staging folder's marker while they write too: the folder stays fresh
+    // for as long as any of its tasks runs, whatever becomes of the process that started
+    // the job.
     let _beat = Heartbeat::start(&staging, DEFAULT_HEARTBEAT)?;
-    let at = TaskAt {
-        plan: &plan,
+    store_task(
         input,
+        &store,
+        Some(&staging),
+        job_id,
+        task,
+        rows,
         opts,
-        staging: &staging,
         progress,
         pipelined,
-        on_shard: None,
-    };
-    at.run(task, rows)
-}
-
-/// Where and how one task of a job writes: its shards into `staging` (each handed to
-/// `on_shard` once complete, when set).
-pub(crate) struct TaskAt<'a> {
-    pub plan: &'a Plan,
-    pub input: &'a Input,
-    pub opts: &'a WriteOptions,
-    pub staging: &'a Path,
-    pub progress: &'a Progress,
-    pub pipelined: bool,
-    pub on_shard: Option<&'a (dyn Fn(&str) + Sync)>,
-}
-
-impl TaskAt<'_> {
-    /// Rows `rows` of the input as task `task`: shards into staging, KV duplicates within
-    /// the task resolved.
-    pub(crate) fn run(&self, task: u64, rows: Range<u64>) -> Result<TaskReport> {
-        with_ctx(
-            self.plan,
-            self.input,
-            self.opts,
-            self.staging,
-            self.progress,
-            true,
-            self.pipelined,
-            self.on_shard,
-            |ctx| {
-                let mut report = run_task(ctx, task, rows)?;
-                if let Naming::Kv { .. } = self.opts.naming {
-                    kv_resolve::resolve(ctx, std::slice::from_mut(&mut report))?;
-                }
-                Ok(report)
-            },
-        )
-    }
+    )
 }
 
 /// Commits job `job_id` from its tasks' reports (in any order; one per task): the shards
-/// they name are moved from the staging folder into `dir`, the index written when asked, the
-/// manifest written last and atomically, and the staging folder removed. KV keys written by
-/// several tasks: `fail` refuses the commit (nothing is committed; abort the job), `lastWin`
-/// keeps the highest task's tensor and rewrites the shards that held the others without
-/// them. `mode` is checked here, against the folder as it is at commit time.
+/// they name (moved into `dir` by the tasks) become the next version, with the index when
+/// asked, by the commit that stores use (an exclusive create of the version file, the
+/// manifest mirrored last and atomically); every other shard of the job's task attempts
+/// (failed, retried, speculative) is removed, and so are the staging folder and the job's
+/// heartbeat. KV keys written by several tasks: `fail` refuses the commit (nothing is
+/// committed; abort the job), `lastWin` keeps the highest task's tensor and rewrites the
+/// shards that held the others without them. `mode` is checked here, against the folder as
+/// it is at commit time.
 pub fn commit_job(
     dir: &Path,
     job_id: &str,
@@ -185,7 +176,7 @@ pub fn commit_job(
     )
 }
 
-/// [`commit_job`] with the mode, the commit lock's timeout and the retention of `job`.
+/// [`commit_job`] with the mode, the lock's timeout and the retention of `job`.
 pub fn commit_job_with(
     dir: &Path,
     job_id: &str,
@@ -195,7 +186,18 @@ pub fn commit_job_with(
 ) -> Result<Manifest> {
     let staging = job_staging(dir, job_id)?;
     opts.check()?;
-    let manifest = commit(dir, &staging, reports, opts, job, None)?;
+    let store = LocalStore::new(dir);
+    if store.get(&heartbeat_key(job_id))?.is_some() {
+        // A user's files named like shards in a folder that holds no dataset (the job's
+        // own shards are marked as its attempts'), and mode error.
+        crate::write::refuse_early(dir, job.mode)?;
+        // Another writer's commit (safetensors-spark's append) becomes a version first.
+        crate::store_adopt::adopt_store(&store)?;
+    }
+    // The commit's own temporary files (KV lastWin rewrites) in the staging folder, so that
+    // they move in by a rename.
+    let temp_in = staging.is_dir().then_some(staging.as_path());
+    let manifest = commit_store_job(&store, temp_in, job_id, reports, opts, job)?;
     let _ = std::fs::remove_dir_all(&staging);
     // Retired shards, old versions and staging of dead writers older than the retention.
     let retain = job.retain();
@@ -208,10 +210,14 @@ pub fn commit_job_with(
     Ok(manifest)
 }
 
-/// Removes job `job_id`'s staging folder and every shard in it. Committed files are never
-/// touched; aborting a job with no staging folder (never started, already aborted) is fine.
+/// Removes every shard job `job_id`'s tasks wrote that no version lists, its staging folder
+/// and its heartbeat. Committed files are never touched; aborting a job that never started
+/// or has ended is fine. A task of the job still running stops at its next shard.
 pub fn abort_job(dir: &Path, job_id: &str) -> Result<()> {
     let staging = job_staging(dir, job_id)?;
+    if dir.is_dir() {
+        abort_store_job(&LocalStore::new(dir), job_id)?;
+    }
     match std::fs::remove_dir_all(&staging) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DatasetError::io(&staging, e)),
         _ => Ok(()),

@@ -32,7 +32,7 @@ pub fn start_job_at(
     check_job_id(job_id)?;
     match open_store(location, storage, true)? {
         None => start_job(Path::new(location), job_id, every),
-        Some(store) => start_store_job(store, job_id, every),
+        Some(store) => start_store_job(store, job_id, every, || {}),
     }
 }
 
@@ -52,6 +52,7 @@ pub fn write_task_at(
         Some(store) => store_task(
             input,
             &*store,
+            None,
             job_id,
             task,
             0..u64::MAX,
@@ -85,7 +86,9 @@ pub fn write_task_range_at(
             opts,
             progress,
         ),
-        Some(store) => store_task(input, &*store, job_id, task, rows, opts, progress, false),
+        Some(store) => store_task(
+            input, &*store, None, job_id, task, rows, opts, progress, false,
+        ),
     }
 }
 
@@ -105,7 +108,7 @@ pub fn commit_job_at(
         Some(store) => {
             // Another writer's commit (safetensors-spark's append) becomes a version first.
             crate::store_adopt::adopt_store(&*store)?;
-            let m = commit_store_job(&*store, job_id, reports, opts, job)?;
+            let m = commit_store_job(&*store, None, job_id, reports, opts, job)?;
             let _ = clean_store(&*store, job.retain());
             Ok(m)
         }

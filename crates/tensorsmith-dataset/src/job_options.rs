@@ -29,8 +29,6 @@ pub struct Progress {
     /// Shards decoded straight from Parquet pages (compressed, dictionary-encoded or cast;
     /// parquet_direct), of `shards`. The rest went through the Parquet reader.
     pub decoded_shards: AtomicU64,
-    /// Microseconds the commit held the dataset's commit lock (set once the commit is done).
-    pub lock_held_us: AtomicU64,
     /// Commits prepared again because another writer committed first.
     pub commit_retries: AtomicU64,
 }

@@ -41,8 +41,8 @@ mod kv_keys;
 // the job API and write_dataset.
 mod batch_strategy;
 mod clean_report;
-mod commit;
 mod commit_base;
+mod commit_check;
 mod commit_prepare;
 mod duplicates;
 mod job;
@@ -56,6 +56,7 @@ mod retention;
 mod shard_pipe;
 mod shard_record;
 mod task;
+mod task_at;
 mod task_context;
 mod task_ranges;
 mod task_report;

@@ -16,8 +16,8 @@
 //! leaves shards no version lists, which `dataset clean` removes once older than the
 //! retention.
 
-use crate::commit::checked;
 use crate::commit_base::BaseAt;
+use crate::commit_check::checked;
 use crate::commit_prepare::prepare;
 use crate::error::{DatasetError, Result};
 use crate::job_options::{JobOptions, Progress, WriteMode};
@@ -124,7 +124,7 @@ fn commit_uploaded(
             &mirror,
             staging,
             written,
-            (base.as_ref(), BaseAt::Store(store)),
+            (base.as_ref(), BaseAt(store)),
             opts,
             job.mode(),
         )?;

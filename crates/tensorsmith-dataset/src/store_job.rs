@@ -21,7 +21,6 @@
 
 use crate::error::{DatasetError, Result};
 use crate::input::Input;
-use crate::job::TaskAt;
 use crate::job_options::{JobOptions, Progress};
 use crate::manifest::{is_shard_file_name, Manifest, ShardInfo};
 use crate::options::{Duplicates, Naming, WriteOptions};
@@ -33,6 +32,7 @@ use crate::store_commit::{commit_to_store, upload_shards};
 use crate::store_job_marks::{heartbeat_key, sweep, JOBS_PREFIX};
 use crate::store_upload::{check, remove_uploaded, uploading};
 use crate::store_versions as sv;
+use crate::task_at::TaskAt;
 use crate::task_report::TaskReport;
 use crate::versions::now_ms;
 use std::collections::{HashMap, HashSet};
@@ -50,19 +50,25 @@ fn beat_text(job_id: &str) -> String {
 }
 
 /// Starts job `job_id` on `store` (on the driver, before any task): its heartbeat, renewed
-/// every `every` until the returned [`Heartbeat`] is stopped or dropped.
+/// every `every` until the returned [`Heartbeat`] is stopped or dropped, with `also` called
+/// at each renewal (a local job's staging folder marker).
 pub(crate) fn start_store_job(
     store: Box<dyn Store>,
     job_id: &str,
     every: Duration,
+    mut also: impl FnMut() + Send + 'static,
 ) -> Result<Heartbeat> {
     let key = heartbeat_key(job_id);
     store.put(&key, beat_text(job_id).as_bytes())?;
     let job = job_id.to_string();
     Ok(Heartbeat::renewing(every, move || {
         // Renewed only while it exists: the commit or abort deleted it, the job is over.
-        matches!(store.get(&key), Ok(Some(_)))
-            && store.put(&key, beat_text(&job).as_bytes()).is_ok()
+        let on = matches!(store.get(&key), Ok(Some(_)))
+            && store.put(&key, beat_text(&job).as_bytes()).is_ok();
+        if on {
+            also();
+        }
+        on
     }))
 }
 
@@ -202,8 +208,12 @@ impl Store for JobStore<'_> {
 pub(crate) struct TempFolder(pub PathBuf);
 
 impl TempFolder {
-    pub(crate) fn new(what: &str) -> Result<TempFolder> {
-        let p = std::env::temp_dir().join(format!(
+    /// A new folder in `parent`, or in the temporary directory (`TMPDIR`) when `None`. A
+    /// local dataset's job passes its staging folder, so that a shard moves into the
+    /// dataset's folder by a rename, on one filesystem.
+    pub(crate) fn new(parent: Option<&Path>, what: &str) -> Result<TempFolder> {
+        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let p = parent.join(format!(
             "tensorsmith-{what}-{}-{}",
             std::process::id(),
             uuid::Uuid::new_v4().simple()
@@ -222,11 +232,13 @@ impl Drop for TempFolder {
 /// Writes rows `rows` of `input` as task `task` of job `job_id` into `store`: every shard is
 /// uploaded to its final name before the report is returned (batch shards as each is
 /// complete, KV shards once the task's duplicates are resolved). A failure deletes what the
-/// task uploaded.
+/// task uploaded. The task writes its shards in a temporary folder inside `temp_in` (a
+/// local dataset's job staging folder), or else in `TMPDIR`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn store_task(
     input: &Input,
     store: &dyn Store,
+    temp_in: Option<&Path>,
     job_id: &str,
     task: u64,
     rows: Range<u64>,
@@ -244,7 +256,7 @@ pub(crate) fn store_task(
     if store.get(&heartbeat_key(job_id))?.is_none() {
         return Err(job_over(store, job_id));
     }
-    let staging = TempFolder::new("task")?;
+    let staging = TempFolder::new(temp_in, "task")?;
     let batch = matches!(opts.naming, Naming::Batch(_));
     let (report, mut uploaded) = uploading(&jobs, &staging.0, |queue| {
         TaskAt {
@@ -285,6 +297,7 @@ pub(crate) fn store_task(
 /// rewritten without them and uploaded again under their names (no version lists them yet).
 pub(crate) fn commit_store_job(
     store: &dyn Store,
+    temp_in: Option<&Path>,
     job_id: &str,
     mut reports: Vec<TaskReport>,
     opts: &WriteOptions,
@@ -294,7 +307,7 @@ pub(crate) fn commit_store_job(
     if store.get(&heartbeat_key(job_id))?.is_none() {
         return Err(job_over(store, job_id));
     }
-    let staging = TempFolder::new("commit")?;
+    let staging = TempFolder::new(temp_in, "commit")?;
     let mut uploaded: HashSet<String> = reports
         .iter()
         .flat_map(|r| r.shards.iter().map(|s| s.shard_path.clone()))

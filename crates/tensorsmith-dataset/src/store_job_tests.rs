@@ -65,6 +65,7 @@ fn task(
     store_task(
         &input(rows, 0.0),
         store,
+        None,
         job,
         t,
         0..n,
@@ -80,6 +81,7 @@ fn start(dir: &Path, job: &str) -> crate::Heartbeat {
         Box::new(LocalStore::new(dir)),
         job,
         Duration::from_secs(3600),
+        || {},
     )
     .unwrap()
 }
@@ -100,7 +102,7 @@ fn commit(
     o: &WriteOptions,
 ) -> crate::Manifest {
     let j = JobOptions::new().with_mode(WriteMode::Append);
-    commit_store_job(store, job, reports, o, &j).unwrap()
+    commit_store_job(store, None, job, reports, o, &j).unwrap()
 }
 
 #[test]
@@ -156,7 +158,7 @@ fn an_abort_removes_the_jobs_shards_and_keeps_the_committed_ones() {
     assert_eq!(names(&store, "part-"), kept);
     assert!(names(&store, "_tensorsmith/jobs/").is_empty());
     // Aborted: its commit is refused, nothing committed.
-    let e = commit_store_job(&store, "second", vec![], &o, &JobOptions::new()).unwrap_err();
+    let e = commit_store_job(&store, None, "second", vec![], &o, &JobOptions::new()).unwrap_err();
     assert!(e.to_string().contains("not running"), "{e}");
     // Aborting again (or a job never started) is fine.
     abort_store_job(&store, "second").unwrap();
@@ -172,8 +174,30 @@ fn kv_job(dir: &Path, dup: Duplicates) -> (LocalStore, WriteOptions, Vec<TaskRep
     o.duplicates = dup;
     start(dir, "kv").stop();
     let p = Progress::default();
-    let a = store_task(&input(0..6, 0.0), &store, "kv", 0, 0..6, &o, &p, false).unwrap();
-    let b = store_task(&input(3..8, 100.0), &store, "kv", 1, 0..5, &o, &p, false).unwrap();
+    let a = store_task(
+        &input(0..6, 0.0),
+        &store,
+        None,
+        "kv",
+        0,
+        0..6,
+        &o,
+        &p,
+        false,
+    )
+    .unwrap();
+    let b = store_task(
+        &input(3..8, 100.0),
+        &store,
+        None,
+        "kv",
+        1,
+        0..5,
+        &o,
+        &p,
+        false,
+    )
+    .unwrap();
     (store, o, vec![a, b])
 }
 
@@ -200,7 +224,7 @@ fn kv_last_win_across_tasks_rewrites_the_losing_shards() {
 fn kv_fail_across_tasks_refuses_the_commit() {
     let d = tempfile::tempdir().unwrap();
     let (store, o, reports) = kv_job(d.path(), Duplicates::Fail);
-    let e = commit_store_job(&store, "kv", reports, &o, &JobOptions::new()).unwrap_err();
+    let e = commit_store_job(&store, None, "kv", reports, &o, &JobOptions::new()).unwrap_err();
     assert!(e.to_string().contains("r3"), "{e}");
     assert!(sv::current(&store).unwrap().is_none(), "nothing committed");
 }

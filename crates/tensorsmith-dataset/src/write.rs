@@ -24,7 +24,7 @@ use tensorsmith::bytes::StorageOptions;
 
 /// The checks before anything is written (the commit looks again): an existing dataset in
 /// mode error, and a user's files named like shards in a folder that holds no dataset.
-fn refuse_early(out: &Path, mode: WriteMode) -> Result<()> {
+pub(crate) fn refuse_early(out: &Path, mode: WriteMode) -> Result<()> {
     let found = match Snapshot::current(out)? {
         Some(_) => true,
         None => crate::outsiders::refuse_unless_committed(out, mode)?,

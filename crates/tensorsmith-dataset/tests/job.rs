@@ -13,9 +13,9 @@ use shards::{shard_contents, shard_files};
 use std::sync::Arc;
 use tensorsmith::dtype::DType;
 use tensorsmith_dataset::{
-    abort_job, commit_job, export, export_choosing, export_keys, verify, write_dataset, write_task,
-    Dataset, DatasetError, Duplicates, Input, JobOptions, Manifest, Progress, TailStrategy,
-    TaskReport, WriteMode, WriteOptions,
+    abort_job, commit_job, export, export_choosing, export_keys, start_job, verify, write_dataset,
+    write_task, Dataset, DatasetError, Duplicates, Input, JobOptions, Manifest, Progress,
+    TailStrategy, TaskReport, WriteMode, WriteOptions,
 };
 
 fn schema() -> SchemaRef {
@@ -83,7 +83,17 @@ fn kv_opts() -> WriteOptions {
     o
 }
 
+/// Starts job `job` in `dir` unless it runs: the driver's part. Its heartbeat thread is left
+/// to itself: it returns at the first renewal after the commit or abort ends the job.
+fn started(dir: &Path, job: &str) {
+    let beat = dir.join("_tensorsmith/jobs").join(job).join("heartbeat");
+    if !beat.exists() {
+        std::mem::forget(start_job(dir, job, std::time::Duration::from_secs(1)).unwrap());
+    }
+}
+
 fn task(dir: &Path, job: &str, t: u64, input: &Input, o: &WriteOptions) -> TaskReport {
+    started(dir, job);
     write_task(input, dir, job, t, o, &Progress::default()).unwrap()
 }
 
@@ -338,8 +348,28 @@ fn abort_removes_the_jobs_shards_and_keeps_the_committed_dataset() {
     let staging = dir.join("_tensorsmith_job-second");
     task(dir, "second", 0, &rows_input(0..9, 100.0), &o);
     task(dir, "second", 1, &rows_input(9..12, 100.0), &o);
-    assert_eq!(shard_files(&staging).len(), 4);
+    // Each finished shard moved into the folder, under its final name; no version lists it.
+    assert_eq!(shard_files(dir).len(), committed.len() + 4);
+    assert_eq!(shard_files(&staging).len(), 0);
+    assert!(verify(dir).unwrap().is_ok());
     abort_job(dir, "second").unwrap();
+    assert!(!staging.exists());
+    assert!(!dir.join("_tensorsmith/jobs/second").exists());
+    assert_eq!(shard_files(dir), committed);
+    // A task of the aborted job writes nothing, and makes no staging folder again.
+    let e = write_task(
+        &rows_input(0..9, 100.0),
+        dir,
+        "second",
+        2,
+        &o,
+        &Progress::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("job second is not running there"),
+        "{e}"
+    );
     assert!(!staging.exists());
     assert_eq!(shard_files(dir), committed);
     assert_eq!(Manifest::read(dir).unwrap(), before);
@@ -352,7 +382,7 @@ fn abort_removes_the_jobs_shards_and_keeps_the_committed_dataset() {
 }
 
 #[test]
-fn commit_without_the_staging_folder_is_refused() {
+fn commit_of_a_job_that_ended_or_of_shards_it_did_not_write_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let o = batch_opts(4);
@@ -361,16 +391,34 @@ fn commit_without_the_staging_folder_is_refused() {
     let e = commit_job(dir, "gone", reports.clone(), &o, WriteMode::ErrorIfExists).unwrap_err();
     let msg = e.to_string();
     assert!(
-        msg.contains("_tensorsmith_job-gone") && msg.contains("staging folder"),
+        msg.contains("job gone is not running there") && msg.contains("_tensorsmith/jobs/gone"),
         "{msg}"
     );
     assert!(!dir.join("dataset_manifest.json").exists());
-    // A report naming a shard that is not in the staging folder.
+    // A report naming a shard that is not there (the aborted job's).
     let mut other = task(dir, "other", 0, &rows_input(0..5, 0.0), &o);
-    other.shards[0].shard_path = reports[0].shards[0].shard_path.clone();
-    let e = commit_job(dir, "other", vec![other], &o, WriteMode::ErrorIfExists).unwrap_err();
+    let gone = reports[0].shards[0].shard_path.clone();
+    other.shards[0].shard_path = gone.clone();
+    let e = commit_job(
+        dir,
+        "other",
+        vec![other.clone()],
+        &o,
+        WriteMode::ErrorIfExists,
+    )
+    .unwrap_err();
     assert!(
-        e.to_string().contains("missing from the staging folder"),
+        e.to_string().contains("which the task does not report"),
+        "{e}"
+    );
+    let mut other = task(dir, "other2", 0, &rows_input(0..5, 0.0), &o);
+    other.shards[0].shard_path = gone.clone();
+    for entry in &mut other.index {
+        entry.file_name = gone.as_str().into();
+    }
+    let e = commit_job(dir, "other2", vec![other], &o, WriteMode::ErrorIfExists).unwrap_err();
+    assert!(
+        e.to_string().contains(&gone) && e.to_string().contains("nothing was committed"),
         "{e}"
     );
     // A report naming a path outside it.
@@ -479,6 +527,7 @@ fn invalid_job_ids_are_refused() {
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     // The longest and widest valid id.
     let ok = format!("{}-_Z9", "a".repeat(60));
+    started(&dir, &ok);
     write_task(&input, &dir, &ok, 0, &o, &Progress::default()).unwrap();
     abort_job(&dir, &ok).unwrap();
 }
@@ -911,6 +960,7 @@ fn a_pipelined_task_writes_the_shards_write_dataset_writes() {
 fn a_pipelined_task_fails_on_a_bad_row_without_hanging_and_keeps_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("job");
+    started(&dir, "f");
     let e = write_task(
         &reader(uneven(60, &[37])),
         &dir,
@@ -959,6 +1009,7 @@ fn task_ranges_and_write_task_range_commit_what_write_dataset_writes() {
                 .enumerate()
                 .map(|(t, r)| {
                     let input = Input::open(&[&pq]).unwrap();
+                    started(&dir, "d");
                     tensorsmith_dataset::write_task_range(
                         &input,
                         &dir,
@@ -1018,4 +1069,36 @@ fn a_url_is_never_a_jobs_local_folder_and_unknown_schemes_are_refused() {
     assert!(e.contains("unsupported URL scheme \"ftp\""), "{e}");
     assert!(!Path::new("s3:").exists(), "a local folder was made");
     assert!(!Path::new("ftp:").exists(), "a local folder was made");
+}
+
+#[test]
+fn the_commit_removes_the_shards_of_attempts_it_does_not_commit() {
+    // Task 0 ran twice (a retry after a lost executor, or a speculative copy): both attempts'
+    // shards moved into the folder; the commit takes the reported one and removes the other's.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = batch_opts(4);
+    let lost = task(dir, "retried", 0, &rows_input(0..9, 100.0), &o);
+    let kept = task(dir, "retried", 0, &rows_input(0..9, 0.0), &o);
+    let second = task(dir, "retried", 1, &rows_input(9..12, 0.0), &o);
+    assert_eq!(shard_files(dir).len(), 7);
+    let m = commit_job(
+        dir,
+        "retried",
+        vec![second, kept],
+        &o,
+        WriteMode::ErrorIfExists,
+    )
+    .unwrap();
+    let listed: Vec<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
+    assert_eq!(shard_files(dir), listed);
+    assert!(lost
+        .shards
+        .iter()
+        .all(|s| !dir.join(&s.shard_path).exists()));
+    let ds = Dataset::open(dir).unwrap();
+    assert_eq!(ds.sample(8).unwrap()[0].1.data, f32_bytes(values(8, 0.0)));
+    assert!(verify(dir).unwrap().is_ok());
+    assert!(!dir.join("_tensorsmith/jobs/retried").exists());
+    assert!(!dir.join("_tensorsmith_job-retried").exists());
 }

@@ -133,9 +133,12 @@ def test_a_failing_task_leaves_no_dataset_and_no_shards(spark, tmp_path):
     out = tmp_path / "o"
     with pytest.raises(Exception, match="row 30"):
         tensorsmith.spark.write_dataset(spark, src, out, batch_size=4, tasks=2, dtype="F32")
-    # At most the commit lock's folder is left, holding an empty lock file.
+    # At most the dataset's own folder is left: an empty lock file, and the folder jobs keep
+    # their heartbeats in, empty once the job has ended.
     assert os.listdir(out) in ([], ["_tensorsmith"])
-    assert not os.path.isdir(out / "_tensorsmith") or os.listdir(out / "_tensorsmith") == ["lock"]
+    meta = out / "_tensorsmith"
+    assert not meta.is_dir() or set(os.listdir(meta)) <= {"lock", "jobs"}
+    assert not (meta / "jobs").is_dir() or os.listdir(meta / "jobs") == []
 
 
 def test_a_hive_partitioned_folder_is_refused_by_name(spark, tmp_path):

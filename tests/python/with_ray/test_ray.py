@@ -133,9 +133,14 @@ def test_a_killed_write_task_is_retried_and_rows_are_written_once(tmp_path):
 
 def _raise_once(marker):
     def _staged(out):
-        # Shard names in the job staging folders under dataset folder `out`.
-        return [n for j in os.listdir(out) if j.startswith("_tensorsmith_job")
-                for n in os.listdir(os.path.join(out, j)) if n.endswith(".safetensors")]
+        # The job's shards so far: each moves from its task's folder in the job's staging
+        # folder into dataset folder `out` once written (no version lists it before the
+        # commit), so both places are looked at.
+        names = [n for n in os.listdir(out) if n.endswith(".safetensors")]
+        for root, _, files in os.walk(out):
+            if "_tensorsmith_job" in root:
+                names += [n for n in files if n.endswith(".safetensors")]
+        return names
 
     def udf(b):
         # The sixth batch of block 2 raises once (a transient error: the worker lives on and

@@ -4,18 +4,20 @@
     tensorsmith.ray.write_dataset(ds, "out/", batch_size=1024, dtype="F32")
     ds = tensorsmith.ray.read_dataset("out/", columns=["x"])
 
-Writing is the Spark data source's protocol: the driver starts a job (its staging folder,
-renewed by a heartbeat); each Ray write task pulls its blocks as one Arrow stream through the
-Rust task writer, which writes and fsyncs the task's shards (named after the task's index)
-into the staging folder and returns a report; once every task has succeeded, the driver
-commits the reports (`on_write_complete`: manifest, index, KV duplicates across tasks, the
-dataset's next version under its commit lock), and if one failed it aborts
-(`on_write_failed`: every shard of the job removed, nothing committed). A task Ray retries
-after a failure starts clean: whatever ended the attempt before it (an exception in its
-input, which the task raises as itself, not wrapped in an Arrow stream error; a killed
-worker; a timeout), that attempt's shards are removed from the staging folder, and the task
-writes its rows again under new shard names; only the shards its last, successful attempt
-reports are committed, so every row is written once. The write keeps the
+Writing is the Spark data source's protocol, the one commit protocol of local folders and
+object stores alike: the driver starts a job (its heartbeat); each Ray write task pulls its
+blocks as one Arrow stream through the Rust task writer, which writes and fsyncs the task's
+shards (named after the task's index and its attempt) and moves or uploads each into the
+dataset under its final name, where no version lists it yet, and returns a report; once
+every task has succeeded, the driver commits the reports (`on_write_complete`: manifest,
+index, KV duplicates across tasks, the dataset's next version by an exclusive create), and if
+one failed it aborts (`on_write_failed`: every shard of the job removed, nothing committed).
+A task Ray retries after a failure writes its rows again under new shard names: an attempt
+that raised (an exception in its input, which the task raises as itself, not wrapped in an
+Arrow stream error) removes its shards before it returns; one that was killed (a killed
+worker; a timeout) leaves them to the commit or the abort, which remove every shard of the
+job's attempts that the committed version does not list. Only the shards its last,
+successful attempt reports are committed, so every row is written once. The write keeps the
 dataset's block order (Ray's `preserve_order`, for its duration), so shards sort in row order:
 where each block holds whole batches, the shards are those `tensorsmith dataset write`
 writes for the same rows; otherwise each task's tail is handled as the CLI handles a
@@ -93,9 +95,6 @@ def _join(path, name):
     return path.rstrip("/") + "/" + name if "://" in path else os.path.join(path, name)
 
 
-_JOB_STAGING_PREFIX = "_tensorsmith_job-"
-
-
 class _Pulled:
     """An iterator of blocks that remembers the exception it raised."""
 
@@ -115,24 +114,6 @@ class _Pulled:
             raise
 
 
-def _remove_task_shards(staging, task):
-    """Removes task `task`'s shards (`part-{task:05}-*`, every attempt's) from the job's local
-    staging folder `staging` (None: nothing to do)."""
-    if staging is None:
-        return
-    prefix = f"part-{task:05d}-"
-    try:
-        names = os.listdir(staging)
-    except FileNotFoundError:
-        return
-    for n in names:
-        if n.startswith(prefix) and n.endswith(".safetensors"):
-            try:
-                os.remove(os.path.join(staging, n))
-            except FileNotFoundError:
-                pass
-
-
 class _Sink(Datasink):
     def __init__(self, path, options, mode, storage=()):
         _native.check_options(options)  # on the driver: a typo fails before any task
@@ -150,21 +131,8 @@ class _Sink(Datasink):
     def on_write_start(self, schema=None):
         self._beat = _native.JobHeartbeat(self.path, self.job_id, self.storage)
 
-    def _staging(self):
-        """The job's local staging folder (None on an object store, where the Rust side
-        tracks each attempt's uploads and the commit or abort sweeps those not committed)."""
-        if "://" in self.path:
-            return None
-        return os.path.join(self.path, _JOB_STAGING_PREFIX + self.job_id)
-
     def write(self, blocks, ctx):
         task = ctx.task_idx
-        staging = self._staging()
-        # A retried task starts clean, whatever ended the attempt before it (an exception,
-        # a killed worker, a timeout): the shards earlier attempts of this task left in
-        # staging go first (the commit takes only the last attempt's report, but stray
-        # shards of an attempt would linger until then).
-        _remove_task_shards(staging, task)
         pulled = _Pulled(blocks)
         tables = (_plain(BlockAccessor.for_block(b).to_arrow()) for b in pulled)
         tables = (t for t in tables if t.num_rows)
@@ -184,7 +152,7 @@ class _Sink(Datasink):
             return _native.write_job_task(stream, self.path, self.job_id, task,
                                           self.options, self.storage)
         except BaseException:
-            _remove_task_shards(staging, task)  # this attempt's shards
+            # The task writer removed this attempt's shards before raising.
             if pulled.error is None:
                 raise
         # The input's own exception (a block that failed upstream), not the Arrow stream

@@ -7,9 +7,11 @@ Rust core.
     spark.read.format("safetensors").load(path)
 
 Writing: every task hands its Arrow batches to the Rust writer, which writes the task's shards
-(named after the Spark partition id) into the job's staging folder and returns a report, the
-task's commit message. The driver's `commit` moves the shards in and writes the index and the
-manifest, last; `abort` deletes every shard of the job. Options are the dataset options of
+(named after the Spark partition id and the attempt), moves or uploads each to its final name
+in the dataset, where no version lists it yet, and returns a report, the task's commit
+message. The driver's `commit` creates the dataset's next version from the reports (then the
+index and the manifest) and removes every other shard of the job's attempts; `abort` removes
+every shard of the job. Options are the dataset options of
 `tensorsmith.write_dataset`, same names. Save modes: Spark 4 allows Python data sources only
 "append" (adds shards to the dataset at the path, or creates it) and "overwrite" (replaces
 it; the old shards go once the new manifest is in place).

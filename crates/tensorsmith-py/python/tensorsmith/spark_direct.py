@@ -4,8 +4,8 @@ schedules; nothing goes through Spark's rows, its Arrow conversion or a Python w
 
 The driver cuts the input as `tensorsmith dataset write` does (whole batches per task in batch
 mode, whole rows in KV mode), so the committed shards are the ones the CLI writes on the same
-files and options. Tasks write into the job's staging folder; the driver commits, or aborts
-(every shard of the job removed), as the data source does. Every executor must be able to open
+files and options. Tasks move their shards into the dataset, where no version lists them until the driver
+commits, or aborts (every shard of the job removed), as the data source does. Every executor must be able to open
 the input paths (a local or shared POSIX filesystem), or read them from object storage (each
 task reads only its row groups, by range); the output may be a folder they all see or an
 object-store URL (tasks upload their shards, the driver commits).

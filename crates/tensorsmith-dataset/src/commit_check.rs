@@ -1,29 +1,17 @@
-//! The one commit of a write (threads of `write_dataset`, tasks of a job: the CLI, Python, the
-//! Spark source and direct path): task reports checked against the staging folder, cross-task
-//! duplicate keys resolved (KV), then, optimistically, the next version prepared against the
-//! current one outside the lock (commit_prepare.rs) and published under the dataset's commit
-//! lock if that version is still current (publish.rs); else prepared again. A writer that
-//! keeps losing prepares under the lock, so every writer finishes. The caller cleans after
-//! it (retention.rs).
+//! The checks of a commit that do not depend on where the dataset lives: task reports
+//! checked against the staging folder (one per task, shard names only, every shard there
+//! or already moved in), cross-task duplicate keys resolved (KV), and the shards, index
+//! entries and schema they add gathered (commit_prepare.rs prepares the version from them;
+//! store_commit.rs commits it).
 
-use crate::commit_base::BaseAt;
-use crate::commit_lock;
-use crate::commit_prepare::{prepare, Written};
+use crate::commit_prepare::Written;
 use crate::duplicates;
 use crate::error::{DatasetError, Result};
-use crate::job_options::{JobOptions, Progress};
-use crate::manifest::{is_shard_file_name, Manifest, TensorSchema};
+use crate::manifest::{is_shard_file_name, TensorSchema};
 use crate::options::{Naming, WriteOptions};
-use crate::publish::publish;
 use crate::task_report::TaskReport;
-use crate::versions::{current_id, Snapshot};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
-
-/// Conflicts after which a writer prepares under the lock rather than racing again.
-const OPTIMISTIC_TRIES: u32 = 3;
 
 /// Reports in task order, each naming only shards that are in `staging` (or, `uploaded`,
 /// already uploaded from it to an object store).
@@ -71,92 +59,6 @@ fn check_reports(
         }
     }
     Ok(())
-}
-
-/// Commits the shards that `reports` name in `staging` as the next version of the dataset
-/// in `out`. The caller removes `staging` afterwards (committed shards have left it).
-pub(crate) fn commit(
-    out: &Path,
-    staging: &Path,
-    reports: Vec<TaskReport>,
-    opts: &WriteOptions,
-    job: &JobOptions,
-    progress: Option<&Progress>,
-) -> Result<Manifest> {
-    let written = checked(reports, staging, &HashSet::new(), opts)?;
-    commit_lock::probe(out)?;
-    let prepare_on = |base: Option<&Snapshot>| {
-        prepare(
-            out,
-            staging,
-            &written,
-            (base, BaseAt::Dir(out)),
-            opts,
-            job.mode(),
-        )
-    };
-    let mut conflicts = 0u32;
-    let manifest = loop {
-        // What the manifest file was when it was found to be no other writer's: under the
-        // lock, only a manifest changed since then is read again (reading a large one there
-        // would hold the lock for as long).
-        let checked = manifest_stamp(out);
-        let base = Snapshot::current(out)?;
-        // Another writer's commit (a manifest listing shards no version lists) becomes a
-        // version first, so that this one keeps its shards.
-        if let Some(b) = &base {
-            if crate::foreign::detect(out, b)?.is_some() {
-                crate::foreign::adopt(out, job.lock_timeout())?;
-                continue;
-            }
-        }
-        let mut prepared = prepare_on(base.as_ref())?;
-        let mut manifest = prepared.version.version.manifest.clone();
-        let lock = commit_lock::acquire(out, job.lock_timeout())?;
-        let held = Instant::now();
-        // A clean may have taken the index file of a commit that waited long for the lock.
-        let index_gone = prepared.index.as_ref().is_some_and(|i| !i.path.exists());
-        let stale = current_id(out)? != prepared.base_id || index_gone;
-        if stale || (manifest_stamp(out) != checked && foreign_change(out)?) {
-            conflicts += 1;
-            if let Some(p) = progress {
-                p.commit_retries.fetch_add(1, Ordering::Relaxed);
-            }
-            if conflicts < OPTIMISTIC_TRIES {
-                drop(lock);
-                continue;
-            }
-            drop(prepared);
-            let base = Snapshot::current(out)?;
-            prepared = prepare_on(base.as_ref())?;
-            manifest = prepared.version.version.manifest.clone();
-        }
-        // A previous commit killed after its commit point left the entry files behind its
-        // version; this commit writes them anew anyway.
-        publish(out, staging, &written.shards, &mut prepared)?;
-        if let Some(p) = progress {
-            p.lock_held_us
-                .store(held.elapsed().as_micros() as u64, Ordering::Relaxed);
-        }
-        drop(lock);
-        drop(prepared);
-        break manifest;
-    };
-    Ok(manifest)
-}
-
-/// The manifest file's length and modification time (`None`: no manifest).
-fn manifest_stamp(out: &Path) -> Option<(u64, std::time::SystemTime)> {
-    let m = std::fs::metadata(out.join(crate::manifest::MANIFEST_NAME)).ok()?;
-    Some((m.len(), m.modified().ok()?))
-}
-
-/// Whether another writer committed a manifest over the current version.
-fn foreign_change(out: &Path) -> Result<bool> {
-    Ok(match Snapshot::current(out)? {
-        Some(s) => crate::foreign::detect(out, &s)?.is_some(),
-        None => false,
-    })
 }
 
 /// What a write's reports add, checked against `staging` (every shard there, none empty),
