@@ -84,6 +84,7 @@ mod range_cache;
 mod read;
 mod shard_file;
 mod verify;
+mod verify_checks;
 // Reading, verifying and cleaning a dataset on a store, and the commands by location.
 mod located;
 #[cfg(test)]

@@ -789,3 +789,50 @@ fn a_clean_that_listed_before_a_write_committed_never_takes_its_shards() {
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn verify_on_a_store_checks_the_layouts_index_as_a_folders_verify_does() {
+    // The entry index of another version (a commit stopped between the manifest and the
+    // index): a problem that `--repair` (store_clean::republish) mends.
+    let d = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(d.path());
+    write(&store, 0..8, WriteMode::ErrorIfExists).unwrap();
+    let top = d.path().join(crate::manifest::INDEX_NAME);
+    let first = std::fs::read(&top).unwrap();
+    write(&store, 8..20, WriteMode::Append).unwrap();
+    std::fs::write(&top, &first).unwrap();
+    let r = verify_store(&store, None).unwrap();
+    assert!(
+        r.problems.join("\n").contains("is not version 2's"),
+        "{:?}",
+        r.problems
+    );
+    let snap = sv::current(&store).unwrap().unwrap();
+    assert!(crate::store_clean::republish(&store, &snap).unwrap());
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    // A dataset without versions (safetensors-spark's layout): its index is checked too.
+    std::fs::remove_dir_all(d.path().join("_tensorsmith")).unwrap();
+    assert!(verify_store(&store, None).unwrap().is_ok());
+    std::fs::write(&top, &first).unwrap();
+    let m = sv::current(&store).unwrap().unwrap();
+    let r = verify_store(&store, None).unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+    // An index naming a shard the manifest does not list.
+    let gone = &m.manifest().shards[0].shard_path;
+    std::fs::remove_file(d.path().join(crate::manifest::MANIFEST_NAME)).unwrap();
+    let rest = Manifest::new(
+        m.manifest().shards[1..].to_vec(),
+        m.manifest().schema.clone(),
+    );
+    std::fs::write(
+        d.path().join(crate::manifest::MANIFEST_NAME),
+        rest.to_json(),
+    )
+    .unwrap();
+    let r = verify_store(&store, None).unwrap();
+    let text = r.problems.join("\n");
+    assert!(
+        text.contains(crate::manifest::INDEX_NAME) && text.contains(gone.as_str()),
+        "{text}"
+    );
+}

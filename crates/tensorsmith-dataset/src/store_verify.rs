@@ -1,21 +1,50 @@
-//! `dataset verify` of a dataset on a store (an S3 prefix), with the checks of verify.rs:
-//! every shard the version lists present at its recorded size (from one listing), its header
-//! valid and holding what the manifest says (read by range: only the header moves), the
-//! version's index naming only listed shards and tensors they hold, `dataset_manifest.json`
-//! mirroring the current version, and shards no version lists reported as strays.
+//! `dataset verify` of a dataset in a store (an S3, Azure or GCS prefix, or a local folder:
+//! verify.rs adds a folder's own checks), with the checks of verify_checks.rs: every shard
+//! the version lists present at its recorded size (from one listing), its header valid and
+//! holding what the manifest says (read by range: only the header moves), the version's index
+//! (or, without versions, the layout's) naming only listed shards and tensors they hold, the
+//! entry files mirroring the current version, and shards no version lists noted as strays,
+//! with who removes them and when.
 
 use crate::error::Result;
-use crate::manifest::{Manifest, INDEX_NAME, MANIFEST_NAME};
+use crate::manifest::{Manifest, INDEX_NAME};
 use crate::store::Store;
+use crate::store_clean::is_mirrored;
 use crate::store_versions::{self as sv, index_key};
 use crate::tensor_index_file;
-use crate::verify::{check_coverage, check_index, check_tensors, mode_of_shards, DatasetReport};
+use crate::verify_checks::{
+    check_coverage, check_index, check_tensors, mode_of_shards, DatasetReport,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use tensorsmith::index::TensorIndex;
 
-/// Checks version `version` (`None`: the current one) of the dataset in `store`.
+/// What a clean does with a shard no version lists: the note `verify` gives it.
+/// `marked`: a writer's job marked its attempt (it goes with the job, once the job's
+/// heartbeat is still). `by_age`: the store takes other shards our writers name once older
+/// than the retention and an hour (a store; never a folder, which may hold a user's copies).
+pub(crate) fn stray_note(name: &str, marked: bool, by_age: bool) -> String {
+    if marked {
+        format!("{name}: a shard no version lists, of a writer stopped before its commit point or still writing (`tensorsmith dataset clean` removes it once its writer's heartbeat has been still for an hour, or the retention when longer)")
+    } else if by_age && crate::shard_record::is_writer_shard_name(name) {
+        format!("{name}: a shard no version lists (a writer stopped before its commit point, or one still uploading: `tensorsmith dataset clean` removes it once older than the retention and an hour)")
+    } else {
+        format!("{name}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")
+    }
+}
+
+/// Checks version `version` (`None`: the current one) of the dataset in a remote store.
 pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<DatasetReport> {
+    verify_store_with(store, version, &|n, marked| stray_note(n, marked, true))
+}
+
+/// [`verify_store`], with `note` wording each shard no version lists (its name, and whether
+/// a job marked its attempt).
+pub(crate) fn verify_store_with(
+    store: &dyn Store,
+    version: Option<u64>,
+    note: &dyn Fn(&str, bool) -> String,
+) -> Result<DatasetReport> {
     let snap = match version {
         Some(n) => sv::at(store, n)?,
         None => match sv::current(store)? {
@@ -83,28 +112,35 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
             store.location(),
             f.base + 1
         ));
-    } else if snap.versioned && is_current {
-        let manifest_ok = store
-            .get(MANIFEST_NAME)?
-            .is_some_and(|b| b == m.to_json().as_bytes());
-        if !manifest_ok {
-            r.problems.push(format!(
-                "dataset_manifest.json or {INDEX_NAME} is not version {}'s (a commit was stopped after its commit point): `tensorsmith dataset verify --repair` writes them again",
-                snap.version.version
-            ));
-        }
+    } else if snap.versioned && is_current && !is_mirrored(store, &snap)? {
+        r.problems.push(format!(
+            "dataset_manifest.json or {INDEX_NAME} is not version {}'s (a commit was stopped after its commit point): `tensorsmith dataset verify --repair` writes them again",
+            snap.version.version
+        ));
     }
-    if let (true, Some(name)) = (snap.versioned, &snap.version.index) {
-        let key = index_key(name);
+    // The version's own index; without versions, the layout's index when there is one.
+    let index = match &snap.version.index {
+        Some(name) if snap.versioned => Some((
+            index_key(name),
+            format!("index of version {}", snap.version.version),
+        )),
+        _ if snap.versioned => None,
+        _ => Some((INDEX_NAME.to_string(), INDEX_NAME.to_string())),
+    };
+    if let Some((key, iname)) = index {
+        let path = PathBuf::from(store.show(&key));
         let entries = match store.get(&key)? {
-            Some(b) => tensor_index_file::read_bytes(b.into(), &PathBuf::from(store.show(&key))),
-            None => Err(crate::error::DatasetError::Corrupt {
-                path: PathBuf::from(store.show(&key)),
+            Some(b) => Some(tensor_index_file::read_bytes(b.into(), &path)),
+            // A version's index must be there; the layout's is optional.
+            None if snap.versioned => Some(Err(crate::error::DatasetError::Corrupt {
+                path,
                 msg: "missing".into(),
-            }),
+            })),
+            None => None,
         };
-        let iname = format!("index of version {}", snap.version.version);
-        check_index(&mut r, entries, &iname, m, &tensors_of);
+        if let Some(entries) = entries {
+            check_index(&mut r, entries, &iname, m, &tensors_of);
+        }
     }
     // Shards other kept versions list are not strays.
     let mut listed: HashSet<String> = m.shards.iter().map(|s| s.shard_path.clone()).collect();
@@ -121,12 +157,16 @@ pub(crate) fn verify_store(store: &dyn Store, version: Option<u64>) -> Result<Da
         .filter(|n| !n.contains('/') && n.ends_with(".safetensors") && !listed.contains(*n))
         .collect();
     stray.sort();
+    let marked = crate::store_job_marks::jobs(store)
+        .map(|jobs| {
+            jobs.into_values()
+                .flat_map(|j| j.attempts)
+                .collect::<HashSet<_>>()
+        })
+        .unwrap_or_default();
     for n in stray {
-        r.notes.push(if crate::shard_record::is_writer_shard_name(n) {
-            format!("{n}: a shard no version lists (a writer stopped before its commit point, or one still uploading: `tensorsmith dataset clean` removes it once older than the retention and an hour)")
-        } else {
-            format!("{n}: a file named like a shard that no version of this dataset lists: not this dataset's, and never removed by tensorsmith")
-        });
+        let ours = crate::shard_record::attempt_of(n).is_some_and(|a| marked.contains(&a));
+        r.notes.push(note(n, ours));
     }
     Ok(r)
 }
