@@ -8,15 +8,12 @@
 //! holds no dataset are a user's: a write in mode error or append refuses them, and nothing
 //! here ever deletes them.
 
-use crate::commit_lock;
 use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, ShardInfo, MANIFEST_NAME};
-use crate::publish::republish;
-use crate::tensor_index_file::{self, IndexEntry, SharedNames};
-use crate::versions::{self, indexes_dir, now_ms, Snapshot, Version};
+use crate::tensor_index_file::IndexEntry;
+use crate::versions::{self, now_ms, Snapshot, Version};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The current snapshot of `dir` for a reader: a manifest another writer committed over it
 /// is an error saying what differs and how to adopt it.
@@ -210,63 +207,4 @@ impl ForeignManifest {
             ),
         }
     }
-}
-
-/// Each shard the other writer added: present, of the size its manifest says, with a valid
-/// safetensors header; its index entries.
-fn check_added(dir: &Path, f: &ForeignManifest) -> Result<Vec<IndexEntry>> {
-    let mut entries = Vec::new();
-    let mut names = SharedNames::default();
-    for s in f.added_shards() {
-        let path = dir.join(&s.shard_path);
-        let len = std::fs::metadata(&path)
-            .map_err(|e| DatasetError::io(&path, e))?
-            .len();
-        if len != s.bytes {
-            let msg = format!("{len} bytes where the manifest says {}", s.bytes);
-            return Err(ForeignManifest::not_adopted(path, msg));
-        }
-        let file = tensorsmith::safetensors::SafetensorsFile::open(&path).map_err(|e| {
-            ForeignManifest::not_adopted(
-                path.clone(),
-                format!("not a valid safetensors file ({e})"),
-            )
-        })?;
-        tensor_index_file::entries_of(file.index(), &s.shard_path, &mut names, &mut entries);
-    }
-    Ok(entries)
-}
-
-/// Makes another writer's manifest of `dir` the next version (mode `adopted`), each shard it
-/// added checked first, under the commit lock (waiting up to `timeout`). Returns the new
-/// version, `None` when the manifest is the current version's.
-pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
-    let _lock = commit_lock::acquire(dir, timeout)?;
-    let Some(snap) = Snapshot::current(dir)? else {
-        return Ok(None);
-    };
-    let Some(f) = detect(dir, &snap)? else {
-        return Ok(None);
-    };
-    let added = check_added(dir, &f)?;
-    let index = match snap.index_entries(dir)? {
-        Some(base) => {
-            let name = tensor_index_file::new_file_name(f.base + 1);
-            let path = indexes_dir(dir).join(&name);
-            tensor_index_file::prepare(&path, &f.index_entries(base, added))?.commit()?;
-            Some((name, path))
-        }
-        None => None,
-    };
-    let prepared = versions::prepare(dir, f.version(index.as_ref().map(|(n, _)| n.clone())))?;
-    if !prepared.publish(dir)? {
-        if let Some((_, p)) = index {
-            let _ = std::fs::remove_file(p);
-        }
-        return Err(f.lost_race(&dir.to_string_lossy()));
-    }
-    if let Some(s) = Snapshot::current(dir)? {
-        republish(dir, &s)?;
-    }
-    Ok(Some(f.base + 1))
 }

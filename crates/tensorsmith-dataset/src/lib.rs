@@ -51,7 +51,6 @@ mod kv_resolve;
 mod kv_strategy;
 mod parquet_direct;
 mod plan;
-mod publish;
 mod retention;
 mod shard_pipe;
 mod shard_record;
@@ -96,7 +95,7 @@ mod store_verify;
 pub use commit_lock::{lock_path, DEFAULT_LOCK_TIMEOUT};
 pub use error::{DatasetError, Result};
 pub use export::{export, export_choosing, export_dataset, export_keys};
-pub use foreign::{adopt, ForeignManifest};
+pub use foreign::ForeignManifest;
 pub use input::{Input, InputFile, InputKind};
 pub use input_cut::RowSink;
 pub use input_list::{input_locations, list_prefix};
@@ -116,6 +115,7 @@ pub use staging::{
     parse_duration, staging_folders, stale_folders, Heartbeat, StagingFolder, DEFAULT_HEARTBEAT,
     DEFAULT_STALE_AFTER,
 };
+pub use store_adopt::adopt;
 pub use store_clean::ABANDONED_FLOOR;
 pub use task_ranges::task_ranges;
 pub use task_report::TaskReport;

@@ -96,7 +96,7 @@ pub fn adopt_at(
     timeout: Duration,
 ) -> Result<Option<u64>> {
     match open_store(location, storage, true)? {
-        None => crate::foreign::adopt(Path::new(location), timeout),
+        None => crate::store_adopt::adopt(Path::new(location), timeout),
         Some(store) => crate::store_adopt::adopt_store(&*store),
     }
 }

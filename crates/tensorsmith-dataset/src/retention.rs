@@ -11,7 +11,7 @@ pub use crate::clean_report::{CleanReport, Kept, RetiredShard, VersionInfo};
 use crate::commit_lock::{self, DEFAULT_LOCK_TIMEOUT};
 use crate::error::{DatasetError, Result};
 use crate::manifest::MANIFEST_NAME;
-use crate::publish::remove_pending;
+use crate::pending::remove_pending;
 use crate::store_clean::clean_folder_store;
 use crate::store_local::LocalStore;
 use crate::versions::{self, now_ms, Snapshot};
@@ -120,7 +120,7 @@ pub fn clean_with(
 /// current version, when a commit was killed after its commit point. Returns whether it did.
 /// A manifest another writer committed is adopted as the next version instead (foreign.rs).
 pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
-    if crate::foreign::adopt(dir, timeout)?.is_some() {
+    if crate::store_adopt::adopt(dir, timeout)?.is_some() {
         return Ok(true);
     }
     let _lock = commit_lock::acquire(dir, timeout)?;

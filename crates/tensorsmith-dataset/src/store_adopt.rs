@@ -1,7 +1,8 @@
-//! Another writer's `dataset_manifest.json` on a store (safetensors-spark appending through
-//! s3a) made the next version, as `foreign::adopt` does in a folder: each shard it added
-//! checked (present, its size, a valid safetensors header read by range), then the version
-//! created only if absent (the store's commit point), then the entry files mirrored.
+//! Another writer's `dataset_manifest.json` in a store (safetensors-spark appending through
+//! s3a, or in a folder: a folder is one more store) made the next version: each shard it
+//! added checked (present, its size, a valid safetensors header read by range), then the
+//! version created only if absent (the store's commit point), then the entry files mirrored.
+//! `adopt` is the folder's, under its lock.
 
 use crate::error::Result;
 use crate::foreign::ForeignManifest;
@@ -10,7 +11,8 @@ use crate::store_clean::republish;
 use crate::store_versions::{self as sv, version_key};
 use crate::tensor_index_file::{self, SharedNames};
 use crate::versions::to_bytes;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Adopts the other writer's manifest of `store` as the next version; `None` when the
 /// manifest is the current version's.
@@ -67,4 +69,13 @@ pub(crate) fn adopt_store(store: &dyn Store) -> Result<Option<u64>> {
         republish(store, &s)?;
     }
     Ok(Some(f.base + 1))
+}
+
+/// Makes another writer's manifest of `dir` the next version (mode `adopted`), each shard it
+/// added checked first (`store_adopt` on the folder), under the commit lock (waiting up to
+/// `timeout`), so that a clean never runs beside it. Returns the new version, `None` when
+/// the manifest is the current version's.
+pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
+    let _lock = crate::commit_lock::acquire(dir, timeout)?;
+    adopt_store(&crate::store_local::LocalStore::locked(dir))
 }

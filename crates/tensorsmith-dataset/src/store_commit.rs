@@ -1,5 +1,5 @@
-//! The commit of a write into a store without rename or lock (an S3 prefix): the protocol of
-//! the local commit (commit.rs, publish.rs) on conditional writes.
+//! The one commit of a write, into any store (an S3, Azure or GCS prefix, or a local folder:
+//! store_local.rs), on conditional writes, without rename or lock.
 //!
 //! 1. Each shard is uploaded straight to its final, unique name
 //!    (`part-{task:05}-{n:04}-{uuid}.safetensors`): listed by no version, so no reader sees it.
@@ -7,7 +7,7 @@
 //!    folder of the staging), its index file uploaded to `_tensorsmith/index/`.
 //! 3. The commit point: `_tensorsmith/versions/0000000N.json` created only if absent
 //!    (`If-None-Match: *`). When another writer created N first, the version is prepared
-//!    again against theirs (append merges with it), as the local commit does on a conflict.
+//!    again against theirs (append merges with it).
 //! 4. `dataset_manifest.json` and `_tensor_index.parquet` written from the version for the
 //!    layout's other readers (skipped when a newer version is already there: its writer
 //!    writes them). Readers of tensorsmith trust only the versions.
@@ -23,7 +23,6 @@ use crate::error::{DatasetError, Result};
 use crate::job_options::{JobOptions, Progress, WriteMode};
 use crate::manifest::{Manifest, ShardInfo, INDEX_NAME, MANIFEST_NAME};
 use crate::options::WriteOptions;
-use crate::publish::test_pause;
 use crate::store::{at_once, Expect, Store};
 use crate::store_versions::{self as sv, index_key, version_key};
 use crate::task_report::TaskReport;
@@ -275,4 +274,20 @@ pub(crate) fn mirror_entry_files(
     // Replaced by other writers every time: theirs stand (readers trust the versions;
     // `dataset verify --repair` and `clean` mirror the current one).
     Ok(())
+}
+
+/// For the kill tests: with `TENSORSMITH_TEST_COMMIT_PAUSE=N`, the commit (store_commit.rs)
+/// says so on stderr and stops for a minute at its step `N`: 10 (shards moved in or
+/// uploaded, before the commit point) or 13 (just after it).
+pub(crate) fn test_pause(step: u32) {
+    static AT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| {
+        std::env::var("TENSORSMITH_TEST_COMMIT_PAUSE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+    });
+    if *at == Some(step) {
+        eprintln!("TENSORSMITH_TEST_PAUSED at commit step {step}");
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
 }

@@ -6,7 +6,6 @@
 //! is a dataset written before versions existed, adopted by the first versioned commit. A
 //! version removed by `dataset clean` leaves a marker, `0000000N.removed`, with the time.
 
-use crate::commit_lock::sync_dir;
 use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, INDEX_NAME, MANIFEST_NAME};
 use crate::tensor_index_file::{self, IndexEntry};
@@ -306,21 +305,6 @@ pub(crate) fn prepare(dir: &Path, v: Version) -> Result<Prepared> {
     std::io::Write::write_all(&mut &f, &text).map_err(|e| DatasetError::io(&p.temp, e))?;
     f.sync_all().map_err(|e| DatasetError::io(&p.temp, e))?;
     Ok(p)
-}
-
-impl Prepared {
-    /// The commit point: the version file created under its final name, exclusively. `false`
-    /// when another writer committed that version first.
-    pub(crate) fn publish(&self, dir: &Path) -> Result<bool> {
-        let to = version_path(dir, self.version.version);
-        match std::fs::hard_link(&self.temp, &to) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(DatasetError::io(&to, e)),
-        }
-        sync_dir(&versions_dir(dir))?;
-        Ok(true)
-    }
 }
 
 impl Drop for Prepared {
