@@ -77,10 +77,12 @@ pub(crate) fn start_store_job(
 /// uploads mark their attempts. A `dataset clean` then spares those shards however long the
 /// write takes (a store tells a live writer from a dead one by its heartbeat, not by the age
 /// of its shards). When `f` is done the job is swept: the heartbeat, the markers, and every
-/// shard of its attempts that the version `f` committed (`kept`) does not list.
+/// shard of its attempts that the version `f` committed (`kept`) does not list. `also` is
+/// called at each renewal (a local write's staging folder marker).
 pub(crate) fn as_store_job<T>(
     store: &dyn Store,
     every: Duration,
+    also: &(dyn Fn() + Sync),
     f: impl FnOnce(&dyn Store) -> Result<T>,
     kept: impl FnOnce(&T) -> Vec<String>,
 ) -> Result<T> {
@@ -92,6 +94,7 @@ pub(crate) fn as_store_job<T>(
         s.spawn(|| {
             renew_until_stopped(&stop, every, || {
                 let _ = store.put(&key, beat_text(&job_id).as_bytes());
+                also();
                 true
             })
         });

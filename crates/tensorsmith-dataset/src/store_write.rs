@@ -18,7 +18,7 @@ use crate::kv_resolve;
 use crate::manifest::Manifest;
 use crate::options::{Naming, WriteOptions};
 use crate::plan::Plan;
-use crate::staging::{Heartbeat, STAGING_PREFIX};
+use crate::staging::{mark, STAGING_PREFIX};
 use crate::store::Store;
 use crate::store_commit::commit_to_store;
 use crate::store_job::as_store_job;
@@ -72,15 +72,21 @@ pub(crate) fn write_to_store(
         )),
     });
     std::fs::create_dir(&staging.0).map_err(|e| DatasetError::io(&staging.0, e))?;
-    let _marked = match local_staging {
-        Some(_) => Some(Heartbeat::start(&staging.0, job.heartbeat())?),
-        None => None,
+    // A local staging folder's marker is renewed with the job's heartbeat, by one thread.
+    if local_staging.is_some() {
+        mark(&staging.0)?;
+    }
+    let renew_marker = || {
+        if local_staging.is_some() {
+            let _ = mark(&staging.0);
+        }
     };
     let batch = matches!(opts.naming, Naming::Batch(_));
     // A job of its own, so that a clean beside a long write never takes its shards.
     let committed = as_store_job(
         store,
         job.heartbeat(),
+        &renew_marker,
         |jobs| {
             let (reports, mut uploaded) = uploading(jobs, &staging.0, |queue| {
                 with_ctx(
