@@ -11,21 +11,9 @@
 use crate::error::{DatasetError, Result};
 use crate::manifest::{Manifest, ShardInfo, MANIFEST_NAME};
 use crate::tensor_index_file::IndexEntry;
-use crate::versions::{self, now_ms, Snapshot, Version};
+use crate::versions::{now_ms, Snapshot, Version};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-
-/// The current snapshot of `dir` for a reader: a manifest another writer committed over it
-/// is an error saying what differs and how to adopt it.
-pub(crate) fn current_checked(dir: &Path) -> Result<Option<Snapshot>> {
-    let snap = Snapshot::current(dir)?;
-    if let Some(s) = &snap {
-        if let Some(f) = detect(dir, s)? {
-            return Err(f.error(&dir.to_string_lossy()));
-        }
-    }
-    Ok(snap)
-}
 
 /// A manifest another writer committed over version `base`.
 #[derive(Debug, Clone)]
@@ -43,28 +31,6 @@ fn same_shards(a: &[ShardInfo], b: &[ShardInfo]) -> bool {
         && a.iter().zip(b).all(|(x, y)| {
             (&x.shard_path, x.bytes, x.samples_count) == (&y.shard_path, y.bytes, y.samples_count)
         })
-}
-
-/// The manifest of `dir` when another writer committed it over `snap` (a version file).
-pub(crate) fn detect(dir: &Path, snap: &Snapshot) -> Result<Option<ForeignManifest>> {
-    if !snap.versioned {
-        return Ok(None);
-    }
-    let path = dir.join(MANIFEST_NAME);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(DatasetError::io(&path, e)),
-    };
-    compare(snap, &text, &path, || {
-        let mut listed: HashSet<String> = HashSet::new();
-        for n in versions::list(dir)? {
-            if let Ok(v) = versions::read(dir, n) {
-                listed.extend(v.manifest.shards.into_iter().map(|s| s.shard_path));
-            }
-        }
-        Ok(listed)
-    })
 }
 
 /// The manifest bytes `text` (at `path`) against `snap`: another writer's commit when it lists

@@ -13,6 +13,7 @@
 // Parquet checks.
 mod commit_lock;
 mod error;
+mod folder_versions;
 mod foreign;
 mod job_options;
 mod manifest;

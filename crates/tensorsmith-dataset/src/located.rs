@@ -26,7 +26,7 @@ pub fn info_at(
 ) -> Result<(Manifest, Vec<VersionInfo>, Vec<RetiredShard>)> {
     let Some(store) = open_store(location, storage, false)? else {
         let dir = Path::new(location);
-        let m = match crate::foreign::current_checked(dir)? {
+        let m = match crate::folder_versions::current_checked(dir)? {
             Some(s) => s.version.manifest,
             None => Manifest::read(dir)?,
         };
@@ -52,7 +52,7 @@ pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
     match open_store(location, storage, false)? {
         None => {
             let dir = Path::new(location);
-            Ok(crate::versions::current_id(dir)?.is_some())
+            Ok(crate::folder_versions::current_id(dir)?.is_some())
         }
         Some(store) => Ok(sv::current(&*store)?.is_some()),
     }

@@ -84,7 +84,7 @@ impl Dataset {
     pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
         must_be_a_folder(&dir)?;
-        match crate::foreign::current_checked(&dir)? {
+        match crate::folder_versions::current_checked(&dir)? {
             Some(s) => Self::from_snapshot(dir, s),
             // No dataset: the manifest's own error, naming the file.
             None => Manifest::read(&dir).and_then(|_| unreachable_dataset(&dir)),
@@ -257,7 +257,7 @@ impl Dataset {
                 },
                 None => e,
             },
-            None => match versions::removed_at(&self.dir, self.version) {
+            None => match crate::folder_versions::removed_at(&self.dir, self.version) {
                 Some(at) => versions::removed_error(&self.dir, self.version, at),
                 None => e,
             },

@@ -36,7 +36,7 @@ fn mtime_ms(p: &Path) -> Option<u64> {
 
 fn is_dataset(dir: &Path) -> Result<bool> {
     Ok(dir.join(MANIFEST_NAME).exists()
-        || !versions::list(dir)?.is_empty()
+        || !crate::folder_versions::list(dir)?.is_empty()
         || !crate::staging::staging_folders(dir)?.is_empty())
 }
 
@@ -72,7 +72,7 @@ pub fn clean_with(
     let _lock = commit_lock::acquire(dir, timeout)?;
     // Another writer's manifest is adopted or refused before anything is removed: its
     // shards are listed by no version yet.
-    crate::foreign::current_checked(dir)?;
+    crate::folder_versions::current_checked(dir)?;
     let mut staging = Vec::new();
     let mut kept = Vec::new();
     for f in crate::staging::staging_folders(dir)? {

@@ -7,7 +7,7 @@
 //! version removed by `dataset clean` leaves a marker, `0000000N.removed`, with the time.
 
 use crate::error::{DatasetError, Result};
-use crate::manifest::{Manifest, INDEX_NAME, MANIFEST_NAME};
+use crate::manifest::{Manifest, INDEX_NAME};
 use crate::tensor_index_file::{self, IndexEntry};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -50,53 +50,6 @@ pub fn indexes_dir(dir: &Path) -> PathBuf {
     meta_dir(dir).join("index")
 }
 
-pub fn version_path(dir: &Path, n: u64) -> PathBuf {
-    versions_dir(dir).join(format!("{n:08}.json"))
-}
-
-fn removed_path(dir: &Path, n: u64) -> PathBuf {
-    versions_dir(dir).join(format!("{n:08}.removed"))
-}
-
-/// The version numbers in `dir`, ascending (none for a dataset without versions).
-pub fn list(dir: &Path) -> Result<Vec<u64>> {
-    let vdir = versions_dir(dir);
-    let entries = match std::fs::read_dir(&vdir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(DatasetError::io(&vdir, e)),
-    };
-    let mut out = Vec::new();
-    for e in entries {
-        let e = e.map_err(|e| DatasetError::io(&vdir, e))?;
-        let name = e.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
-            continue;
-        };
-        if stem.len() == 8 && stem.bytes().all(|b| b.is_ascii_digit()) {
-            out.push(stem.parse().expect("digits"));
-        }
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
-/// What the folder holds now: its highest version, `Some(0)` for a dataset without versions
-/// (a manifest only), `None` for no dataset.
-pub fn current_id(dir: &Path) -> Result<Option<u64>> {
-    Ok(match list(dir)?.last() {
-        Some(&n) => Some(n),
-        None => dir.join(MANIFEST_NAME).exists().then_some(0),
-    })
-}
-
-/// When `dataset clean` removed version `n` (ms since the epoch), if it did.
-pub fn removed_at(dir: &Path, n: u64) -> Option<u64> {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(removed_path(dir, n)).ok()?).ok()?;
-    v["removed_ms"].as_u64()
-}
-
 /// The error of a reader of version `n` that `dataset clean` removed.
 pub(crate) fn removed_error(dir: &Path, n: u64, at_ms: u64) -> DatasetError {
     DatasetError::VersionRemoved {
@@ -126,25 +79,6 @@ pub fn format_utc(ms: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
-}
-
-/// Reads version `n` of `dir`; a version `dataset clean` removed is an error saying so.
-pub fn read(dir: &Path, n: u64) -> Result<Version> {
-    let path = version_path(dir, n);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(match removed_at(dir, n) {
-                Some(at) => removed_error(dir, n, at),
-                None => DatasetError::Corrupt {
-                    path,
-                    msg: format!("no version {n} of this dataset"),
-                },
-            })
-        }
-        Err(e) => return Err(DatasetError::io(&path, e)),
-    };
-    parse(&text, &path, n)
 }
 
 /// Version file bytes read as version `n` and checked (`path` is named in errors).
@@ -188,63 +122,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The current snapshot of `dir` as its versions say, `None` when it holds no dataset.
-    /// Readers go through `foreign::current_checked`, which also refuses a manifest another
-    /// writer committed over it.
-    pub fn current(dir: &Path) -> Result<Option<Snapshot>> {
-        // A version found by the listing may be cleaned before it is read (a newer one was
-        // committed meanwhile): list again.
-        for _ in 0..8 {
-            match list(dir)?.last() {
-                Some(&n) => match read(dir, n) {
-                    Err(DatasetError::VersionRemoved { .. }) => continue,
-                    r => return r.map(|v| Some(Snapshot::file(v))),
-                },
-                None if dir.join(MANIFEST_NAME).exists() => {
-                    return Snapshot::unversioned(dir).map(Some)
-                }
-                None => return Ok(None),
-            }
-        }
-        Err(DatasetError::input(format!(
-            "{}: its versions keep being removed while it is opened",
-            dir.display()
-        )))
-    }
-
-    /// Version `n` of `dir`.
-    pub fn at(dir: &Path, n: u64) -> Result<Snapshot> {
-        if n == 0 && list(dir)?.is_empty() {
-            return Snapshot::unversioned(dir);
-        }
-        read(dir, n).map(Snapshot::file)
-    }
-
     pub(crate) fn file(version: Version) -> Snapshot {
         Snapshot {
             version,
             versioned: true,
         }
-    }
-
-    fn unversioned(dir: &Path) -> Result<Snapshot> {
-        let manifest = Manifest::read(dir)?;
-        let mtime = std::fs::metadata(dir.join(MANIFEST_NAME))
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as u64);
-        Ok(Snapshot {
-            version: Version {
-                version: 0,
-                base: None,
-                committed_ms: mtime,
-                mode: "adopted".into(),
-                manifest,
-                index: None,
-            },
-            versioned: false,
-        })
     }
 
     pub fn manifest(&self) -> &Manifest {
