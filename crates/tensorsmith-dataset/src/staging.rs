@@ -34,6 +34,24 @@ fn read_marker(folder: &Path) -> Option<(u64, u64)> {
     Some((v["started_ms"].as_u64()?, v["heartbeat_ms"].as_u64()?))
 }
 
+/// The name of the machine this process runs on (Linux: the kernel's hostname), `None` where
+/// it cannot be read. A local write's staging folder is named after it (`…@<host>`), so that
+/// its writer's process id is looked up only on the machine it ran on: a folder shared over
+/// NFS holds the staging folders of writers on several machines.
+pub(crate) fn this_host() -> Option<String> {
+    static HOST: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+        let h = h.trim();
+        // A file name's part: a hostname is letters, digits, dots and hyphens.
+        let plain = !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        plain.then(|| h.to_string())
+    })
+    .clone()
+}
+
 /// Writes (or renews) the marker of `folder`: the start time is kept, the heartbeat is now.
 /// Written under a temporary name and renamed, so a reader never sees half a marker.
 pub fn mark(folder: &Path) -> Result<()> {

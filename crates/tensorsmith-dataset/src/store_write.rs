@@ -60,10 +60,12 @@ pub(crate) fn write_to_store(
     let staging = Staging(match local_staging {
         // Named and marked as the local protocol's staging folders are, so that a clean of
         // either kind tells it live (its heartbeat) and one left by a kill is removed.
+        // The machine's name last: a process id means something only there.
         Some(dir) => dir.join(format!(
-            "{STAGING_PREFIX}{}-{}",
+            "{STAGING_PREFIX}{}-{}{}",
             std::process::id(),
-            uuid::Uuid::new_v4()
+            uuid::Uuid::new_v4(),
+            crate::staging::this_host().map_or(String::new(), |h| format!("@{h}"))
         )),
         None => std::env::temp_dir().join(format!(
             "tensorsmith-upload-{}-{}",

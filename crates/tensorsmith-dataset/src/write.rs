@@ -85,21 +85,34 @@ pub fn write_dataset(
     Ok(manifest)
 }
 
-/// Removes staging folders of writers that are gone (killed before their commit).
+/// Removes staging folders of writers that are gone (killed before their commit): one named
+/// after this machine (`_tensorsmith_staging-<pid>-<uuid>@<host>`) whose process no longer
+/// runs, at once; any other only once its heartbeat has been still for `STAGING_FLOOR` (a
+/// writer on another machine sharing the folder, whose process id means nothing here, renews
+/// it every minute).
 fn remove_stale_staging(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(folders) = crate::staging::staging_folders(dir) else {
         return;
     };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(STAGING_PREFIX)) else {
+    let here = crate::staging::this_host();
+    for f in folders {
+        let name = f.path.file_name().unwrap_or_default().to_string_lossy();
+        let Some(rest) = name.strip_prefix(STAGING_PREFIX) else {
             continue;
+        };
+        let (rest, host) = match rest.rsplit_once('@') {
+            Some((r, h)) => (r, Some(h)),
+            None => (rest, None),
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
+        let gone = match host.is_some() && host == here.as_deref() {
+            true => pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists(),
+            false => f.idle > retention::STAGING_FLOOR,
+        };
+        if gone {
+            let _ = std::fs::remove_dir_all(&f.path);
         }
     }
 }
