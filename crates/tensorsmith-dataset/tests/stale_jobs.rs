@@ -223,24 +223,6 @@ fn clean_refuses_a_folder_that_is_not_a_dataset() {
     assert!(tmp.path().join("notes.txt").exists());
 }
 
-/// Staging folder `tag` of a `dataset write` on machine `host` whose heartbeat is `ago`
-/// old, with a shard in it; its name carries a process id that runs on no machine here.
-fn writer_folder(dir: &Path, tag: &str, host: &str, ago: Duration) -> std::path::PathBuf {
-    let f = dir.join(format!("_tensorsmith_staging-4000000000-{tag}@{host}"));
-    std::fs::create_dir_all(&f).unwrap();
-    std::fs::write(f.join("part-00000-0000-x.safetensors"), b"junk").unwrap();
-    let ms = (SystemTime::now() - ago)
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    std::fs::write(
-        f.join("_tensorsmith_heartbeat.json"),
-        format!("{{\"started_ms\": {ms}, \"heartbeat_ms\": {ms}}}"),
-    )
-    .unwrap();
-    f
-}
-
 #[test]
 fn a_write_spares_a_live_writers_staging_folder_on_another_machine() {
     // A dataset folder shared by machines (NFS): a writer's process id means something only
@@ -253,12 +235,19 @@ fn a_write_spares_a_live_writers_staging_folder_on_another_machine() {
         .unwrap()
         .trim()
         .to_string();
-    let live = writer_folder(dir, "a", "another-machine", Duration::ZERO);
-    let killed_here = writer_folder(dir, "b", &here, Duration::ZERO);
-    let still_elsewhere = writer_folder(dir, "c", "another-machine", Duration::from_secs(3600));
+    // Each named with a process id that runs on no machine here.
+    let live = "_tensorsmith_staging-4000000000-a@another-machine";
+    let killed_here = format!("_tensorsmith_staging-4000000000-b@{here}");
+    let still_elsewhere = "_tensorsmith_staging-4000000000-c@another-machine";
+    dead_folder(dir, live, Duration::ZERO, true);
+    dead_folder(dir, &killed_here, Duration::ZERO, true);
+    dead_folder(dir, still_elsewhere, Duration::from_secs(3600), true);
     let append = job.with_mode(WriteMode::Append);
     write_dataset(&input(8..16), dir, &opts(), &append, &Progress::default()).unwrap();
-    assert!(live.join("part-00000-0000-x.safetensors").exists());
-    assert!(!killed_here.exists());
-    assert!(!still_elsewhere.exists());
+    assert!(dir
+        .join(live)
+        .join("part-00000-0000-x.safetensors")
+        .exists());
+    assert!(!dir.join(killed_here).exists());
+    assert!(!dir.join(still_elsewhere).exists());
 }
