@@ -2,7 +2,7 @@
 //! lives in (a local folder is one, store_local.rs). An append reads the base's index, or each shard's header where the
 //! base has no index (`generate_index`), and a KV append with lastWin copies the base shards
 //! holding keys it replaces without those keys. Headers are read by range and a shard to
-//! copy is fetched into the staging folder first (the copy needs every byte of it
+//! copy is fetched into the staging folder first (a folder's is read in place) (the copy needs every byte of it
 //! but the replaced tensors, and reads it mapped, so its memory stays bounded).
 
 use crate::duplicates::supersede_in_copy;
@@ -51,6 +51,10 @@ impl BaseAt<'_> {
         gone: &HashSet<String>,
     ) -> Result<Option<ShardInfo>> {
         let BaseAt(store) = *self;
+        // A folder's shard is read in place.
+        if let Some(path) = store.local_file(&s.shard_path) {
+            return supersede_in_copy(&path, s, to, gone);
+        }
         let local = to.with_extension("base");
         let copied = fetch(store, &s.shard_path, &local)
             .and_then(|()| supersede_in_copy(&local, s, to, gone));

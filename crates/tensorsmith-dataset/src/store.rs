@@ -83,6 +83,11 @@ pub(crate) trait Store: Send + Sync {
         r
     }
     /// Every object whose name starts with `prefix`, in name order.
+    /// The local file holding `key`, for a store that is a local folder (store_local.rs):
+    /// read in place rather than copied down first. `None` for a remote store.
+    fn local_file(&self, _key: &str) -> Option<PathBuf> {
+        None
+    }
     fn list(&self, prefix: &str) -> Result<Vec<Entry>>;
     /// Removes `key` (no error when it is already gone).
     fn delete(&self, key: &str) -> Result<()>;

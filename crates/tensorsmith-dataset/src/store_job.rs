@@ -187,6 +187,9 @@ impl Store for JobStore<'_> {
         }
         self.inner.adopt(key, from)
     }
+    fn local_file(&self, key: &str) -> Option<PathBuf> {
+        self.inner.local_file(key)
+    }
     fn list(&self, prefix: &str) -> Result<Vec<Entry>> {
         self.inner.list(prefix)
     }

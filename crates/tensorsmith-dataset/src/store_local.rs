@@ -129,6 +129,10 @@ impl Store for LocalStore {
         self.dir.display().to_string()
     }
 
+    fn local_file(&self, key: &str) -> Option<PathBuf> {
+        Some(self.path(key))
+    }
+
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let p = self.path(key);
         match std::fs::read(&p) {
