@@ -218,7 +218,7 @@ fn listed_now(store: &dyn Store, keep: &HashSet<String>) -> Result<HashSet<Strin
 
 /// Whether `dataset_manifest.json` and `_tensor_index.parquet` mirror `snap` (the index told
 /// by its size), with the version's index when it has one (read for the comparison).
-fn mirrored(store: &dyn Store, snap: &Snapshot) -> Result<(bool, Option<Vec<u8>>)> {
+pub(crate) fn mirrored(store: &dyn Store, snap: &Snapshot) -> Result<(bool, Option<Vec<u8>>)> {
     let manifest_ok = store
         .get(MANIFEST_NAME)?
         .is_some_and(|b| b == snap.manifest().to_json().as_bytes());
@@ -236,12 +236,6 @@ fn mirrored(store: &dyn Store, snap: &Snapshot) -> Result<(bool, Option<Vec<u8>>
         _ => false,
     };
     Ok((manifest_ok && index_ok, index))
-}
-
-/// Whether the entry files mirror `snap` (`dataset verify`: else a commit was stopped after
-/// its commit point, and `republish` writes them again).
-pub(crate) fn is_mirrored(store: &dyn Store, snap: &Snapshot) -> Result<bool> {
-    Ok(mirrored(store, snap)?.0)
 }
 
 /// `dataset_manifest.json` and `_tensor_index.parquet` written again from `snap` when they do

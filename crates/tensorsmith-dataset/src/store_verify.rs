@@ -9,7 +9,7 @@
 use crate::error::Result;
 use crate::manifest::{Manifest, INDEX_NAME};
 use crate::store::Store;
-use crate::store_clean::is_mirrored;
+use crate::store_clean::mirrored;
 use crate::store_versions::{self as sv, index_key};
 use crate::tensor_index_file;
 use crate::verify_checks::{
@@ -105,6 +105,8 @@ pub(crate) fn verify_store_with(
     check_coverage(&mut r, m, mode, &tensors_of, &seen_keys);
     let list = sv::list(store)?;
     let is_current = list.last().is_none_or(|l| l.n == snap.version.version);
+    // The version's index when the mirror check read it.
+    let mut version_index: Option<Vec<u8>> = None;
     if let Some(f) = &foreign {
         r.problems.push(format!(
             "{}: `tensorsmith dataset adopt {}` (or `dataset verify --repair`) makes it version {} after checking its shards",
@@ -112,11 +114,16 @@ pub(crate) fn verify_store_with(
             store.location(),
             f.base + 1
         ));
-    } else if snap.versioned && is_current && !is_mirrored(store, &snap)? {
-        r.problems.push(format!(
-            "dataset_manifest.json or {INDEX_NAME} is not version {}'s (a commit was stopped after its commit point): `tensorsmith dataset verify --repair` writes them again",
-            snap.version.version
-        ));
+    } else if snap.versioned && is_current {
+        let (ok, index) = mirrored(store, &snap)?;
+        if !ok {
+            r.problems.push(format!(
+                "dataset_manifest.json or {INDEX_NAME} is not version {}'s (a commit was stopped after its commit point): `tensorsmith dataset verify --repair` writes them again",
+                snap.version.version
+            ));
+        }
+        // Read once: checked below.
+        version_index = index;
     }
     // The version's own index; without versions, the layout's index when there is one.
     let index = match &snap.version.index {
@@ -129,7 +136,11 @@ pub(crate) fn verify_store_with(
     };
     if let Some((key, iname)) = index {
         let path = PathBuf::from(store.show(&key));
-        let entries = match store.get(&key)? {
+        let bytes = match version_index.take() {
+            Some(b) if snap.versioned => Some(b),
+            _ => store.get(&key)?,
+        };
+        let entries = match bytes {
             Some(b) => Some(tensor_index_file::read_bytes(b.into(), &path)),
             // A version's index must be there; the layout's is optional.
             None if snap.versioned => Some(Err(crate::error::DatasetError::Corrupt {
