@@ -108,7 +108,7 @@ fn remove_stale_staging(dir: &Path) {
             continue;
         };
         let gone = match host.is_some() && host == here.as_deref() {
-            true => pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists(),
+            true => tensorsmith::sink::writer_gone(pid),
             false => f.idle > retention::STAGING_FLOOR,
         };
         if gone {

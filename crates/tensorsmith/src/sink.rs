@@ -337,6 +337,14 @@ pub fn remove_stale_temps(dir: &Path, file_name: &str) -> usize {
         .count()
 }
 
+/// Whether process `pid` no longer runs on this machine (known through /proc; where there is
+/// no /proc, never: nothing is taken for dead).
+pub fn writer_gone(pid: u32) -> bool {
+    Path::new("/proc/self").exists()
+        && pid != std::process::id()
+        && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// The entries of `dir` named `{prefix}{pid}…` (a pid, then the end or a `.`) whose writer
 /// process no longer runs (known through /proc; where there is no /proc, none).
 pub fn dead_writers(dir: &Path, prefix: &str) -> Vec<PathBuf> {
@@ -355,8 +363,7 @@ pub fn dead_writers(dir: &Path, prefix: &str) -> Vec<PathBuf> {
         let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
-        if !alive {
+        if writer_gone(pid) {
             dead.push(entry.path());
         }
     }
