@@ -125,13 +125,12 @@ fn job_task(
     let staging = job_staging(dir, job_id)?;
     Plan::new(input, opts)?;
     let store = LocalStore::new(dir);
-    // The job's heartbeat first: a task of a job that has ended (or never started) must not
-    // make its staging folder again.
-    if store.get(&heartbeat_key(job_id))?.is_none() || !staging.is_dir() {
+    // A task of a job that has ended (or never started) must not make its staging folder
+    // again; `store_task` then checks the job's heartbeat.
+    if !staging.is_dir() {
         return Err(DatasetError::input(format!(
-            "{}: job {job_id} is not running there (committed, aborted, or never started: no {} or no staging folder {JOB_STAGING_PREFIX}{job_id}; start it with start_job)",
+            "{}: job {job_id} is not running there (committed, aborted, or never started: no staging folder {JOB_STAGING_PREFIX}{job_id}; start it with start_job)",
             dir.display(),
-            heartbeat_key(job_id)
         )));
     }
     // Tasks renew the staging folder's marker while they write too: the folder stays fresh
