@@ -87,12 +87,15 @@ enum ModeArg {
 
 #[derive(Args)]
 pub struct WriteArgs {
-    /// Input files (Parquet, Arrow IPC file or stream), read in order, then the output folder.
-    /// Inputs may be URLs (s3://, az://, gs://, hf://, http(s)://, read by range with the
-    /// --storage-option settings); a folder, or an s3:// prefix ending with `/`, gives its
-    /// files in name order (names starting with `_` or `.` skipped).
-    #[arg(required = true, num_args = 2..)]
-    paths: Vec<PathBuf>,
+    /// Input files (Parquet, Arrow IPC file or stream), read in order. Inputs may be URLs
+    /// (s3://, az://, gs://, hf://, http(s)://, read by range with the --storage-option
+    /// settings); a folder, or a store prefix ending with `/`, gives its files in name order
+    /// (names starting with `_` or `.` skipped).
+    #[arg(required = true, num_args = 1.., value_name = "INPUT")]
+    inputs: Vec<PathBuf>,
+    /// The dataset folder to write: a path, or an s3://, az:// or gs:// prefix.
+    #[arg(required = true, value_name = "OUT_DIR")]
+    out: PathBuf,
     /// Batch mode: rows per shard.
     #[arg(long)]
     batch_size: Option<String>,
@@ -358,8 +361,7 @@ fn verify(a: &VerifyArgs) -> u8 {
 }
 
 fn write(a: &WriteArgs) -> u8 {
-    let (inputs, out) = a.paths.split_at(a.paths.len() - 1);
-    let out = &out[0];
+    let (inputs, out) = (&a.inputs, &a.out);
     let out_loc = match location(out) {
         Ok(d) => d,
         Err(code) => return code,
@@ -502,7 +504,7 @@ fn info(a: &InfoArgs) -> u8 {
             outln!(
                 "  {:>8}  {:<9} {}  {}, {}, {} bytes  ({state})",
                 v.version,
-                v.mode,
+                version_made_by(&v.mode),
                 format_utc(v.committed_ms),
                 count(v.shards, "shard"),
                 count(v.samples, "sample"),
@@ -526,6 +528,18 @@ fn info(a: &InfoArgs) -> u8 {
         }
     }
     EXIT_OK
+}
+
+/// What made a version, in words: the write mode `error` (the default, which refuses an
+/// existing dataset) made a new dataset; in a column of versions the bare word reads as a
+/// failure.
+fn version_made_by(mode: &str) -> &str {
+    match mode {
+        "error" => "created",
+        "overwrite" => "overwrote",
+        "append" => "appended",
+        other => other,
+    }
 }
 
 /// Runs `f` while a progress line (rows, bytes written, rate) is drawn on stderr, when `show`

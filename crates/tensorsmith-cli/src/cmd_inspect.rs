@@ -1,6 +1,8 @@
 //! `tensorsmith inspect FILE`: a human summary, or the stable JSON document with `--json`.
 
-use crate::render::{count, grouped, human_bytes, pad_right, printable, width, NAME_COLUMN_MAX};
+use crate::render::{
+    count, grouped, human_bytes, pad_right, printable, size_with_bytes, width, NAME_COLUMN_MAX,
+};
 use crate::{fail, OpenArgs, EXIT_OK};
 use clap::Args;
 use std::fmt::Write as _;
@@ -14,8 +16,11 @@ use tensorsmith::Model;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// A file, or an http(s):// URL (only the header is fetched, by range requests), or
-    /// a pipe (/dev/stdin), or - for stdin: read whole into a temporary file first.
+    /// A model: a file of any format, a sharded checkpoint (its folder or index), a part of a
+    /// split GGUF, an http(s)://, s3://, az://, gs:// or hf:// URL (only the header is
+    /// fetched, by range requests), a pipe (/dev/stdin) or - for stdin (read whole into a
+    /// temporary file first).
+    #[arg(value_name = "MODEL")]
     file: PathBuf,
     /// Print the machine-readable form (schema "tensorsmith.inspect/1").
     #[arg(long, conflicts_with_all = ["tree", "pretty_metadata"])]
@@ -59,12 +64,7 @@ fn text(path: &std::path::Path, model: &Model, a: &InspectArgs) -> String {
             let _ = writeln!(s, "format:      {}", ix.format.name());
         }
     }
-    let _ = writeln!(
-        s,
-        "size:        {} ({} bytes)",
-        human_bytes(ix.file_len),
-        grouped(ix.file_len)
-    );
+    let _ = writeln!(s, "size:        {}", size_with_bytes(ix.file_len));
     let _ = writeln!(s, "header:      {} bytes", grouped(ix.header_len));
     if let Some(split) = model.split() {
         let _ = writeln!(

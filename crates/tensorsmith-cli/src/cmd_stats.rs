@@ -135,9 +135,10 @@ fn sig(x: f64) -> String {
     }
 }
 
-/// A fraction as a percentage: `-` for none.
+/// A fraction as a percentage: `0%` for none, `-` where there is nothing to count (no
+/// elements). `-` in the table always means "does not apply", never zero.
 fn pct(n: u64, of: u64) -> String {
-    if n == 0 || of == 0 {
+    if of == 0 {
         return "-".into();
     }
     format!("{}%", sig(n as f64 / of as f64 * 100.0))
@@ -254,6 +255,7 @@ mod tests {
         assert_eq!(sig(1e-7), "1.000e-7");
         assert_eq!(sig(3e6), "3.000e6");
         assert_eq!(pct(1, 3), "33.33%");
-        assert_eq!(pct(0, 3), "-");
+        assert_eq!(pct(0, 3), "0%");
+        assert_eq!(pct(0, 0), "-");
     }
 }

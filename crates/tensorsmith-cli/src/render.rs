@@ -78,6 +78,15 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// A size for a person: `807 bytes`, or `33.24 KiB (34,040 bytes)` where the unit rounds.
+pub fn size_with_bytes(n: u64) -> String {
+    if n < 1024 {
+        format!("{n} bytes")
+    } else {
+        format!("{} ({} bytes)", human_bytes(n), grouped(n))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +97,7 @@ mod tests {
         assert_eq!(grouped(1234567), "1,234,567");
         assert_eq!(grouped(12), "12");
         assert_eq!(human_bytes(1536), "1.50 KiB");
+        assert_eq!(size_with_bytes(807), "807 bytes");
+        assert_eq!(size_with_bytes(34040), "33.24 KiB (34,040 bytes)");
     }
 }

@@ -184,6 +184,20 @@ fn text_table_and_tensor_selection() {
     assert!(out.starts_with("tensor "), "{out}");
     assert!(out.contains("layer.0.weight") && out.contains("position_ids"));
     assert!(out.contains("7 tensors measured, 0 not"), "{out}");
+    // One meaning per mark: the zero and subnormal columns are always percentages ("0%" for
+    // none), and "-" only says a column does not apply (subnormals of an integer type).
+    for line in out.lines().skip(1).filter(|l| l.contains(['I', 'F'])) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if cols.len() < 16 {
+            continue;
+        }
+        assert!(cols[9].ends_with('%'), "zero column of: {line}");
+        if cols[1].starts_with('I') || cols[1].starts_with('U') {
+            assert_eq!(cols[10], "-", "subn column of: {line}");
+        } else {
+            assert!(cols[10].ends_with('%'), "subn column of: {line}");
+        }
+    }
     let t = json(&["--tensors", "layer.*.w*", "--tensors", "bf", p(&m)]);
     assert_eq!(t.keys().collect::<Vec<_>>(), vec!["bf", "layer.0.weight"]);
     let o = run(&["stats", "--tensors", "nothing*", p(&m)]);
