@@ -4,16 +4,16 @@
 //! their store counterparts (store_versions.rs, store_clean.rs, store_verify.rs, the
 //! reader's `open_at`), any other scheme is refused by name (store_open.rs).
 
+use crate::commit::retention::{self, CleanReport, RetiredShard, VersionInfo};
 use crate::error::{DatasetError, Result};
-use crate::export::export_choosing;
 use crate::manifest::Manifest;
-use crate::read::Dataset;
-use crate::retention::{self, CleanReport, RetiredShard, VersionInfo};
-use crate::store_clean::{clean_store, republish};
-use crate::store_open::open_store;
-use crate::store_verify::verify_store;
-use crate::store_versions as sv;
-use crate::verify::{verify_version, DatasetReport};
+use crate::read::dataset::Dataset;
+use crate::read::export::export_choosing;
+use crate::read::verify::{verify_version, DatasetReport};
+use crate::store::clean::{clean_store, republish};
+use crate::store::open::open_store;
+use crate::store::verify::verify_store;
+use crate::store::versions as sv;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tensorsmith::bytes::StorageOptions;
@@ -26,7 +26,7 @@ pub fn info_at(
 ) -> Result<(Manifest, Vec<VersionInfo>, Vec<RetiredShard>)> {
     let Some(store) = open_store(location, storage, false)? else {
         let dir = Path::new(location);
-        let m = match crate::folder_versions::current_checked(dir)? {
+        let m = match crate::commit::folder_versions::current_checked(dir)? {
             Some(s) => s.version.manifest,
             None => Manifest::read(dir)?,
         };
@@ -52,7 +52,7 @@ pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
     match open_store(location, storage, false)? {
         None => {
             let dir = Path::new(location);
-            Ok(crate::folder_versions::current_id(dir)?.is_some())
+            Ok(crate::commit::folder_versions::current_id(dir)?.is_some())
         }
         Some(store) => Ok(sv::current(&*store)?.is_some()),
     }
@@ -77,7 +77,7 @@ pub fn repair_at(location: &str, storage: &StorageOptions, timeout: Duration) ->
     match open_store(location, storage, true)? {
         None => retention::repair(Path::new(location), timeout),
         Some(store) => {
-            if crate::store_adopt::adopt_store(&*store)?.is_some() {
+            if crate::store::adopt::adopt_store(&*store)?.is_some() {
                 return Ok(true);
             }
             match sv::current(&*store)? {
@@ -96,8 +96,8 @@ pub fn adopt_at(
     timeout: Duration,
 ) -> Result<Option<u64>> {
     match open_store(location, storage, true)? {
-        None => crate::store_adopt::adopt(Path::new(location), timeout),
-        Some(store) => crate::store_adopt::adopt_store(&*store),
+        None => crate::store::adopt::adopt(Path::new(location), timeout),
+        Some(store) => crate::store::adopt::adopt_store(&*store),
     }
 }
 

@@ -12,7 +12,7 @@ use super::levels::{bit_width, runs, Rows};
 use super::page_codec::{decompress, decompress_prefix, Codec};
 use super::page_crc::{crc_ok, mismatch};
 use super::value_cast::ValueCast;
-use crate::input_source::InputSource;
+use crate::input::source::InputSource;
 use crate::parquet_guard::{page_header, PageHeader, PageKind};
 use bytes::Bytes;
 use parquet::file::metadata::ColumnChunkMetaData;

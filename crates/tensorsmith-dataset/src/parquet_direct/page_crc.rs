@@ -3,9 +3,9 @@
 //! decoding while planning, and for the reader path by `check_range` before it reads.
 
 use crate::error::{DatasetError, Result};
-use crate::input_source::InputSource;
+use crate::input::source::InputSource;
 use crate::parquet_guard::{page_header, PageHeader};
-use crate::task_context::Ctx;
+use crate::write::task_context::Ctx;
 use parquet::file::reader::{ChunkReader, Length};
 use std::ops::Range;
 use std::path::Path;
