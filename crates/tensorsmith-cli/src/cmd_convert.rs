@@ -250,7 +250,7 @@ pub fn run(a: &ConvertArgs) -> u8 {
     match r {
         Ok(files) => {
             // Notices always print, whatever --quiet says.
-            if let Some(note) = tensorsmith::ops::convert_skip::note(&input) {
+            if let Some(note) = tensorsmith::ops::convert::skip::note(&input) {
                 eprintln!("tensorsmith: note: {}", crate::render::printable(&note));
             }
             if show {

@@ -9,9 +9,9 @@ use clap::{Args, ValueEnum};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use tensorsmith::index::MetaValue;
+use tensorsmith::ops::diff::json::to_json;
+use tensorsmith::ops::diff::pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
 use tensorsmith::ops::diff::{compare_paired, diff_paired, Diff, TensorDesc};
-use tensorsmith::ops::diff_json::to_json;
-use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
 use tensorsmith::ops::inspect::meta_text as meta_text_of;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -116,7 +116,7 @@ pub fn run(a: &DiffArgs) -> u8 {
     let json = to_json(&an, &bn, &d);
     if let Some(page) = &a.html {
         let title = format!("diff {} → {}", file_name(&an), file_name(&bn));
-        match tensorsmith::ops::diff_page::write_diff_page(page, &title, &json) {
+        match tensorsmith::ops::diff::page::write_diff_page(page, &title, &json) {
             Ok(len) if a.progress.shows() => eprintln!(
                 "wrote {}: {}, {}",
                 crate::shown(page),

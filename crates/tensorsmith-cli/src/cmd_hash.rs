@@ -83,7 +83,7 @@ fn hash_all(a: &HashArgs) -> u8 {
 
 fn line(a: &HashArgs, f: &str, model: &Model) -> tensorsmith::Result<String> {
     if let Some(Compat::WeightInspect) = a.compat {
-        let wi = tensorsmith::ops::wi_hash::weight_inspect(&model.index)?;
+        let wi = tensorsmith::ops::hash::wi_hash::weight_inspect(&model.index)?;
         return Ok(if a.json {
             json!({"file": f, "structural_hash": wi.hash, "id": wi.short_id}).to_string()
         } else {

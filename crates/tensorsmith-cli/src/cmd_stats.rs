@@ -10,9 +10,9 @@ use crate::{fail, OpenArgs, EXIT_ERROR, EXIT_NO, EXIT_OK};
 use clap::Args;
 use std::path::PathBuf;
 use tensorsmith::ops::name_glob::parse_all;
+use tensorsmith::ops::stats::check::check;
+use tensorsmith::ops::stats::json::stats_json_text;
 use tensorsmith::ops::stats::{stats, StatsOptions, StatsReport, TensorStats, Values};
-use tensorsmith::ops::stats_check::check;
-use tensorsmith::ops::stats_json::stats_json_text;
 
 #[derive(Args)]
 pub struct StatsArgs {

@@ -204,11 +204,7 @@ pub fn task_ranges(
     let paths = locations(py, &paths)?;
     let ranges = py
         .detach(|| {
-            tensorsmith_dataset::task_ranges(
-                &Input::open_at(&paths, &storage)?,
-                &opts,
-                tasks,
-            )
+            tensorsmith_dataset::task_ranges(&Input::open_at(&paths, &storage)?, &opts, tasks)
         })
         .py_err(py)?;
     Ok(ranges.into_iter().map(|r| (r.start, r.end)).collect())

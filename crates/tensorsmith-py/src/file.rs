@@ -299,7 +299,8 @@ impl File {
         let bytes = py
             .detach(|| match t.layout {
                 Layout::SparseCsr | Layout::SparseCoo => {
-                    tensorsmith::ops::densify::densify(model, t).map(|(_, v)| Cow::Owned(v))
+                    tensorsmith::ops::convert::densify::densify(model, t)
+                        .map(|(_, v)| Cow::Owned(v))
                 }
                 _ => model.tensor_bytes(t),
             })
@@ -338,7 +339,7 @@ impl File {
         let model = &self.model;
         py.detach(|| {
             let values = unsafe { std::slice::from_raw_parts_mut(ptr as *mut f32, len) };
-            tensorsmith::ops::dequantize::values_into(model, t, values)
+            tensorsmith::ops::convert::dequantize::values_into(model, t, values)
         })
         .py_err(py)?;
         drop(buf);

@@ -69,7 +69,7 @@ pub fn hash(
     let m = open_part(py, target, backend, compat.is_some(), storage)?;
     match compat {
         Some("weight-inspect") => {
-            let wi = tensorsmith::ops::wi_hash::weight_inspect(&m.index).py_err(py)?;
+            let wi = tensorsmith::ops::hash::wi_hash::weight_inspect(&m.index).py_err(py)?;
             Ok((wi.hash, Some(wi.short_id)))
         }
         Some(other) => Err(raise(
@@ -109,7 +109,7 @@ pub fn diff_json(
     html: Option<std::path::PathBuf>,
     storage: Vec<(String, String)>,
 ) -> PyResult<String> {
-    use tensorsmith::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
+    use tensorsmith::ops::diff::pairing::{pair_tensors, NameMap, PairOptions, RenameRule};
     let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
     let name_map = match name_map {
         "auto" => NameMap::Auto,
@@ -141,10 +141,10 @@ pub fn diff_json(
         py.detach(|| tensorsmith::ops::diff::compare_paired(&mut d, &ma, &mb, &pairing, all))
             .py_err(py)?;
     }
-    let json = tensorsmith::ops::diff_json::to_json(a, b, &d);
+    let json = tensorsmith::ops::diff::json::to_json(a, b, &d);
     if let Some(page) = html {
         let title = format!("diff {a} → {b}");
-        py.detach(|| tensorsmith::ops::diff_page::write_diff_page(&page, &title, &json))
+        py.detach(|| tensorsmith::ops::diff::page::write_diff_page(&page, &title, &json))
             .py_err(py)?;
     }
     Ok(json.to_string())

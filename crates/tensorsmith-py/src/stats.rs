@@ -6,8 +6,8 @@ use crate::file::parse_backend;
 use pyo3::prelude::*;
 use std::path::Path;
 use tensorsmith::ops::name_glob::parse_all;
+use tensorsmith::ops::stats::json::stats_json_text;
 use tensorsmith::ops::stats::{stats, StatsOptions};
-use tensorsmith::ops::stats_json::stats_json_text;
 use tensorsmith::{open, OpenOptions};
 
 /// `stats --json` of a file, folder of shards, shard index or URL; `tensors`: name patterns

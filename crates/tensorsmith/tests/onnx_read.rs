@@ -260,7 +260,7 @@ fn subgraph_initializers_are_listed_under_their_path() {
 // --- weight-inspect's hash
 
 fn wi(path: &str) -> String {
-    tensorsmith::ops::wi_hash::weight_inspect(&open(path).unwrap().index)
+    tensorsmith::ops::hash::wi_hash::weight_inspect(&open(path).unwrap().index)
         .unwrap()
         .hash
 }

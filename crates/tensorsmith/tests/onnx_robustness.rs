@@ -25,12 +25,12 @@ fn exercise(dir: &Path, model: &[u8]) {
                 assert_eq!(b.len() as u64, p.decoded_len, "{}", t.name);
             }
         }
-        if tensorsmith::ops::densify::is_sparse(t) {
-            let _ = tensorsmith::ops::densify::densify(&m, t);
+        if tensorsmith::ops::convert::densify::is_sparse(t) {
+            let _ = tensorsmith::ops::convert::densify::densify(&m, t);
         }
     }
     let _ = tensorsmith::ops::verify::verify(&m);
-    let _ = tensorsmith::ops::wi_hash::weight_inspect(&m.index);
+    let _ = tensorsmith::ops::hash::wi_hash::weight_inspect(&m.index);
     let _ = tensorsmith::ops::hash::structural_id(&m.index);
 }
 

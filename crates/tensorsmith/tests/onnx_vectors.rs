@@ -49,7 +49,7 @@ fn every_vector_reads_as_onnx_reads_it() {
 fn the_three_vectors_hash_the_same_for_weight_inspect() {
     let hash = |n: &str| {
         let m = tensorsmith::open(data().join(n).to_str().unwrap(), &OpenOptions::new()).unwrap();
-        tensorsmith::ops::wi_hash::weight_inspect(&m.index)
+        tensorsmith::ops::hash::wi_hash::weight_inspect(&m.index)
             .unwrap()
             .hash
     };

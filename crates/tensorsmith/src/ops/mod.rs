@@ -1,47 +1,30 @@
 //! Operations written once against the neutral index and the [`crate::Model`]: inspect
 //! (summaries and a stable JSON form), hash, diff, convert, densify, verify, value
-//! statistics and the HTML report page.
-
+//! statistics and the HTML report page. Each command with more than one file has a folder;
+//! the folder's module is the command's API (its `run.rs` re-exported), its other files the
+//! parts.
 pub mod convert;
-mod convert_gguf;
-mod convert_hf;
-mod convert_imatrix;
-mod convert_mix;
-mod convert_onnx;
-mod convert_options;
-mod convert_safetensors;
-pub mod convert_skip;
-mod convert_ztensor;
-pub mod densify;
-pub mod dequantize;
 pub mod diff;
-pub mod diff_json;
-pub mod diff_llama;
-pub mod diff_metrics;
-pub mod diff_page;
-pub mod diff_pairing;
-mod diff_rename;
-mod digest_guard;
-pub mod fp_fit;
 pub mod hash;
-mod html_page;
 pub mod inspect;
-mod meta_carry;
 pub mod name_glob;
-mod onnx_wi;
 pub mod report;
-pub mod report_data;
-mod report_page;
 pub mod stats;
-pub mod stats_check;
-mod stats_decode;
-mod stats_float;
-mod stats_int;
-pub mod stats_json;
-mod stats_measure;
-mod stats_patterns;
 pub mod tree;
 pub mod verify;
-pub mod wi_hash;
-mod wi_json;
 pub use crate::model::write_id;
+
+// The paths these modules had before they moved into folders, kept for callers.
+#[doc(hidden)]
+pub use convert::{densify, dequantize, skip as convert_skip};
+#[doc(hidden)]
+pub use diff::{
+    json as diff_json, llama as diff_llama, metrics as diff_metrics, page as diff_page,
+    pairing as diff_pairing,
+};
+#[doc(hidden)]
+pub use hash::wi_hash;
+#[doc(hidden)]
+pub use report::data as report_data;
+#[doc(hidden)]
+pub use stats::{check as stats_check, fp_fit, json as stats_json};

@@ -8,8 +8,8 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::index::{Layout, MetaValue, TensorIndex, TensorInfo};
 use crate::model::Model;
-use crate::ops::diff_metrics::{ErrorSums, Metrics};
-use crate::ops::diff_pairing::{pair_tensors, NameMap, PairOptions, Pairing, RowOrder};
+use crate::ops::diff::metrics::{ErrorSums, Metrics};
+use crate::ops::diff::pairing::{pair_tensors, NameMap, PairOptions, Pairing, RowOrder};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -234,7 +234,7 @@ pub fn compare_values(d: &mut Diff, a: &Model, b: &Model, all: bool) -> Result<(
 pub fn compare_paired(d: &mut Diff, a: &Model, b: &Model, p: &Pairing, all: bool) -> Result<()> {
     d.values_compared = true;
     let work = |t: &TensorInfo, u: &TensorInfo| t.byte_len() + u.byte_len();
-    let tensors = |pair: &crate::ops::diff_pairing::Pair| {
+    let tensors = |pair: &crate::ops::diff::pairing::Pair| {
         (&a.index.tensors[pair.a], &b.index.tensors[pair.b])
     };
     crate::progress::expect(
@@ -372,7 +372,7 @@ impl Side<'_> {
     fn rows(&self, o: RowOrder) -> Box<dyn Iterator<Item = f64> + '_> {
         let cols = (self.len() as u64 / o.rows) as usize;
         Box::new((0..o.rows).flat_map(move |r| {
-            let g = crate::ops::diff_llama::gguf_row(r, o.rows, o.groups) as usize;
+            let g = crate::ops::diff::llama::gguf_row(r, o.rows, o.groups) as usize;
             self.range(g * cols, cols)
         }))
     }
@@ -399,7 +399,7 @@ impl Side<'_> {
         }
         let cols = (self.len() as u64 / o.rows) as usize;
         Some(Box::new((0..o.rows).flat_map(move |r| {
-            let g = crate::ops::diff_llama::gguf_row(r, o.rows, o.groups) as usize;
+            let g = crate::ops::diff::llama::gguf_row(r, o.rows, o.groups) as usize;
             self.int_range(g * cols, cols).into_iter().flatten()
         })))
     }
@@ -408,14 +408,14 @@ impl Side<'_> {
 /// The values of `t` for comparison: dense tensors decoded per dtype, ggml block-quantized
 /// ones dequantized to F32 (as gguf-py does); `None` for what neither covers.
 fn side<'a>(m: &Model, t: &TensorInfo, stored: Cow<'a, [u8]>) -> Result<Option<Side<'a>>> {
-    if let Some(g) = crate::ops::dequantize::block_type(t) {
+    if let Some(g) = crate::ops::convert::dequantize::block_type(t) {
         if !crate::ggml_quant::can_dequantize(g) {
             return Ok(None);
         }
         drop(stored);
-        return Ok(Some(Side::Dequantized(crate::ops::dequantize::values_f32(
-            m, t,
-        )?)));
+        return Ok(Some(Side::Dequantized(
+            crate::ops::convert::dequantize::values_f32(m, t)?,
+        )));
     }
     Ok(match (&t.layout, decoder(t.dtype)) {
         (Layout::Dense, Some(dec)) => Some(Side::Stored(stored, dec, int_decoder(t.dtype))),

@@ -5,10 +5,10 @@
 //! `values.name_map` names the name map used (null: none).
 
 use crate::index::MetaValue;
+use crate::ops::diff::metrics::Metrics;
 use crate::ops::diff::{Diff, TensorDesc};
-use crate::ops::diff_metrics::Metrics;
 use crate::ops::inspect::meta_json;
-use crate::ops::report_data::layer_of;
+use crate::ops::report::data::layer_of;
 use serde_json::{json, Value};
 
 /// Version tag of the JSON form.

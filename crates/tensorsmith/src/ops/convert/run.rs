@@ -2,11 +2,11 @@
 //! the output's name (`.gguf`: GGUF, `.zt`: zTensor, else safetensors), and options that do not apply to that
 //! format refused before anything is written.
 
-pub use super::convert_gguf::{convert_gguf, writes_gguf};
-pub use super::convert_onnx::convert_onnx;
-pub use super::convert_options::{parse_size, ConvertOptions};
-pub use super::convert_safetensors::{convert_safetensors, Written};
-pub use super::convert_ztensor::{append_ztensor, convert_ztensor};
+pub use crate::ops::convert::gguf::{convert_gguf, writes_gguf};
+pub use crate::ops::convert::onnx::convert_onnx;
+pub use crate::ops::convert::options::{parse_size, ConvertOptions};
+pub use crate::ops::convert::safetensors::{convert_safetensors, Written};
+pub use crate::ops::convert::ztensor::{append_ztensor, convert_ztensor};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::Model;
@@ -98,10 +98,12 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
             return refuse("--outtype is the Hugging Face converter's (a model folder with a config.json to GGUF): for this input, cast with --dtype or quantize with --quantize");
         }
         if let Some(folder) = folder {
-            return Ok(super::convert_hf::convert_hf(&folder, input, out, opts)?
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect());
+            return Ok(
+                crate::ops::convert::hf::convert_hf(&folder, input, out, opts)?
+                    .into_iter()
+                    .map(|(p, _)| p)
+                    .collect(),
+            );
         }
         return Ok(convert_gguf(input, out, opts)?
             .into_iter()

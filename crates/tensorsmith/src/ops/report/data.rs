@@ -7,11 +7,11 @@
 //!
 //! Written directly, not through a JSON tree: 100,000 rows take milliseconds.
 
-use super::inspect::{bits_per_weight, dtype_totals_json, meta_item_text, meta_text};
-use super::stats::StatsReport;
-use super::stats_json::{tensor_json, STATS_SCHEMA};
 use crate::index::{LayoutNames, MetaValue, TensorInfo};
 use crate::model::Model;
+use crate::ops::inspect::{bits_per_weight, dtype_totals_json, meta_item_text, meta_text};
+use crate::ops::stats::json::{tensor_json, STATS_SCHEMA};
+use crate::ops::stats::StatsReport;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;

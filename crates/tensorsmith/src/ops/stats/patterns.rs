@@ -4,8 +4,8 @@
 //! weighted by its count: at most 65,536 patterns per chunk of millions of values. The moments
 //! come out of a true two-pass computation over the patterns (mean, then squared deviations).
 
-use super::fp_fit::f32_thresholds;
-use super::stats_float::FloatAcc;
+use crate::ops::stats::float::FloatAcc;
+use crate::ops::stats::fp_fit::f32_thresholds;
 
 /// How often each bit pattern of a ≤ 16-bit dtype occurs in a run of values.
 pub struct PatternCounts {
@@ -117,10 +117,10 @@ impl PatternCounts {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stats_decode::{decode_f32, f8_table, FloatSrc};
-    use super::super::stats_float::F32Run;
     use super::*;
     use crate::dtype::DType;
+    use crate::ops::stats::decode::{decode_f32, f8_table, FloatSrc};
+    use crate::ops::stats::float::F32Run;
 
     fn via_f32(src: FloatSrc, bytes: &[u8]) -> FloatAcc {
         let mut out = vec![0f32; bytes.len() / src.width()];

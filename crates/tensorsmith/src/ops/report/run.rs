@@ -2,16 +2,16 @@
 //! bits per weight by layer, a table of every tensor), written atomically. The page's data
 //! is `report_data`'s JSON; its HTML, style and script are `report_page`'s.
 
-pub use super::report_data::{report_json, ReportOptions, REPORT_SCHEMA};
 use crate::error::Result;
 use crate::model::Model;
+pub use crate::ops::report::data::{report_json, ReportOptions, REPORT_SCHEMA};
 use std::io::Write as _;
 use std::path::Path;
 
 /// The page for `model`, as HTML text.
 pub fn report_html(model: &Model, opts: &ReportOptions) -> String {
-    let title = super::report_data::page_title(model, opts);
-    super::report_page::render(&title, &report_json(model, opts))
+    let title = crate::ops::report::data::page_title(model, opts);
+    crate::ops::report::page::render(&title, &report_json(model, opts))
 }
 
 /// Writes the page for `model` to `out` (a temporary file renamed into place: an existing

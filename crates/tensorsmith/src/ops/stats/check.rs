@@ -3,8 +3,8 @@
 //! element whose values are all zero (unless a pattern exempts it: fresh biases, LoRA B
 //! matrices are zero by design).
 
-use super::name_glob::{any_matches, Glob};
-use super::stats::{StatsReport, Values};
+use crate::ops::name_glob::{any_matches, Glob};
+use crate::ops::stats::{StatsReport, Values};
 
 /// One failed rule of one tensor.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,15 +5,16 @@
 //! by the kernel (`copy_file_range`), never passing through this process. ggml
 //! block-quantized tensors are dequantized to F32 (then cast) a chunk of blocks at a time.
 
-use super::convert_options::ConvertOptions;
-use super::convert_skip::skipped;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file_lock::{self, FileLock};
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
-use crate::ops::{dequantize, meta_carry, write_id};
+use crate::ops::convert::options::ConvertOptions;
+use crate::ops::convert::skip::skipped;
+use crate::ops::convert::{dequantize, meta_carry};
+use crate::ops::write_id;
 use crate::safetensors::{FilePieces, Piece, TensorData, Writer};
 use crate::sink::{write_atomically, AtomicFile};
 use std::collections::BTreeMap;
@@ -126,7 +127,7 @@ pub fn convert_safetensors(input: &Model, out: &Path, opts: &ConvertOptions) -> 
     }
     let index = &input.index;
     for t in index.tensors.iter().filter(|t| !skipped(t)) {
-        let sparse = crate::ops::densify::is_sparse(t);
+        let sparse = crate::ops::convert::densify::is_sparse(t);
         if dequantize::block_type(t).is_some() {
             dequantize::check(input, t)?;
             continue;
@@ -253,7 +254,7 @@ fn write_group(
         let n = w.write_to(&mut out).map_err(|e| e.in_file(path))?;
         return Ok((n, out));
     };
-    super::digest_guard::beside(input, tensors, opts, || {
+    crate::ops::convert::digest_guard::beside(input, tensors, opts, || {
         copy_group(input, tensors, &files, meta, opts, path)
     })
 }
@@ -358,7 +359,7 @@ fn writer_for<'a>(
             continue;
         }
         if t.layout != Layout::Dense {
-            let (dtype, dense) = crate::ops::densify::densify(input, t)?;
+            let (dtype, dense) = crate::ops::convert::densify::densify(input, t)?;
             let (dtype, data) = match opts.dtype {
                 Some(to) if to != dtype && dtype.is_castable_float() => {
                     (to, cast(&dense, dtype, to, opts.rounding)?)

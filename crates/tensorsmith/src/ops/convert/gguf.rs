@@ -10,8 +10,6 @@
 //! are added: before the carried metadata for non-GGUF inputs (so `general.architecture` comes
 //! first, where gguf-py's writer puts it), after it for GGUF inputs.
 
-use super::convert_options::ConvertOptions;
-use super::convert_skip::skipped;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -20,7 +18,9 @@ use crate::ggml_type::GgmlType;
 use crate::gguf::{self, GgufValue};
 use crate::index::{Format, Layout, Shape, TensorInfo};
 use crate::model::Model;
-use crate::ops::{dequantize, meta_carry};
+use crate::ops::convert::options::ConvertOptions;
+use crate::ops::convert::skip::skipped;
+use crate::ops::convert::{dequantize, meta_carry};
 use crate::safetensors::digest_record::DIGEST_KEY;
 use crate::safetensors::TensorData;
 use crate::OpenOptions;
@@ -202,7 +202,7 @@ pub fn convert_gguf(
     opts: &ConvertOptions,
 ) -> Result<Vec<(PathBuf, u64)>> {
     let place = |e: Error, t: &TensorInfo| e.at_tensor(&t.name).in_file(Path::new(&input.location));
-    super::digest_guard::before(input, opts)?;
+    crate::ops::convert::digest_guard::before(input, opts)?;
     if let Some(to) = opts.dtype {
         if !matches!(to, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::new(ErrorKind::UnsupportedCast {
@@ -219,7 +219,7 @@ pub fn convert_gguf(
             "one block type for every tensor and a llama-quantize mix at once".into(),
         )));
     }
-    let imatrix = super::convert_imatrix::load(opts.imatrix.as_deref(), opts.quantize_mix)?;
+    let imatrix = crate::ops::convert::imatrix::load(opts.imatrix.as_deref(), opts.quantize_mix)?;
     let mut w = gguf::Writer::new();
     // A GGUF input's own headers (one per part of a split model): the first one's typed
     // metadata, without the split keys (the output is split anew, or not), and every tensor's
@@ -288,12 +288,13 @@ pub fn convert_gguf(
     }
     let mixed = match opts.quantize_mix {
         Some(ft) => {
-            let m = super::convert_mix::model_of(headers.first(), input)?;
-            let types = super::convert_mix::types(&m, ft, &tensors, &ne_of, imatrix.is_some())?;
+            let m = crate::ops::convert::mix::model_of(headers.first(), input)?;
+            let types =
+                crate::ops::convert::mix::types(&m, ft, &tensors, &ne_of, imatrix.is_some())?;
             w.set_last("general.quantization_version", GgufValue::U32(2));
             w.set_last("general.file_type", GgufValue::U32(ft.id));
             if let (Some(m), Some(p)) = (&imatrix, &opts.imatrix) {
-                super::convert_imatrix::set_keys(&mut w, p, m);
+                crate::ops::convert::imatrix::set_keys(&mut w, p, m);
             }
             Some(types)
         }
@@ -314,9 +315,16 @@ pub fn convert_gguf(
         let weights = match opts.quantize_mix {
             Some(ft) => {
                 let changes = !matches!(step, Step::Copy | Step::Dequantize(..));
-                super::convert_imatrix::weights_for(imatrix.as_ref(), ft, &t.name, &ne, ty, changes)
-                    .map_err(|e| place(e, t))?
-                    .map(|w| (w, ne[0], ne.get(1).copied().unwrap_or(1)))
+                crate::ops::convert::imatrix::weights_for(
+                    imatrix.as_ref(),
+                    ft,
+                    &t.name,
+                    &ne,
+                    ty,
+                    changes,
+                )
+                .map_err(|e| place(e, t))?
+                .map(|w| (w, ne[0], ne.get(1).copied().unwrap_or(1)))
             }
             None => None,
         };

@@ -4,15 +4,15 @@
 //! (and cast) piece by piece only when the writer's window reaches it, so memory stays
 //! bounded whatever the model size; raw parts of a memory-mapped input are not copied.
 
-use super::convert_options::ConvertOptions;
-use super::convert_skip::skipped;
 use crate::cast::{cast, Rounding};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Layout, MetaValue, TensorInfo, ZtVersion};
 use crate::model::Model;
+use crate::ops::convert::meta_carry;
+use crate::ops::convert::options::ConvertOptions;
+use crate::ops::convert::skip::skipped;
 use crate::ops::inspect::meta_text;
-use crate::ops::meta_carry;
 use crate::ztensor::{Compression, PartData, PartSource, WriteOptions, Writer};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -91,7 +91,7 @@ impl PartSource for ModelPart<'_> {
 
 /// Writes `input` to `out` as zTensor; returns the bytes written.
 pub fn convert_ztensor(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<u64> {
-    super::digest_guard::before(input, opts)?;
+    crate::ops::convert::digest_guard::before(input, opts)?;
     ztensor_writer(input, out, opts)?.write_file_with(out, &opts.storage)
 }
 
@@ -106,7 +106,7 @@ pub fn append_ztensor(input: &Model, existing: &Path, opts: &ConvertOptions) -> 
         ))
         .in_file(existing));
     }
-    super::digest_guard::before(input, opts)?;
+    crate::ops::convert::digest_guard::before(input, opts)?;
     let writer = ztensor_writer(input, existing, opts)?;
     let lock = crate::file_lock::FileLock::acquire(
         &crate::file_lock::beside(existing),
@@ -214,8 +214,8 @@ fn ztensor_writer<'m>(input: &'m Model, out: &Path, opts: &ConvertOptions) -> Re
             }
             Layout::Ggml(_) => {
                 // Block-quantized: dequantized to F32 (then cast), as for safetensors.
-                let values = crate::ops::dequantize::values_f32(input, t)?;
-                let bytes = crate::ops::dequantize::f32_bytes(&values);
+                let values = crate::ops::convert::dequantize::values_f32(input, t)?;
+                let bytes = crate::ops::convert::dequantize::f32_bytes(&values);
                 drop(values);
                 let to = opts.dtype.unwrap_or(DType::F32);
                 let data = if to == DType::F32 {

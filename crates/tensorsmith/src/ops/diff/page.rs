@@ -1,25 +1,25 @@
 //! The diff page (`diff --values --html PAGE`): one self-contained HTML document around a
 //! diff's JSON (`diff_json`, with value metrics): a summary, the error of each tensor pair by
 //! layer (one line per tensor role, log scale), the worst twenty pairs and a sortable table of
-//! every pair. The template, style and script are in `diff_page/` (the report page's style
+//! every pair. The template, style and script are in `page/` (the report page's style
 //! first, then the diff's own); the filling and escaping is `html_page`'s. Nothing is fetched
 //! when the page is viewed (Content-Security-Policy `default-src 'none'`); the page sets
 //! `data-ready` on its root once drawn; it is written atomically.
 
-use super::html_page::Page;
 use crate::error::Result;
+use crate::ops::report::html_page::Page;
 use serde_json::Value;
 use std::io::Write as _;
 use std::path::Path;
 
 const PAGE: Page = Page {
-    body: include_str!("diff_page/page.html"),
+    body: include_str!("page/page.html"),
     data_id: "diff-data",
     script: SCRIPT,
 };
-const BASE_STYLE: &str = include_str!("report_page/page.css");
-const STYLE: &str = include_str!("diff_page/page.css");
-const SCRIPT: &str = include_str!("diff_page/page.js");
+const BASE_STYLE: &str = include_str!("../report/page/page.css");
+const STYLE: &str = include_str!("page/page.css");
+const SCRIPT: &str = include_str!("page/page.js");
 
 /// The page for a diff's JSON, as HTML text.
 pub fn diff_html(title: &str, diff_json: &Value) -> String {
@@ -42,7 +42,7 @@ mod tests {
 
     #[test]
     fn style_and_script_cannot_end_their_elements() {
-        crate::ops::html_page::assert_sealed(&PAGE, STYLE);
+        crate::ops::report::html_page::assert_sealed(&PAGE, STYLE);
     }
 
     #[test]

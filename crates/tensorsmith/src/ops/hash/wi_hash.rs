@@ -12,9 +12,9 @@
 //! 100k entries and more than 100k tensors are fine, zero-byte safetensors tensors have
 //! `byte_length` 0).
 
-use super::wi_json::{js, quote};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Format, Layout, MetaValue, TensorIndex, TensorInfo};
+use crate::ops::hash::wi_json::{js, quote};
 use sha2::{Digest, Sha256};
 
 /// weight-inspect's answer for one model.
@@ -68,7 +68,7 @@ pub fn canonical_json(index: &TensorIndex) -> Result<String> {
     let (format, version) = match &index.format {
         Format::Safetensors => ("safetensors", None),
         Format::Gguf { version } => ("gguf", Some(*version)),
-        Format::Onnx { .. } => return Ok(super::onnx_wi::canonical_json(index)),
+        Format::Onnx { .. } => return Ok(crate::ops::hash::onnx_wi::canonical_json(index)),
         other => {
             return Err(Error::new(ErrorKind::Unsupported(format!(
                 "weight-inspect has no hash for {} files",

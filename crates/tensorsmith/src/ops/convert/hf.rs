@@ -4,11 +4,11 @@
 //! (`hf_gguf::converted_model`), and `convert_gguf` quantizes it as `llama-quantize` does: the
 //! two reference steps' bytes in one pass, without the intermediate file.
 
-use super::convert_gguf::convert_gguf;
-use super::convert_options::ConvertOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hf_gguf::{self, HfOptions, OutType};
 use crate::model::Model;
+use crate::ops::convert::gguf::convert_gguf;
+use crate::ops::convert::options::ConvertOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

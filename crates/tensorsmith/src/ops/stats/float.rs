@@ -4,7 +4,7 @@
 //! by integer compares on the bits of |x|, exponents read from the exponent field. F64 values
 //! take a plain loop. Partials from chunks combine with Chan's parallel formula.
 
-use super::fp_fit::{f32_thresholds, f64_thresholds, BitThresholds};
+use crate::ops::stats::fp_fit::{f32_thresholds, f64_thresholds, BitThresholds};
 
 /// Values per block: 16 KiB of F32, in L1 with room to spare.
 pub const BLOCK: usize = 4096;
@@ -35,9 +35,9 @@ pub struct FloatAcc {
     pub zeros: u64,
     /// Subnormal values in the tensor's own dtype (set by the decoder).
     pub subnormals: u64,
-    /// Finite values that overflow each [`super::fp_fit::TARGETS`] type.
+    /// Finite values that overflow each [`crate::ops::stats::fp_fit::TARGETS`] type.
     pub overflow: [u64; 4],
-    /// Nonzero values that flush to zero in each [`super::fp_fit::TARGETS`] type.
+    /// Nonzero values that flush to zero in each [`crate::ops::stats::fp_fit::TARGETS`] type.
     pub flush: [u64; 4],
     /// Counts of floor(log2 |x|) of finite nonzero values, from exponent `exp_first` on,
     /// only over the range seen (a tensor's state stays small).

@@ -6,10 +6,10 @@
 //! wall time; streamed safetensors output checks on its one read (`ModelRange`); other
 //! outputs check before writing.
 
-use super::convert_options::ConvertOptions;
 use crate::error::Result;
 use crate::index::TensorInfo;
 use crate::model::Model;
+use crate::ops::convert::options::ConvertOptions;
 
 fn check_all(input: &Model, tensors: &[&TensorInfo]) -> Result<()> {
     tensors.iter().try_for_each(|t| input.check_digests(t))

@@ -1,17 +1,17 @@
 //! The report page as one self-contained HTML document: its body, style and script in
-//! `report_page/` (hand-written, included at build time) in `html_page`'s skeleton, around the
+//! `page/` (hand-written, included at build time) in `html_page`'s skeleton, around the
 //! page's JSON in a `<script type="application/json">` element. Nothing is fetched when the
 //! page is viewed: its Content-Security-Policy allows no network at all.
 
-use super::html_page::Page;
+use crate::ops::report::html_page::Page;
 
 const PAGE: Page = Page {
-    body: include_str!("report_page/page.html"),
+    body: include_str!("page/page.html"),
     data_id: "report-data",
     script: SCRIPT,
 };
-const STYLE: &str = include_str!("report_page/page.css");
-const SCRIPT: &str = include_str!("report_page/page.js");
+const STYLE: &str = include_str!("page/page.css");
+const SCRIPT: &str = include_str!("page/page.js");
 
 /// The page: `title` (as text) and `data_json` (the page's JSON, see `report_data`).
 pub fn render(title: &str, data_json: &str) -> String {
@@ -24,7 +24,7 @@ mod tests {
 
     #[test]
     fn style_and_script_cannot_end_their_elements() {
-        crate::ops::html_page::assert_sealed(&PAGE, STYLE);
+        crate::ops::report::html_page::assert_sealed(&PAGE, STYLE);
     }
 
     #[test]

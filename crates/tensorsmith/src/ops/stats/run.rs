@@ -12,21 +12,21 @@
 //! does, then measured; integer tensors are read twice (extremes, then the histogram). GGUF
 //! block-quantized tensors are measured on their dequantized F32 values, 16 Ki at a time.
 
-use super::name_glob::{any_matches, Glob};
-use super::stats_float::FloatAcc;
-use super::stats_int::{IntAcc, BINS};
-use super::stats_measure::{chunks_of, float_dtype, ints, measure_chunk, plan, Plan, Source};
-use super::stats_patterns::PatternCounts;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::index::TensorInfo;
 use crate::model::Model;
+use crate::ops::name_glob::{any_matches, Glob};
+use crate::ops::stats::float::FloatAcc;
+use crate::ops::stats::int::{IntAcc, BINS};
+use crate::ops::stats::measure::{chunks_of, float_dtype, ints, measure_chunk, plan, Plan, Source};
+use crate::ops::stats::patterns::PatternCounts;
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-pub use super::stats_measure::CHUNK_BYTES;
+pub use crate::ops::stats::measure::CHUNK_BYTES;
 
 /// Bytes of plain tensors asked of the kernel ahead of the chunk being measured.
 const PREFETCH_BYTES: u64 = 64 << 20;

@@ -10,7 +10,7 @@ use crate::ggml_type::GgmlType;
 use crate::gguf::{Array, GgufHeader, GgufValue};
 use crate::index::{Layout, Shape, TensorInfo};
 use crate::model::Model;
-use crate::ops::dequantize;
+use crate::ops::convert::dequantize;
 use std::path::Path;
 
 fn refuse(input: &Model, why: String) -> Error {

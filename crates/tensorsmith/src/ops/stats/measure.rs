@@ -4,19 +4,19 @@
 //! bit-pattern counts for 16- and 8-bit floats, F64, dequantized blocks), a decoded tensor's
 //! chunks in parallel, and integer tensors in two passes. `stats.rs` schedules the work.
 
-use super::dequantize;
-use super::stats_decode::{
-    decode_f32, decode_int, int_width, kind, pattern, per_byte, FloatSrc, Kind,
-};
-use super::stats_float::{add_f64, F32Run, FloatAcc, BLOCK};
-use super::stats_int::{add_to_histogram, IntAcc, BINS};
-use super::stats_patterns::PatternCounts;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ggml_quant;
 use crate::ggml_type::GgmlType;
 use crate::index::{Layout, TensorInfo};
 use crate::model::Model;
+use crate::ops::convert::dequantize;
+use crate::ops::stats::decode::{
+    decode_f32, decode_int, int_width, kind, pattern, per_byte, FloatSrc, Kind,
+};
+use crate::ops::stats::float::{add_f64, F32Run, FloatAcc, BLOCK};
+use crate::ops::stats::int::{add_to_histogram, IntAcc, BINS};
+use crate::ops::stats::patterns::PatternCounts;
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::ops::Range;

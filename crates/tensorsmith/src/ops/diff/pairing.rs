@@ -2,7 +2,7 @@
 //!
 //! By name, after two translations of A's names: first the caller's `--rename` rules
 //! ([`RenameRule`]: the first that matches renames), then, when active, the llama name map
-//! between Hugging Face and GGUF names ([`crate::ops::diff_llama`]). The map is active with
+//! between Hugging Face and GGUF names ([`crate::ops::diff::llama`]). The map is active with
 //! [`NameMap::Llama`], or with [`NameMap::Auto`] (the default) when exactly one side is a GGUF
 //! file whose `general.architecture` is `llama`. A name that no translation finds in B is
 //! looked up as it is. Each B tensor pairs at most once.
@@ -11,10 +11,10 @@
 //! `convert_hf_to_gguf.py`'s permutation; their pair carries a [`RowOrder`] so the values are
 //! compared row for row with the Hugging Face side (head counts from the GGUF side's metadata).
 
-use super::diff_llama::{self as llama, Permuted};
-use super::diff_rename::rename;
-pub use super::diff_rename::RenameRule;
 use crate::index::{Format, MetaValue, TensorIndex, TensorInfo};
+use crate::ops::diff::llama::{self as llama, Permuted};
+use crate::ops::diff::rename::rename;
+pub use crate::ops::diff::rename::RenameRule;
 use std::collections::HashMap;
 
 /// When the llama name map applies.

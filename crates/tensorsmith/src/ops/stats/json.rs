@@ -3,8 +3,8 @@
 //! an empty tensor, the float classes of an integer tensor, anything of a tensor that is not
 //! measured) is `null`.
 
-use super::fp_fit::TARGETS;
-use super::stats::{StatsReport, TensorStats, Values};
+use crate::ops::stats::fp_fit::TARGETS;
+use crate::ops::stats::{StatsReport, TensorStats, Values};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 

@@ -6,7 +6,6 @@
 //! `--external-data` sends every tensor there, as does an inline total over 2 GiB. Both files
 //! are written atomically, the data file committed first.
 
-use super::convert_options::ConvertOptions;
 use crate::cast::cast;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -16,6 +15,7 @@ use crate::model::Model;
 use crate::onnx::data_type::{code_of, stored_bytes};
 use crate::onnx::write::{rewrite, NewTensor, Placement};
 use crate::onnx::{Onnx, ATTR_GRAPH, SPARSE_LAYOUT, STRING_LAYOUT};
+use crate::ops::convert::options::ConvertOptions;
 use crate::sink::AtomicFile;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -52,7 +52,7 @@ pub fn convert_onnx(
     out: &Path,
     opts: &ConvertOptions,
 ) -> Result<Vec<std::path::PathBuf>> {
-    super::digest_guard::before(input, opts)?;
+    crate::ops::convert::digest_guard::before(input, opts)?;
     let tpath = opts.onnx_template.as_deref().ok_or_else(|| {
         refuse(
             out,

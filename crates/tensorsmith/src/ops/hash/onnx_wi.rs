@@ -3,10 +3,10 @@
 //! them), its tensors the main graph's initializers with weight-inspect's dtype names and
 //! element sizes. Weight bytes and external data play no part.
 
-use super::wi_json::{js, quote};
 use crate::index::{Format, Layout, MetaValue, TensorIndex};
 use crate::onnx::data_type::{code_of, wi_name_and_size, STRING};
 use crate::onnx::{ATTR_GRAPH, SPARSE_LAYOUT, STRING_LAYOUT};
+use crate::ops::hash::wi_json::{js, quote};
 use std::collections::BTreeMap;
 
 /// Strings of a list value, as Rust's `{:?}` of a `Vec<String>` writes them (what
