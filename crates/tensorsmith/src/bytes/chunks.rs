@@ -3,7 +3,7 @@
 //! ranged GETs written in order, so consumers that work piece by piece (casts, digests,
 //! converters) read a remote tensor at the speed of a download, in bounded memory.
 
-use super::ReadAt;
+use crate::bytes::ReadAt;
 use crate::error::{Error, Result};
 use std::io::Write;
 use std::ops::Range;

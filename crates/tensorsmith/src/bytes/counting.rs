@@ -3,7 +3,7 @@
 //! through the inner source's own reads: `as_slice` and `local_file` are withheld, so no
 //! caller reads around the count.
 
-use super::ReadAt;
+use crate::bytes::ReadAt;
 use crate::error::Result;
 use std::borrow::Cow;
 use std::io::Write;

@@ -5,7 +5,7 @@
 //! scoped threads, each taking the next read; their destination bytes are disjoint, handed
 //! out in order, so no lock guards the buffer.
 
-use super::ReadAt;
+use crate::bytes::ReadAt;
 use crate::error::{ErrorKind, Result};
 use crate::rank_plan::{RankPlan, Read};
 use std::sync::Mutex;

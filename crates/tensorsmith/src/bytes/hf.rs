@@ -15,10 +15,10 @@
 //!
 //! The Hub is read only: a write to `hf://` is refused (`url_scheme::refuse_write`).
 
-use super::http::{other_status, Target};
-use super::redact_url;
-use super::storage_options::{StorageKey, StorageOptions};
-use super::url_path::encode;
+use crate::bytes::http::{other_status, Target};
+use crate::bytes::redact_url;
+use crate::bytes::storage_options::{StorageKey, StorageOptions};
+use crate::bytes::url_path::encode;
 use crate::error::{Error, ErrorKind, Result};
 use std::path::{Path, PathBuf};
 

@@ -25,9 +25,10 @@
 //! its store. A target's `Authorization` header is sent to its own host only: a redirect to
 //! another host (the Hub's CDN) drops it.
 
-use super::retry::{self, Backoff};
-use super::storage_options::Transfer;
-use super::{check_range, parts, redact_url, Pinned, ReadAt};
+use crate::bytes::retry::{self, Backoff};
+use crate::bytes::storage_options::Transfer;
+use crate::bytes::store::parts;
+use crate::bytes::{check_range, redact_url, Pinned, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use std::borrow::Cow;
 use std::fs::File;
@@ -785,7 +786,7 @@ impl ReadAt for HttpFile {
             return Ok(());
         }
         if !self.ranges {
-            return super::copy_chunked(rest, out, |off, buf| self.read_exact_at(off, buf));
+            return crate::bytes::copy_chunked(rest, out, |off, buf| self.read_exact_at(off, buf));
         }
         parts::copy_parallel(rest, out, &self.transfer, &|r, b| self.get_part(r, b))
     }

@@ -2,7 +2,7 @@
 //! for filesystems where mapping is unsafe or slow (network mounts, files that others may
 //! truncate). Both give the same answers; only the cost model differs.
 
-use super::{check_range, checked_end, copy_chunked, ReadAt};
+use crate::bytes::{check_range, checked_end, copy_chunked, ReadAt};
 use crate::error::{Error, Result};
 use memmap2::Mmap;
 use std::borrow::Cow;

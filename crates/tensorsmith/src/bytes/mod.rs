@@ -6,41 +6,29 @@
 //! (`&[u8]`, `Vec<u8>`). Remote readers pin the version they open ([`Pinned`]) and name URLs without credentials ([`redact_url`]).
 
 #[cfg(feature = "remote")]
-mod aws_chain;
 #[cfg(feature = "remote")]
-mod aws_config;
 #[cfg(feature = "remote")]
-mod aws_profile;
 #[cfg(feature = "remote")]
-mod aws_sigv4;
 #[cfg(feature = "remote")]
-mod aws_sources;
 #[cfg(feature = "remote")]
-mod azure_config;
 #[cfg(feature = "remote")]
-mod azure_store;
+mod azure;
 mod chunks;
 mod counting;
 mod gather;
-#[cfg(feature = "remote")]
 mod gcs;
 #[cfg(feature = "remote")]
-mod gcs_auth;
 #[cfg(feature = "remote")]
-mod gcs_client;
 #[cfg(feature = "remote")]
-mod gcs_upload;
+#[cfg(feature = "remote")]
 #[cfg(feature = "remote")]
 mod hf;
 #[cfg(feature = "remote")]
 mod http;
 mod local;
 #[cfg(feature = "remote")]
-mod object_client;
 #[cfg(feature = "remote")]
-mod part_upload;
 #[cfg(feature = "remote")]
-mod parts;
 mod redact;
 #[cfg(feature = "remote")]
 mod resumed_get;
@@ -50,23 +38,17 @@ mod retried;
 mod retry;
 #[cfg(feature = "remote")]
 mod runtime;
+mod s3;
 #[cfg(feature = "remote")]
-mod s3_store;
 #[cfg(feature = "remote")]
-mod s3_uploads;
 #[cfg(feature = "remote")]
-mod s3_words;
 #[cfg(feature = "remote")]
-mod s3_xml;
 mod storage_options;
+mod store;
 #[cfg(feature = "remote")]
-mod store_client;
 #[cfg(feature = "remote")]
-mod store_error;
 #[cfg(feature = "remote")]
-mod store_file;
 #[cfg(feature = "remote")]
-mod store_upload;
 #[cfg(feature = "remote")]
 mod url_path;
 mod url_scheme;
@@ -76,24 +58,24 @@ pub use chunks::for_each_chunk;
 pub use counting::{Counted, ReadCounter};
 pub use gather::read_plan;
 #[cfg(feature = "remote")]
-pub use gcs_client::GcsClient;
+pub use gcs::client::GcsClient;
 #[cfg(feature = "remote")]
 pub use hf::hf_repo_name;
 #[cfg(feature = "remote")]
 pub use http::HttpFile;
 pub use local::{Backend, LocalFile};
-#[cfg(feature = "remote")]
-pub use object_client::{ObjectClient, ObjectMeta, PutCondition, UploadMeta};
-#[cfg(feature = "remote")]
-pub use part_upload::ObjectUpload;
 pub use redact::redact_url;
 pub use storage_options::{
     storage_option_names, StorageKey, StorageOption, StorageOptions, Transfer,
 };
 #[cfg(feature = "remote")]
-pub use store_file::StoreFile;
+pub use store::file::StoreFile;
 #[cfg(feature = "remote")]
-pub use store_upload::StoreUpload;
+pub use store::object_client::{ObjectClient, ObjectMeta, PutCondition, UploadMeta};
+#[cfg(feature = "remote")]
+pub use store::part_upload::ObjectUpload;
+#[cfg(feature = "remote")]
+pub use store::upload::StoreUpload;
 #[cfg(feature = "remote")]
 pub use url_scheme::{create_upload, fetch_whole, open_url};
 pub use url_scheme::{

@@ -4,17 +4,17 @@
 //! have no request layer of their own. The URL is made afresh for each attempt (a SAS signed
 //! now); errors name the object's URL, never the request's.
 
-use super::http::{is_unreachable, transport_message};
-use super::retry::{retryable_transport, Backoff};
-use super::storage_options::Transfer;
-use super::store_error::error_code;
+use crate::bytes::http::{is_unreachable, transport_message};
+use crate::bytes::retry::{retryable_transport, Backoff};
+use crate::bytes::storage_options::Transfer;
+use crate::bytes::store::error::error_code;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::path::Path;
 
 /// Whether a status (with the store's error code) is worth another attempt.
 fn retryable_status(status: u16, code: &str) -> bool {
-    super::retry::retryable_status(status) || super::retry::retryable_code(code)
+    crate::bytes::retry::retryable_status(status) || crate::bytes::retry::retryable_code(code)
 }
 
 /// A response: status, `Location` and body: as text (the first MiB: other replies

@@ -16,7 +16,7 @@
 //! - Bounded: at most `max_attempts` attempts, and never past the request's deadline; the
 //!   final error says how many attempts were made ([`gave_up`]).
 
-use super::storage_options::Transfer;
+use crate::bytes::storage_options::Transfer;
 use crate::error::ErrorKind;
 use std::time::{Duration, Instant};
 

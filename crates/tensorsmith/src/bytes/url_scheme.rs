@@ -79,7 +79,7 @@ pub fn refuse_write(out: &str) -> Result<()> {
             )
         }
     };
-    Err(Error::new(ErrorKind::Unsupported(why)).in_file(Path::new(&super::redact_url(out))))
+    Err(Error::new(ErrorKind::Unsupported(why)).in_file(Path::new(&crate::bytes::redact_url(out))))
 }
 
 /// Refuses an output URL for `what`, an output not written to object stores yet (several
@@ -92,7 +92,7 @@ pub fn refuse_remote(out: &str, what: &str) -> Result<()> {
             "{what} to {scheme}:// URLs is not supported (write it to a local folder and upload \
              it)"
         )))
-        .in_file(Path::new(&super::redact_url(out)))),
+        .in_file(Path::new(&crate::bytes::redact_url(out)))),
     }
 }
 
@@ -101,24 +101,24 @@ pub fn refuse_remote(out: &str, what: &str) -> Result<()> {
 #[cfg(feature = "remote")]
 pub fn open_url(
     location: &str,
-    storage: &super::StorageOptions,
+    storage: &crate::bytes::StorageOptions,
     first: u64,
-) -> Result<Box<dyn super::ReadAt>> {
-    use super::http::HttpFile;
+) -> Result<Box<dyn crate::bytes::ReadAt>> {
+    use crate::bytes::http::HttpFile;
     let transfer = storage.transfer();
     Ok(match url_scheme(location) {
         Some(UrlScheme::Hf) => Box::new(HttpFile::open_target(
-            Box::new(super::hf::HfFile::resolve(location, storage)?),
+            Box::new(crate::bytes::hf::HfFile::resolve(location, storage)?),
             first,
             &transfer,
         )?),
         Some(UrlScheme::Gs) => Box::new(HttpFile::open_target(
-            Box::new(super::gcs::GcsObject::resolve(location, storage)?),
+            Box::new(crate::bytes::gcs::GcsObject::resolve(location, storage)?),
             first,
             &transfer,
         )?),
         Some(UrlScheme::S3 | UrlScheme::Az) => {
-            let (client, key) = super::ObjectClient::for_url(location, storage)?;
+            let (client, key) = crate::bytes::ObjectClient::for_url(location, storage)?;
             Box::new(client.open(&key, first)?)
         }
         _ => Box::new(HttpFile::open_with(location, first, &transfer)?),
@@ -133,12 +133,12 @@ pub fn open_url(
 #[cfg(feature = "remote")]
 pub fn fetch_whole(
     location: &str,
-    storage: &super::StorageOptions,
+    storage: &crate::bytes::StorageOptions,
     len: u64,
     out: &mut dyn std::io::Write,
 ) -> Result<()> {
     if let Some(UrlScheme::S3 | UrlScheme::Az) = url_scheme(location) {
-        let (client, key) = super::ObjectClient::for_url(location, storage)?;
+        let (client, key) = crate::bytes::ObjectClient::for_url(location, storage)?;
         return client.get_into(&key, len, out);
     }
     let f = open_url(location, storage, len.min(storage.transfer().part_size))?;
@@ -147,7 +147,7 @@ pub fn fetch_whole(
             "the object has {} bytes where {len} were expected",
             f.len()
         )))
-        .in_file(Path::new(&super::redact_url(location))));
+        .in_file(Path::new(&crate::bytes::redact_url(location))));
     }
     f.copy_to(0..len, out)
 }
@@ -157,20 +157,22 @@ pub fn fetch_whole(
 #[cfg(feature = "remote")]
 pub fn create_upload(
     location: &str,
-    storage: &super::StorageOptions,
-) -> Result<Box<dyn super::ObjectUpload>> {
+    storage: &crate::bytes::StorageOptions,
+) -> Result<Box<dyn crate::bytes::ObjectUpload>> {
     refuse_write(location)?;
     match url_scheme(location) {
         Some(UrlScheme::S3 | UrlScheme::Az) => {
-            let (client, key) = super::ObjectClient::for_url(location, storage)?;
-            Ok(Box::new(client.upload(&key, super::PutCondition::Always)))
+            let (client, key) = crate::bytes::ObjectClient::for_url(location, storage)?;
+            Ok(Box::new(
+                client.upload(&key, crate::bytes::PutCondition::Always),
+            ))
         }
-        Some(UrlScheme::Gs) => Ok(Box::new(super::gcs_upload::GcsUpload::create(
+        Some(UrlScheme::Gs) => Ok(Box::new(crate::bytes::gcs::upload::GcsUpload::create(
             location, storage,
         )?)),
         _ => Err(
             Error::new(ErrorKind::Unsupported("uploads to this kind of URL".into()))
-                .in_file(Path::new(&super::redact_url(location))),
+                .in_file(Path::new(&crate::bytes::redact_url(location))),
         ),
     }
 }

@@ -11,11 +11,11 @@
 //! the store's copy-if-not-exists, then the staging object deleted. Nothing is visible
 //! before the commit; an upload dropped or failed is aborted.
 
-use super::part_upload::{doubling_part_len, ObjectUpload};
-use super::runtime::{block_on, handle, run};
-use super::storage_options::Transfer;
-use super::store_error::refused_condition;
-use super::store_file::StoreWords;
+use crate::bytes::runtime::{block_on, handle, run};
+use crate::bytes::storage_options::Transfer;
+use crate::bytes::store::error::refused_condition;
+use crate::bytes::store::file::StoreWords;
+use crate::bytes::store::part_upload::{doubling_part_len, ObjectUpload};
 use crate::error::{Error, ErrorKind, Result};
 use ::bytes::Bytes;
 use object_store::path::Path as StorePath;
@@ -264,7 +264,7 @@ impl ObjectUpload for StoreUpload {
     }
 
     fn rewind_to(&mut self, pos: u64) -> io::Result<()> {
-        super::part_upload::cut_back(&mut self.buf, self.sent, pos)
+        crate::bytes::store::part_upload::cut_back(&mut self.buf, self.sent, pos)
     }
 
     fn commit(self: Box<Self>) -> Result<String> {

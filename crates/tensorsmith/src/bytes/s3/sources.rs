@@ -8,8 +8,8 @@
 //! and refuses a plain-HTTP STS endpoint; rusty-s3 signs requests only. The order they are
 //! tried in, and the cache that refreshes what they issue, are `aws_chain.rs`.
 
-use super::aws_sigv4::{presign_get, SigningKeys};
-use super::s3_xml;
+use crate::bytes::s3::sigv4::{presign_get, SigningKeys};
+use crate::bytes::s3::xml;
 use std::time::Duration;
 
 /// Static or temporary AWS keys.
@@ -65,7 +65,10 @@ fn body(resp: &mut ureq::http::Response<ureq::Body>) -> Result<String, Why> {
 }
 
 fn transport(what: &str, url: &str, e: ureq::Error) -> Why {
-    format!("{what} {} did not answer: {e}", super::redact_url(url))
+    format!(
+        "{what} {} did not answer: {e}",
+        crate::bytes::redact_url(url)
+    )
 }
 
 /// A JSON credential document (IMDS, container endpoint, `credential_process`):
@@ -140,7 +143,7 @@ pub(crate) fn imds(endpoint: &str) -> Result<Issued, Why> {
             404 => Err("the instance has no IAM role (instance profile)".to_owned()),
             s => Err(format!(
                 "the instance metadata service answered HTTP {s} for {}",
-                super::redact_url(url)
+                crate::bytes::redact_url(url)
             )),
         }
     };
@@ -181,7 +184,7 @@ pub(crate) fn container(url: &str, authorization: Option<&str>) -> Result<Issued
         return Err(format!(
             "the container credentials URI {} must be https, or http to loopback or the \
              ECS/EKS addresses",
-            super::redact_url(url)
+            crate::bytes::redact_url(url)
         ));
     }
     let mut req = agent(SERVICE_TIMEOUT).get(url);
@@ -196,7 +199,7 @@ pub(crate) fn container(url: &str, authorization: Option<&str>) -> Result<Issued
     if status != 200 {
         return Err(format!(
             "the container credentials endpoint {} answered HTTP {status}",
-            super::redact_url(url)
+            crate::bytes::redact_url(url)
         ));
     }
     parse_json_keys(&text)
@@ -205,11 +208,11 @@ pub(crate) fn container(url: &str, authorization: Option<&str>) -> Result<Issued
 /// STS's answer: the `<Credentials>` of a successful call, or its `<Error>` worded.
 fn sts_answer(status: u16, text: &str) -> Result<Issued, Why> {
     if status != 200 {
-        let code = s3_xml::text(text, "Code").unwrap_or_else(|| format!("HTTP {status}"));
-        let msg = s3_xml::text(text, "Message").unwrap_or_default();
+        let code = xml::text(text, "Code").unwrap_or_else(|| format!("HTTP {status}"));
+        let msg = xml::text(text, "Message").unwrap_or_default();
         return Err(format!("STS refused: {code}: {msg}"));
     }
-    issued(|k| s3_xml::text(text, k)).map_err(|e| format!("STS: {e}"))
+    issued(|k| xml::text(text, k)).map_err(|e| format!("STS: {e}"))
 }
 
 /// What an STS role call needs besides its keys.

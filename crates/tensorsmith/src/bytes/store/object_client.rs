@@ -9,9 +9,9 @@
 //! (`s3_uploads.rs`) and aborted; Azure's uncommitted blocks need no abort (never visible,
 //! and Azure discards them).
 
-pub use super::s3_uploads::UploadMeta;
-use super::storage_options::{StorageOptions, Transfer};
-use super::store_client::StoreClient;
+pub use crate::bytes::s3::uploads::UploadMeta;
+use crate::bytes::storage_options::{StorageOptions, Transfer};
+use crate::bytes::store::client::StoreClient;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::{PutMode, UpdateVersion};
 use std::fs::File;
@@ -44,7 +44,7 @@ pub struct ObjectMeta {
 pub struct ObjectClient {
     inner: StoreClient,
     /// S3's: the bucket's unfinished multipart uploads can be listed.
-    s3: Option<super::s3_uploads::Uploads>,
+    s3: Option<crate::bytes::s3::uploads::Uploads>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -76,9 +76,9 @@ impl ObjectClient {
     /// `az://CONTAINER/PATH`, `abfs(s)://…`) names, with the settings of `opts` and the
     /// environment, and the key.
     pub fn for_url(location: &str, opts: &StorageOptions) -> Result<(ObjectClient, String)> {
-        match super::url_scheme(location) {
-            Some(super::UrlScheme::S3) => {
-                let (inner, key, uploads) = super::s3_store::client_for(location, opts)?;
+        match crate::bytes::url_scheme(location) {
+            Some(crate::bytes::UrlScheme::S3) => {
+                let (inner, key, uploads) = crate::bytes::s3::store::client_for(location, opts)?;
                 Ok((
                     ObjectClient {
                         inner,
@@ -88,7 +88,7 @@ impl ObjectClient {
                 ))
             }
             _ => {
-                let (inner, key) = super::azure_store::client_for(location, opts)?;
+                let (inner, key) = crate::bytes::azure::store::client_for(location, opts)?;
                 Ok((ObjectClient { inner, s3: None }, key))
             }
         }
@@ -159,7 +159,7 @@ impl ObjectClient {
     }
 
     /// A streamed upload of `key` (the sink's `create_upload`).
-    pub fn upload(&self, key: &str, cond: PutCondition) -> super::StoreUpload {
+    pub fn upload(&self, key: &str, cond: PutCondition) -> crate::bytes::StoreUpload {
         let (mode, _) = mode(key, cond);
         self.inner.upload(key, mode)
     }
@@ -170,7 +170,7 @@ impl ObjectClient {
         self.inner.get_into(key, len, out)
     }
 
-    pub(crate) fn open(&self, key: &str, first: u64) -> Result<super::StoreFile> {
+    pub(crate) fn open(&self, key: &str, first: u64) -> Result<crate::bytes::StoreFile> {
         self.inner.open(key, first)
     }
 }

@@ -3,10 +3,10 @@
 //! sources tried when there were none), a bucket in another region, an endpoint that does not
 //! answer; for object_store's errors (`StoreWords`) and ListMultipartUploads' statuses.
 
-use super::aws_config::Credentials;
-use super::http::other_status;
-use super::store_error::classify;
-use super::store_file::StoreWords;
+use crate::bytes::http::other_status;
+use crate::bytes::s3::config::Credentials;
+use crate::bytes::store::error::classify;
+use crate::bytes::store::file::StoreWords;
 use crate::error::ErrorKind;
 use std::sync::Arc;
 

@@ -14,13 +14,13 @@
 //! Requests carry the token (`gcs.rs`) to the endpoint's host, each retried per the transfer
 //! settings (`retried.rs`); errors name the `gs://` URL, never the token.
 
-use super::gcs::GcsObject;
-use super::http::Target;
-use super::object_client::{ObjectMeta, PutCondition};
-use super::retried::{self, Method, Reply};
-use super::storage_options::{StorageOptions, Transfer};
-use super::store_error::error_code;
-use super::url_path::{encode, split_bucket_url};
+use crate::bytes::gcs::GcsObject;
+use crate::bytes::http::Target;
+use crate::bytes::retried::{self, Method, Reply};
+use crate::bytes::storage_options::{StorageOptions, Transfer};
+use crate::bytes::store::error::error_code;
+use crate::bytes::store::object_client::{ObjectMeta, PutCondition};
+use crate::bytes::url_path::{encode, split_bucket_url};
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::File;
 use std::path::Path;
@@ -207,7 +207,7 @@ impl GcsClient {
     /// (replacing what is there); the object appears once complete.
     pub fn put_file(&self, key: &str, from: &File) -> Result<()> {
         let name = self.key_url(key);
-        let mut upload = super::gcs_upload::GcsUpload::create(&name, &self.opts)?;
+        let mut upload = crate::bytes::gcs::upload::GcsUpload::create(&name, &self.opts)?;
         let mut reader = from;
         std::io::copy(&mut reader, &mut upload)
             .map_err(|e| Error::new(ErrorKind::Io(e)).in_file(Path::new(&name)))?;

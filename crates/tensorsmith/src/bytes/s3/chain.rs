@@ -26,9 +26,9 @@
 //! upload or a Spark task outlives the keys it started with. The `Chain` is why this is by
 //! hand: see `aws_sources.rs`.
 
-use super::aws_profile::Profile;
-use super::aws_sources::{self, AwsKeys, Issued, Role, Why};
-use super::storage_options::{StorageKey, StorageOptions};
+use crate::bytes::s3::profile::Profile;
+use crate::bytes::s3::sources::{self, AwsKeys, Issued, Role, Why};
+use crate::bytes::storage_options::{StorageKey, StorageOptions};
 use crate::error::{Error, ErrorKind, Result};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -68,7 +68,7 @@ impl Fetch {
                 keys: k.clone(),
                 expires: None,
             }),
-            Fetch::Imds(endpoint) => aws_sources::imds(endpoint),
+            Fetch::Imds(endpoint) => sources::imds(endpoint),
             Fetch::Container {
                 url,
                 token,
@@ -81,7 +81,7 @@ impl Fetch {
                         })?),
                         None => token.clone(),
                     };
-                aws_sources::container(url, auth.as_deref())
+                sources::container(url, auth.as_deref())
             }
             Fetch::WebIdentity {
                 sts,
@@ -89,7 +89,7 @@ impl Fetch {
                 role_arn,
                 session,
                 token_file,
-            } => aws_sources::web_identity(
+            } => sources::web_identity(
                 &Role {
                     sts_endpoint: sts,
                     region,
@@ -109,7 +109,7 @@ impl Fetch {
                 let keys = source
                     .keys()
                     .map_err(|e| format!("the source credentials: {e}"))?;
-                aws_sources::assume_role(
+                sources::assume_role(
                     &Role {
                         sts_endpoint: sts,
                         region,
@@ -120,7 +120,7 @@ impl Fetch {
                     external_id.as_deref(),
                 )
             }
-            Fetch::Process(cmd) => aws_sources::process(cmd),
+            Fetch::Process(cmd) => sources::process(cmd),
         }
     }
 }

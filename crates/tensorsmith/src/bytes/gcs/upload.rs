@@ -14,12 +14,12 @@
 //! URI authorises writes by itself: it is never printed; errors name the `gs://` URL. The
 //! token (`gcs.rs`) goes with each request to the endpoint's host only.
 
-use super::gcs::GcsObject;
-use super::http::Target;
-use super::part_upload::{doubling_part_len, PartTarget, PartUpload};
-use super::retried::{self, Method, Reply};
-use super::storage_options::{StorageOptions, Transfer};
-use super::url_path::encode;
+use crate::bytes::gcs::GcsObject;
+use crate::bytes::http::Target;
+use crate::bytes::retried::{self, Method, Reply};
+use crate::bytes::storage_options::{StorageOptions, Transfer};
+use crate::bytes::store::part_upload::{doubling_part_len, PartTarget, PartUpload};
+use crate::bytes::url_path::encode;
 use crate::error::{Error, ErrorKind, Result};
 use std::path::Path;
 

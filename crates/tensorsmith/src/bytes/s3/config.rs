@@ -9,10 +9,10 @@
 //! The profile is the `profile` option, else `AWS_PROFILE`, else `default`, in the shared
 //! files (`aws_profile.rs`).
 
-pub(crate) use super::aws_chain::Credentials;
-use super::aws_chain::{self, Found};
-use super::aws_profile::Profile;
-use super::storage_options::{StorageKey, StorageOptions};
+pub(crate) use crate::bytes::s3::chain::Credentials;
+use crate::bytes::s3::chain::{self, Found};
+use crate::bytes::s3::profile::Profile;
+use crate::bytes::storage_options::{StorageKey, StorageOptions};
 use crate::error::Result;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -133,7 +133,7 @@ fn settings(opts: &StorageOptions, env: &dyn Fn(&str) -> Option<String>) -> Resu
             tried: vec!["anon=true".to_owned()],
         }
     } else {
-        aws_chain::find(&aws_chain::Inputs {
+        chain::find(&chain::Inputs {
             opts,
             env,
             profile: &profile,

@@ -14,12 +14,12 @@
 //! `credential_source=token|service_account|authorized_user|metadata` forces one source.
 //! Without any (or with `anon=true`) requests go unauthenticated: public objects, emulators.
 
-use super::gcs_auth::{credential_file, TokenSource};
-use super::http::{other_status, Target};
-use super::redact_url;
-use super::storage_options::{StorageKey, StorageOptions};
-use super::store_error::error_code;
-use super::url_path::{encode, split_bucket_url};
+use crate::bytes::gcs::auth::{credential_file, TokenSource};
+use crate::bytes::http::{other_status, Target};
+use crate::bytes::redact_url;
+use crate::bytes::storage_options::{StorageKey, StorageOptions};
+use crate::bytes::store::error::error_code;
+use crate::bytes::url_path::{encode, split_bucket_url};
 use crate::error::{ErrorKind, Result};
 use std::path::Path;
 
@@ -39,8 +39,8 @@ enum Credential {
 /// (what its builder uses when no credential file is given), with the transfer's timeouts.
 fn metadata(bucket: &str, opts: &StorageOptions) -> Result<Credential> {
     use object_store::gcp::GoogleCloudStorageBuilder;
-    super::runtime::install_tls();
-    let (options, retry) = super::store_client::client_settings(&opts.transfer(), true);
+    crate::bytes::runtime::install_tls();
+    let (options, retry) = crate::bytes::store::client::client_settings(&opts.transfer(), true);
     let store = GoogleCloudStorageBuilder::new()
         .with_bucket_name(bucket)
         .with_client_options(options)
@@ -49,7 +49,7 @@ fn metadata(bucket: &str, opts: &StorageOptions) -> Result<Credential> {
         .map_err(|e| {
             ErrorKind::BadStorageOption(format!(
                 "the GCE metadata server: {}",
-                super::store_error::scrub(&e.to_string())
+                crate::bytes::store::error::scrub(&e.to_string())
             ))
         })?;
     let host = std::env::var("GCE_METADATA_HOST")
@@ -66,11 +66,11 @@ impl Credential {
             Credential::Token(t) => t.clone(),
             Credential::File(source, agent) => source.token(agent)?,
             Credential::Metadata(provider, host) => {
-                super::runtime::block_on(provider.get_credential())
+                crate::bytes::runtime::block_on(provider.get_credential())
                     .map_err(|e| {
                         ErrorKind::AccessDenied(format!(
                             "the GCE metadata server at {host} (metadata) gave no token: {}",
-                            super::store_error::scrub(&e.to_string())
+                            crate::bytes::store::error::scrub(&e.to_string())
                         ))
                     })?
                     .bearer

@@ -8,12 +8,12 @@
 //! (bodies move on its threads: `runtime::run`); retries are the store's (`max_attempts`,
 //! `timeout` in its client options).
 
-use super::resumed_get::get_resumed;
-use super::runtime::{block_on, run};
-use super::storage_options::Transfer;
-use super::store_error::refused_condition;
-use super::store_file::{StoreFile, StoreWords};
-use super::store_upload::StoreUpload;
+use crate::bytes::resumed_get::get_resumed;
+use crate::bytes::runtime::{block_on, run};
+use crate::bytes::storage_options::Transfer;
+use crate::bytes::store::error::refused_condition;
+use crate::bytes::store::file::{StoreFile, StoreWords};
+use crate::bytes::store::upload::StoreUpload;
 use crate::error::{Error, ErrorKind, Result};
 use futures_util::TryStreamExt;
 use object_store::path::Path as StorePath;
@@ -150,7 +150,7 @@ impl StoreClient {
         let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
         let attempts = self.transfer.max_attempts;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<::bytes::Bytes>(8);
-        let task = super::runtime::spawn(async move {
+        let task = crate::bytes::runtime::spawn(async move {
             get_resumed(&*store, &path, 0..len, len, None, attempts, |c| {
                 let tx = tx.clone();
                 async move { tx.send(c).await.is_ok() }
@@ -170,7 +170,7 @@ impl StoreClient {
             }
         }
         drop(rx);
-        let streamed = super::runtime::wait(task);
+        let streamed = crate::bytes::runtime::wait(task);
         if let Some(e) = failed {
             return Err(e);
         }

@@ -11,7 +11,7 @@
 //! are refused by name. Written here because Google's Rust auth crates are async (tokio) and
 //! would not fit the extension's size limit.
 
-use super::url_path::encode;
+use crate::bytes::url_path::encode;
 use crate::error::{Error, ErrorKind, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -217,7 +217,7 @@ impl TokenSource {
         let refused = |why: String| {
             Error::new(ErrorKind::AccessDenied(format!(
                 "the token endpoint {} refused {}: {why}",
-                super::redact_url(&self.token_uri),
+                crate::bytes::redact_url(&self.token_uri),
                 self.who()
             )))
         };

@@ -4,14 +4,14 @@
 //! GET (`aws_sigv4.rs`) sent with `ureq`, the XML read by `s3_xml.rs`. The abort is
 //! object_store's.
 
-use super::aws_config::Credentials;
-use super::aws_sigv4::{presign_get, SigningKeys};
-use super::http::{is_unreachable, transport_message};
-use super::runtime::block_on;
-use super::s3_words::S3Words;
-use super::s3_xml;
-use super::store_client::StoreClient;
-use super::store_file::StoreWords;
+use crate::bytes::http::{is_unreachable, transport_message};
+use crate::bytes::runtime::block_on;
+use crate::bytes::s3::config::Credentials;
+use crate::bytes::s3::sigv4::{presign_get, SigningKeys};
+use crate::bytes::s3::words::S3Words;
+use crate::bytes::s3::xml;
+use crate::bytes::store::client::StoreClient;
+use crate::bytes::store::file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::aws::AmazonS3;
 use object_store::multipart::MultipartStore;
@@ -36,7 +36,7 @@ pub(crate) struct Uploads {
     pub region: String,
     pub keys: Option<Arc<Credentials>>,
     pub words: Arc<S3Words>,
-    pub transfer: super::Transfer,
+    pub transfer: crate::bytes::Transfer,
     /// `s3://BUCKET`: how errors name keys.
     pub base: String,
 }
@@ -82,7 +82,7 @@ impl Uploads {
             let kind = match is_unreachable(&e) {
                 true => ErrorKind::Unreachable(format!(
                     "{} ({})",
-                    super::redact_url(&self.bucket_url),
+                    crate::bytes::redact_url(&self.bucket_url),
                     transport_message(&e)
                 )),
                 false => ErrorKind::Http(transport_message(&e)),
@@ -95,7 +95,7 @@ impl Uploads {
             .read_to_string()
             .map_err(|e| self.err(prefix, ErrorKind::Http(transport_message(&e))))?;
         if status != 200 {
-            let code = super::store_error::error_code(&body).unwrap_or_default();
+            let code = crate::bytes::store::error::error_code(&body).unwrap_or_default();
             return Err(self.err(prefix, self.words.status_error(status, code, prefix)));
         }
         Ok(body)
@@ -107,17 +107,18 @@ impl Uploads {
         let mut markers: Option<(String, String)> = None;
         loop {
             let xml = self.page(prefix, &markers)?;
-            for u in s3_xml::elements(&xml, "Upload") {
-                let field = |t| s3_xml::text(u, t).unwrap_or_default();
+            for u in xml::elements(&xml, "Upload") {
+                let field = |t| xml::text(u, t).unwrap_or_default();
                 out.push(UploadMeta {
                     key: field("Key"),
                     upload_id: field("UploadId"),
                     initiated: field("Initiated"),
                 });
             }
-            markers = match s3_xml::text(&xml, "IsTruncated").as_deref() {
-                Some("true") => s3_xml::text(&xml, "NextKeyMarker")
-                    .zip(s3_xml::text(&xml, "NextUploadIdMarker")),
+            markers = match xml::text(&xml, "IsTruncated").as_deref() {
+                Some("true") => {
+                    xml::text(&xml, "NextKeyMarker").zip(xml::text(&xml, "NextUploadIdMarker"))
+                }
                 _ => None,
             };
             if markers.is_none() {
@@ -132,7 +133,7 @@ impl Uploads {
         match block_on(self.store.abort_multipart(&path, &id.to_owned())) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => {
-                let f = super::store_error::classify(&e);
+                let f = crate::bytes::store::error::classify(&e);
                 if f.code == "NoSuchUpload" {
                     return Ok(());
                 }

@@ -6,11 +6,11 @@
 //! GETs (`parts::copy_parallel`, `max_concurrency` at once). Errors are worded by the store
 //! (`StoreWords`) and name the object's URL.
 
-use super::parts::copy_parallel;
-use super::resumed_get::get_resumed;
-use super::runtime::{block_on, run};
-use super::storage_options::Transfer;
-use super::{check_range, ReadAt};
+use crate::bytes::resumed_get::get_resumed;
+use crate::bytes::runtime::{block_on, run};
+use crate::bytes::storage_options::Transfer;
+use crate::bytes::store::parts::copy_parallel;
+use crate::bytes::{check_range, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};

@@ -9,7 +9,7 @@
 //!
 //! One pipeline serves both shapes (reads and copies) to keep the Python extension small.
 
-use super::storage_options::Transfer;
+use crate::bytes::storage_options::Transfer;
 use crate::error::{Error, Result};
 use std::io::Write;
 use std::ops::Range;

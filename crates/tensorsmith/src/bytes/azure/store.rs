@@ -5,12 +5,12 @@
 //! (`max_attempts`, `timeout`, `connect_timeout`: `store_client::client_settings`). Plain-HTTP endpoints (Azurite, a local
 //! Entra stand-in) are allowed when named.
 
-use super::azure_config::{self, split_azure_url, AzureAuth, AzureSettings};
-use super::runtime::PerProcess;
-use super::storage_options::{StorageOptions, Transfer};
-use super::store_client::{client_settings, StoreClient};
-use super::store_error::classify;
-use super::store_file::StoreWords;
+use crate::bytes::azure::config::{self, split_azure_url, AzureAuth, AzureSettings};
+use crate::bytes::runtime::PerProcess;
+use crate::bytes::storage_options::{StorageOptions, Transfer};
+use crate::bytes::store::client::{client_settings, StoreClient};
+use crate::bytes::store::error::classify;
+use crate::bytes::store::file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::azure::{AzureConfigKey, MicrosoftAzure, MicrosoftAzureBuilder};
 use std::path::Path;
@@ -181,7 +181,7 @@ fn cached_store(
             Error::new(ErrorKind::BadStorageOption(format!(
                 "Azure settings ({}): {}",
                 s.auth.source(),
-                super::store_error::scrub(&e.to_string())
+                crate::bytes::store::error::scrub(&e.to_string())
             )))
             .in_file(Path::new(location))
         })
@@ -192,13 +192,13 @@ fn cached_store(
 pub(crate) fn client_for(location: &str, opts: &StorageOptions) -> Result<(StoreClient, String)> {
     let (container, host, blob) = split_azure_url(location)?;
     let env = |k: &str| std::env::var(k).ok();
-    let s = azure_config::resolve(host, opts, &env).map_err(|e| e.in_file(Path::new(location)))?;
+    let s = config::resolve(host, opts, &env).map_err(|e| e.in_file(Path::new(location)))?;
     let transfer = opts.transfer();
     let store = cached_store(container, &s, &transfer, location)?;
     let words = AzureWords {
         account: s.account.clone(),
         container: container.to_owned(),
-        endpoint: super::redact_url(&s.endpoint),
+        endpoint: crate::bytes::redact_url(&s.endpoint),
         auth: s.auth.clone(),
     };
     let base = location[..location.len() - blob.len() - 1].to_owned();

@@ -20,8 +20,8 @@
 //! Azure CLI (`AZURE_USE_AZURE_CLI=true`), else none: anonymous requests, for public
 //! containers. `credential_source` forces one; `anon=true` none.
 
-use super::storage_options::{StorageKey, StorageOptions};
-use super::url_path::split_bucket_url;
+use crate::bytes::storage_options::{StorageKey, StorageOptions};
+use crate::bytes::url_path::split_bucket_url;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::path::Path;
@@ -70,7 +70,7 @@ impl AzureAuth {
             }
             AzureAuth::Managed { endpoint, .. } => format!(
                 "the managed identity (managed_identity, at {})",
-                super::redact_url(endpoint.as_deref().unwrap_or("the VM metadata service"))
+                crate::bytes::redact_url(endpoint.as_deref().unwrap_or("the VM metadata service"))
             ),
             AzureAuth::AzureCli => "the Azure CLI (azure_cli: az account get-access-token)".into(),
             AzureAuth::Anonymous => "no credentials (anonymous)".into(),

@@ -3,7 +3,7 @@
 //! each store's wording (`azure_store.rs`, `s3_store.rs`), with any URL it quotes shown without its query:
 //! a SAS signature is never printed.
 
-use super::redact_url;
+use crate::bytes::redact_url;
 
 /// One failed call, as far as the error tells.
 #[derive(Debug, Default)]

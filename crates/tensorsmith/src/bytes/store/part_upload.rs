@@ -12,7 +12,7 @@
 //! commit fails, is aborted (once the parts in flight are done), so no object appears unless
 //! complete.
 
-use super::storage_options::Transfer;
+use crate::bytes::storage_options::Transfer;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::{self, Write};
 use std::path::Path;

@@ -13,13 +13,13 @@
 //! create-if-absent copy (`StoreUpload` of more than one part) is S3's conditional multipart
 //! copy.
 
-use super::aws_config::{self, AwsSettings, Credentials};
-use super::redact_url;
-use super::runtime::PerProcess;
-use super::s3_uploads::Uploads;
-use super::s3_words::S3Words;
-use super::storage_options::{StorageOptions, Transfer};
-use super::store_client::{client_settings, StoreClient};
+use crate::bytes::redact_url;
+use crate::bytes::runtime::PerProcess;
+use crate::bytes::s3::config::{self, AwsSettings, Credentials};
+use crate::bytes::s3::uploads::Uploads;
+use crate::bytes::s3::words::S3Words;
+use crate::bytes::storage_options::{StorageOptions, Transfer};
+use crate::bytes::store::client::{client_settings, StoreClient};
 use crate::error::{Error, ErrorKind, Result};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential, S3CopyIfNotExists};
 use object_store::CredentialProvider;
@@ -111,7 +111,7 @@ fn cached_store(
         builder(bucket, s, t).build().map_err(|e| {
             Error::new(ErrorKind::BadStorageOption(format!(
                 "S3 settings: {}",
-                super::store_error::scrub(&e.to_string())
+                crate::bytes::store::error::scrub(&e.to_string())
             )))
             .in_file(Path::new(location))
         })
@@ -125,8 +125,8 @@ pub(crate) fn client_for(
     location: &str,
     opts: &StorageOptions,
 ) -> Result<(StoreClient, String, Uploads)> {
-    let (bucket, key) = super::url_path::split_bucket_url(location)?;
-    let s = aws_config::resolve(opts, &|k| std::env::var(k).ok(), true)
+    let (bucket, key) = crate::bytes::url_path::split_bucket_url(location)?;
+    let s = config::resolve(opts, &|k| std::env::var(k).ok(), true)
         .map_err(|e| e.in_file(Path::new(location)))?;
     if let Some(e) = &s.endpoint {
         if url::Url::parse(e).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
