@@ -1,7 +1,7 @@
 //! The FP4 (E2M1) types: MXFP4 (32 values, one E8M0 scale) and NVFP4 (64 values, four UE4M3
 //! scales), values doubled as in ggml's `kvalues_mxfp4` and the scales halved to match.
 
-use super::pairs;
+use crate::ggml_quant::pairs;
 
 /// E2M1 values, doubled.
 const KVALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];

@@ -3,10 +3,10 @@
 //! multiplying with ±1.0 (`db * grid * sign`) with a NaN passed through unchanged
 //! ([`mul_sign`]), never by flipping the sign bit, so NaN bits come out as NumPy's.
 
-use super::iq_grids::{
+use crate::ggml_quant::iq_grids::{
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
 };
-use super::{f16_at, mul_sign, pairs, u16_at, u32_at};
+use crate::ggml_quant::{f16_at, mul_sign, pairs, u16_at, u32_at};
 
 /// `1.0` or `-1.0` from bit `k` of `byte` (set = negative).
 #[inline]

@@ -6,7 +6,7 @@
 //! grid points at its `nwant` smallest distances, ordered by distance, then index, as ggml's
 //! `qsort` with its comparator orders them.
 
-use super::k_search::{c_max, nearest_int};
+use crate::ggml_quant::k_search::{c_max, nearest_int};
 use rayon::prelude::*;
 
 /// The tables of one grid.

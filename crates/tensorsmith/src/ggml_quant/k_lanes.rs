@@ -1,7 +1,7 @@
 //! The K-quants' scale searches run on the `L` sub-blocks of a super-block at once, one sub-block
-//! per lane: [`qkx_lanes`] is [`make_qkx_quants`](super::k_search::make_qkx_quants) (Q2_K, Q4_K
+//! per lane: [`qkx_lanes`] is [`make_qkx_quants`](crate::ggml_quant::k_search::make_qkx_quants) (Q2_K, Q4_K
 //! and Q5_K without an importance matrix), [`qx_lanes`] is
-//! [`make_qx_quants`](super::k_search::make_qx_quants) (Q6_K). Each lane takes exactly the steps
+//! [`make_qx_quants`](crate::ggml_quant::k_search::make_qx_quants) (Q6_K). Each lane takes exactly the steps
 //! of the one-sub-block search, in the same order (its sums still add one value after the
 //! other), so the bits are ggml's; what changes is that the sums of the lanes advance together,
 //! in SIMD registers, where one sub-block's sums were a chain of dependent additions that the
@@ -12,7 +12,7 @@
 // Indexed loops on purpose: `[i][lane]` reads as the one-lane search's `[i]`, lane by lane.
 #![allow(clippy::needless_range_loop)]
 
-use super::k_search::{nearest_int, GROUP_MAX_EPS};
+use crate::ggml_quant::k_search::{nearest_int, GROUP_MAX_EPS};
 
 /// `f` on every lane.
 #[inline(always)]

@@ -1,7 +1,7 @@
 //! The K-quants, 256-value super-blocks: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (gguf-py `quants.py`
 //! order of operations: sub-block scale `d * sc` first, then `scale * q - min`).
 
-use super::{f16_at, pairs};
+use crate::ggml_quant::{f16_at, pairs};
 
 pub(super) fn q2_k(blocks: &[u8], out: &mut [f32]) {
     for (b, o) in pairs::<84, 256>(blocks, out) {

@@ -1,7 +1,7 @@
 //! The legacy 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (gguf-py `quants.py` order of
 //! operations: `d * q`, `d * q + m`, `x * d`).
 
-use super::{add_nan_first, f16_at, pairs, u32_at};
+use crate::ggml_quant::{add_nan_first, f16_at, pairs, u32_at};
 
 /// Nibble `j` of 32: low nibbles of the 16 bytes first, then the high ones.
 #[inline]

@@ -103,8 +103,8 @@ pub fn parse_quantize(
     let as_mix = mix || FileType::is_mix_only(name);
     if !as_mix {
         // One block type (IQ3_XXS names one, and a mix with `mix`).
-        if let Some(t) =
-            GgmlType::from_name(&name.to_ascii_lowercase()).filter(|&t| super::can_quantize(t))
+        if let Some(t) = GgmlType::from_name(&name.to_ascii_lowercase())
+            .filter(|&t| crate::ggml_quant::can_quantize(t))
         {
             return Ok((Some(t), None));
         }
@@ -124,12 +124,12 @@ pub fn parse_quantize(
         };
     }
     GgmlType::from_name(&name.to_ascii_lowercase())
-        .filter(|&t| super::can_quantize(t))
+        .filter(|&t| crate::ggml_quant::can_quantize(t))
         .map(|t| (Some(t), None))
         .ok_or_else(|| {
             format!(
                 "'{name}': expected one of {}, or a llama-quantize mix (Q4_K_M, …)",
-                super::QUANTIZE_TYPES
+                crate::ggml_quant::QUANTIZE_TYPES
             )
         })
 }
@@ -197,7 +197,7 @@ fn category(name: &str) -> Cat {
     let has = |s: &str| name.contains(s);
     if name == "output.weight" {
         Cat::Output
-    } else if super::imatrix::is_token_embd(name) {
+    } else if crate::ggml_quant::imatrix::is_token_embd(name) {
         Cat::TokenEmbd
     } else if has("attn_qkv.weight") {
         Cat::AttnQkv

@@ -26,15 +26,6 @@ mod legacy;
 pub mod mix;
 mod numpy_ops;
 mod quantize;
-mod quantize_fp4;
-mod quantize_iq1;
-mod quantize_iq2;
-mod quantize_iq3;
-mod quantize_iq4;
-mod quantize_k;
-mod quantize_legacy;
-mod quantize_legacy_imatrix;
-mod quantize_ternary;
 #[doc(hidden)]
 pub mod reference;
 mod ternary;
@@ -195,9 +186,3 @@ pub(crate) fn u32_at(b: &[u8], i: usize) -> u32 {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod quantize_tests;
-
-#[cfg(test)]
-mod quantize_k_tests;

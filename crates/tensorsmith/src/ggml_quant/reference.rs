@@ -3,10 +3,10 @@
 //! per-block precomputation. Slow; it exists so the fuzz target and the unit tests can check
 //! the block kernels against an independent reading of the same reference.
 
-use super::iq_grids::{
+use crate::ggml_quant::iq_grids::{
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
 };
-use super::{add_nan_first, mul_sign};
+use crate::ggml_quant::{add_nan_first, mul_sign};
 use crate::ggml_type::{Block, GgmlType};
 
 fn f16(b: &[u8], at: usize) -> f32 {

@@ -1,6 +1,6 @@
 //! The ternary types TQ1_0 (base-3 packed trits) and TQ2_0 (2-bit trits): `d * (t - 1)`.
 
-use super::{f16_at, pairs};
+use crate::ggml_quant::{f16_at, pairs};
 
 /// Trit extraction as gguf-py does it: a wrapping u8 multiply by a power of 3, then
 /// `(x * 3) >> 8`.

@@ -3,7 +3,7 @@
 //! fold of every output bit pattern. The interop suite (`tests/python/test_gguf_dequant.py`)
 //! checks random blocks against the live reference; these keep the kernels honest offline.
 
-use super::*;
+use crate::ggml_quant::*;
 
 /// Byte `i` of the block of the type at `t` in the list: `(i * 37 + 11 * t + 5) & 255`.
 fn pattern(t: usize, len: usize) -> Vec<u8> {

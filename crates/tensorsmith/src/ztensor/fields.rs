@@ -1,9 +1,9 @@
 //! Typed access to manifest fields: each miss or wrong type becomes a schema error that
 //! names the field, so every manifest reader reports problems the same way.
 
-use super::cbor::Value;
 use crate::error::{ErrorKind, Result};
 use crate::index::{MetaValue, Shape};
+use crate::ztensor::cbor::Value;
 use std::collections::BTreeMap;
 
 pub fn schema(msg: impl Into<String>) -> crate::Error {

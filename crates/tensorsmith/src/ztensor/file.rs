@@ -3,12 +3,12 @@
 //! parts of a mapped file are served zero-copy; decoding and verifying many tensors runs in
 //! parallel.
 
-use super::format::{decode_part, parse_with, Ztensor};
-use super::{OpenOptions, Parsed};
 use crate::bytes::{LocalFile, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FileFormat, VerifyReport};
 use crate::index::{Part, TensorIndex, TensorInfo, ZtVersion};
+use crate::ztensor::format::{decode_part, parse_with, Ztensor};
+use crate::ztensor::{OpenOptions, Parsed};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashMap;

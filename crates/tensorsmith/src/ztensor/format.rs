@@ -2,11 +2,11 @@
 //! through the byte layer (so local, remote and in-memory files read alike), and verify:
 //! every part decoded with its digest checked, then the layout's data rules.
 
-use super::{detect, digest, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
 use crate::bytes::ReadAt;
 use crate::error::{ErrorKind, Result};
 use crate::format::{FileFormat, TensorCheck};
 use crate::index::{Part, TensorIndex, TensorInfo, ZtVersion};
+use crate::ztensor::{detect, digest, layout, v01_read, v11_read, v2_read, OpenOptions, Parsed};
 use std::borrow::Cow;
 
 /// zTensor v0.1, v1.1 (and 1.2 files) and v2.

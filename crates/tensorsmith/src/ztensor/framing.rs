@@ -2,8 +2,8 @@
 //! first, and the v0.1/v1.1 trailing manifest (CBOR bytes after the last blob, then their
 //! length as a little-endian u64; v1.1 adds its magic after that), read and written here.
 
-use super::{OpenOptions, ReadAt};
 use crate::error::{ErrorKind, Result};
+use crate::ztensor::{OpenOptions, ReadAt};
 use std::borrow::Cow;
 use std::io::Write;
 

@@ -47,13 +47,9 @@ mod part_source;
 mod part_type;
 mod prepared;
 mod stream;
-pub mod v01_read;
-mod v01_write;
-pub mod v11_read;
-mod v11_write;
-mod v2_append;
-pub mod v2_read;
-mod v2_write;
+mod v01;
+mod v11;
+mod v2;
 mod write;
 
 pub use crate::digest::DigestKind;
@@ -61,8 +57,15 @@ pub use file::{open, parse_bytes, ZtFile};
 pub use format::{decode_part, parse_with, Ztensor};
 pub use layout::check_data;
 pub use part_source::{PartBytes, PartSource};
-pub use v2_append::append;
+pub use v2::append::append;
 pub use write::{Compression, PartData, WriteOptions, Writer};
+// The paths the readers had before each generation got a folder, kept for callers.
+#[doc(hidden)]
+pub use v01::read as v01_read;
+#[doc(hidden)]
+pub use v11::read as v11_read;
+#[doc(hidden)]
+pub use v2::read as v2_read;
 
 use crate::bytes::ReadAt;
 use crate::format::OpenOptions;
@@ -81,11 +84,11 @@ pub struct Parsed {
 /// The zTensor version whose magic starts `first8`.
 pub fn detect(first8: &[u8]) -> Option<ZtVersion> {
     let head = first8.get(..8)?;
-    if head == v01_read::MAGIC {
+    if head == v01::read::MAGIC {
         Some(ZtVersion::V0_1)
-    } else if head == v11_read::MAGIC {
+    } else if head == v11::read::MAGIC {
         Some(ZtVersion::V1_1)
-    } else if head == v2_read::MAGIC {
+    } else if head == v2::read::MAGIC {
         Some(ZtVersion::V2)
     } else {
         None

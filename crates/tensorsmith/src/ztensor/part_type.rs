@@ -4,11 +4,11 @@
 //! logical type that names a primitive dtype (`bf16` on `u16`, as ztensor 2.x writes it) is
 //! read as that primitive when the widths agree.
 
-use super::cbor::Value;
-use super::fields::{self, req_text, schema};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::ZtVersion;
+use crate::ztensor::cbor::Value;
+use crate::ztensor::fields::{self, req_text, schema};
 
 /// The element dtype `m` declares (`what` names the entry in errors) and, for a logical
 /// type this library does not know, that type's name: the dtype is then the storage one,

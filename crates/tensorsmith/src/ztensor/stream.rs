@@ -3,13 +3,13 @@
 //! compress the next few pieces (a window of a few per thread), so memory stays bounded
 //! whatever the model size and compression overlaps writing. Digests are computed on the way.
 
-use super::part_source::PartBytes;
-use super::prepared::pad;
 use crate::codec;
 use crate::digest::{DigestKind, Hasher};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Digest, DigestScope};
 use crate::sink::Rewind;
+use crate::ztensor::part_source::PartBytes;
+use crate::ztensor::prepared::pad;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};

@@ -4,15 +4,15 @@
 //! file order, then has the version's writer add the manifest; `write_file` ends through
 //! [`crate::sink::write_atomically`].
 
-use super::part_source::{PartBytes, PartSource};
-use super::prepared::{Placed, PlacedObject};
-use super::stream::{self, Encode, PartJob, Placement};
-use super::{layout, v01_read, v01_write, v11_read, v11_write, v2_read, v2_write};
 use crate::digest::DigestKind;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{DigestScope, Layout, MetaValue, Part, PartExtra, Shape, TensorInfo, ZtVersion};
 use crate::sink::{write_atomically, Rewind};
+use crate::ztensor::part_source::{PartBytes, PartSource};
+use crate::ztensor::prepared::{Placed, PlacedObject};
+use crate::ztensor::stream::{self, Encode, PartJob, Placement};
+use crate::ztensor::{layout, v01, v11, v2};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -250,7 +250,7 @@ impl<'a> Writer<'a> {
         }
         if self.opts.version == ZtVersion::V2 {
             for k in a.keys() {
-                v2_read::check_name(k)?;
+                v2::read::check_name(k)?;
             }
         }
         if self.opts.version == ZtVersion::V1_1 {
@@ -383,12 +383,12 @@ impl<'a> Writer<'a> {
             }
             ZtVersion::V1_1 if *layout == Layout::Mx => return Err(opt_err(v, "the mx layout")),
             ZtVersion::V2 => {
-                v2_read::check_name(name)?;
-                if shape.len() > v2_read::MAX_RANK {
+                v2::read::check_name(name)?;
+                if shape.len() > v2::read::MAX_RANK {
                     return Err(ErrorKind::ZtSchema("rank exceeds 64".into()).into());
                 }
                 for k in attributes.keys() {
-                    v2_read::check_name(k)?;
+                    v2::read::check_name(k)?;
                 }
             }
             _ => {}
@@ -402,7 +402,7 @@ impl<'a> Writer<'a> {
                 return Err(ErrorKind::ZtSchema(format!("part '{}' appears twice", p.role)).into());
             }
             if v == ZtVersion::V2 {
-                v2_read::check_name(&p.role)?;
+                v2::read::check_name(&p.role)?;
             }
             let named = match v {
                 ZtVersion::V0_1 => p.dtype.ztensor_v01_name().is_some(),
@@ -494,8 +494,8 @@ impl<'a> Writer<'a> {
         }
         if let Some(a) = o.align {
             if !a.is_power_of_two()
-                || a < v2_read::ALIGN
-                || (o.canonical && a != v2_read::CANONICAL_ALIGN)
+                || a < v2::read::ALIGN
+                || (o.canonical && a != v2::read::CANONICAL_ALIGN)
             {
                 return Err(opt_err(v, format!("alignment {a}")));
             }
@@ -509,18 +509,20 @@ impl<'a> Writer<'a> {
     pub fn write_to(self, out: &mut dyn Rewind) -> Result<u64> {
         self.check_options()?;
         let magic: &[u8] = match self.opts.version {
-            ZtVersion::V0_1 => &v01_read::MAGIC[..],
-            ZtVersion::V1_1 => &v11_read::MAGIC[..],
-            ZtVersion::V2 => &v2_read::MAGIC[..],
+            ZtVersion::V0_1 => &v01::read::MAGIC[..],
+            ZtVersion::V1_1 => &v11::read::MAGIC[..],
+            ZtVersion::V2 => &v2::read::MAGIC[..],
         };
         out.write_all(magic)?;
         let mut pos = magic.len() as u64;
         let version = self.opts.version;
         let streamed = self.stream_parts(out, &mut pos)?;
         match version {
-            ZtVersion::V0_1 => v01_write::finish(&streamed.objects, out, pos),
-            ZtVersion::V1_1 => v11_write::finish(&streamed.objects, &streamed.attributes, out, pos),
-            ZtVersion::V2 => v2_write::finish(
+            ZtVersion::V0_1 => v01::write::finish(&streamed.objects, out, pos),
+            ZtVersion::V1_1 => {
+                v11::write::finish(&streamed.objects, &streamed.attributes, out, pos)
+            }
+            ZtVersion::V2 => v2::write::finish(
                 &streamed.objects,
                 &streamed.attributes,
                 streamed.align,
@@ -548,17 +550,17 @@ impl<'a> Writer<'a> {
             objects.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         }
         let v2_align = opts.align.unwrap_or(if opts.canonical {
-            v2_read::CANONICAL_ALIGN
+            v2::read::CANONICAL_ALIGN
         } else {
-            v2_read::ALIGN
+            v2::read::ALIGN
         });
         let place = match opts.version {
             ZtVersion::V0_1 => Placement {
-                align: v01_read::ALIGN,
+                align: v01::read::ALIGN,
                 v2_blobs: false,
             },
             ZtVersion::V1_1 => Placement {
-                align: v11_read::ALIGN,
+                align: v11::read::ALIGN,
                 v2_blobs: false,
             },
             ZtVersion::V2 => Placement {
@@ -573,8 +575,8 @@ impl<'a> Writer<'a> {
                 let roles: Vec<&str> = o.parts.iter().map(|p| p.role.as_str()).collect();
                 match opts.version {
                     ZtVersion::V0_1 => vec![0],
-                    ZtVersion::V1_1 => v11_write::part_order(&o.layout, &roles),
-                    ZtVersion::V2 => v2_write::part_order(&roles),
+                    ZtVersion::V1_1 => v11::write::part_order(&o.layout, &roles),
+                    ZtVersion::V2 => v2::write::part_order(&roles),
                 }
             })
             .collect();

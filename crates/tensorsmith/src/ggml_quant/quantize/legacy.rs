@@ -1,7 +1,9 @@
 //! Quantization to the legacy 32-value blocks Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, step for step as
 //! gguf-py's `quantize_blocks` (float32 throughout, truncation or `np_roundf`, NumPy casts).
 
-use super::numpy_ops::{argmax_abs, cast_u8, f16_bits, inverse, max_abs, max_min, roundf};
+use crate::ggml_quant::numpy_ops::{
+    argmax_abs, cast_u8, f16_bits, inverse, max_abs, max_min, roundf,
+};
 
 /// `(values, block)` pairs: 32 floats to `B` bytes.
 fn blocks<'a, const B: usize>(

@@ -4,15 +4,15 @@
 //! are rejected with a clear error. A missing `layout` means dense (the spec has no such
 //! key). Big-endian raw data is flagged on its part and swapped when decoded.
 
-use super::cbor::{self, Mode, Value};
-use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{
     DigestScope, Encoding, Format, Layout, LayoutNames, Part, PartExtra, TensorIndex, TensorInfo,
     ZtVersion,
 };
+use crate::ztensor::cbor::{self, Mode, Value};
+use crate::ztensor::fields::{self, req, req_text, req_uint, schema};
+use crate::ztensor::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt};
 use std::borrow::Cow;
 use std::collections::HashSet;
 

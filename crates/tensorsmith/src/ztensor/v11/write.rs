@@ -8,13 +8,13 @@
 //! it): without it a reader cannot know the decoded size of, say, CSR values before
 //! inflating them.
 
-use super::cbor::{self, KeyOrder};
-use super::digest;
-use super::framing;
-use super::prepared::PlacedObject;
-use super::v11_read::{role_rank, MAGIC};
 use crate::error::Result;
 use crate::index::{Layout, LayoutNames, MetaValue};
+use crate::ztensor::cbor::{self, KeyOrder};
+use crate::ztensor::digest;
+use crate::ztensor::framing;
+use crate::ztensor::prepared::PlacedObject;
+use crate::ztensor::v11::read::{role_rank, MAGIC};
 use std::collections::BTreeMap;
 use std::io::Write;
 

@@ -11,15 +11,15 @@
 //! elsewhere; nothing passes through this process and nothing is decompressed), the new
 //! parts stream after them, and the temporary file is fsynced and renamed.
 
-use super::format::parse_with;
-use super::prepared::{Placed, PlacedObject};
-use super::v2_write;
-use super::write::Writer;
 use crate::bytes::{Backend, LocalFile, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::OpenOptions;
 use crate::index::{Encoding, TensorIndex, ZtVersion};
 use crate::sink::write_atomically;
+use crate::ztensor::format::parse_with;
+use crate::ztensor::prepared::{Placed, PlacedObject};
+use crate::ztensor::v2::write;
+use crate::ztensor::write::Writer;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -108,7 +108,7 @@ pub fn append(path: &Path, w: Writer<'_>) -> Result<u64> {
     let old_manifest = src.read(parsed.manifest_range.clone()).map_err(at)?;
     // Rewritten from the index, the old manifest must come out byte for byte: otherwise it
     // holds something this writer would drop, and appending would lose it.
-    if v2_write::manifest(&old, &old_attrs) != *old_manifest {
+    if write::manifest(&old, &old_attrs) != *old_manifest {
         return Err(at(refuse(
             "the file's manifest holds fields this writer does not reproduce".into(),
         )));
@@ -147,6 +147,6 @@ pub fn append(path: &Path, w: Writer<'_>) -> Result<u64> {
         attributes.extend(old_attrs);
         let mut objects = old;
         objects.extend(streamed.objects);
-        v2_write::finish(&objects, &attributes, streamed.align, f, pos)
+        write::finish(&objects, &attributes, streamed.align, f, pos)
     })
 }

@@ -7,8 +7,8 @@
 //! `quantize_legacy.rs`) equal bit for bit; these kernels hand those over. Block layouts as
 //! `ggml-common.h` declares them.
 
-use super::k_search::{fp16, imatrix_weights, make_qkx_quants, make_qx_quants, sum_sq};
-use super::quantize_legacy;
+use crate::ggml_quant::k_search::{fp16, imatrix_weights, make_qkx_quants, make_qx_quants, sum_sq};
+use crate::ggml_quant::quantize::legacy;
 
 const QK: usize = 32;
 
@@ -62,7 +62,7 @@ fn with_min(xb: &[f32], w: &[f32], nmax: i32) -> (u16, u16, [u8; QK]) {
 
 pub(super) fn q4_0(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
     let Some(qw) = qw else {
-        return quantize_legacy::q4_0(x, out);
+        return legacy::q4_0(x, out);
     };
     blocks::<18>(x, qw, out, |xb, w, o| {
         let (d, l) = symmetric(xb, w, 8);
@@ -73,7 +73,7 @@ pub(super) fn q4_0(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
 
 pub(super) fn q4_1(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
     let Some(qw) = qw else {
-        return quantize_legacy::q4_1(x, out);
+        return legacy::q4_1(x, out);
     };
     blocks::<20>(x, qw, out, |xb, w, o| {
         let (d, m, l) = with_min(xb, w, 15);
@@ -85,7 +85,7 @@ pub(super) fn q4_1(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
 
 pub(super) fn q5_0(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
     let Some(qw) = qw else {
-        return quantize_legacy::q5_0(x, out);
+        return legacy::q5_0(x, out);
     };
     blocks::<22>(x, qw, out, |xb, w, o| {
         let (d, l) = symmetric(xb, w, 16);
@@ -97,7 +97,7 @@ pub(super) fn q5_0(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
 
 pub(super) fn q5_1(x: &[f32], qw: Option<&[f32]>, out: &mut [u8]) {
     let Some(qw) = qw else {
-        return quantize_legacy::q5_1(x, out);
+        return legacy::q5_1(x, out);
     };
     blocks::<24>(x, qw, out, |xb, w, o| {
         let (d, m, l) = with_min(xb, w, 31);

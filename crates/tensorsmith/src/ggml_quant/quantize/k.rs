@@ -10,8 +10,8 @@
 // Indexed loops on purpose: they read as the C they follow, index for index.
 #![allow(clippy::needless_range_loop)]
 
-use super::k_lanes::{qkx_lanes, qx_lanes, transpose};
-use super::k_search::{
+use crate::ggml_quant::k_lanes::{qkx_lanes, qx_lanes, transpose};
+use crate::ggml_quant::k_search::{
     fp16, fp32, imatrix_weights, make_q3_quants, make_qkx_quants, make_qp_quants, make_qx_quants,
     nearest_int, sum_sq, GROUP_MAX_EPS,
 };

@@ -2,7 +2,7 @@
 //! (float32 `log2`, as NumPy's), then per value the E2M1 code whose doubled value times the
 //! half scale is nearest (`argmin` of the float32 errors: first of ties, first NaN).
 
-use super::numpy_ops::{argmin, cast_u8, max_abs};
+use crate::ggml_quant::numpy_ops::{argmin, cast_u8, max_abs};
 
 /// E2M1 values, doubled (the `kvalues` of gguf-py and ggml).
 const KVALUES: [f32; 16] = [

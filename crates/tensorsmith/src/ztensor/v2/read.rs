@@ -5,13 +5,15 @@
 //! alignment and bounds, pairwise identical-or-disjoint blobs, shard references, and the
 //! layout size rules.
 
-use super::cbor::{self, Mode, Value};
-use super::fields::{self, req, req_text, schema};
-use super::{blobs, digest, framing, layout, part_type, v11_read, OpenOptions, Parsed, ReadAt};
 use crate::error::{ErrorKind, Result};
 use crate::index::{
     DigestScope, Encoding, Format, Layout, LayoutNames, MetaValue, Part, PartExtra, Parts,
     TensorIndex, TensorInfo, ZtVersion,
+};
+use crate::ztensor::cbor::{self, Mode, Value};
+use crate::ztensor::fields::{self, req, req_text, schema};
+use crate::ztensor::{
+    blobs, digest, framing, layout, part_type, v11_read, OpenOptions, Parsed, ReadAt,
 };
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -7,8 +7,8 @@
 // Indexed loops on purpose: they read as the C they follow, index for index.
 #![allow(clippy::needless_range_loop)]
 
-use super::iq::KVALUES_IQ4;
-use super::k_search::{
+use crate::ggml_quant::iq::KVALUES_IQ4;
+use crate::ggml_quant::k_search::{
     abs_max, best_index_int8, fp16, imatrix_weights, nearest_int, sum_sq, GROUP_MAX_EPS,
 };
 

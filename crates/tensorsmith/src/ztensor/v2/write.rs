@@ -4,12 +4,12 @@
 //! once and referenced twice; an empty blob takes the current aligned offset without
 //! advancing; then the manifest blob (deterministic CBOR) and the 40-byte footer.
 
-use super::cbor::{self, KeyOrder, SortedMap};
-use super::digest;
-use super::prepared::{pad, PlacedObject};
-use super::v2_read::{Footer, SEEKABLE};
 use crate::error::Result;
 use crate::index::{LayoutNames, MetaValue};
+use crate::ztensor::cbor::{self, KeyOrder, SortedMap};
+use crate::ztensor::digest;
+use crate::ztensor::prepared::{pad, PlacedObject};
+use crate::ztensor::v2::read::{Footer, SEEKABLE};
 use std::collections::BTreeMap;
 use std::io::Write;
 

@@ -8,10 +8,7 @@
 //! Every other type is refused by name. Kernels: `quantize_legacy.rs`, `quantize_ternary.rs`,
 //! `quantize_fp4.rs`, `quantize_k.rs`, `quantize_iq4.rs` (over `k_search.rs`).
 
-use super::{
-    quantize_fp4, quantize_iq1, quantize_iq2, quantize_iq3, quantize_iq4, quantize_k,
-    quantize_legacy, quantize_legacy_imatrix, quantize_ternary,
-};
+use super::{fp4, iq1, iq2, iq3, iq4, k, legacy, legacy_imatrix, ternary};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ggml_type::{Block, GgmlType};
 use rayon::prelude::*;
@@ -35,24 +32,24 @@ pub const QUANTIZE_TYPES: &str =
 /// The types quantized as ggml does, which take an importance matrix.
 fn weighted(ty: GgmlType) -> Option<WeightedQuantizer> {
     Some(match ty.block()? {
-        Block::Q4_0 => quantize_legacy_imatrix::q4_0,
-        Block::Q4_1 => quantize_legacy_imatrix::q4_1,
-        Block::Q5_0 => quantize_legacy_imatrix::q5_0,
-        Block::Q5_1 => quantize_legacy_imatrix::q5_1,
-        Block::Q2_K => quantize_k::q2_k,
-        Block::Q3_K => quantize_k::q3_k,
-        Block::Q4_K => quantize_k::q4_k,
-        Block::Q5_K => quantize_k::q5_k,
-        Block::Q6_K => quantize_k::q6_k,
-        Block::IQ4_NL => quantize_iq4::iq4_nl,
-        Block::IQ4_XS => quantize_iq4::iq4_xs,
-        Block::IQ3_XXS => quantize_iq3::iq3_xxs,
-        Block::IQ3_S => quantize_iq3::iq3_s,
-        Block::IQ1_S => quantize_iq1::iq1_s,
-        Block::IQ1_M => quantize_iq1::iq1_m,
-        Block::IQ2_XXS => quantize_iq2::iq2_xxs,
-        Block::IQ2_XS => quantize_iq2::iq2_xs,
-        Block::IQ2_S => quantize_iq2::iq2_s,
+        Block::Q4_0 => legacy_imatrix::q4_0,
+        Block::Q4_1 => legacy_imatrix::q4_1,
+        Block::Q5_0 => legacy_imatrix::q5_0,
+        Block::Q5_1 => legacy_imatrix::q5_1,
+        Block::Q2_K => k::q2_k,
+        Block::Q3_K => k::q3_k,
+        Block::Q4_K => k::q4_k,
+        Block::Q5_K => k::q5_k,
+        Block::Q6_K => k::q6_k,
+        Block::IQ4_NL => iq4::iq4_nl,
+        Block::IQ4_XS => iq4::iq4_xs,
+        Block::IQ3_XXS => iq3::iq3_xxs,
+        Block::IQ3_S => iq3::iq3_s,
+        Block::IQ1_S => iq1::iq1_s,
+        Block::IQ1_M => iq1::iq1_m,
+        Block::IQ2_XXS => iq2::iq2_xxs,
+        Block::IQ2_XS => iq2::iq2_xs,
+        Block::IQ2_S => iq2::iq2_s,
         _ => return None,
     })
 }
@@ -75,25 +72,25 @@ pub fn quantizer(ty: GgmlType) -> Result<Quantizer> {
         return refuse("it is a plain element type, not a block-quantized one");
     };
     Ok(match block {
-        Block::Q4_0 => quantize_legacy::q4_0,
-        Block::Q4_1 => quantize_legacy::q4_1,
-        Block::Q5_0 => quantize_legacy::q5_0,
-        Block::Q5_1 => quantize_legacy::q5_1,
-        Block::Q8_0 => quantize_legacy::q8_0,
-        Block::TQ1_0 => quantize_ternary::tq1_0,
-        Block::TQ2_0 => quantize_ternary::tq2_0,
-        Block::MXFP4 => quantize_fp4::mxfp4,
-        Block::Q2_K => |x, o| quantize_k::q2_k(x, None, o),
-        Block::Q3_K => |x, o| quantize_k::q3_k(x, None, o),
-        Block::Q4_K => |x, o| quantize_k::q4_k(x, None, o),
-        Block::Q5_K => |x, o| quantize_k::q5_k(x, None, o),
-        Block::Q6_K => |x, o| quantize_k::q6_k(x, None, o),
-        Block::IQ4_NL => |x, o| quantize_iq4::iq4_nl(x, None, o),
-        Block::IQ4_XS => |x, o| quantize_iq4::iq4_xs(x, None, o),
-        Block::IQ3_XXS => |x, o| quantize_iq3::iq3_xxs(x, None, o),
-        Block::IQ3_S => |x, o| quantize_iq3::iq3_s(x, None, o),
-        Block::IQ2_S => |x, o| quantize_iq2::iq2_s(x, None, o),
-        Block::IQ1_M => |x, o| quantize_iq1::iq1_m(x, None, o),
+        Block::Q4_0 => legacy::q4_0,
+        Block::Q4_1 => legacy::q4_1,
+        Block::Q5_0 => legacy::q5_0,
+        Block::Q5_1 => legacy::q5_1,
+        Block::Q8_0 => legacy::q8_0,
+        Block::TQ1_0 => ternary::tq1_0,
+        Block::TQ2_0 => ternary::tq2_0,
+        Block::MXFP4 => fp4::mxfp4,
+        Block::Q2_K => |x, o| k::q2_k(x, None, o),
+        Block::Q3_K => |x, o| k::q3_k(x, None, o),
+        Block::Q4_K => |x, o| k::q4_k(x, None, o),
+        Block::Q5_K => |x, o| k::q5_k(x, None, o),
+        Block::Q6_K => |x, o| k::q6_k(x, None, o),
+        Block::IQ4_NL => |x, o| iq4::iq4_nl(x, None, o),
+        Block::IQ4_XS => |x, o| iq4::iq4_xs(x, None, o),
+        Block::IQ3_XXS => |x, o| iq3::iq3_xxs(x, None, o),
+        Block::IQ3_S => |x, o| iq3::iq3_s(x, None, o),
+        Block::IQ2_S => |x, o| iq2::iq2_s(x, None, o),
+        Block::IQ1_M => |x, o| iq1::iq1_m(x, None, o),
         Block::IQ1_S | Block::IQ2_XXS | Block::IQ2_XS => {
             return refuse("ggml makes it with an importance matrix only (give one)")
         }

@@ -15,9 +15,9 @@
 // Indexed loops on purpose: they read as the C they follow, index for index.
 #![allow(clippy::needless_range_loop)]
 
-use super::iq_grids::IQ1S_GRID;
-use super::iq_search::Tables;
-use super::k_search::{c_max, fp16, imatrix_weights, nearest_int, sum_sq};
+use crate::ggml_quant::iq_grids::IQ1S_GRID;
+use crate::ggml_quant::iq_search::Tables;
+use crate::ggml_quant::k_search::{c_max, fp16, imatrix_weights, nearest_int, sum_sq};
 use std::sync::LazyLock;
 
 const QK: usize = 256;

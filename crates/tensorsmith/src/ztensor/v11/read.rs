@@ -3,15 +3,15 @@
 //! checked (bounds, alignment, overlaps, sizes against shape and dtype) before the index is
 //! returned; the reference checks neither overlaps nor short zstd output, this does.
 
-use super::cbor::{self, Mode, Value};
-use super::fields::{self, req, req_text, req_uint, schema};
-use super::{blobs, digest, framing, layout, part_type, OpenOptions, Parsed, ReadAt};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::index::{
     DigestScope, Encoding, Format, Layout, LayoutNames, Part, PartExtra, Parts, TensorIndex,
     TensorInfo, ZtVersion,
 };
+use crate::ztensor::cbor::{self, Mode, Value};
+use crate::ztensor::fields::{self, req, req_text, req_uint, schema};
+use crate::ztensor::{blobs, digest, framing, layout, part_type, OpenOptions, Parsed, ReadAt};
 use std::borrow::Cow;
 
 pub const MAGIC: &[u8; 8] = b"ZTEN1000";

@@ -4,12 +4,12 @@
 //! with the reference's key order: name, offset, size, dtype, layout, shape, encoding,
 //! data_endianness (raw multi-byte only), checksum.
 
-use super::cbor;
-use super::digest;
-use super::framing;
-use super::prepared::PlacedObject;
 use crate::error::Result;
 use crate::index::{Layout, LayoutNames};
+use crate::ztensor::cbor;
+use crate::ztensor::digest;
+use crate::ztensor::framing;
+use crate::ztensor::prepared::PlacedObject;
 use std::io::Write;
 
 /// The manifest and its size, after the blobs (the streaming front placed each object's one

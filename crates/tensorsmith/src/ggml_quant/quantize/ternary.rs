@@ -2,7 +2,7 @@
 //! `d = max|x|`, trits `np_roundf(x / d) + 1` (int8, wrapping), packed base 3 (TQ1_0, with
 //! its `(sum * 256 + 242) // 243` rescale in u16) or two bits each (TQ2_0).
 
-use super::numpy_ops::{cast_u8, f16_bits, inverse, max_abs, roundf};
+use crate::ggml_quant::numpy_ops::{cast_u8, f16_bits, inverse, max_abs, roundf};
 
 fn trits(x: &[f32]) -> (f32, [u8; 256]) {
     let d = max_abs(x);

@@ -2,7 +2,7 @@
 //! type of fixed values (`values` below); `tests/python/test_gguf_quantize.py` checks random
 //! and edge-case values against the live reference.
 
-use super::*;
+use crate::ggml_quant::*;
 
 /// Value `i` of a block: `((i * 37 + 11) % 61 - 30) * 0.173`, with value 5 set to -7.25.
 fn values(n: usize) -> Vec<f32> {

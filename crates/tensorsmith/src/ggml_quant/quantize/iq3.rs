@@ -14,9 +14,9 @@
 // Indexed loops on purpose: they read as the C they follow, index for index.
 #![allow(clippy::needless_range_loop)]
 
-use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
-use super::iq_search::{codes_at, max_of, scale_code, signs, sums, Tables};
-use super::k_search::{c_max, fp16, imatrix_weights, sum_sq};
+use crate::ggml_quant::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
+use crate::ggml_quant::iq_search::{codes_at, max_of, scale_code, signs, sums, Tables};
+use crate::ggml_quant::k_search::{c_max, fp16, imatrix_weights, sum_sq};
 use std::sync::LazyLock;
 
 const QK: usize = 256;

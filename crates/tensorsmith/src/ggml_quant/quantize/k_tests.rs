@@ -5,7 +5,7 @@
 //! without an importance matrix. `tests/python/test_ggml_kquants.py` checks many more rows
 //! against the live library.
 
-use super::*;
+use crate::ggml_quant::*;
 use std::path::PathBuf;
 
 const N: usize = 512;
