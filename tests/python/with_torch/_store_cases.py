@@ -12,7 +12,7 @@ import pyarrow as pa
 import torch
 
 import tensorsmith
-from tensorsmith import _shard_cache
+from tensorsmith._training import shard_cache as _shard_cache
 from tensorsmith.torch import TensorDataset, TensorIterableDataset
 
 N, PER_SHARD, WIDTH = 100, 16, 32

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tensorsmith._block_shuffle import block_order
+from tensorsmith._training.block_shuffle import block_order
 from tensorsmith.errors import OptionError
 from tensorsmith.torch import TensorIterableDataset
 

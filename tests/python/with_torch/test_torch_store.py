@@ -15,7 +15,7 @@ import torch
 import _store_cases as cases
 import local_servers
 from _store_cases import N, ids
-from tensorsmith import _shard_cache
+from tensorsmith._training import shard_cache as _shard_cache
 from tensorsmith.errors import CacheFull
 from tensorsmith.torch import TensorDataset, TensorIterableDataset
 

@@ -44,7 +44,9 @@ import os
 
 import numpy as np
 
-from . import _native, _numpy, _rank_plan, _slicing
+from . import _native, _numpy
+from ._loading import rank_plan as _rank_plan
+from ._loading import slicing as _slicing
 from ._checks import (  # noqa: F401
     dataset_clean, dataset_export, dataset_info, dataset_verify, validate, verify,
 )
@@ -187,7 +189,7 @@ class safe_open:
         self._f  # noqa: B018 - raises once closed
         reader, dev = self._torch, self._device
         if dev.type == "cuda":
-            from . import _torch_cuda
+            from ._loading import cuda as _torch_cuda
 
             return _torch_cuda.load(self._native, names, dev,
                                     lambda n: reader.tensor(n, dequantize))

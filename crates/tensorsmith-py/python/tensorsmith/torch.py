@@ -253,7 +253,7 @@ def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=N
     "cuda:N", an int, a torch.device; CUDA through the pinned ring for one-span parts).
     `stats`, a dict, receives `bytes_kept`, `bytes_read` (tensor bytes asked of the files)
     and `reads`."""
-    from . import _torch_sharded
+    from ._loading import sharded as _torch_sharded
 
     natives = _torch_sharded._natives(paths, backend, storage_options)
     if max_gap is not None and (not isinstance(max_gap, int) or max_gap < 0):

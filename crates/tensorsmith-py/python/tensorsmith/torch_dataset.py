@@ -3,8 +3,8 @@
 
 import torch
 
-from ._slicing import positions
-from ._torch_shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
+from ._loading.slicing import positions
+from ._training.shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
 
 
 def _in_worker():

@@ -6,9 +6,9 @@ local folder or an object store (through a node-local shard cache)."""
 
 import torch
 
-from ._block_shuffle import block_order
-from ._read_ahead import ReadAhead
-from ._torch_shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
+from ._training.block_shuffle import block_order
+from ._training.read_ahead import ReadAhead
+from ._training.shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
 from .errors import OptionError
 
 STATE_FORMAT = "tensorsmith.TensorIterableDataset/1"

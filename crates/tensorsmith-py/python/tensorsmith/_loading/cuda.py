@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from ._torch import torch_dtype, torch_shape
+from .._torch import torch_dtype, torch_shape
 
 # Bytes per read: 16 reads of 8 MiB in flight keep the page cache's copy rate (about
 # 45 GB/s with 16 threads on an H100 host), while the ring stays small enough that pinning

@@ -14,8 +14,8 @@ rule); `post` then works on the part alone.
 
 import operator
 
-from . import _slicing
-from .errors import BadSlice
+from . import slicing as _slicing
+from ..errors import BadSlice
 
 # Dtypes that pack several values per byte: their parts are planned in whole bytes only.
 PACKED = {"F4", "F6_E2M3", "F6_E3M2", "I4", "I2", "U4", "U2"}

@@ -15,8 +15,10 @@ import os
 
 import torch
 
-from . import _open_native, _rank_plan, _torch, _torch_cuda
-from .errors import InvalidInput, TensorNotFound, Unsupported
+from .. import _open_native, _torch
+from . import rank_plan as _rank_plan
+from . import cuda as _torch_cuda
+from ..errors import InvalidInput, TensorNotFound, Unsupported
 
 
 def _natives(paths, backend, storage_options):

@@ -5,7 +5,7 @@ slice bounds count from the end (the reference refuses them)."""
 
 import operator
 
-from .errors import BadSlice
+from ..errors import BadSlice
 
 
 class _Narrow:

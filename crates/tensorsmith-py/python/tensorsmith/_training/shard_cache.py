@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 
-from . import _native
-from .errors import CacheFull, DatasetCorrupt, OptionError, TensorsmithError
+from .. import _native
+from ..errors import CacheFull, DatasetCorrupt, OptionError, TensorsmithError
 
 DATA, PART, LOCK = ".safetensors", ".part", ".lock"
 WAIT_S = 30.0  # for space held by open shards (a cache too small for the node's readers)

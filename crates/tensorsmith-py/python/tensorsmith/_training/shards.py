@@ -25,11 +25,11 @@ from collections import OrderedDict
 
 import torch
 
-from . import _native
-from ._options import storage_pairs
-from ._shard_cache import ShardCache, shard_key
-from ._torch import Reader
-from .errors import InvalidInput, OptionError, TensorNotFound
+from .. import _native
+from .._options import storage_pairs
+from .shard_cache import ShardCache, shard_key
+from .._torch import Reader
+from ..errors import InvalidInput, OptionError, TensorNotFound
 
 # Shards mapped at once per process (the bounded buffer a shuffled read goes through).
 OPEN_SHARDS = 16
