@@ -4,13 +4,11 @@
 //! One process writes with `write_dataset`; a distributed job with `write_task` per task,
 //! then `commit_job` (or `abort_job`).
 //!
-//! The module groups below go bottom-up: a module imports only from its own group and the
-//! ones above it, and never in a circle (ARCHITECTURE.md has the layers file by file). Only
+//! Files import each other without circles (ARCHITECTURE.md has the folders). Only
 //! the `_tensor_index.parquet` reader and the Parquet pre-check are public modules; what
 //! else callers use is re-exported here.
 
-// The crate's folders, bottom-up: a module imports only from its own folder and the ones
-// above it in this list, never in a circle.
+// The crate's folders and files, from the dataset's own records up to the commands.
 // Errors, options and the dataset's own files.
 mod error;
 mod manifest;
