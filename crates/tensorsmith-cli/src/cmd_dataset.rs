@@ -108,7 +108,7 @@ pub struct WriteArgs {
     /// Columns to write, comma-separated (default: all but --name-col).
     #[arg(long)]
     columns: Option<String>,
-    /// Per-sample shapes as JSON: {"col": [dims]}.
+    /// Per-sample shapes as JSON: `{"col": [dims]}`.
     #[arg(long)]
     shapes: Option<String>,
     /// drop, pad or write (default write).

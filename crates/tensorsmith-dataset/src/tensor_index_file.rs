@@ -1,5 +1,5 @@
 //! `_tensor_index.parquet`: one row per tensor of every shard (tensor_key, file_name, shape
-//! list<int32>, dtype), a single Parquet file written atomically.
+//! `list<int32>`, dtype), a single Parquet file written atomically.
 
 use crate::error::{DatasetError, Result};
 use crate::manifest::ShardInfo;

@@ -8,7 +8,7 @@
 use crate::dtype::DType;
 use std::fmt;
 
-/// A ggml tensor type, by row of [`TABLE`].
+/// A ggml tensor type, by row of the type table (`TABLE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GgmlType(u8);
 
@@ -22,7 +22,7 @@ struct Row {
 }
 
 /// The block encoding of a block-quantized type: what a dequantizer matches on (so no other
-/// module spells a ggml name). One variant per block-quantized row of [`TABLE`].
+/// module spells a ggml name). One variant per block-quantized row of the type table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 #[allow(non_camel_case_types)]

@@ -12,7 +12,7 @@ use std::path::Path;
 impl Snapshot {
     /// The current snapshot of `dir` as its versions say (the highest version, else the
     /// manifest of a dataset without versions), `None` when it holds no dataset. Readers go
-    /// through [`current_checked`], which also refuses a manifest another writer committed
+    /// through `current_checked`, which also refuses a manifest another writer committed
     /// over it.
     pub fn current(dir: &Path) -> Result<Option<Snapshot>> {
         sv::current(&LocalStore::new(dir))

@@ -96,7 +96,7 @@ pub fn write_task(
 
 /// Writes rows `rows` of `input` (a file input every task opens, such as Parquet) as task
 /// `task` of job `job_id`, as `write_dataset`'s task over that range would: with the ranges
-/// of [`task_ranges`](crate::write::task_ranges), the committed shards are those `write_dataset` writes (Parquet pages
+/// of [`task_ranges`](crate::task_ranges), the committed shards are those `write_dataset` writes (Parquet pages
 /// copied or decoded where it would). Batch mode: a range starts on a batch boundary. KV
 /// mode: duplicates within the range are resolved here, between tasks at the commit.
 pub fn write_task_range(

@@ -93,7 +93,7 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 }
 
 /// Dequantizes whole blocks of `ty` into `out`, which must hold exactly their values.
-/// Large inputs run in parallel (rayon), a task per [`TASK_BLOCKS`] blocks.
+/// Large inputs run in parallel (rayon), a task per `TASK_BLOCKS` (2048) blocks.
 pub fn dequantize_into(ty: GgmlType, blocks: &[u8], out: &mut [f32]) -> Result<()> {
     let k = kernel(ty)?;
     let (bb, be) = (ty.block_bytes() as usize, ty.block_elements() as usize);

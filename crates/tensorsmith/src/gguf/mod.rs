@@ -77,7 +77,7 @@ impl GgufHeader {
     }
 
     /// The neutral index: shapes outermost first, plain ggml types as their dtypes, block
-    /// types as [`Layout::Ggml`] over `U8` bytes; metadata widened to [`MetaValue`]s.
+    /// types as [`Layout::Ggml`] over `U8` bytes; metadata widened to [`MetaValue`](crate::index::MetaValue)s.
     pub fn to_index(&self) -> TensorIndex {
         let tensors = self
             .tensors

@@ -104,7 +104,7 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 }
 
 /// Quantizes `values` (whole blocks) into `out`, which must hold exactly their blocks. Large
-/// inputs run in parallel (rayon), a task per [`TASK_VALUES`] values.
+/// inputs run in parallel (rayon), a task per `TASK_VALUES` (65,536) values.
 pub fn quantize_into(ty: GgmlType, values: &[f32], out: &mut [u8]) -> Result<()> {
     let q = quantizer(ty)?;
     let (bb, be) = (ty.block_bytes() as usize, ty.block_elements() as usize);

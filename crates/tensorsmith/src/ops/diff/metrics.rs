@@ -1,6 +1,6 @@
 //! Error metrics of a value diff: max absolute error, RMSE, relative RMSE, cosine similarity
 //! and SNR, accumulated in f64 over element pairs as they stream past (sums of blocks of
-//! [`BLOCK`] pairs added to running totals, so long tensors lose little to rounding).
+//! `BLOCK` pairs added to running totals, so long tensors lose little to rounding).
 //!
 //! Conventions (A is the reference, B the copy, d = a − b):
 //! - the sums run over the pairs where both values are finite; a pair with NaN or ±Inf on
