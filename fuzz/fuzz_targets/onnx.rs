@@ -45,6 +45,6 @@ fuzz_target!(|input: &[u8]| {
         }
     }
     let _ = tensorsmith::ops::verify::verify(&m);
-    let _ = tensorsmith::ops::wi_hash::weight_inspect(&m.index);
+    let _ = tensorsmith::ops::hash::wi_hash::weight_inspect(&m.index);
     let _ = tensorsmith::ops::hash::structural_id(&m.index);
 });
