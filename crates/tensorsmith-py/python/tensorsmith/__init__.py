@@ -37,6 +37,8 @@ Errors derive from TensorsmithError (alias SafetensorError) and from the matchin
     np.float32(4.0)
 """
 
+from __future__ import annotations
+
 import bisect
 import itertools
 import json
@@ -53,6 +55,8 @@ from ._checks import (  # noqa: F401
 from ._lowlevel import TensorSpec, deserialize, serialize, serialize_file
 from ._dtypes import from_numpy, to_numpy
 from ._options import option_texts, storage_pairs as _storage
+from ._options import Metadata, Names, PathOrUrl, Source, StorageOptions, Tensors
+from typing import Any, Iterator, Mapping, Sequence
 from .errors import (  # noqa: F401
     BadSlice, DatasetExists, DatasetFailure, FileNotFound, InvalidFile, InvalidInput,
     IOFailure, OptionError, TensorNotFound, TensorsmithError, Unsupported,
@@ -148,8 +152,9 @@ class safe_open:
         (['w'], (2, 2), (1, 2))
     """
 
-    def __init__(self, filename, framework="np", device="cpu", backend="mmap",
-                 storage_options=None, *, readonly=False, check_digests=True):
+    def __init__(self, filename: Source, framework: str = "np", device: Any = "cpu",
+                 backend: str = "mmap", storage_options: StorageOptions = None, *,
+                 readonly: bool = False, check_digests: bool = True) -> None:
         self._framework = _framework(framework)
         self._check_digests = check_digests
         self._torch = self._device = self._np = None
@@ -176,10 +181,10 @@ class safe_open:
             raise TensorsmithError("File is closed")
         return self._native
 
-    def __enter__(self):
+    def __enter__(self) -> safe_open:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._native = self._torch = self._np = None
         return False
 
@@ -199,33 +204,33 @@ class safe_open:
         return out
 
     @property
-    def format(self):
+    def format(self) -> str:
         """`(name, version)`: ("safetensors", None), ("ztensor", "2"), ("gguf", "3")."""
         return self._f.format()
 
-    def keys(self):
+    def keys(self) -> list[str]:
         """Tensor names, sorted: `f.keys()` -> `["a", "b"]`."""
         return sorted(self._f.names())
 
-    def offset_keys(self):
+    def offset_keys(self) -> list[str]:
         """Tensor names in the order of their data in the file: `f.offset_keys()`."""
         return self._f.names()
 
-    def metadata(self):
+    def metadata(self) -> dict[str, str] | None:
         """The file's metadata (strings for safetensors, typed values for zTensor and GGUF:
         ints, floats, including NaN and ±inf as floats, bools, lists, dicts), or None:
         `f.metadata()` -> `{"format": "pt"}`."""
         return self._f.metadata()
 
-    def get_shape(self, name):
+    def get_shape(self, name: str) -> list[int]:
         """A tensor's shape, without reading it: `f.get_shape("w")` -> `[2, 2]`."""
         return list(self._f.info_of(name)[1])
 
-    def get_dtype(self, name):
+    def get_dtype(self, name: str) -> str:
         """A tensor's safetensors dtype name: `f.get_dtype("w")` -> `"F32"`."""
         return self._f.info_of(name)[0]
 
-    def get_tensor(self, name, dequantize=False):
+    def get_tensor(self, name: str, dequantize: bool = False) -> Any:
         """One tensor (a copy-on-write view of the map where possible, or with `readonly=True`
         a read-only view of the shared map): `f.get_tensor("w")`.
         A GGUF block-quantized tensor (layout `ggml:q4_k` …) comes back as its stored blocks
@@ -248,7 +253,7 @@ class safe_open:
         arr = shared() if self._np is None else self._np.array(name, shared)
         return _out(arr, self._framework, dtype)
 
-    def get_tensors(self, dequantize=False):
+    def get_tensors(self, dequantize: bool = False) -> dict[str, Any]:
         """Every tensor as a dict, name -> array, in file order: `f.get_tensors()` (`dequantize` as in
         `get_tensor`)."""
         # In the order of the data in the file, as the reference gives them.
@@ -260,7 +265,7 @@ class safe_open:
             return self._pt(names, dequantize)
         return {k: self.get_tensor(k, dequantize=dequantize) for k in names}
 
-    def get_slice(self, name, dequantize=False):
+    def get_slice(self, name: str, dequantize: bool = False) -> _Slice:
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
         With framework="pt" any index torch takes, with torch's rules (as the reference):
         slices are clamped to the shape (`[16001:32002]` of 32,001 rows gives the last 16,000),
@@ -290,11 +295,11 @@ class _Slice:
         if self._dequantize:
             self._dtype, self._shape = "F32", list(self._file.value_shape(name))
 
-    def get_shape(self):
+    def get_shape(self) -> list[int]:
         """The tensor's shape: `f.get_slice("w").get_shape()` -> `[2, 2]`."""
         return list(self._shape)
 
-    def get_dtype(self):
+    def get_dtype(self) -> str:
         """The tensor's dtype name: `f.get_slice("w").get_dtype()` -> `"F32"`."""
         return self._dtype
 
@@ -358,7 +363,7 @@ class _Slice:
             part = part.contiguous()
         return part if self._device.type == "cpu" else part.to(self._device)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         if self._framework == "pt":
             return self._pt(index)
         np_index = _slicing.to_numpy_index(_slicing.parse(index, self._shape), self._shape)
@@ -392,8 +397,9 @@ class _safe_open_handle(safe_open):
         super().__init__(f, framework, device, backend, readonly=readonly)
 
 
-def load_file(filename, framework="np", backend="mmap", device="cpu", storage_options=None,
-              *, readonly=False, check_digests=True):
+def load_file(filename: Source, framework: str = "np", backend: str = "mmap",
+              device: Any = "cpu", storage_options: StorageOptions = None, *,
+              readonly: bool = False, check_digests: bool = True) -> dict[str, Any]:
     """Every tensor of a file as a dict (name -> array; with framework="pt", tensors on
     `device`: CPU tensors are views of a private mapping of the file, CUDA ones are read
     through a pinned pipeline straight into their device memory). NumPy arrays are writable
@@ -429,7 +435,7 @@ def _digest(digest):
     return "xxh3" if digest is True else (digest or None)
 
 
-def save(tensors: dict, metadata=None, *, digest=False) -> bytes:
+def save(tensors: Tensors, metadata: Metadata = None, *, digest: bool | str = False) -> bytes:
     """A dict of NumPy arrays as safetensors bytes (as the reference writes them). With
     `digest=True` (XXH3-64; or "sha256", "crc32c") each tensor's digest is recorded in the
     metadata under "tensorsmith.digest", for `tensorsmith verify`.
@@ -442,8 +448,8 @@ def save(tensors: dict, metadata=None, *, digest=False) -> bytes:
     return _native.serialize(_flatten(tensors), metadata, _digest(digest))
 
 
-def save_file(tensors: dict, filename, metadata=None, *, digest=False,
-              storage_options=None) -> None:
+def save_file(tensors: Tensors, filename: PathOrUrl, metadata: Metadata = None, *,
+              digest: bool | str = False, storage_options: StorageOptions = None) -> None:
     """Writes a dict of NumPy arrays as a safetensors file, atomically (a temporary file
     renamed into place). `filename` may be an s3:// (s3a://), az:// (abfs(s)://) or gs://
     URL: the file streams up in parts and becomes the object only once complete (a failed
@@ -461,7 +467,7 @@ def save_file(tensors: dict, filename, metadata=None, *, digest=False,
                            _storage(storage_options))
 
 
-def load(data: bytes, framework="np", *, readonly=False):
+def load(data: bytes, framework: str = "np", *, readonly: bool = False) -> dict[str, Any]:
     """Tensors of safetensors bytes, as owned, writable arrays (one copy, as the reference):
     nothing loaded changes when `data` is reused. With `readonly=True` (framework="np") the
     arrays are read-only views of `data` when it is immutable (`bytes`), no copy; a mutable
@@ -490,7 +496,8 @@ def load(data: bytes, framework="np", *, readonly=False):
     return out
 
 
-def inspect(target, backend="mmap", storage_options=None) -> dict:
+def inspect(target: Source, backend: str = "mmap",
+            storage_options: StorageOptions = None) -> dict[str, Any]:
     """What `tensorsmith inspect --json` prints (schema "tensorsmith.inspect/1"), as a dict.
 
         >>> import numpy as np, tensorsmith
@@ -502,8 +509,8 @@ def inspect(target, backend="mmap", storage_options=None) -> dict:
                                            _storage(storage_options)))
 
 
-def hash(target, content=False, compat=None, backend="mmap",  # noqa: A001
-         storage_options=None) -> dict:
+def hash(target: Source, content: bool = False, compat: str | None = None,  # noqa: A001
+         backend: str = "mmap", storage_options: StorageOptions = None) -> dict[str, Any]:
     """The format-neutral structural ID (`ts1-...`), with `content=True` also the content
     digest (`tc1-...`); with `compat="weight-inspect"` weight-inspect's hash and short ID.
 
@@ -523,8 +530,9 @@ def hash(target, content=False, compat=None, backend="mmap",  # noqa: A001
     return out
 
 
-def diff(a, b, values=False, all=False, rename=(), name_map="auto", html=None,  # noqa: A002
-         storage_options=None) -> dict:
+def diff(a: Source, b: Source, values: bool = False, all: bool = False,  # noqa: A002
+         rename: Sequence[str] = (), name_map: str = "auto", html: PathOrUrl | None = None,
+         storage_options: StorageOptions = None) -> dict[str, Any]:
     """What differs between two models (schema "tensorsmith.diff/1"); `values=True` compares
     the values of tensors present in both, with RMSE, relative RMSE, cosine and SNR per pair.
     Tensors pair by name after `rename` ("FROM=TO" rules for A's names, `*` and `{N}`
@@ -543,8 +551,9 @@ def diff(a, b, values=False, all=False, rename=(), name_map="auto", html=None,  
                                         _storage(storage_options)))
 
 
-def report(target, output, title=None, stats=None, backend="mmap",
-           storage_options=None) -> int:
+def report(target: Source, output: PathOrUrl, title: str | None = None,
+           stats: Mapping[str, Any] | None = None, backend: str = "mmap",
+           storage_options: StorageOptions = None) -> int:
     """Writes `tensorsmith report`'s self-contained HTML page about a model to `output` and
     returns its length in bytes. `stats`, a dict from tensor name to that tensor's statistics
     (a dict of `tensorsmith.stats/1`'s keys, as `tensorsmith.stats` returns), adds statistics
@@ -561,7 +570,8 @@ def report(target, output, title=None, stats=None, backend="mmap",
     stats_json = None if stats is None or stats is False else json.dumps(dict(stats))
     return _native.report(os.fspath(target), os.fspath(output), title, stats_json, backend,
                           _storage(storage_options))
-def stats(target, tensors=None, backend="mmap", storage_options=None) -> dict:
+def stats(target: Source, tensors: Names = None, backend: str = "mmap",
+          storage_options: StorageOptions = None) -> dict[str, Any]:
     """Value statistics of every tensor, read once with all cores: a dict from tensor name to
     a dict of the keys of `tensorsmith stats --json` (schema "tensorsmith.stats/1"): count,
     min, max, mean, std (population, over the finite values), nan, pos_inf, neg_inf, zeros,
@@ -584,12 +594,18 @@ def stats(target, tensors=None, backend="mmap", storage_options=None) -> dict:
     return {t["name"]: t for t in doc["tensors"]}
 
 
-def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compress=None,
-            digest=None, densify=False, drop_metadata=False, shard_size=None,
-            append=False, quantize=None, gguf_set=None, split_max_tensors=None,
-            split_small_first=False, onnx_template=None, external_data=False,
-            allow_extra=False, storage_options=None, mix=False, imatrix=None,
-            pre_tokenizer=None, keep_names=False, outtype=None) -> list:
+def convert(src: PathOrUrl, dst: PathOrUrl, *, dtype: str | None = None,
+            rounding: str = "nearest", zt_version: str | float | None = None,
+            compress: int | bool | None = None, digest: str | None = None,
+            densify: bool = False, drop_metadata: bool = False,
+            shard_size: int | str | None = None, append: bool = False,
+            quantize: str | None = None, gguf_set: Sequence[str] | None = None,
+            split_max_tensors: int | None = None, split_small_first: bool = False,
+            onnx_template: PathOrUrl | None = None, external_data: bool = False,
+            allow_extra: bool = False, storage_options: StorageOptions = None,
+            mix: bool = False, imatrix: PathOrUrl | None = None,
+            pre_tokenizer: str | None = None, keep_names: bool = False,
+            outtype: str | None = None) -> list[str]:
     """Converts any model to safetensors (or shards, with `shard_size` in bytes or "5GB"), or
     to zTensor (`dst` ending in .zt, or `zt_version` "0.1", "1.1", "2"). `compress` is a zstd
     level; `digest` ("xxh3", "sha256", "crc32c") is recorded per part (zTensor) or per tensor
@@ -646,7 +662,7 @@ def convert(src, dst, *, dtype=None, rounding="nearest", zt_version=None, compre
     return [os.fspath(p) for p in files]
 
 
-def quantize(values, qtype, imatrix=None) -> np.ndarray:
+def quantize(values: Any, qtype: str, imatrix: Any = None) -> np.ndarray:
     """Quantizes float values to a ggml block type: a uint8 array of shape
     `(*values.shape[:-1], bytes per row)`; the last dimension is the row and must be whole
     blocks. "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4" come out
@@ -676,8 +692,9 @@ def quantize(values, qtype, imatrix=None) -> np.ndarray:
     return blocks.reshape((*values.shape[:-1], blocks.size // rows if rows else 0))
 
 
-def write_dataset(data, path, *, mode="error", threads=0, retain=None, lock_timeout=None,
-                  storage_options=None, **options) -> dict:
+def write_dataset(data: Any, path: PathOrUrl, *, mode: str = "error", threads: int = 0,
+                  retain: float | None = None, lock_timeout: float | None = None,
+                  storage_options: StorageOptions = None, **options: Any) -> dict[str, Any]:
     """Writes Arrow data as a dataset in the safetensors-spark layout. Data in memory (a
     pyarrow Table, a RecordBatch, a list of batches) is split between `threads` tasks (0: one
     per core). A stream (a RecordBatchReader, anything else with `__arrow_c_stream__`, an
@@ -797,7 +814,8 @@ class Dataset:
     it, as of a local shard, and nothing is fetched twice.
     """
 
-    def __init__(self, path, framework="np", version=None, storage_options=None, columns=None):
+    def __init__(self, path: PathOrUrl, framework: str = "np", version: int | None = None,
+                 storage_options: StorageOptions = None, columns: Names = None) -> None:
         self._path = os.fspath(path)
         self._framework = _framework(framework)
         self._storage_options = storage_options
@@ -818,12 +836,12 @@ class Dataset:
             self._shards = [None] * len(self._starts)
 
     @property
-    def mode(self):
+    def mode(self) -> str:
         """"batch" or "kv"."""
         return self._r.mode
 
     @property
-    def version(self):
+    def version(self) -> int | None:
         """The version read (0: a dataset written before versions)."""
         return self._r.version
 
@@ -832,15 +850,15 @@ class Dataset:
         return (Dataset, (self._path, self._framework, self._r.version, self._storage_options,
                           self._columns))
 
-    def manifest(self) -> dict:
+    def manifest(self) -> dict[str, Any]:
         """`dataset_manifest.json` as a dict: `ds.manifest()["total_samples"]`."""
         return json.loads(self._r.manifest_json())
 
-    def keys(self):
+    def keys(self) -> list[str]:
         """KV mode: the tensor keys, sorted (batch mode: empty)."""
         return list(self._keys)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._len
 
     def _one(self, item):
@@ -881,7 +899,7 @@ class Dataset:
                     for name, (dtype, arr) in self._shard(k).items()}
         return dict(self._one(t) for t in self._r.rows(a, b, self._columns))
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, str):
             if self.mode != "kv":
                 raise TypeError("tensors by key are for KV-mode datasets")
@@ -926,7 +944,8 @@ class Dataset:
             return self._batch(0, 0)
         return {name: _out(arr, self._framework, dtype) for name, (dtype, arr) in out.items()}
 
-    def batches(self, batch_size, shuffle=None, drop_last=False):
+    def batches(self, batch_size: int, shuffle: int | None = None,
+                drop_last: bool = False) -> Iterator[dict[str, Any]]:
         """Batches of `batch_size` samples (batch mode), as {column: array}. In order, a batch
         within one shard is a view of its map; one that spans shards is gathered. With
         `shuffle=seed`, samples come in the order of NumPy's `default_rng(seed).permutation`,

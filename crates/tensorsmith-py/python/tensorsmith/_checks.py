@@ -3,14 +3,19 @@
 rule is a result (`valid`/`ok` false, with the reasons), as the CLI's exit 1; one that cannot
 be read raises (`FileNotFoundError`, `OSError`, ...), as its exit 2."""
 
+from __future__ import annotations
+
 import json
 import os
+from typing import Any
 
 from . import _native
+from ._options import Names, PathOrUrl, Source, StorageOptions
 from ._options import storage_pairs as _storage
 
 
-def validate(target, *, packed_ints=False, backend="mmap", storage_options=None) -> dict:
+def validate(target: Source, *, packed_ints: bool = False, backend: str = "mmap",
+             storage_options: StorageOptions = None) -> dict[str, Any]:
     """Every rule of the model's format (a file, a folder of shards, an index or a URL):
     `{"valid": bool, "tensors": int or None, "error": str or None}`.
 
@@ -20,7 +25,8 @@ def validate(target, *, packed_ints=False, backend="mmap", storage_options=None)
                                             _storage(storage_options)))
 
 
-def verify(target, *, backend="mmap", storage_options=None) -> dict:
+def verify(target: Source, *, backend: str = "mmap",
+           storage_options: StorageOptions = None) -> dict[str, Any]:
     """Every recorded digest and full-read data rule: `{"ok", "checked", "undigested",
     "failures"}` (`checked`: digests that matched; `undigested`: parts without one).
 
@@ -30,7 +36,7 @@ def verify(target, *, backend="mmap", storage_options=None) -> dict:
                                           _storage(storage_options)))
 
 
-def dataset_info(path, *, storage_options=None) -> dict:
+def dataset_info(path: PathOrUrl, *, storage_options: StorageOptions = None) -> dict[str, Any]:
     """`{"version", "manifest", "versions", "retired_shards"}` of the dataset in `path`.
 
     >>> tensorsmith.dataset_info("ds")["manifest"]["total_samples"]  # doctest: +SKIP
@@ -38,8 +44,9 @@ def dataset_info(path, *, storage_options=None) -> dict:
     return json.loads(_native.dataset_info_json(os.fspath(path), _storage(storage_options)))
 
 
-def dataset_verify(path, *, version=None, stale_after="24h", repair=False,
-                   storage_options=None) -> dict:
+def dataset_verify(path: PathOrUrl, *, version: int | None = None, stale_after: str = "24h",
+                   repair: bool = False,
+                   storage_options: StorageOptions = None) -> dict[str, Any]:
     """The dataset's manifest, index and shards against each other: `{"ok", "shards",
     "tensors", "problems", "notes", "repaired"}` (notes: files beside the dataset that no
     version lists, which do not make it unsound); `version` checks an older version still kept.
@@ -50,7 +57,8 @@ def dataset_verify(path, *, version=None, stale_after="24h", repair=False,
                                                   _storage(storage_options)))
 
 
-def dataset_clean(path, *, older_than="24h", storage_options=None) -> dict:
+def dataset_clean(path: PathOrUrl, *, older_than: str = "24h",
+                  storage_options: StorageOptions = None) -> dict[str, Any]:
     """Removes versions superseded for longer than `older_than` and the shards only they
     list, shards of killed commits and stale staging folders; returns what was removed, and
     under "kept" what it left for now with "from_ms", when a clean of the same retention
@@ -62,8 +70,9 @@ def dataset_clean(path, *, older_than="24h", storage_options=None) -> dict:
                                                  _storage(storage_options)))
 
 
-def dataset_export(path, out, *, keys=None, kv_separator="__", storage_options=None,
-                   columns=None) -> int:
+def dataset_export(path: PathOrUrl, out: PathOrUrl, *, keys: Names = None,
+                   kv_separator: str = "__", storage_options: StorageOptions = None,
+                   columns: Names = None) -> int:
     """Writes the dataset to the Parquet file `out` (batch: a row per sample; KV: a row per
     tensor) and returns the rows written; `keys` (KV) are names or full tensor keys,
     `columns` (batch) the columns to write (on a store only theirs are read, by range).

@@ -2,10 +2,14 @@
 dtype, a shape and a raw memory range), `serialize`, `serialize_file` and `deserialize`, with
 the reference's names, dtype spellings and behaviour."""
 
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Any, Mapping, Sequence
 
 from . import _native
+from ._options import Metadata, PathOrUrl
 from .errors import TensorsmithError
 
 # TensorSpec's dtype spellings (NumPy/PyTorch style) -> safetensors codes.
@@ -36,7 +40,8 @@ class TensorSpec:
 
     __slots__ = ("_dtype", "_shape", "_ptr", "_len")
 
-    def __init__(self, *, dtype, shape, data_ptr, data_len):
+    def __init__(self, *, dtype: str, shape: Sequence[int], data_ptr: int,
+                 data_len: int) -> None:
         try:
             code = _SPEC_DTYPES[dtype]
         except (KeyError, TypeError):
@@ -57,7 +62,7 @@ class TensorSpec:
         return self._dtype
 
     @property
-    def shape(self) -> list:
+    def shape(self) -> list[int]:
         """The element-count shape the header records."""
         return list(self._shape)
 
@@ -98,7 +103,7 @@ def _wrap(call):
         raise type(e)(f"Error while serializing: {e}") from None
 
 
-def serialize(tensor_dict, metadata=None) -> bytes:
+def serialize(tensor_dict: Mapping[str, TensorSpec], metadata: Metadata = None) -> bytes:
     """The safetensors bytes of `{name: TensorSpec}` (and optional `{str: str}` metadata),
     byte for byte as the reference writes them.
 
@@ -113,7 +118,8 @@ def serialize(tensor_dict, metadata=None) -> bytes:
     return _wrap(lambda: _native.serialize(tensors, metadata))
 
 
-def serialize_file(tensor_dict, filename, metadata=None) -> None:
+def serialize_file(tensor_dict: Mapping[str, TensorSpec], filename: PathOrUrl,
+                   metadata: Metadata = None) -> None:
     """Writes `{name: TensorSpec}` as a safetensors file (atomically: a temporary file renamed
     into place), without holding the GIL.
 
@@ -128,7 +134,7 @@ def serialize_file(tensor_dict, filename, metadata=None) -> None:
     _wrap(lambda: _native.serialize_file(tensors, path, metadata))
 
 
-def deserialize(data) -> list:
+def deserialize(data: bytes | bytearray | memoryview) -> list[tuple[str, dict[str, Any]]]:
     """The tensors of safetensors bytes, in file order, as the reference gives them:
     `[(name, {"shape": [...], "dtype": "F32", "data": bytearray}), ...]`.
 

@@ -1,9 +1,28 @@
 """Options as the Rust core takes them: dataset options (the safetensors-spark connector's
 names, each value as the text Spark's `.option()` would carry) and `storage_options`."""
 
+from __future__ import annotations
+
 import json
 
+import os
+from typing import IO, Any, Mapping, Sequence, Union
+
 from .errors import OptionError
+
+# The shapes of the public API's arguments, for its annotations.
+#: A local path, or a URL (http(s)://, s3://, az://, gs://, hf://) where one is read.
+PathOrUrl = Union[str, "os.PathLike[str]"]
+#: A path or URL, or an open binary file object (read by seek/read, or mapped by its fd).
+Source = Union[str, "os.PathLike[str]", IO[bytes]]
+#: Settings of object-store URLs: key, secret, token, endpoint_url, region, profile, ...
+StorageOptions = Union[Mapping[str, Any], None]
+#: A file's metadata: string keys to string values.
+Metadata = Union[Mapping[str, str], None]
+#: Tensors by name: NumPy arrays (or, through tensorsmith.torch, torch tensors).
+Tensors = Mapping[str, Any]
+#: Names or glob patterns.
+Names = Union[Sequence[str], None]
 
 
 def option_text(value) -> str:

@@ -13,8 +13,11 @@ and DataLoader workers, optionally shuffled), samples as CPU tensors that are vi
 shards.
 """
 
+from __future__ import annotations
+
 import os
 from collections import defaultdict
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -24,6 +27,7 @@ from . import load_file as _load_file
 from ._torch import as_bytes as _as_bytes
 from ._torch import parse_device as _parse_device
 from ._torch import spec as _spec
+from ._options import Metadata, PathOrUrl, Source, StorageOptions
 from .errors import InvalidInput
 
 __all__ = [
@@ -196,23 +200,25 @@ def _flatten(tensors):
     return out
 
 
-def save(tensors, metadata=None) -> bytes:
+def save(tensors: Mapping[str, torch.Tensor], metadata: Metadata = None) -> bytes:
     """PyTorch tensors as safetensors bytes, as the reference writes them:
     `tensorsmith.torch.save({"w": torch.ones(2)})`."""
     return _native.serialize(_flatten(tensors), metadata)
 
 
-def save_file(tensors, filename, metadata=None) -> None:
+def save_file(tensors: Mapping[str, torch.Tensor], filename: PathOrUrl,
+              metadata: Metadata = None) -> None:
     """PyTorch tensors to a file, atomically: `save_file({"w": t}, "m.safetensors")`."""
     _native.serialize_file(_flatten(tensors), os.fspath(filename), metadata)
 
 
-def load(data: bytes):
+def load(data: bytes) -> dict[str, torch.Tensor]:
     """Tensors of safetensors bytes as PyTorch tensors (owned): `load(open(p, "rb").read())`."""
     return _load(data, framework="pt")
 
 
-def load_file(filename, device="cpu", *, backend="mmap", storage_options=None):
+def load_file(filename: Source, device: Any = "cpu", *, backend: str = "mmap",
+              storage_options: StorageOptions = None) -> dict[str, torch.Tensor]:
     """Every tensor of a file, folder of shards or shard index as PyTorch tensors on `device`
     ("cpu", "cuda", "cuda:N", an int, a torch.device): `load_file("m.safetensors")`. A URL
     (`s3://`, `az://`, `gs://`, `hf://`, `http(s)://`) is read by ranges, with
@@ -222,8 +228,10 @@ def load_file(filename, device="cpu", *, backend="mmap", storage_options=None):
                       storage_options=storage_options)
 
 
-def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=None,
-                 stats=None, max_gap=None):
+def load_sharded(paths: Source | Sequence[PathOrUrl], plan: Mapping[str, Any],
+                 device: Any = "cpu", *, backend: str = "mmap",
+                 storage_options: StorageOptions = None, stats: dict[str, Any] | None = None,
+                 max_gap: int | None = None) -> dict[str, torch.Tensor]:
     """The parts of tensors one rank keeps, reading only their byte spans:
     `load_sharded("m.safetensors", {"w_up": (0, r * n, (r + 1) * n), "norm": None}, "cuda:0")`.
 
@@ -261,7 +269,8 @@ def load_sharded(paths, plan, device="cpu", *, backend="mmap", storage_options=N
     return _torch_sharded.load(natives, plan, _parse_device(device), stats, max_gap)
 
 
-def save_model(model, filename, metadata=None, force_contiguous=True):
+def save_model(model: torch.nn.Module, filename: PathOrUrl, metadata: Metadata = None,
+               force_contiguous: bool = True) -> None:
     """Saves `model.state_dict()`, tied weights once: each dropped name is recorded in the
     metadata as the name kept (user keys are not overwritten)."""
     state_dict = model.state_dict()
@@ -280,8 +289,9 @@ def save_model(model, filename, metadata=None, force_contiguous=True):
                          "potential caveats.") from None
 
 
-def load_model(model, filename, strict=True, device="cpu", *, backend="mmap",
-               storage_options=None):
+def load_model(model: torch.nn.Module, filename: Source, strict: bool = True,
+               device: Any = "cpu", *, backend: str = "mmap",
+               storage_options: StorageOptions = None) -> tuple[set[str], list[str]]:
     """Loads a file written by `save_model` into `model` (tied weights restored); returns
     `(missing, unexpected)` names. With `strict`, any of either is a RuntimeError."""
     state_dict = load_file(filename, device=device, backend=backend,
