@@ -32,10 +32,13 @@ BF16 as float32); `columns` opens only those tensors, `keys` (KV mode) only the 
 those names. The version read is the one current when `read_dataset` is called.
 """
 
+from __future__ import annotations
+
 import itertools
 import json
 import os
 import uuid
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +47,7 @@ from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
 from . import _native, _shard_arrow
-from ._options import option_texts, storage_pairs
+from ._options import Names, PathOrUrl, StorageOptions, option_texts, storage_pairs
 from .errors import DatasetExists, OptionError
 
 # Dataset dtype -> the NumPy type Arrow values are built from (Arrow has no bfloat16, and
@@ -177,8 +180,9 @@ class _Sink(Datasink):
         _native.abort_job_shards(self.path, self.job_id, self.storage)
 
 
-def write_dataset(ds, path, *, mode="error", ray_remote_args=None, concurrency=None,
-                  storage_options=None, **options) -> dict:
+def write_dataset(ds: ray.data.Dataset, path: PathOrUrl, *, mode: str = "error",
+                  ray_remote_args: dict[str, Any] | None = None, concurrency: int | None = None,
+                  storage_options: StorageOptions = None, **options: Any) -> dict[str, Any]:
     """Writes Ray Dataset `ds` as a dataset at `path` (options and modes of
     `tensorsmith.write_dataset`: batch_size or name_col, dtype, columns, ...; `mode` "error",
     "overwrite" or "append"). Returns the manifest. Fails (leaving nothing) if any write task
@@ -285,8 +289,9 @@ class _Source(Datasource):
         return read
 
 
-def read_dataset(path, columns=None, keys=None, *, version=None, kv_separator="__",
-                 name_col="key", storage_options=None, **read_args):
+def read_dataset(path: PathOrUrl, columns: Names = None, keys: Names = None, *,
+                 version: int | None = None, kv_separator: str = "__", name_col: str = "key",
+                 storage_options: StorageOptions = None, **read_args: Any) -> ray.data.Dataset:
     """A dataset as a Ray Dataset: batch mode, a row per sample, a column per tensor column
     (lists nested as the sample's shape); KV mode, a row per name (`name_col`) and a column
     per tensor column (missing tensors null). `columns` reads only those; `keys` (KV) only

@@ -30,6 +30,8 @@ Only the shards holding those names are read: found through the dataset's tensor
 it has one, else from the shards' headers.
 """
 
+from __future__ import annotations
+
 import itertools
 import json
 import os
@@ -37,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from typing import Any
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -49,7 +52,7 @@ from pyspark.sql.types import (
 )
 
 from . import _native, _shard_arrow
-from ._options import option_texts, storage_pairs
+from ._options import PathOrUrl, StorageOptions, option_texts, storage_pairs
 from .errors import OptionError
 from .spark_direct import drops, dropped_rows, log, log_dropped
 from .spark_read import _SPARK, batch_rows, file_row, kv_rows
@@ -362,8 +365,9 @@ def _conf_storage(spark) -> dict:
     return {k[len(prefix):]: v for k, v in items if k.startswith(prefix)}
 
 
-def write_dataset(spark, source, path, mode="error", tasks=None, storage_options=None,
-                  **options):
+def write_dataset(spark: Any, source: Any, path: PathOrUrl, mode: str = "error",
+                  tasks: int | None = None, storage_options: StorageOptions = None,
+                  **options: Any) -> Any:
     """Writes Parquet input as a dataset at `path`, Spark only scheduling: `source` is Parquet
     files or folders (paths or file: URIs, or object-store URLs: `s3://…/in/` lists a prefix,
     and each task reads only its row groups by range), or a DataFrame that is a plain scan of Parquet
@@ -426,7 +430,7 @@ def _worker_python(spark):
     return conf or os.environ.get("PYSPARK_PYTHON") or "python3"
 
 
-def check_workers(spark):
+def check_workers(spark: Any) -> None:
     """Fails early, with the fix, when Spark's Python workers cannot import tensorsmith (the
     usual first failure: a worker interpreter outside the venv, which otherwise shows as a
     ModuleNotFoundError deep in a Java stack trace). Checked where the driver can tell: the
@@ -454,7 +458,7 @@ def check_workers(spark):
                            f"({last}); {fix}")
 
 
-def register(spark=None, check=True):
+def register(spark: Any = None, check: bool = True) -> None:
     """Registers the "safetensors" data source with `spark` (default: the active session).
     With `check`, first makes sure Spark's Python workers can import tensorsmith
     ([`check_workers`])."""

@@ -1,9 +1,14 @@
 """`tensorsmith.torch.TensorDataset`: a dataset version as a map-style
 `torch.utils.data.Dataset` of CPU tensors that are views of the shards (no copy)."""
 
+from __future__ import annotations
+
+from typing import Any
+
 import torch
 
 from ._loading.slicing import positions
+from ._options import Names, PathOrUrl, StorageOptions
 from ._training.shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
 
 
@@ -36,36 +41,37 @@ class TensorDataset(torch.utils.data.Dataset):
     read such datasets in shard order (`TensorIterableDataset`'s block shuffle).
     """
 
-    def __init__(self, path, columns=None, *, version=None, kv_separator="__",
-                 open_shards=OPEN_SHARDS, storage_options=None, cache_dir=None,
-                 cache_limit=None):
+    def __init__(self, path: PathOrUrl, columns: Names = None, *, version: int | None = None,
+                 kv_separator: str = "__", open_shards: int = OPEN_SHARDS,
+                 storage_options: StorageOptions = None, cache_dir: PathOrUrl | None = None,
+                 cache_limit: int | None = None) -> None:
         self._s = Shards(path, version, columns, kv_separator, open_shards, storage_options,
                          cache_dir, cache_limit)
 
     @property
-    def version(self):
+    def version(self) -> int:
         """The dataset version read (0: a dataset written before versions)."""
         return self._s.version
 
     @property
-    def mode(self):
+    def mode(self) -> str:
         """"batch" or "kv"."""
         return self._s.mode
 
     @property
-    def columns(self):
+    def columns(self) -> list[str]:
         return list(self._s.columns)
 
-    def names(self):
+    def names(self) -> list[str]:
         """KV mode: the names, sorted (`ds[i]` is `ds.sample(ds.names()[i])`)."""
         if self._s.mode != "kv":
             raise TypeError("names are for KV-mode datasets")
         return list(self._s.names)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._s.len
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int | slice) -> dict[str, torch.Tensor]:
         if isinstance(i, slice):
             a, b, step = i.indices(self._s.len)
             if step == 1 and self._s.mode == "batch":
@@ -84,7 +90,7 @@ class TensorDataset(torch.utils.data.Dataset):
         """A DataLoader batch's samples as views: its collate copies them once."""
         return self._s.samples(indices)
 
-    def sample(self, name):
+    def sample(self, name: str) -> dict[str, torch.Tensor]:
         """KV mode: the tensors of `name`, by column (views of its shards)."""
         if self._s.mode != "kv":
             raise TypeError("samples by name are for KV-mode datasets")

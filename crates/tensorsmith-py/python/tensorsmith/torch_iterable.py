@@ -4,11 +4,16 @@ and DataLoader workers (items in turn), optionally in a global shuffled order or
 shuffle, with exact and elastic mid-epoch resume (`state_dict`/`load_state_dict`), from a
 local folder or an object store (through a node-local shard cache)."""
 
+from __future__ import annotations
+
+from typing import Any, Iterator
+
 import torch
 
 from ._training.block_shuffle import block_order
 from ._training.read_ahead import ReadAhead
 from ._training.shards import OPEN_SHARDS, Shards, shared_batch, shared_copy
+from ._options import Names, PathOrUrl, StorageOptions
 from .errors import OptionError
 
 STATE_FORMAT = "tensorsmith.TensorIterableDataset/1"
@@ -78,11 +83,15 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     `init_process_group`), or `rank` and `world_size`.
     """
 
-    def __init__(self, path, shuffle=None, batch_size=None, columns=None, *, drop_last=False,
-                 rank=None, world_size=None, version=None, kv_separator="__",
-                 open_shards=OPEN_SHARDS, shuffle_kind="global",
-                 shuffle_block_size=SHUFFLE_BLOCK_SIZE, storage_options=None, cache_dir=None,
-                 cache_limit=None, read_ahead=READ_AHEAD, _shards=None):
+    def __init__(self, path: PathOrUrl, shuffle: int | None = None,
+                 batch_size: int | None = None, columns: Names = None, *,
+                 drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None, version: int | None = None,
+                 kv_separator: str = "__", open_shards: int = OPEN_SHARDS,
+                 shuffle_kind: str = "global", shuffle_block_size: int = SHUFFLE_BLOCK_SIZE,
+                 storage_options: StorageOptions = None, cache_dir: PathOrUrl | None = None,
+                 cache_limit: int | None = None, read_ahead: int = READ_AHEAD,
+                 _shards: Any = None) -> None:
         if shuffle is not None and (isinstance(shuffle, bool) or not isinstance(shuffle, int)):
             raise OptionError(f"shuffle must be an integer seed or None, not {shuffle!r}")
         if batch_size is not None and (isinstance(batch_size, bool)
@@ -117,14 +126,14 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             raise OptionError(f"rank {self.rank} is not in 0..{self.world_size}")
 
     @property
-    def version(self):
+    def version(self) -> int:
         return self._s.version
 
     @property
-    def mode(self):
+    def mode(self) -> str:
         return self._s.mode
 
-    def set_epoch(self, epoch: int):
+    def set_epoch(self, epoch: int) -> None:
         """The epoch whose permutation (and DDP share) the next iteration reads. Another epoch
         than the current one also drops a position loaded by `load_state_dict`."""
         epoch = int(epoch)
@@ -185,7 +194,8 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         num_workers."""
         return range(worker, -(-len(idx) // (self.batch_size or 1)), workers)
 
-    def indices(self, rank=None, world=None, worker=0, workers=1):
+    def indices(self, rank: int | None = None, world: int | None = None, worker: int = 0,
+                workers: int = 1) -> range | torch.Tensor:
         """The samples this rank's worker reads this epoch (from the loaded position), in
         order: a range when unshuffled, undistributed and in one process, else a tensor."""
         if rank is None:
@@ -198,7 +208,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                  for j in self._worker_items(idx, worker, workers)]
         return torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Samples (or batches) this rank reads per epoch (from the loaded position), over all
         its workers."""
         n = len(self._rank_order(self.rank, self.world_size))
@@ -220,7 +230,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                 "world_size": self.world_size, "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "shuffle": self._shuffle_desc()}
 
-    def state_dict(self, consumed=None):
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """The whole job's position in the epoch, as a dict of plain values (see
         `load_state_dict`): the format, dataset version, sample count, seed, epoch, world
         size, batch size, drop_last and `position`, the number of samples of the epoch's
@@ -253,7 +263,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                                   self.batch_size, self.drop_last)
         return st
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a state taken by `state_dict` on any rank of a job of any world size
         and worker count (or from torchdata's `StatefulDataLoader.state_dict()` holding
         this dataset's states): this object's next iteration reads the rest of the state's
@@ -322,7 +332,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         return _advance(self._s.len, int(first["position"]), delivered + since,
                         int(first["world_size"]), first["batch_size"], bool(first["drop_last"]))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         idx = self._rank_order(self.rank, self.world_size)

@@ -4,6 +4,10 @@ block shuffle, each a function of seed, epoch and dataset version only), its DDP
 its exact and elastic mid-epoch resume (`state_dict`/`load_state_dict`, the same state
 format: a sampler's state and a `TensorIterableDataset(batch_size=None)`'s are one)."""
 
+from __future__ import annotations
+
+from typing import Any, Iterator
+
 import torch
 
 from .errors import OptionError
@@ -28,9 +32,9 @@ class TensorSampler(torch.utils.data.Sampler):
     sample once on another. A state of another dataset version, sample count, seed or shuffle
     is refused (OptionError)."""
 
-    def __init__(self, dataset, shuffle=None, *, shuffle_kind="global",
-                 shuffle_block_size=SHUFFLE_BLOCK_SIZE, drop_last=False, rank=None,
-                 world_size=None):
+    def __init__(self, dataset: Any, shuffle: int | None = None, *, shuffle_kind: str = "global",
+                 shuffle_block_size: int = SHUFFLE_BLOCK_SIZE, drop_last: bool = False,
+                 rank: int | None = None, world_size: int | None = None) -> None:
         shards = getattr(dataset, "_s", None)
         if shards is None or not hasattr(shards, "samples"):
             raise OptionError("TensorSampler orders a tensorsmith.torch.TensorDataset, not "
@@ -41,23 +45,23 @@ class TensorSampler(torch.utils.data.Sampler):
                                         _shards=shards)
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return self._o.rank
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return self._o.world_size
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         return self._o.epoch
 
-    def set_epoch(self, epoch: int):
+    def set_epoch(self, epoch: int) -> None:
         """The epoch whose order the next iteration reads (another epoch than the current one
         drops a loaded position)."""
         self._o.set_epoch(epoch)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         o = self._o
         idx = o._rank_order(o.rank, o.world_size)
         o._yielded = 0
@@ -65,15 +69,15 @@ class TensorSampler(torch.utils.data.Sampler):
             o._yielded += 1
             yield int(i)
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Indices this rank gets this epoch (from a loaded position)."""
         return len(self._o)
 
-    def state_dict(self, consumed=None):
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """The job's position in the epoch (see the class): `consumed` in samples."""
         return self._o.state_dict(consumed)
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a state of `state_dict` (or of a `TensorIterableDataset` with
         `batch_size=None`), taken on any rank of a job of any world size."""
         self._o.load_state_dict(state)
