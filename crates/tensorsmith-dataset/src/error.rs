@@ -3,33 +3,52 @@
 
 use std::path::PathBuf;
 
+/// The result of dataset writing and reading: a value, or a [`DatasetError`].
 pub type Result<T, E = DatasetError> = std::result::Result<T, E>;
 
+/// What went wrong writing, reading, verifying or cleaning a dataset. Each variant is one
+/// kind of failure, so callers can tell them apart without matching on message text.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     /// A write or read option is missing, unknown or out of range.
     #[error("option {name}: {msg}")]
-    Option { name: String, msg: String },
+    Option {
+        /// The option's name, as the safetensors-spark connector spells it (`batch_size`,
+        /// `duplicatesStrategy`, …), or as the caller gave an unknown one.
+        name: String,
+        /// What is wrong with its value.
+        msg: String,
+    },
     /// The input cannot become tensors: a column type, a row's length, a null.
     #[error("{}{}{msg}", file_prefix(.file), at(.column, .row))]
     Input {
+        /// The input file the rows came from, when the input is a file.
         file: Option<PathBuf>,
+        /// The column at fault, when one is.
         column: Option<String>,
+        /// The row at fault, counted from 0 over the whole input, when one is.
         row: Option<u64>,
+        /// The rule the input broke.
         msg: String,
     },
     /// Two rows give the same tensor key (duplicatesStrategy=fail).
     #[error("duplicate tensor key '{key}' (rows {first} and {second}); use duplicatesStrategy=lastWin to keep the last")]
     DuplicateKey {
+        /// The tensor key the two rows share.
         key: String,
+        /// The earlier row, counted from 0 over the whole input.
         first: u64,
+        /// The later row, the first repeat in input order.
         second: u64,
     },
     /// Two tasks of a job wrote the same tensor key (duplicatesStrategy=fail).
     #[error("duplicate tensor key '{key}' (written by tasks {first} and {second}); use duplicatesStrategy=lastWin to keep the last")]
     DuplicateKeyInTasks {
+        /// The tensor key both tasks wrote.
         key: String,
+        /// The task id of the task that wrote it first (Spark: its partition id).
         first: u64,
+        /// The task id of the later task.
         second: u64,
     },
     /// A task gave up because another one failed (that one's error is the one to report).
@@ -37,41 +56,83 @@ pub enum DatasetError {
     Stopped,
     /// A KV dataset has no tensor of this key.
     #[error("no tensor '{0}' in the dataset")]
-    NoSuchKey(String),
+    NoSuchKey(
+        /// The key asked for.
+        String,
+    ),
     /// The input holds no rows (or every row was dropped): no dataset is written.
     #[error("{0}")]
-    Empty(String),
+    Empty(
+        /// Why there are no rows (none read, or all dropped, and by what).
+        String,
+    ),
     /// The output folder already holds a dataset and the mode does not allow replacing it.
     #[error("{}: already holds a dataset (dataset_manifest.json); use --mode overwrite or append", .0.display())]
-    Exists(PathBuf),
+    Exists(
+        /// The output folder (or store location).
+        PathBuf,
+    ),
     /// A reader's version was removed by `dataset clean` (its retired shards with it).
     #[error("version {version} of {} was removed by `dataset clean` at {at}; open the current version (or keep versions longer: clean --older-than, write --retain)", .dir.display())]
     VersionRemoved {
+        /// The dataset's folder (or store location).
         dir: PathBuf,
+        /// The version the reader had open or asked for.
         version: u64,
+        /// When the clean removed it, in UTC (`2026-11-25 09:49:53 UTC`).
         at: String,
     },
-    /// The dataset changed under a commit in a way it cannot be merged with.
+    /// The dataset changed under a commit in a way it cannot be merged with (other writers
+    /// committed, or a clean took this write's shards), or the output folder holds what a
+    /// write will not go beside (files named like shards, a manifest written by another
+    /// writer that must be adopted first). Nothing of the write was committed.
     #[error("{}: {msg}", .dir.display())]
-    Conflict { dir: PathBuf, msg: String },
-    /// A dataset on disk does not match its manifest.
+    Conflict {
+        /// The dataset's folder (or store location).
+        dir: PathBuf,
+        /// What changed or what is in the way, and what to do about it.
+        msg: String,
+    },
+    /// A dataset that is not what its records say: no dataset at the location, no version of
+    /// the number asked for, shards or an index that do not match the manifest, a version or
+    /// index file that cannot be read; also an input file that is neither Parquet nor Arrow
+    /// IPC, or whose structures are damaged (malformed Parquet, a damaged Arrow IPC stream).
     #[error("{}: {msg}", .path.display())]
-    Corrupt { path: PathBuf, msg: String },
+    Corrupt {
+        /// The file (or folder) at fault.
+        path: PathBuf,
+        /// What does not match, or what is malformed.
+        msg: String,
+    },
+    /// Reading or writing a file (or an object of a store) failed in the operating system
+    /// or the store.
     #[error("{}: {source}", .path.display())]
     Io {
+        /// The file or object the operation was on.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
+    /// A safetensors shard could not be read or written; the tensorsmith error names the
+    /// file, the tensor and the rule.
     #[error(transparent)]
     Tensor(#[from] tensorsmith::Error),
+    /// The Parquet reader or writer failed on a file (an input, the tensor index, an
+    /// export's output).
     #[error("{}: {source}", .path.display())]
     Parquet {
+        /// The Parquet file.
         path: PathBuf,
+        /// The Parquet library's error.
         source: parquet::errors::ParquetError,
     },
+    /// Arrow failed on a file's data: record batches that cannot be read, cut or built (an
+    /// input file's rows, the tensor index's).
     #[error("{}: {source}", .path.display())]
     Arrow {
+        /// The file whose data it was.
         path: PathBuf,
+        /// The Arrow library's error.
         source: arrow_schema::ArrowError,
     },
 }
@@ -92,6 +153,7 @@ fn at(column: &Option<String>, row: &Option<u64>) -> String {
 }
 
 impl DatasetError {
+    /// An [`Option`](DatasetError::Option) error about the option `name`.
     pub fn option(name: &str, msg: impl Into<String>) -> Self {
         DatasetError::Option {
             name: name.to_string(),
@@ -99,6 +161,7 @@ impl DatasetError {
         }
     }
 
+    /// An [`Input`](DatasetError::Input) error that names no file, column or row yet.
     pub fn input(msg: impl Into<String>) -> Self {
         DatasetError::Input {
             file: None,
@@ -108,6 +171,7 @@ impl DatasetError {
         }
     }
 
+    /// An [`Input`](DatasetError::Input) error about `column` (no file or row yet).
     pub fn column(column: &str, msg: impl Into<String>) -> Self {
         DatasetError::Input {
             file: None,
@@ -117,6 +181,7 @@ impl DatasetError {
         }
     }
 
+    /// An [`Io`](DatasetError::Io) error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DatasetError::Io {
             path: path.into(),

@@ -10,6 +10,7 @@
 
 // The crate's folders and files, from the dataset's own records up to the commands.
 // Errors, options and the dataset's own files.
+#![warn(missing_docs)]
 mod error;
 mod manifest;
 mod options;

@@ -20,6 +20,17 @@ use tensorsmith::bytes::StorageOptions;
 
 /// The current version's manifest of the dataset at `location` (a dataset without versions:
 /// its manifest), its versions and its retired shards.
+///
+/// # Errors
+///
+/// - [`DatasetError::Io`], [`DatasetError::Corrupt`]: `location` holds no dataset, or its
+///   manifest or a version file is damaged.
+/// - [`DatasetError::Conflict`]: another writer (such as safetensors-spark) committed a
+///   manifest over the current version; adopt it first.
+/// - [`DatasetError::Input`]: `location` is a URL datasets do not live on (`hf://`,
+///   `http(s)://`).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn info_at(
     location: &str,
     storage: &StorageOptions,
@@ -48,6 +59,15 @@ pub fn info_at(
 
 /// Whether a dataset is at `location` (a version, or a manifest of the layout's other
 /// writers): what mode "error" refuses.
+///
+/// # Errors
+///
+/// - [`DatasetError::Io`]: the folder cannot be listed.
+/// - [`DatasetError::Corrupt`]: a version file on a store is damaged.
+/// - [`DatasetError::Input`]: `location` is a URL datasets do not live on (`hf://`,
+///   `http(s)://`).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
     match open_store(location, storage, false)? {
         None => {
@@ -59,6 +79,16 @@ pub fn exists_at(location: &str, storage: &StorageOptions) -> Result<bool> {
 }
 
 /// `dataset verify` at `location` (`stale_after`: staging folders of local datasets).
+///
+/// # Errors
+///
+/// Those of [`verify_version`] (when `location` is a local folder), on a store as in a folder,
+/// and:
+///
+/// - [`DatasetError::Input`]: `location` is a URL datasets do not live on (`hf://`,
+///   `http(s)://`).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn verify_at(
     location: &str,
     storage: &StorageOptions,
@@ -73,6 +103,16 @@ pub fn verify_at(
 
 /// `dataset verify --repair` at `location`: the entry files written again from the current
 /// version when they do not mirror it. Returns whether they were.
+///
+/// # Errors
+///
+/// Those of [`repair`](crate::repair) (when `location` is a local folder), on a store as in a
+/// folder, and:
+///
+/// - [`DatasetError::Input`], [`DatasetError::Tensor`]: `location` is a URL datasets are not
+///   written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn repair_at(location: &str, storage: &StorageOptions, timeout: Duration) -> Result<bool> {
     match open_store(location, storage, true)? {
         None => retention::repair(Path::new(location), timeout),
@@ -90,6 +130,16 @@ pub fn repair_at(location: &str, storage: &StorageOptions, timeout: Duration) ->
 
 /// `dataset adopt` at `location`: another writer's manifest made the next version (see
 /// foreign.rs); `None` when there is nothing to adopt.
+///
+/// # Errors
+///
+/// Those of [`adopt`](crate::adopt) (when `location` is a local folder), on a store as in a
+/// folder, and:
+///
+/// - [`DatasetError::Input`], [`DatasetError::Tensor`]: `location` is a URL datasets are not
+///   written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn adopt_at(
     location: &str,
     storage: &StorageOptions,
@@ -103,6 +153,16 @@ pub fn adopt_at(
 
 /// `dataset clean` at `location` (a store has no staging folders nor lock: `staging_idle`
 /// and `timeout` are for local datasets).
+///
+/// # Errors
+///
+/// Those of [`clean_with`](crate::clean_with) (when `location` is a local folder), on a store
+/// as in a folder (where a prefix that holds no dataset is [`DatasetError::Input`]), and:
+///
+/// - [`DatasetError::Input`], [`DatasetError::Tensor`]: `location` is a URL datasets are not
+///   written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn clean_at(
     location: &str,
     storage: &StorageOptions,
@@ -127,6 +187,10 @@ pub fn clean_at(
 /// `dataset export` of the dataset at `location` to the Parquet file `out` (local, or an
 /// `s3://`, `az://`, `gs://` URL with the store settings `storage`) (KV: the
 /// tensors of `keys`; batch: the columns of `columns`; every one when `None`).
+///
+/// # Errors
+///
+/// Those of [`Dataset::open_at`] and of [`export_choosing`].
 pub fn export_at(
     location: &str,
     storage: &StorageOptions,

@@ -12,10 +12,14 @@ pub const INDEX_NAME: &str = "_tensor_index.parquet";
 /// Largest manifest read (a million shards take about 200 MB).
 pub const MAX_MANIFEST_LEN: u64 = 1 << 30;
 
+/// One shard as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardInfo {
+    /// The shard's file name in the dataset folder (a plain `.safetensors` name, no folders).
     pub shard_path: String,
+    /// The samples (input rows) the shard holds.
     pub samples_count: u64,
+    /// The shard file's length in bytes.
     pub bytes: u64,
     /// For shards written with the `digest` option: XXH3-64 of the shard's per-tensor digest
     /// record (`tensorsmith.digest`), pinning the shard's content to the manifest.
@@ -41,19 +45,32 @@ pub fn shard_content_digest(path: &Path) -> Result<Option<String>> {
     Ok(content_digest_of(f.metadata()))
 }
 
+/// The dtype and shape of one column's tensors (batch mode) or of one key's tensor (KV mode).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSchema {
+    /// The safetensors dtype name (`F32`, `BF16`, `I64`, …).
     pub dtype: String,
+    /// The shape. In a manifest's batch-mode schema it starts with the batch dimension (the
+    /// batch size); in a task report's samples it is one sample's, without it.
     pub shape: Vec<u64>,
 }
 
+/// A dataset's `dataset_manifest.json`: its shards, their totals, and the schema of its
+/// tensors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The layout's version; only `1.0` is known.
     pub format_version: String,
+    /// The safetensors format version of the shards; only `1.0` is known.
     pub safetensors_version: String,
+    /// The samples (input rows) of all shards together.
     pub total_samples: u64,
+    /// The bytes of all shard files together.
     pub total_bytes: u64,
+    /// The shards, sorted by `shard_path`.
     pub shards: Vec<ShardInfo>,
+    /// Per column (batch mode) or per tensor key (KV mode): the dtype and shape; empty, and
+    /// left out of the JSON, when the writer recorded none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub schema: BTreeMap<String, TensorSchema>,
 }
@@ -83,6 +100,14 @@ impl Manifest {
         }
     }
 
+    /// Reads and checks `dataset_manifest.json` in the folder `dir`.
+    ///
+    /// # Errors
+    ///
+    /// - [`DatasetError::Io`]: the file does not exist or cannot be read.
+    /// - [`DatasetError::Corrupt`]: it is over 1 GiB, not a manifest, of an unknown format
+    ///   version, lists no shards or a shard path outside the folder, or has totals that do
+    ///   not match its shards.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_NAME);
         let meta = std::fs::metadata(&path).map_err(|e| DatasetError::io(&path, e))?;
@@ -137,6 +162,7 @@ impl Manifest {
         Ok(m)
     }
 
+    /// The manifest as pretty-printed JSON with a final newline, as the writers store it.
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("serializable");
         s.push('\n');

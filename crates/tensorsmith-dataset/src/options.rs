@@ -14,19 +14,33 @@ pub enum Naming {
     /// Every `n` rows become one shard with one tensor per column, shape `[n, *sample]`.
     Batch(u64),
     /// One tensor per row and column, named `{name_col value}{sep}{column}`.
-    Kv { name_col: String },
+    Kv {
+        /// The column whose values name each row's tensors (option `name_col`); it is never
+        /// written as a tensor itself.
+        name_col: String,
+    },
 }
 
+/// Batch mode: what becomes of the last rows when they are fewer than a whole batch (option
+/// `tail_strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TailStrategy {
+    /// Leave them out of the dataset.
     Drop,
+    /// Fill the batch up to its size with zero bytes and write it as a whole batch.
     Pad,
+    /// Write them as a smaller last batch (the default).
     Write,
 }
 
+/// KV mode: what happens when two rows give the same tensor key (option
+/// `duplicatesStrategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Duplicates {
+    /// Fail the write with [`DatasetError::DuplicateKey`] (or
+    /// [`DatasetError::DuplicateKeyInTasks`]), naming the key and both rows (the default).
     Fail,
+    /// Keep the tensors of the last row with the key; earlier ones are dropped.
     LastWin,
 }
 
@@ -55,6 +69,7 @@ pub const DEFAULT_SHARD_MB: u64 = 300;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct WriteOptions {
+    /// Batch or KV mode (option `batch_size` or `name_col`; exactly one is required).
     pub naming: Naming,
     /// Target dtype of every tensor; required for numeric and binary input.
     pub dtype: Option<DType>,
@@ -62,10 +77,18 @@ pub struct WriteOptions {
     pub columns: Option<Vec<String>>,
     /// Per-sample shapes (no batch dimension) by column.
     pub shapes: BTreeMap<String, Vec<u64>>,
+    /// Batch mode: what to do with a last batch of fewer rows than the batch size.
     pub tail_strategy: TailStrategy,
+    /// KV mode: what to do when two rows give the same tensor key (`duplicatesStrategy`).
     pub duplicates: Duplicates,
+    /// KV mode: the size each shard is filled to before the next one starts, in MiB
+    /// (50 to 1000, default 300). Batch mode writes one shard per batch.
     pub target_shard_size_mb: u64,
+    /// Whether to write the tensor index, `_tensor_index.parquet` (tensor key to shard,
+    /// dtype and shape), with the dataset (default false).
     pub generate_index: bool,
+    /// KV mode: what joins a row's name and a column in a tensor key,
+    /// `<name><kv_separator><column>` (default `__`; must not be empty).
     pub kv_separator: String,
     /// Float to F16/BF16: round to nearest even (default) or safetensors-spark's truncation.
     pub f16_rounding: Rounding,
@@ -329,6 +352,7 @@ impl WriteOptions {
         Ok(())
     }
 
+    /// `target_shard_size_mb` in bytes.
     pub fn target_shard_bytes(&self) -> u64 {
         self.target_shard_size_mb * 1024 * 1024
     }

@@ -36,14 +36,19 @@ impl SharedNames {
 /// One tensor entry of the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
+    /// The tensor's key: its name in the shard (batch mode: the column; KV mode:
+    /// `<name><kv_separator><column>`).
     pub tensor_key: String,
     /// Shared by the entries of one shard (a KV write holds an entry per key).
     pub file_name: Arc<str>,
+    /// The tensor's shape (batch mode: the shard's samples first).
     pub shape: Vec<u64>,
-    /// Shared by the entries of one dtype.
+    /// The tensor's safetensors dtype name (`F32`, …); shared by the entries of one dtype.
     pub dtype: Arc<str>,
 }
 
+/// The index file's Arrow schema: `tensor_key`, `file_name` and `dtype` as strings, `shape`
+/// as `list<int32>`, none nullable.
 pub fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("tensor_key", DataType::Utf8, false),
@@ -102,6 +107,13 @@ pub(crate) fn prepare(path: &Path, entries: &[IndexEntry]) -> Result<AtomicFile>
 }
 
 /// Reads an index file back.
+///
+/// # Errors
+///
+/// - [`DatasetError::Corrupt`]: the file is malformed Parquet, lacks one of the index's
+///   columns (or has it of another type), or holds a null or a negative dimension.
+/// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the Parquet reader fails on it.
+/// - [`DatasetError::Io`]: the file cannot be read.
 pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
     let bytes = std::fs::read(path).map_err(|e| DatasetError::io(path, e))?;
     read_bytes(bytes.into(), path)
@@ -109,6 +121,12 @@ pub fn read(path: &Path) -> Result<Vec<IndexEntry>> {
 
 /// Reads index bytes (`path` is named in errors). Columns are found by name and must have
 /// the index's types (nullable or not, as Spark writes them); nulls are refused.
+///
+/// # Errors
+///
+/// - [`DatasetError::Corrupt`]: the file is malformed Parquet, lacks one of the index's
+///   columns (or has it of another type), or holds a null or a negative dimension.
+/// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the Parquet reader fails on it.
 pub fn read_bytes(bytes: bytes::Bytes, path: &Path) -> Result<Vec<IndexEntry>> {
     crate::error::guard_parquet(path, || read_bytes_unguarded(bytes, path))
 }

@@ -140,7 +140,9 @@ pub fn decompress_exact(src: &[u8], expected: u64) -> Result<Vec<u8>> {
 /// One frame of a seekable stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame {
+    /// Bytes the frame takes in the stream.
     pub compressed: u64,
+    /// Bytes it decompresses to.
     pub decompressed: u64,
 }
 

@@ -10,12 +10,16 @@ use std::io::{self, Write};
 /// Digest algorithms a writer can be asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DigestKind {
+    /// CRC-32C (Castagnoli), 32 bits.
     Crc32c,
+    /// SHA-256, 32 bytes.
     Sha256,
+    /// XXH3, 64 bits.
     Xxh3,
 }
 
 impl DigestKind {
+    /// The algorithm's lower-case name: `crc32c`, `sha256` or `xxh3`.
     pub fn name(self) -> &'static str {
         match self {
             DigestKind::Crc32c => "crc32c",
@@ -25,6 +29,7 @@ impl DigestKind {
     }
 }
 
+/// The algorithm that produced a recorded digest.
 pub fn kind_of(d: &Digest) -> DigestKind {
     match d {
         Digest::Crc32c(_) => DigestKind::Crc32c,
@@ -33,6 +38,7 @@ pub fn kind_of(d: &Digest) -> DigestKind {
     }
 }
 
+/// The `kind` digest of `bytes`, in one pass.
 pub fn compute(kind: DigestKind, bytes: &[u8]) -> Digest {
     match kind {
         DigestKind::Crc32c => Digest::Crc32c(crc32c::crc32c(bytes)),
@@ -44,12 +50,16 @@ pub fn compute(kind: DigestKind, bytes: &[u8]) -> Digest {
 /// A digest computed over bytes that arrive in pieces (a part streamed to a file, a source
 /// written into it through `io::Write`); the result equals [`compute`] over the whole.
 pub enum Hasher {
+    /// A CRC-32C running over the bytes seen so far.
     Crc32c(u32),
+    /// A SHA-256 streaming state.
     Sha256(Box<sha2::Sha256>),
+    /// An XXH3-64 streaming state.
     Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
 }
 
 impl Hasher {
+    /// A hasher for `kind` that has seen no bytes yet.
     pub fn new(kind: DigestKind) -> Hasher {
         match kind {
             DigestKind::Crc32c => Hasher::Crc32c(0),
@@ -58,6 +68,7 @@ impl Hasher {
         }
     }
 
+    /// Feeds the next bytes, in order.
     pub fn update(&mut self, bytes: &[u8]) {
         match self {
             Hasher::Crc32c(c) => *c = crc32c::crc32c_append(*c, bytes),
@@ -66,6 +77,7 @@ impl Hasher {
         }
     }
 
+    /// The digest of every byte fed to [`Hasher::update`].
     pub fn finish(self) -> Digest {
         match self {
             Hasher::Crc32c(c) => Digest::Crc32c(c),

@@ -9,27 +9,49 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[allow(non_camel_case_types)]
 pub enum DType {
+    /// Boolean, one byte per element (0 or 1).
     BOOL,
+    /// 4-bit float (E2M1: 2 exponent bits, 1 mantissa bit), packed two per byte.
     F4,
+    /// 6-bit float with 2 exponent and 3 mantissa bits (OCP MX FP6), packed.
     F6_E2M3,
+    /// 6-bit float with 3 exponent and 2 mantissa bits (OCP MX FP6), packed.
     F6_E3M2,
+    /// Unsigned 8-bit integer.
     U8,
+    /// Signed 8-bit integer.
     I8,
+    /// 8-bit float with 5 exponent and 2 mantissa bits (has infinities).
     F8_E5M2,
+    /// 8-bit float with 4 exponent and 3 mantissa bits, no infinities (`float8_e4m3fn`).
     F8_E4M3,
+    /// 8-bit exponent-only value, a power of two (the OCP MX block scale type).
     F8_E8M0,
+    /// 8-bit E4M3 float with no infinities and no negative zero (`float8_e4m3fnuz`).
     F8_E4M3FNUZ,
+    /// 8-bit E5M2 float with no infinities and no negative zero (`float8_e5m2fnuz`).
     F8_E5M2FNUZ,
+    /// Signed 16-bit integer.
     I16,
+    /// Unsigned 16-bit integer.
     U16,
+    /// IEEE 754 half precision, 2 bytes.
     F16,
+    /// bfloat16: the top half of an f32 (8 exponent, 7 mantissa bits), 2 bytes.
     BF16,
+    /// Signed 32-bit integer.
     I32,
+    /// Unsigned 32-bit integer.
     U32,
+    /// IEEE 754 single precision, 4 bytes.
     F32,
+    /// Complex number as a pair of f32 (real, imaginary), 8 bytes.
     C64,
+    /// IEEE 754 double precision, 8 bytes.
     F64,
+    /// Signed 64-bit integer.
     I64,
+    /// Unsigned 64-bit integer.
     U64,
     /// Packed signed 4-bit integers (weight-inspect notes); read, never written by default.
     I4,
@@ -237,6 +259,7 @@ impl DType {
         zt_row(self).and_then(|r| non_empty(r.1))
     }
 
+    /// Parses a zTensor v0.1 dtype name (`"float32"`); `None` for a name v0.1 does not have.
     pub fn from_ztensor_v01_name(name: &str) -> Option<DType> {
         ZTENSOR_TABLE
             .iter()
@@ -249,6 +272,8 @@ impl DType {
         zt_row(self).and_then(|r| non_empty(r.2))
     }
 
+    /// Parses a zTensor v1.1 dtype name (`"f32"`, `"complex64"`); `None` for a name v1.1 does
+    /// not have.
     pub fn from_ztensor_v11_name(name: &str) -> Option<DType> {
         ZTENSOR_TABLE
             .iter()

@@ -109,6 +109,7 @@ impl FileLock {
         }
     }
 
+    /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

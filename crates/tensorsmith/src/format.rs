@@ -69,6 +69,7 @@ pub struct TensorCheck {
     pub checked: u64,
     /// Parts without a digest.
     pub undigested: u64,
+    /// What failed in this tensor: digest mismatches, corrupt streams, data-rule violations.
     pub failures: Vec<Error>,
 }
 
@@ -93,6 +94,7 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
+    /// Whether nothing failed (a file with no digests at all is still ok).
     pub fn is_ok(&self) -> bool {
         self.failures.is_empty()
     }
@@ -207,18 +209,22 @@ impl OpenOptions {
         self
     }
 
+    /// The settings for `s3://` and `hf://` URLs.
     pub fn storage_options(&self) -> &StorageOptions {
         &self.storage
     }
 
+    /// Whether one part of a split GGUF model is read alone instead of the whole model.
     pub fn part_only(&self) -> bool {
         self.part_only
     }
 
+    /// How local files are read (map or pread).
     pub fn backend(&self) -> Backend {
         self.backend
     }
 
+    /// The safetensors header limit in bytes: the one set, else [`DEFAULT_MAX_HEADER_LEN`].
     pub fn max_header_len(&self) -> u64 {
         self.max_header_len.unwrap_or(DEFAULT_MAX_HEADER_LEN)
     }
@@ -229,6 +235,8 @@ impl OpenOptions {
         self.max_header_len.unwrap_or(default)
     }
 
+    /// The zTensor manifest limit in bytes: the manifest limit set, else the header limit set,
+    /// else [`DEFAULT_MAX_MANIFEST_LEN`].
     pub fn max_manifest_len(&self) -> u64 {
         self.max_manifest_len
             .or(self.max_header_len)
@@ -241,10 +249,12 @@ impl OpenOptions {
         self.max_header_len
     }
 
+    /// The deepest GGUF array nesting accepted: the one set, else [`DEFAULT_MAX_ARRAY_DEPTH`].
     pub fn max_array_depth(&self) -> usize {
         self.max_array_depth.unwrap_or(DEFAULT_MAX_ARRAY_DEPTH)
     }
 
+    /// Whether the packed `I4`/`I2` safetensors dtypes are accepted (by default they are).
     pub fn packed_ints(&self) -> bool {
         self.packed_ints
     }

@@ -27,31 +27,59 @@ struct Row {
 #[non_exhaustive]
 #[allow(non_camel_case_types)]
 pub enum Block {
+    /// ggml's 4-bit quant with one f16 scale: 32 values in 18-byte blocks.
     Q4_0,
+    /// ggml's 4-bit quant with an f16 scale and minimum: 32 values in 20-byte blocks.
     Q4_1,
+    /// ggml's 5-bit quant with one f16 scale: 32 values in 22-byte blocks.
     Q5_0,
+    /// ggml's 5-bit quant with an f16 scale and minimum: 32 values in 24-byte blocks.
     Q5_1,
+    /// ggml's 8-bit quant with one f16 scale: 32 values in 34-byte blocks.
     Q8_0,
+    /// ggml's 8-bit quant with a scale and a block sum (a dot-product intermediate): 32 values in
+    /// 40-byte blocks; not dequantized here.
     Q8_1,
+    /// ggml's 2-bit K-quant: 256 values in 84-byte super-blocks.
     Q2_K,
+    /// ggml's 3-bit K-quant: 256 values in 110-byte super-blocks.
     Q3_K,
+    /// ggml's 4-bit K-quant: 256 values in 144-byte super-blocks.
     Q4_K,
+    /// ggml's 5-bit K-quant: 256 values in 176-byte super-blocks.
     Q5_K,
+    /// ggml's 6-bit K-quant: 256 values in 210-byte super-blocks.
     Q6_K,
+    /// ggml's 8-bit K-quant (a dot-product intermediate): 256 values in 292-byte super-blocks;
+    /// not dequantized here.
     Q8_K,
+    /// ggml's 2.06-bit i-quant (lattice codebook): 256 values in 66-byte super-blocks.
     IQ2_XXS,
+    /// ggml's 2.31-bit i-quant (lattice codebook): 256 values in 74-byte super-blocks.
     IQ2_XS,
+    /// ggml's 3.06-bit i-quant (lattice codebook): 256 values in 98-byte super-blocks.
     IQ3_XXS,
+    /// ggml's 1.56-bit i-quant: 256 values in 50-byte super-blocks.
     IQ1_S,
+    /// ggml's 4-bit non-linear quant (a fixed 16-value codebook): 32 values in 18-byte blocks.
     IQ4_NL,
+    /// ggml's 3.44-bit i-quant (lattice codebook): 256 values in 110-byte super-blocks.
     IQ3_S,
+    /// ggml's 2.56-bit i-quant (lattice codebook): 256 values in 82-byte super-blocks.
     IQ2_S,
+    /// ggml's 4.25-bit non-linear quant: 256 values in 136-byte super-blocks.
     IQ4_XS,
+    /// ggml's 1.75-bit i-quant: 256 values in 56-byte super-blocks.
     IQ1_M,
+    /// ggml's ternary quant, trits packed in base 3: 256 values in 54-byte blocks.
     TQ1_0,
+    /// ggml's ternary quant, trits stored in 2 bits: 256 values in 66-byte blocks.
     TQ2_0,
+    /// OCP microscaling FP4: 32 E2M1 values sharing one E8M0 scale, in 17-byte blocks.
     MXFP4,
+    /// NVIDIA FP4: 64 E2M1 values with four UE4M3 scales (one per 16), in 36-byte blocks.
     NVFP4,
+    /// ggml's 1-bit quant: 128 values in 18-byte blocks; not dequantized here.
     Q1_0,
 }
 
@@ -151,6 +179,8 @@ impl GgmlType {
             .map(|i| GgmlType(i as u8))
     }
 
+    /// The numeric id a GGUF tensor-info record stores for this type (`0` for f32, `2` for
+    /// q4_0, ...).
     pub fn id(self) -> u32 {
         self.row().id
     }
@@ -160,10 +190,12 @@ impl GgmlType {
         self.row().name
     }
 
+    /// Elements per block: 1 for plain types, 32 to 256 for block-quantized ones.
     pub fn block_elements(self) -> u32 {
         self.row().block_elements
     }
 
+    /// Bytes per block (for a plain type, the element size).
     pub fn block_bytes(self) -> u32 {
         self.row().block_bytes
     }
@@ -178,6 +210,7 @@ impl GgmlType {
         self.row().block
     }
 
+    /// Whether this is a block-quantized type, with no element dtype.
     pub fn is_quantized(self) -> bool {
         self.row().dtype.is_none()
     }
@@ -198,6 +231,7 @@ impl GgmlType {
         r.block_bytes as f64 * 8.0 / r.block_elements as f64
     }
 
+    /// Every known type, in table order (by ascending id).
     pub fn all() -> impl Iterator<Item = GgmlType> {
         (0..TABLE.len()).map(|i| GgmlType(i as u8))
     }

@@ -17,21 +17,27 @@ pub type Parts = smallvec::SmallVec<[Part; 1]>;
 /// Which file format (and version) an index was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
+    /// safetensors (the format has no version).
     Safetensors,
     /// GGUF, little-endian, version 1 to 3.
     Gguf {
+        /// The `version` field of the GGUF header.
         version: u32,
     },
+    /// zTensor, in one of its three on-disk versions.
     Ztensor {
+        /// Which zTensor version the file is.
         version: ZtVersion,
     },
     /// ONNX, by its `ir_version` (0 when absent).
     Onnx {
+        /// The model's `ir_version`, or 0 when the file does not set it.
         ir_version: i64,
     },
 }
 
 impl Format {
+    /// The format's lower-case name: `safetensors`, `gguf`, `ztensor` or `onnx`.
     pub fn name(&self) -> &'static str {
         match self {
             Format::Safetensors => "safetensors",
@@ -64,6 +70,7 @@ pub enum ZtVersion {
 }
 
 impl ZtVersion {
+    /// The version as people write it: `0.1`, `1.1` or `2`.
     pub fn as_str(self) -> &'static str {
         match self {
             ZtVersion::V0_1 => "0.1",
@@ -82,12 +89,19 @@ impl std::fmt::Display for ZtVersion {
 /// A typed metadata value. Safetensors only has strings; other formats bring the rest.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MetaValue {
+    /// A UTF-8 string (the only kind safetensors `__metadata__` holds).
     Str(String),
+    /// A boolean.
     Bool(bool),
+    /// A signed integer, widened to 64 bits.
     Int(i64),
+    /// An unsigned integer, widened to 64 bits.
     UInt(u64),
+    /// A single precision float, kept at its stored width.
     F32(f32),
+    /// A double precision float.
     F64(f64),
+    /// An array of values (GGUF arrays, CBOR arrays); items need not share a type.
     Array(Vec<MetaValue>),
     /// CBOR null (zTensor attributes).
     Null,
@@ -229,6 +243,7 @@ pub enum LayoutNames {
 /// How a part's bytes are stored in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Encoding {
+    /// Stored as they are: the stored bytes are the decoded bytes.
     Raw,
     /// zstd frames (zTensor v0.1/v1.1 `zstd`).
     Zstd,
@@ -254,21 +269,27 @@ impl Encoding {
 /// A content digest as a file records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Digest {
+    /// CRC-32C (Castagnoli) checksum.
     Crc32c(u32),
+    /// SHA-256 hash, as its 32 bytes.
     Sha256([u8; 32]),
+    /// 64-bit XXH3 hash.
     Xxh3(u64),
 }
 
 /// Which bytes a digest covers: the stored ones (zTensor v0.1/v1.1) or the decoded ones (v2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DigestScope {
+    /// The digest covers the bytes as stored in the file (compressed, for a zstd part).
     Stored,
+    /// The digest covers the decoded bytes.
     Decoded,
 }
 
 /// What few parts carry beyond bytes and type (boxed: most parts have none of it).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartExtra {
+    /// The digest the file records for the part, and which bytes it covers.
     pub digest: Option<(Digest, DigestScope)>,
     /// A logical type this library does not know (zTensor v2 `type`). `dtype` is then the
     /// storage type and the bytes must not be interpreted as elements.
@@ -293,12 +314,14 @@ pub struct Part {
     pub dtype: DType,
     /// Absolute byte range of the stored bytes in the file.
     pub range: Range<u64>,
+    /// How the stored bytes are encoded (raw or compressed).
     pub encoding: Encoding,
     /// Length of the decoded bytes (the stored length for raw parts).
     pub decoded_len: u64,
     /// Stored elements are big-endian (zTensor v0.1 `data_endianness: "big"`, raw only);
     /// readers swap them, decoded bytes are always little-endian.
     pub big_endian: bool,
+    /// Digest, unknown logical type and shard, for the few parts that have any (`None` otherwise).
     pub extra: Option<Box<PartExtra>>,
 }
 
@@ -316,18 +339,22 @@ impl Part {
         }
     }
 
+    /// Length of the stored bytes: the length of `range`.
     pub fn stored_len(&self) -> u64 {
         self.range.end.saturating_sub(self.range.start)
     }
 
+    /// The digest the file records for this part, with its scope, if any.
     pub fn digest(&self) -> Option<(Digest, DigestScope)> {
         self.extra.as_ref().and_then(|e| e.digest)
     }
 
+    /// The logical type name this library does not know (zTensor v2), if the part has one.
     pub fn unknown_type(&self) -> Option<&str> {
         self.extra.as_ref().and_then(|e| e.unknown_type.as_deref())
     }
 
+    /// The shard file holding this part's bytes (zTensor v2), if not the file itself.
     pub fn shard(&self) -> Option<&str> {
         self.extra.as_ref().and_then(|e| e.shard.as_deref())
     }
@@ -370,10 +397,16 @@ impl Attributes {
 /// One named tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorInfo {
+    /// The tensor's name, unique within the file.
     pub name: String,
+    /// Element type of the tensor (`U8` for a block-quantized GGUF tensor: see [`Layout::Ggml`]).
     pub dtype: DType,
+    /// Dimension sizes, outermost first; empty for a scalar.
     pub shape: Shape,
+    /// How the elements are laid out across `parts`.
     pub layout: Layout,
+    /// The stored parts, one per role of the layout (a single `data` part for a dense
+    /// tensor).
     pub parts: Parts,
     /// Per-tensor attributes (zTensor object `attributes`, e.g. quantization parameters).
     pub attributes: Attributes,
@@ -413,10 +446,14 @@ impl TensorInfo {
 /// Everything a reader learned about a file, in file order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorIndex {
+    /// The format and version the index was read from.
     pub format: Format,
     /// Bytes before the first tensor byte (the 8-byte length plus the JSON, for safetensors).
     pub header_len: u64,
+    /// Length of the file in bytes.
     pub file_len: u64,
+    /// File-level metadata: safetensors `__metadata__`, GGUF key-values, zTensor attributes,
+    /// ONNX model fields.
     pub metadata: BTreeMap<String, MetaValue>,
     /// Tensors in the order of their data in the file.
     pub tensors: Vec<TensorInfo>,

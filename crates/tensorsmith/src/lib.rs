@@ -5,13 +5,26 @@
 //! [`index::TensorIndex`] (names, dtypes, shapes, layouts, byte ranges, metadata), and every
 //! operation is written once against it.
 //!
-//! ```no_run
+//! ```
 //! // Any format, any place: a file, a folder of shards, a shard index or an http(s) URL.
-//! let model = tensorsmith::open("model.safetensors", &tensorsmith::OpenOptions::new())?;
+//! // Here, a small safetensors file of this repository's test data.
+//! let path = concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../../tests/data/safetensors/mixed_meta3.safetensors"
+//! );
+//! let model = tensorsmith::open(path, &tensorsmith::OpenOptions::new())?;
 //! for t in &model.index.tensors {
 //!     let values = model.tensor_bytes(t)?; // decoded; zero-copy from the map when raw
 //!     println!("{} {} {:?} {} bytes", t.name, t.type_name(), t.shape, values.len());
 //! }
+//! assert_eq!(model.index.tensors.len(), 8);
+//! let w = model.index.get("model.layers.0.weight").unwrap();
+//! assert_eq!((w.type_name(), w.shape.as_slice()), ("F32", &[4u64, 4][..]));
+//! assert_eq!(model.tensor_bytes(w)?.len(), 4 * 4 * 4);
+//! assert_eq!(
+//!     model.index.metadata.get("format"),
+//!     Some(&tensorsmith::index::MetaValue::Str("pt".into()))
+//! );
 //! println!("{}", tensorsmith::ops::hash::structural_id(&model.index));
 //! # Ok::<(), tensorsmith::Error>(())
 //! ```
@@ -39,6 +52,7 @@
 //! # Ok::<(), tensorsmith::Error>(())
 //! ```
 
+#![warn(missing_docs)]
 pub mod bytes;
 pub mod cast;
 pub mod codec;

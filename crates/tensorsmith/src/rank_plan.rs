@@ -44,7 +44,10 @@ use std::ops::Range;
 /// fall on a group boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elements {
+    /// Elements in the smallest whole-byte group (1 for byte-sized dtypes, 2 for 4-bit ones,
+    /// the block size for ggml types).
     pub group: u64,
+    /// Bytes one group takes.
     pub bytes: u64,
     /// Names the element type in errors (`F32`, `F4`, `q4_0`).
     pub name: &'static str,

@@ -374,6 +374,8 @@ pub fn dead_writers(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 /// next write lands at `pos` (the zTensor v2 writer drops a blob it finds it already wrote,
 /// which it can only know once the blob has streamed through).
 pub trait Rewind: Write {
+    /// Drops every byte written past `pos` (a position already written), so the next write
+    /// lands at `pos`.
     fn rewind_to(&mut self, pos: u64) -> io::Result<()>;
 }
 

@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 /// A manifest another writer committed over version `base`.
 #[derive(Debug, Clone)]
 pub struct ForeignManifest {
+    /// The version that was current when the other writer committed: the one its manifest
+    /// replaces (adopting it makes version `base + 1`).
     pub base: u64,
+    /// The other writer's manifest, as `dataset_manifest.json` holds it.
     pub manifest: Manifest,
     /// Shards the manifest lists and no version does.
     pub added: Vec<String>,

@@ -12,6 +12,7 @@ pub use tensorsmith::file_lock::DEFAULT_LOCK_TIMEOUT;
 /// The dataset's own folder: the commit lock, versions, index files.
 pub const META_DIR: &str = "_tensorsmith";
 
+/// The commit lock file of the dataset in `dir`: `DIR/_tensorsmith/lock`.
 pub fn lock_path(dir: &Path) -> PathBuf {
     dir.join(META_DIR).join("lock")
 }

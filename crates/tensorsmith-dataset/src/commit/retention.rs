@@ -42,6 +42,17 @@ fn is_dataset(dir: &Path) -> Result<bool> {
 
 /// [`clean_with`] for staging folders idle for longer than `older_than` too, waiting up to
 /// 10 minutes for the commit lock.
+///
+/// # Errors
+///
+/// - [`DatasetError::Input`]: `dir` is not a folder holding a dataset (or a writer's staging
+///   folder).
+/// - [`DatasetError::Conflict`]: another writer committed a manifest over the current version;
+///   adopt it first.
+/// - [`DatasetError::Tensor`]: the commit lock is not had within 10 minutes, or the filesystem
+///   cannot lock.
+/// - [`DatasetError::Io`]: something cannot be listed or removed.
+/// - [`DatasetError::Corrupt`]: a version file is damaged.
 pub fn clean(dir: &Path, older_than: Duration) -> Result<CleanReport> {
     clean_with(dir, older_than, older_than, DEFAULT_LOCK_TIMEOUT)
 }
@@ -51,6 +62,17 @@ pub fn clean(dir: &Path, older_than: Duration) -> Result<CleanReport> {
 /// index files), shards no version lists; and staging folders whose heartbeat is older than
 /// `staging_idle`. `Duration::ZERO` removes every version but the current one now. Waits up
 /// to `timeout` for the commit lock.
+///
+/// # Errors
+///
+/// - [`DatasetError::Input`]: `dir` is not a folder holding a dataset (or a writer's staging
+///   folder).
+/// - [`DatasetError::Conflict`]: another writer committed a manifest over the current version;
+///   adopt it first.
+/// - [`DatasetError::Tensor`]: the commit lock is not had within `timeout`, or the filesystem
+///   cannot lock.
+/// - [`DatasetError::Io`]: something cannot be listed or removed.
+/// - [`DatasetError::Corrupt`]: a version file is damaged.
 pub fn clean_with(
     dir: &Path,
     older_than: Duration,
@@ -119,6 +141,13 @@ pub fn clean_with(
 /// Under the commit lock: `dataset_manifest.json` and the index written again from the
 /// current version, when a commit was killed after its commit point. Returns whether it did.
 /// A manifest another writer committed is adopted as the next version instead (foreign.rs).
+///
+/// # Errors
+///
+/// - Those of [`adopt`](crate::adopt), when another writer's manifest is there.
+/// - [`DatasetError::Tensor`]: the commit lock is not had within `timeout`.
+/// - [`DatasetError::Io`]: the entry files cannot be written.
+/// - [`DatasetError::Corrupt`]: a version file is damaged.
 pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
     if crate::store::adopt::adopt(dir, timeout)?.is_some() {
         return Ok(true);
@@ -132,6 +161,11 @@ pub fn repair(dir: &Path, timeout: Duration) -> Result<bool> {
 
 /// The versions of `dir`, oldest first, and the retired shards (listed only by versions
 /// older than the current one) with their bytes.
+///
+/// # Errors
+///
+/// - [`DatasetError::Corrupt`]: a version file is damaged.
+/// - [`DatasetError::Io`]: the versions cannot be listed or read.
 pub fn versions_info(dir: &Path) -> Result<(Vec<VersionInfo>, Vec<RetiredShard>)> {
     crate::store::versions::info(&LocalStore::new(dir))
 }

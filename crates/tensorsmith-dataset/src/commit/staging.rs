@@ -149,6 +149,7 @@ impl Drop for Heartbeat {
 /// One staging folder in a dataset folder.
 #[derive(Debug, Clone)]
 pub struct StagingFolder {
+    /// The staging folder's path (inside the dataset folder).
     pub path: PathBuf,
     /// Time since the last heartbeat (folders without a marker, from older writers: since the
     /// newest change to the folder or a file in it).

@@ -25,6 +25,8 @@ pub(crate) fn now_ms() -> u64 {
 /// One version file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Version {
+    /// The version's number: 1 for a new dataset's first commit, one more for each commit
+    /// after (0: a dataset written before versions, adopted).
     pub version: u64,
     /// The version this one was prepared against (`None`: a new dataset).
     pub base: Option<u64>,
@@ -33,6 +35,7 @@ pub struct Version {
     pub committed_ms: u64,
     /// `error`, `overwrite`, `append`, or `adopted` (version 0).
     pub mode: String,
+    /// The dataset as this version has it: its shards, totals and schema.
     pub manifest: Manifest,
     /// The version's index file in `_tensorsmith/index/`, when the write generated one.
     pub index: Option<String>,
@@ -116,6 +119,7 @@ pub(crate) fn parse(text: &[u8], path: &Path, n: u64) -> Result<Version> {
 /// written before versions (version 0, its index trusted only where it agrees).
 #[derive(Debug, Clone)]
 pub struct Snapshot {
+    /// The version read (for a dataset without versions, its manifest as version 0).
     pub version: Version,
     /// Whether `version` is a version file (false: the manifest of a dataset without versions).
     pub versioned: bool,
@@ -129,6 +133,7 @@ impl Snapshot {
         }
     }
 
+    /// The snapshot's manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.version.manifest
     }

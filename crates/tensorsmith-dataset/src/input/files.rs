@@ -19,20 +19,27 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use tensorsmith::bytes::StorageOptions;
 
+/// The kind of an input file, told from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputKind {
+    /// A Parquet file (it starts with `PAR1`).
     Parquet,
+    /// An Arrow IPC file (it starts with `ARROW1`).
     IpcFile,
+    /// An Arrow IPC stream (any other file is read as one).
     IpcStream,
 }
 
+/// One input file, opened: its kind and schema, read from its first bytes and footer.
 #[derive(Debug, Clone)]
 pub struct InputFile {
     /// The file's path, or its URL as errors show it (no credentials).
     pub path: PathBuf,
     /// Where its bytes come from (a local file, or the remote object opened and pinned).
     pub(crate) origin: Origin,
+    /// Parquet, Arrow IPC file or Arrow IPC stream.
     pub kind: InputKind,
+    /// The file's columns and their Arrow types.
     pub schema: SchemaRef,
     /// Rows in the file, when known without reading it (Parquet metadata).
     pub rows: Option<u64>,
@@ -132,6 +139,15 @@ fn pq_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> DatasetError
 
 impl Input {
     /// Local files, read in order.
+    ///
+    /// # Errors
+    ///
+    /// - [`DatasetError::Input`]: no file is given.
+    /// - [`DatasetError::Io`]: a file cannot be opened or read.
+    /// - [`DatasetError::Corrupt`]: a file is neither Parquet nor Arrow IPC, or is malformed
+    ///   Parquet or a damaged stream.
+    /// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the reader refuses a file's
+    ///   footer or schema.
     pub fn open<P: AsRef<Path>>(paths: &[P]) -> Result<Input> {
         let opened = paths
             .iter()
@@ -150,6 +166,17 @@ impl Input {
     /// or a URL ending with `/`, gives the files directly in it in name order
     /// ([`input_locations`](crate::input_locations)); so does an `s3://`, `az://` or `gs://`
     /// URL that names no object but a prefix. Remote files are read by range, never downloaded whole.
+    ///
+    /// # Errors
+    ///
+    /// - [`DatasetError::Input`]: no file is given.
+    /// - [`DatasetError::Io`]: a file cannot be opened or read.
+    /// - [`DatasetError::Corrupt`]: a file is neither Parquet nor Arrow IPC, or is malformed
+    ///   Parquet or a damaged stream.
+    /// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the reader refuses a file's
+    ///   footer or schema.
+    /// - [`DatasetError::Tensor`]: a URL cannot be listed or opened (an unknown bucket,
+    ///   denied access, an unreachable endpoint, bad `storage` settings).
     pub fn open_at(locations: &[impl AsRef<str>], storage: &StorageOptions) -> Result<Input> {
         let mut opened = Vec::new();
         let flights = Default::default();
@@ -291,6 +318,7 @@ impl Input {
         }
     }
 
+    /// The input's columns and their Arrow types: the first file's, or the batches'.
     pub fn schema(&self) -> &SchemaRef {
         match &self.source {
             Source::Files(f) => &f[0].schema,

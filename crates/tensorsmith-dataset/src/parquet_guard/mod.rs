@@ -108,11 +108,15 @@ pub fn check_pages<R: ChunkReader>(file: &R, meta: &ParquetMetaData) -> Result<(
 /// A page of a column chunk as the walk finds it: where its header and body lie.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageSpot {
+    /// The row group's index in the file's metadata, from 0.
     pub row_group: usize,
+    /// The column chunk's index within the row group, from 0.
     pub column: usize,
     /// A dictionary page (else a data page, or another kind).
     pub dictionary: bool,
+    /// The byte range of the page header (Thrift `PageHeader`), from the start of the file.
     pub header: std::ops::Range<u64>,
+    /// The byte range of the page body as stored (compressed), from the start of the file.
     pub body: std::ops::Range<u64>,
 }
 

@@ -33,9 +33,14 @@ use crate::read::shard_file::ShardFile;
 /// costs one more ranged GET.
 const SHARD_OPEN_BYTES: u64 = 4096;
 
+/// How a dataset's rows became tensors, told from its first shard (or its index) when it is
+/// opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatasetMode {
+    /// One tensor per column in every shard, its first dimension the shard's samples: read
+    /// by sample or row range.
     Batch,
+    /// One tensor per row and column, named by key: read by key.
     Kv,
 }
 
@@ -44,21 +49,31 @@ pub enum DatasetMode {
 /// (always, within a shard), gathered into a new buffer across shards.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnView<'a> {
+    /// The column's name (its tensor's name in the shards).
     pub name: String,
+    /// The column's dtype.
     pub dtype: DType,
     /// The rows' shape: `[rows, sample dims...]`, or the sample's dims for one sample.
     pub shape: Vec<u64>,
+    /// The rows' bytes, little-endian, row after row.
     pub data: Cow<'a, [u8]>,
 }
 
 /// One tensor read from a dataset: its dtype, shape and little-endian bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
+    /// The tensor's dtype.
     pub dtype: DType,
+    /// The tensor's shape.
     pub shape: Vec<u64>,
+    /// The tensor's bytes, little-endian, in row-major order.
     pub data: Vec<u8>,
 }
 
+/// A dataset opened for reading at one version (the current one, or one asked for), in a
+/// local folder or on an object store. Shards are opened when first read and kept open; the
+/// version stays readable to the end even when later commits replace it, until a
+/// `dataset clean` removes it.
 pub struct Dataset {
     dir: PathBuf,
     /// The version read (0: a dataset written before versions).
@@ -81,6 +96,17 @@ pub struct Dataset {
 
 impl Dataset {
     /// Opens the current version of the dataset in `dir`.
+    ///
+    /// # Errors
+    ///
+    /// - [`DatasetError::Io`]: `dir` does not exist, or holds neither a
+    ///   `dataset_manifest.json` nor versions.
+    /// - [`DatasetError::Input`]: `dir` is a file.
+    /// - [`DatasetError::Conflict`]: another writer (such as safetensors-spark) committed a
+    ///   manifest over the current version; adopt it first.
+    /// - [`DatasetError::Corrupt`]: the manifest or a version file is damaged.
+    /// - [`DatasetError::Tensor`]: the first shard's header, read to tell the mode when there
+    ///   is no usable index, is not valid safetensors.
     pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
         must_be_a_folder(&dir)?;
@@ -92,6 +118,16 @@ impl Dataset {
     }
 
     /// Opens version `version` of the dataset in `dir` (while `dataset clean` keeps it).
+    ///
+    /// # Errors
+    ///
+    /// - [`DatasetError::VersionRemoved`]: `dataset clean` removed that version.
+    /// - [`DatasetError::Corrupt`]: the dataset has no such version (or there is no dataset),
+    ///   or the version file is damaged.
+    /// - [`DatasetError::Io`]: `dir` does not exist.
+    /// - [`DatasetError::Input`]: `dir` is a file.
+    /// - [`DatasetError::Tensor`]: the first shard's header, read to tell the mode when there
+    ///   is no usable index, is not valid safetensors.
     pub fn open_version(dir: impl AsRef<Path>, version: u64) -> Result<Dataset> {
         let dir = dir.as_ref().to_path_buf();
         must_be_a_folder(&dir)?;
@@ -103,6 +139,16 @@ impl Dataset {
     /// settings of `storage` and the environment): the current version, or `version`. A
     /// shard on a store is opened when first read (its header, by range, its version pinned)
     /// and read by range; a read asking for most of it downloads it whole once (`ShardFile`).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Dataset::open`] and [`Dataset::open_version`], on a store as in a folder
+    /// (a prefix that holds no dataset is [`DatasetError::Corrupt`]), and:
+    ///
+    /// - [`DatasetError::Input`]: `location` is a URL datasets do not live on (`hf://`,
+    ///   `http(s)://`).
+    /// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or
+    ///   `storage` holds an unknown or invalid setting.
     pub fn open_at(
         location: &str,
         storage: &StorageOptions,
@@ -193,6 +239,7 @@ impl Dataset {
         Ok(mode_of(&self.manifest, samples, &tensors))
     }
 
+    /// Whether the dataset is read by sample (batch mode) or by key (KV mode).
     pub fn mode(&self) -> DatasetMode {
         self.mode
     }
@@ -202,10 +249,12 @@ impl Dataset {
         self.version
     }
 
+    /// The manifest of the version read.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
+    /// The dataset's folder, or its store location (a URL, as errors show it).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -218,6 +267,7 @@ impl Dataset {
         })
     }
 
+    /// Whether the dataset holds no samples (batch mode) or no tensors (KV mode).
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }

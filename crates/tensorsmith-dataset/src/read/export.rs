@@ -75,6 +75,15 @@ fn arrow_msg(e: arrow_schema::ArrowError) -> DatasetError {
 }
 
 /// Writes the dataset in `dir` to `out` (Parquet, atomically); returns the rows written.
+///
+/// # Errors
+///
+/// Those of [`Dataset::open`], and:
+///
+/// - [`DatasetError::Tensor`]: a shard cannot be read, or the output cannot be written.
+/// - [`DatasetError::VersionRemoved`]: `dataset clean` removed the version read while it was
+///   exported.
+/// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the Parquet output cannot be built.
 pub fn export(dir: &Path, out: &Path) -> Result<u64> {
     export_keys(dir, out, None, "__")
 }
@@ -84,11 +93,31 @@ pub fn export(dir: &Path, out: &Path) -> Result<u64> {
 /// shard is opened. Each is a full tensor key (`s3__v`) or a name (`s3`: every key
 /// `NAME{sep}COLUMN`, in key order), as the Spark source's `keys` option takes it. One that
 /// matches nothing is an error; batch datasets have no keys to choose.
+///
+/// # Errors
+///
+/// Those of [`Dataset::open`], and:
+///
+/// - [`DatasetError::Input`]: keys are given for a batch dataset or columns for a KV one, or a
+///   key, name or column matches nothing in the dataset.
+/// - [`DatasetError::Tensor`]: a shard cannot be read, or the output cannot be written.
+/// - [`DatasetError::VersionRemoved`]: `dataset clean` removed the version read while it was
+///   exported.
+/// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the Parquet output cannot be built.
 pub fn export_keys(dir: &Path, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
     export_dataset(&Dataset::open(dir)?, out, keys, sep)
 }
 
 /// As [`export_keys`], of a dataset already open (a local folder or a store's).
+///
+/// # Errors
+///
+/// - [`DatasetError::Input`]: keys are given for a batch dataset or columns for a KV one, or a
+///   key, name or column matches nothing in the dataset.
+/// - [`DatasetError::Tensor`]: a shard cannot be read, or the output cannot be written.
+/// - [`DatasetError::VersionRemoved`]: `dataset clean` removed the version read while it was
+///   exported.
+/// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the Parquet output cannot be built.
 pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &str) -> Result<u64> {
     export_choosing(ds, out, &StorageOptions::new(), keys, None, sep)
 }
@@ -98,6 +127,15 @@ pub fn export_dataset(ds: &Dataset, out: &Path, keys: Option<&[String]>, sep: &s
 /// dataset lacks is an error; KV datasets choose by `keys`. `out` is a local file or an
 /// object-store URL (`s3://`, `az://`, `gs://`) written with the store settings `storage`:
 /// streamed up in parts, visible only when complete (a failed export leaves no object).
+///
+/// # Errors
+///
+/// - [`DatasetError::Input`]: keys are given for a batch dataset or columns for a KV one, or a
+///   key, name or column matches nothing in the dataset.
+/// - [`DatasetError::Tensor`]: a shard cannot be read, or the output cannot be written.
+/// - [`DatasetError::VersionRemoved`]: `dataset clean` removed the version read while it was
+///   exported.
+/// - [`DatasetError::Parquet`], [`DatasetError::Arrow`]: the Parquet output cannot be built.
 pub fn export_choosing(
     ds: &Dataset,
     out: &Path,

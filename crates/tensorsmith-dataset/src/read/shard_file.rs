@@ -30,6 +30,9 @@ use tensorsmith::OpenOptions;
 /// bytes: the download then costs at most 1.1 times what was asked.
 const WHOLE_OVER: f64 = 1.1;
 
+/// One safetensors shard of a dataset, opened by [`Dataset::file`](crate::Dataset::file):
+/// its validated header, and its bytes (a local file memory-mapped, or an object on a store
+/// read by range, its version pinned).
 #[derive(Debug)]
 pub struct ShardFile {
     /// How errors name the shard (a path, or the store's URL without credentials).
@@ -70,10 +73,12 @@ impl ShardFile {
         })
     }
 
+    /// The shard as errors name it: its local path, or its URL without credentials.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The shard's header: its tensors (name, dtype, shape, byte range) and metadata.
     pub fn index(&self) -> &TensorIndex {
         &self.index
     }
@@ -83,6 +88,8 @@ impl ShardFile {
         self.source.len()
     }
 
+    /// Whether the shard has no bytes (never true of a valid shard, which has at least its
+    /// header).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -13,17 +13,50 @@ use std::time::Duration;
 pub use crate::read::verify_checks::DatasetReport;
 
 /// [`verify_with`] reporting staging folders idle for more than 24 hours.
+///
+/// # Errors
+///
+/// Only when the dataset cannot be checked at all; what is wrong with its shards or index is
+/// reported in [`DatasetReport::problems`] instead.
+///
+/// - [`DatasetError::Corrupt`](crate::DatasetError::Corrupt): `dir` holds no dataset, has no
+///   such version, or a version file is damaged.
+/// - [`DatasetError::VersionRemoved`](crate::DatasetError::VersionRemoved): `dataset clean`
+///   removed the version asked for.
+/// - [`DatasetError::Io`](crate::DatasetError::Io): the folder cannot be listed or read.
 pub fn verify(dir: &Path) -> Result<DatasetReport> {
     verify_with(dir, DEFAULT_STALE_AFTER)
 }
 
 /// Checks `dir` against its manifest, and reports the staging folders of dead writers (a
 /// heartbeat older than `stale_after`; `tensorsmith dataset clean` removes them).
+///
+/// # Errors
+///
+/// Only when the dataset cannot be checked at all; what is wrong with its shards or index is
+/// reported in [`DatasetReport::problems`] instead.
+///
+/// - [`DatasetError::Corrupt`](crate::DatasetError::Corrupt): `dir` holds no dataset, has no
+///   such version, or a version file is damaged.
+/// - [`DatasetError::VersionRemoved`](crate::DatasetError::VersionRemoved): `dataset clean`
+///   removed the version asked for.
+/// - [`DatasetError::Io`](crate::DatasetError::Io): the folder cannot be listed or read.
 pub fn verify_with(dir: &Path, stale_after: Duration) -> Result<DatasetReport> {
     verify_version(dir, None, stale_after)
 }
 
 /// Checks version `version` of `dir` (`None`: the current one) against its shards.
+///
+/// # Errors
+///
+/// Only when the dataset cannot be checked at all; what is wrong with its shards or index is
+/// reported in [`DatasetReport::problems`] instead.
+///
+/// - [`DatasetError::Corrupt`](crate::DatasetError::Corrupt): `dir` holds no dataset, has no
+///   such version, or a version file is damaged.
+/// - [`DatasetError::VersionRemoved`](crate::DatasetError::VersionRemoved): `dataset clean`
+///   removed the version asked for.
+/// - [`DatasetError::Io`](crate::DatasetError::Io): the folder cannot be listed or read.
 pub fn verify_version(
     dir: &Path,
     version: Option<u64>,

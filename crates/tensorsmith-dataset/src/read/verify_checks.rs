@@ -15,13 +15,21 @@ use tensorsmith::index::TensorIndex;
 /// they do not make the dataset unsound.
 #[derive(Debug, Default)]
 pub struct DatasetReport {
+    /// How many shards the manifest lists.
     pub shards: usize,
+    /// How many tensors the shards whose headers could be read hold, together.
     pub tensors: usize,
+    /// What makes the dataset unsound, one line each, naming the shard or file (a missing
+    /// shard, a size, shape or digest that differs from the manifest, an index entry that
+    /// names no tensor).
     pub problems: Vec<String>,
+    /// Files beside the dataset that no version lists, one line each; they do not make it
+    /// unsound.
     pub notes: Vec<String>,
 }
 
 impl DatasetReport {
+    /// Whether the dataset is sound: no problems found (notes do not count).
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }

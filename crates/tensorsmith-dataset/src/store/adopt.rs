@@ -75,6 +75,16 @@ pub(crate) fn adopt_store(store: &dyn Store) -> Result<Option<u64>> {
 /// added checked first (`store_adopt` on the folder), under the commit lock (waiting up to
 /// `timeout`), so that a clean never runs beside it. Returns the new version, `None` when
 /// the manifest is the current version's.
+///
+/// # Errors
+///
+/// - [`DatasetError::Corrupt`](crate::DatasetError::Corrupt): a shard the other writer's
+///   manifest added is missing or does not match it (nothing is adopted).
+/// - [`DatasetError::Conflict`](crate::DatasetError::Conflict): a version was committed while
+///   the manifest was being adopted.
+/// - [`DatasetError::Tensor`](crate::DatasetError::Tensor): the commit lock is not had within
+///   `timeout`.
+/// - [`DatasetError::Io`](crate::DatasetError::Io): the new version cannot be written.
 pub fn adopt(dir: &Path, timeout: Duration) -> Result<Option<u64>> {
     let _lock = crate::commit::lock::acquire(dir, timeout)?;
     adopt_store(&crate::store::local::LocalStore::locked(dir))

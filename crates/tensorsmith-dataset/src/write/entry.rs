@@ -39,6 +39,15 @@ pub(crate) fn refuse_early(out: &Path, mode: WriteMode) -> Result<()> {
 /// `s3a://`), `az://container/prefix` (`abfs(s)://`) or `gs://bucket/prefix`, with the
 /// settings of `storage` and the environment. `hf://` is refused (read only), and so is any
 /// other scheme, by name.
+///
+/// # Errors
+///
+/// Those of [`write_dataset`], on a store as in a folder, and:
+///
+/// - [`DatasetError::Input`], [`DatasetError::Tensor`]: `location` is a URL datasets are not
+///   written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`]: the store cannot be reached or refuses access, or `storage`
+///   holds an unknown or invalid setting.
 pub fn write_dataset_to(
     input: &Input,
     location: &str,
@@ -57,6 +66,23 @@ pub fn write_dataset_to(
 }
 
 /// Writes `input` as a dataset in the folder `out`.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: the options break a rule, or name a column the input lacks.
+/// - [`DatasetError::Exists`]: `out` holds a dataset and the mode is
+///   [`WriteMode::ErrorIfExists`].
+/// - [`DatasetError::Conflict`]: `out` holds files named like shards but no dataset (modes
+///   error and append), or other writers kept committing first.
+/// - [`DatasetError::Input`]: a row or column cannot become a tensor (its type, a length, a
+///   null, a value the dtype cannot hold).
+/// - [`DatasetError::DuplicateKey`]: two rows of a KV write give one tensor key and
+///   `duplicatesStrategy` is `fail`.
+/// - [`DatasetError::Corrupt`], [`DatasetError::Parquet`], [`DatasetError::Arrow`]: an input
+///   file cannot be read.
+/// - [`DatasetError::Empty`]: no rows are left to write.
+/// - [`DatasetError::Io`], [`DatasetError::Tensor`]: a file cannot be written, or the folder's
+///   filesystem cannot lock.
 pub fn write_dataset(
     input: &Input,
     out: &Path,

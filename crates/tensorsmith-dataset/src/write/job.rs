@@ -27,6 +27,12 @@ use std::time::Duration;
 
 /// The job's staging folder in `dir`. Job ids are 1 to 64 of `[A-Za-z0-9_-]`, so the folder
 /// is always a child of `dir`.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`.
+/// - [`DatasetError::Input`]: `dir` is a URL (a job on a store has no staging folder: see
+///   [`start_job_at`](crate::start_job_at)).
 pub fn job_staging(dir: &Path, job_id: &str) -> Result<PathBuf> {
     // Never a local folder named after a URL (`s3:/bucket/ds`).
     if let Some(scheme) = dir.to_str().and_then(tensorsmith::bytes::scheme_name) {
@@ -61,6 +67,14 @@ pub(crate) fn check_job_id(job_id: &str) -> Result<()> {
 /// writes only while the job's heartbeat exists. A driver that dies stops renewing it:
 /// `dataset clean` then takes the job for dead once its heartbeat is an hour old (or the
 /// retention, when longer), with every shard its tasks wrote that no version lists.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`.
+/// - [`DatasetError::Input`]: `dir` is a URL.
+/// - [`DatasetError::Io`]: the staging folder cannot be made.
+/// - [`DatasetError::Tensor`]: the folder's filesystem cannot lock, or the heartbeat cannot be
+///   written.
 pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat> {
     let staging = job_staging(dir, job_id)?;
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
@@ -83,6 +97,20 @@ pub fn start_job(dir: &Path, job_id: &str, every: Duration) -> Result<Heartbeat>
 /// streamed a shard at a time, duplicate keys within the task resolved as `write_dataset`
 /// resolves them (`kv_resolve`); between tasks at the commit. A task that fails removes the
 /// shards it moved in.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`.
+/// - [`DatasetError::Input`]: the job is not running in `dir` (never started, or committed or
+///   aborted, also while the task writes).
+/// - [`DatasetError::Option`]: the options break a rule, or name a column the input lacks.
+/// - [`DatasetError::Input`]: a row or column cannot become a tensor (its type, a length, a
+///   null, a value the dtype cannot hold).
+/// - [`DatasetError::DuplicateKey`]: two rows of a KV write give one tensor key and
+///   `duplicatesStrategy` is `fail`.
+/// - [`DatasetError::Corrupt`], [`DatasetError::Parquet`], [`DatasetError::Arrow`]: an input
+///   file cannot be read.
+/// - [`DatasetError::Io`], [`DatasetError::Tensor`]: a shard cannot be written.
 pub fn write_task(
     input: &Input,
     dir: &Path,
@@ -99,6 +127,20 @@ pub fn write_task(
 /// of [`task_ranges`](crate::task_ranges), the committed shards are those `write_dataset` writes (Parquet pages
 /// copied or decoded where it would). Batch mode: a range starts on a batch boundary. KV
 /// mode: duplicates within the range are resolved here, between tasks at the commit.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`.
+/// - [`DatasetError::Input`]: the job is not running in `dir` (never started, or committed or
+///   aborted, also while the task writes).
+/// - [`DatasetError::Option`]: the options break a rule, or name a column the input lacks.
+/// - [`DatasetError::Input`]: a row or column cannot become a tensor (its type, a length, a
+///   null, a value the dtype cannot hold).
+/// - [`DatasetError::DuplicateKey`]: two rows of a KV write give one tensor key and
+///   `duplicatesStrategy` is `fail`.
+/// - [`DatasetError::Corrupt`], [`DatasetError::Parquet`], [`DatasetError::Arrow`]: an input
+///   file cannot be read.
+/// - [`DatasetError::Io`], [`DatasetError::Tensor`]: a shard cannot be written.
 pub fn write_task_range(
     input: &Input,
     dir: &Path,
@@ -159,6 +201,23 @@ fn job_task(
 /// committed; abort the job), `lastWin` keeps the highest task's tensor and rewrites the
 /// shards that held the others without them. `mode` is checked here, against the folder as
 /// it is at commit time.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`, or `opts`
+///   break a rule.
+/// - [`DatasetError::Input`]: the reports do not fit the job (a task reported twice, a shard
+///   missing from the staging folder, one column's samples of two dtypes or shapes, an appended
+///   schema that differs from the dataset's).
+/// - [`DatasetError::Exists`]: the folder holds a dataset and the mode is
+///   [`WriteMode::ErrorIfExists`].
+/// - [`DatasetError::Conflict`]: other writers kept committing first, or a `dataset clean` took
+///   the job's shards.
+/// - [`DatasetError::DuplicateKeyInTasks`]: two tasks wrote one KV tensor key and
+///   `duplicatesStrategy` is `fail` (nothing is committed: abort the job).
+/// - [`DatasetError::Empty`]: the tasks wrote no rows.
+/// - [`DatasetError::Io`], [`DatasetError::Tensor`]: a file cannot be written, or the commit
+///   lock is not had in time.
 pub fn commit_job(
     dir: &Path,
     job_id: &str,
@@ -176,6 +235,23 @@ pub fn commit_job(
 }
 
 /// [`commit_job`] with the mode, the lock's timeout and the retention of `job`.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`, or `opts`
+///   break a rule.
+/// - [`DatasetError::Input`]: the reports do not fit the job (a task reported twice, a shard
+///   missing from the staging folder, one column's samples of two dtypes or shapes, an appended
+///   schema that differs from the dataset's).
+/// - [`DatasetError::Exists`]: the folder holds a dataset and the mode is
+///   [`WriteMode::ErrorIfExists`].
+/// - [`DatasetError::Conflict`]: other writers kept committing first, or a `dataset clean` took
+///   the job's shards.
+/// - [`DatasetError::DuplicateKeyInTasks`]: two tasks wrote one KV tensor key and
+///   `duplicatesStrategy` is `fail` (nothing is committed: abort the job).
+/// - [`DatasetError::Empty`]: the tasks wrote no rows.
+/// - [`DatasetError::Io`], [`DatasetError::Tensor`]: a file cannot be written, or the commit
+///   lock is not had in time.
 pub fn commit_job_with(
     dir: &Path,
     job_id: &str,
@@ -212,6 +288,13 @@ pub fn commit_job_with(
 /// Removes every shard job `job_id`'s tasks wrote that no version lists, its staging folder
 /// and its heartbeat. Committed files are never touched; aborting a job that never started
 /// or has ended is fine. A task of the job still running stops at its next shard.
+///
+/// # Errors
+///
+/// - [`DatasetError::Option`]: `job_id` is not 1 to 64 characters of `[A-Za-z0-9_-]`.
+/// - [`DatasetError::Input`]: `dir` is a URL.
+/// - [`DatasetError::Io`], [`DatasetError::Tensor`]: a shard, the heartbeat or the staging
+///   folder cannot be removed.
 pub fn abort_job(dir: &Path, job_id: &str) -> Result<()> {
     let staging = job_staging(dir, job_id)?;
     if dir.is_dir() {

@@ -23,6 +23,16 @@ use tensorsmith::bytes::StorageOptions;
 /// Starts job `job_id` at `location` (on the driver, before any task): a local staging
 /// folder with its heartbeat, or the job's heartbeat object in a store; renewed every
 /// `every` until the returned [`Heartbeat`] is stopped or dropped.
+///
+/// # Errors
+///
+/// Those of [`start_job`] (when `location` is a local folder), on a store as in a folder, and:
+///
+/// - [`DatasetError::Input`](crate::DatasetError::Input),
+///   [`DatasetError::Tensor`](crate::DatasetError::Tensor): `location` is a URL datasets are
+///   not written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`](crate::DatasetError::Tensor): the store cannot be reached or
+///   refuses access, or `storage` holds an unknown or invalid setting.
 pub fn start_job_at(
     location: &str,
     storage: &StorageOptions,
@@ -37,6 +47,16 @@ pub fn start_job_at(
 }
 
 /// [`write_task`] at `location`: one pass over a stream, shards uploaded to a store.
+///
+/// # Errors
+///
+/// Those of [`write_task`] (when `location` is a local folder), on a store as in a folder, and:
+///
+/// - [`DatasetError::Input`](crate::DatasetError::Input),
+///   [`DatasetError::Tensor`](crate::DatasetError::Tensor): `location` is a URL datasets are
+///   not written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`](crate::DatasetError::Tensor): the store cannot be reached or
+///   refuses access, or `storage` holds an unknown or invalid setting.
 pub fn write_task_at(
     input: &Input,
     location: &str,
@@ -64,6 +84,17 @@ pub fn write_task_at(
 }
 
 /// [`write_task_range`] at `location`.
+///
+/// # Errors
+///
+/// Those of [`write_task_range`] (when `location` is a local folder), on a store as in a
+/// folder, and:
+///
+/// - [`DatasetError::Input`](crate::DatasetError::Input),
+///   [`DatasetError::Tensor`](crate::DatasetError::Tensor): `location` is a URL datasets are
+///   not written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`](crate::DatasetError::Tensor): the store cannot be reached or
+///   refuses access, or `storage` holds an unknown or invalid setting.
 #[allow(clippy::too_many_arguments)]
 pub fn write_task_range_at(
     input: &Input,
@@ -94,6 +125,17 @@ pub fn write_task_range_at(
 
 /// [`commit_job_with`] at `location`; on a store, the retired and abandoned objects older
 /// than the retention go after the commit, as after `write_dataset_to`.
+///
+/// # Errors
+///
+/// Those of [`commit_job_with`] (when `location` is a local folder), on a store as in a folder,
+/// and:
+///
+/// - [`DatasetError::Input`](crate::DatasetError::Input),
+///   [`DatasetError::Tensor`](crate::DatasetError::Tensor): `location` is a URL datasets are
+///   not written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`](crate::DatasetError::Tensor): the store cannot be reached or
+///   refuses access, or `storage` holds an unknown or invalid setting.
 pub fn commit_job_at(
     location: &str,
     storage: &StorageOptions,
@@ -116,6 +158,16 @@ pub fn commit_job_at(
 }
 
 /// [`abort_job`] at `location`: every shard the job wrote removed, committed ones never.
+///
+/// # Errors
+///
+/// Those of [`abort_job`] (when `location` is a local folder), on a store as in a folder, and:
+///
+/// - [`DatasetError::Input`](crate::DatasetError::Input),
+///   [`DatasetError::Tensor`](crate::DatasetError::Tensor): `location` is a URL datasets are
+///   not written on (`hf://`, `http(s)://`, an unknown scheme).
+/// - [`DatasetError::Tensor`](crate::DatasetError::Tensor): the store cannot be reached or
+///   refuses access, or `storage` holds an unknown or invalid setting.
 pub fn abort_job_at(location: &str, storage: &StorageOptions, job_id: &str) -> Result<()> {
     check_job_id(job_id)?;
     match open_store(location, storage, true)? {

@@ -21,8 +21,11 @@ pub enum WriteMode {
 /// Counters a progress display can poll while a write runs.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Input rows read so far, by all tasks.
     pub rows: AtomicU64,
+    /// Bytes of the shard files written so far (less those a KV `lastWin` write replaced).
     pub bytes: AtomicU64,
+    /// Shard files written so far (less those a KV `lastWin` write replaced).
     pub shards: AtomicU64,
     /// Shards copied straight from Parquet pages (parquet_direct), of `shards`.
     pub direct_shards: AtomicU64,
@@ -58,10 +61,13 @@ pub struct JobOptions {
 }
 
 impl JobOptions {
+    /// The defaults: refuse a folder that already holds a dataset, one task per core, the
+    /// page copy where it applies, a 24-hour retention.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// What to do when the output already holds a dataset: refuse, overwrite or append.
     pub fn with_mode(mut self, mode: WriteMode) -> Self {
         self.mode = mode;
         self
@@ -118,6 +124,7 @@ impl JobOptions {
         self.heartbeat.unwrap_or(std::time::Duration::from_secs(60))
     }
 
+    /// The write mode set by [`with_mode`](Self::with_mode).
     pub fn mode(&self) -> WriteMode {
         self.mode
     }

@@ -33,10 +33,16 @@ pub struct TaskReport {
 }
 
 impl TaskReport {
+    /// The report as JSON, to send from the task that wrote it to the one that commits.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("serializable")
     }
 
+    /// A report read back from [`to_json`](Self::to_json)'s text.
+    ///
+    /// # Errors
+    ///
+    /// - [`DatasetError::Input`]: `text` is not a task report's JSON.
     pub fn from_json(text: &[u8]) -> Result<TaskReport> {
         serde_json::from_slice(text)
             .map_err(|e| DatasetError::input(format!("not a task report: {e}")))

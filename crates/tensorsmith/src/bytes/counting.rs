@@ -48,6 +48,7 @@ pub struct Counted<'a, R: ReadAt + ?Sized> {
 }
 
 impl<'a, R: ReadAt + ?Sized> Counted<'a, R> {
+    /// `inner`, each of its reads (and the bytes read) added to `counter`.
     pub fn new(inner: &'a R, counter: &'a ReadCounter) -> Self {
         Counted { inner, counter }
     }

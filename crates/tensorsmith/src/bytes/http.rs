@@ -424,6 +424,7 @@ impl HttpFile {
         .map_err(|k| changed_err(&self.url, k))
     }
 
+    /// The file's URL, credentials removed (as errors name it).
     pub fn url(&self) -> &str {
         &self.url
     }

@@ -25,8 +25,20 @@ pub enum Backend {
 /// An opened local file.
 #[derive(Debug)]
 pub enum LocalFile {
-    Mmap { map: Mmap, file: File },
-    Pread { file: File, len: u64 },
+    /// Read through a memory map ([`Backend::Mmap`]).
+    Mmap {
+        /// The read-only map of the whole file.
+        map: Mmap,
+        /// The open file, kept for kernel-side copies.
+        file: File,
+    },
+    /// Read with positioned reads ([`Backend::Pread`]), and every empty file.
+    Pread {
+        /// The open file.
+        file: File,
+        /// The file's length when it was opened.
+        len: u64,
+    },
 }
 
 /// From this size on, owned reads of a mapped file use `pread` rather than copying from the

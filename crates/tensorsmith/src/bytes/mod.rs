@@ -94,6 +94,7 @@ pub trait ReadAt: Send + Sync + std::fmt::Debug {
     /// The file's length in bytes.
     fn len(&self) -> u64;
 
+    /// Whether the file has no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -164,6 +164,7 @@ impl StorageOption {
         })
     }
 
+    /// Which setting this is.
     pub fn key(&self) -> StorageKey {
         self.key
     }
@@ -205,10 +206,16 @@ fn parse_bool(v: &str) -> Option<bool> {
 /// legacy retry mode; a request that takes over 60 s, or a connection over 10 s, fails).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
+    /// Requests in flight at once (`max_concurrency`, 1 to 256; default 10).
     pub max_concurrency: usize,
+    /// Bytes per part of a multipart upload or ranged download (`part_size`, 5 MiB to 5 GiB;
+    /// default 8 MiB).
     pub part_size: u64,
+    /// Tries per request before it fails (`max_attempts`, 1 to 100; default 5).
     pub max_attempts: u32,
+    /// Longest a request may take (`timeout`; default 60 s).
     pub timeout: std::time::Duration,
+    /// Longest a connection may take to open (`connect_timeout`; default 10 s).
     pub connect_timeout: std::time::Duration,
 }
 
@@ -292,6 +299,7 @@ pub struct StorageOptions {
 }
 
 impl StorageOptions {
+    /// No settings: everything comes from the environment and the defaults.
     pub fn new() -> StorageOptions {
         StorageOptions::default()
     }
@@ -324,6 +332,7 @@ impl StorageOptions {
             .unwrap_or(false)
     }
 
+    /// Whether no setting was given.
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
     }

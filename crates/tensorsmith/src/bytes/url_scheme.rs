@@ -11,10 +11,16 @@ use std::path::Path;
 /// A URL scheme the byte layer reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UrlScheme {
+    /// `http://` or `https://`: read as given, by range requests where the server answers
+    /// them.
     Http,
+    /// `s3://` or `s3a://`: an S3 (or S3-compatible) object.
     S3,
+    /// `gs://` or `gcs://`: a Google Cloud Storage object.
     Gs,
+    /// `az://`, `abfs://` or `abfss://`: an Azure Blob Storage object.
     Az,
+    /// `hf://`: a file in a Hugging Face Hub repository (read only).
     Hf,
 }
 
@@ -98,6 +104,16 @@ pub fn refuse_remote(out: &str, what: &str) -> Result<()> {
 
 /// Opens a URL the byte layer reads, with the store settings `storage` (for every scheme,
 /// plain `http(s)` too: its transfer settings), fetching its first `first` bytes.
+///
+/// # Errors
+///
+/// - [`ErrorKind::RemoteNotFound`] for a missing object, repository, revision or file;
+///   [`ErrorKind::NoSuchBucket`] for a missing bucket or container.
+/// - [`ErrorKind::AccessDenied`] when the store or the Hub refuses the credentials (401, 403).
+/// - [`ErrorKind::Unreachable`] when the endpoint cannot be reached (refused connection,
+///   unknown host, timeout, after the retries `storage` allows).
+/// - [`ErrorKind::BadStorageOption`] when a store setting cannot be used.
+/// - [`ErrorKind::Http`] for any other failed request or unexpected reply.
 #[cfg(feature = "remote")]
 pub fn open_url(
     location: &str,

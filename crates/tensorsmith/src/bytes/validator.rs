@@ -40,6 +40,8 @@ impl Validator {
         }
     }
 
+    /// The validator as the server sent it (an ETag with its quotes and any `W/`, or the
+    /// date text).
     pub fn value(&self) -> &str {
         match self {
             Validator::StrongEtag(v) | Validator::LastModified(v) | Validator::WeakEtag(v) => v,
@@ -109,10 +111,12 @@ impl Pinned {
         self.validator.as_ref()
     }
 
+    /// The object's length in bytes when it was first seen.
     pub fn len(&self) -> u64 {
         self.len
     }
 
+    /// Whether the object was empty when first seen.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -17,7 +17,9 @@ use crate::ggml_type::GgmlType;
 /// `general.file_type`), its llama-quantize name and the type most tensors get.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileType {
+    /// The `llama_ftype` number, written as `general.file_type`.
     pub id: u32,
+    /// The name llama-quantize takes (`Q4_K_M`, `IQ4_XS`, ...).
     pub name: &'static str,
     default: &'static str,
 }
@@ -88,6 +90,7 @@ impl FileType {
                 && FileType::from_name(&up).is_some())
     }
 
+    /// The ggml type the mix gives a tensor it has no special rule for (`q4_k` for `Q4_K_M`).
     pub fn default_type(self) -> GgmlType {
         ty(self.default)
     }
@@ -172,8 +175,11 @@ impl MixModel {
 /// One tensor as the mixes see it: its name, ggml dims (`ne`, fastest first) and whether it
 /// holds floats (F32, F16, BF16) that can be quantized.
 pub struct MixTensor<'a> {
+    /// The tensor's llama.cpp (GGUF) name, such as `blk.0.attn_q.weight`.
     pub name: &'a str,
+    /// Its dimensions in ggml order, the contiguous one first.
     pub ne: &'a [u64],
+    /// Whether it holds F32, F16 or BF16 values, which can be quantized.
     pub float: bool,
 }
 

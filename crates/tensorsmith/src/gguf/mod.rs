@@ -33,9 +33,11 @@ use std::path::{Path, PathBuf};
 /// One tensor info.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GgufTensor {
+    /// The tensor's name, unique in the file.
     pub name: String,
     /// Dimensions in ggml order: `ne[0]` (the contiguous one) first.
     pub ne: Shape,
+    /// The stored type: a plain one (`f32`, `f16`, ...) or a block-quantized one (`q4_k`, ...).
     pub ggml_type: GgmlType,
     /// Offset from the start of the data section, as stored.
     pub offset: u64,
@@ -52,6 +54,7 @@ impl GgufTensor {
         self.ne.iter().rev().copied().collect()
     }
 
+    /// Number of elements: the product of `ne` (1 for a tensor with no dimensions).
     pub fn elements(&self) -> u64 {
         self.ne.iter().product()
     }
@@ -60,18 +63,22 @@ impl GgufTensor {
 /// A validated GGUF header.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GgufHeader {
+    /// The GGUF version in the header: 1, 2 or 3.
     pub version: u32,
     /// Metadata in file order.
     pub metadata: Vec<(String, GgufValue)>,
     /// Tensor infos in file order.
     pub tensors: Vec<GgufTensor>,
+    /// Alignment of tensor data: `general.alignment` when set, else [`DEFAULT_ALIGNMENT`].
     pub alignment: u64,
     /// Absolute offset of the data section.
     pub data_start: u64,
+    /// Length of the file in bytes.
     pub file_len: u64,
 }
 
 impl GgufHeader {
+    /// The metadata value under `key` (`general.architecture`, ...), if present.
     pub fn get(&self, key: &str) -> Option<&GgufValue> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
@@ -114,6 +121,11 @@ impl GgufHeader {
 }
 
 /// Validates a whole GGUF file held in memory.
+///
+/// # Errors
+///
+/// [`ErrorKind::Gguf`] with the [`GgufRule`] the bytes break (a file cut short is
+/// [`GgufRule::Truncated`]).
 pub fn parse_bytes(bytes: &[u8], opts: &OpenOptions) -> Result<GgufHeader> {
     match parse::parse(bytes, bytes.len() as u64, opts) {
         Ok(h) => Ok(h),
@@ -142,6 +154,12 @@ const FIRST_READ: u64 = 256 << 10;
 
 /// Validates the header of the file held by `r`: parsed in place when it is in memory, else
 /// from a prefix that grows (reading only the bytes not held yet) until the header fits.
+///
+/// # Errors
+///
+/// [`ErrorKind::Gguf`] with the [`GgufRule`] broken; [`ErrorKind::HeaderTooLarge`] over the
+/// options' header limit; [`ErrorKind::Truncated`] when the file ends inside the header; the
+/// reader's own errors ([`ErrorKind::Io`], the remote kinds) when a read fails.
 pub fn read_header(r: &dyn ReadAt, opts: &OpenOptions) -> Result<GgufHeader> {
     let limit = opts.max_gguf_header_len().unwrap_or(u64::MAX);
     let too_large = |len: u64| ErrorKind::HeaderTooLarge { len, limit }.into();
@@ -185,10 +203,26 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
+    /// Opens and validates the GGUF file at `path` with default options.
+    ///
+    /// # Errors
+    ///
+    /// As [`GgufFile::open_with`].
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         Self::open_with(path, &OpenOptions::new())
     }
 
+    /// Opens the GGUF file at `path` and validates its whole header (metadata, tensor infos,
+    /// alignment, bounds) under `opts`. Errors name the file.
+    ///
+    /// # Errors
+    ///
+    /// - [`ErrorKind::Io`] when the file cannot be opened or read.
+    /// - [`ErrorKind::Gguf`] with the [`GgufRule`] broken: bad magic, big-endian or unsupported
+    ///   version, truncated header, bad value type, unknown ggml type, misaligned or overlapping
+    ///   tensor data, data past the end, ...
+    /// - [`ErrorKind::HeaderTooLarge`] when the header exceeds the options' header limit.
+    /// - [`ErrorKind::Truncated`] when the file ends inside the header.
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<GgufFile> {
         let path = path.as_ref();
         let open = || -> Result<GgufFile> {
@@ -203,18 +237,22 @@ impl GgufFile {
         open().map_err(|e| e.in_file(path))
     }
 
+    /// The path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The validated header: metadata and tensor infos in file order.
     pub fn header(&self) -> &GgufHeader {
         &self.header
     }
 
+    /// The open file, for reading tensor bytes at their ranges.
     pub fn source(&self) -> &LocalFile {
         &self.source
     }
 
+    /// Gives up the header and keeps the open file.
     pub fn into_source(self) -> LocalFile {
         self.source
     }

@@ -28,9 +28,11 @@ pub fn is_split_key(key: &str) -> bool {
 /// A part's file name taken apart: `m-00002-of-00003.gguf` is stem `m`, part 2 (1-based) of 3.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartName<'a> {
+    /// The name before `-NNNNN-of-NNNNN.gguf`: the model's name, shared by every part.
     pub stem: &'a str,
-    /// 1-based, as the name spells it.
+    /// The part's number, 1-based, as the name spells it.
     pub no: u64,
+    /// How many parts the model has, as the name spells it.
     pub count: u64,
 }
 
@@ -61,9 +63,11 @@ pub fn part_name(stem: &str, no: u64, count: u64) -> String {
 /// The split keys of one part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SplitKeys {
-    /// 0-based, as stored.
+    /// The part's number (`split.no`), 0-based, as stored.
     pub no: u64,
+    /// How many parts the model has (`split.count`).
     pub count: u64,
+    /// Tensors over all parts (`split.tensors.count`).
     pub tensors: u64,
 }
 
@@ -108,8 +112,11 @@ pub fn bad(msg: String) -> Error {
 /// `small_first`: a first part with the metadata and no tensor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SplitLimits {
+    /// Most tensors in one part (gguf-py's `split_max_tensors`); 0 for no limit.
     pub max_tensors: u64,
+    /// Most tensor bytes in one part (gguf-py's `split_max_size`); 0 for no limit.
     pub max_size: u64,
+    /// Whether the first part holds the metadata and no tensor (gguf-py's `small_first_shard`).
     pub small_first: bool,
 }
 

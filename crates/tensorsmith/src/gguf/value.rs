@@ -7,22 +7,36 @@ use crate::index::MetaValue;
 /// The 13 value types of GGUF, by their ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueType {
+    /// Unsigned 8-bit integer (`UINT8`).
     U8 = 0,
+    /// Signed 8-bit integer (`INT8`).
     I8 = 1,
+    /// Unsigned 16-bit integer (`UINT16`).
     U16 = 2,
+    /// Signed 16-bit integer (`INT16`).
     I16 = 3,
+    /// Unsigned 32-bit integer (`UINT32`).
     U32 = 4,
+    /// Signed 32-bit integer (`INT32`).
     I32 = 5,
+    /// IEEE 754 single precision float (`FLOAT32`).
     F32 = 6,
+    /// Boolean stored as one byte, 0 or 1 (`BOOL`).
     Bool = 7,
+    /// Length-prefixed UTF-8 string (`STRING`).
     String = 8,
+    /// Typed array: an element type, a count, then the elements (`ARRAY`).
     Array = 9,
+    /// Unsigned 64-bit integer (`UINT64`).
     U64 = 10,
+    /// Signed 64-bit integer (`INT64`).
     I64 = 11,
+    /// IEEE 754 double precision float (`FLOAT64`).
     F64 = 12,
 }
 
 impl ValueType {
+    /// The type with this id as a GGUF file stores it (0 to 12), or `None` for an unknown id.
     pub fn from_id(id: u32) -> Option<ValueType> {
         use ValueType::*;
         Some(match id {
@@ -67,40 +81,67 @@ impl ValueType {
 /// One metadata value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GgufValue {
+    /// A `UINT8` value.
     U8(u8),
+    /// An `INT8` value.
     I8(i8),
+    /// A `UINT16` value.
     U16(u16),
+    /// An `INT16` value.
     I16(i16),
+    /// A `UINT32` value.
     U32(u32),
+    /// An `INT32` value.
     I32(i32),
+    /// A `FLOAT32` value.
     F32(f32),
+    /// A `BOOL` value.
     Bool(bool),
+    /// A `STRING` value (always valid UTF-8).
     String(String),
+    /// An `ARRAY` value, its elements packed by type.
     Array(Array),
+    /// A `UINT64` value.
     U64(u64),
+    /// An `INT64` value.
     I64(i64),
+    /// A `FLOAT64` value.
     F64(f64),
 }
 
 /// An array value: its elements, packed by type.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Array {
+    /// An array of `UINT8`.
     U8(Vec<u8>),
+    /// An array of `INT8`.
     I8(Vec<i8>),
+    /// An array of `UINT16`.
     U16(Vec<u16>),
+    /// An array of `INT16`.
     I16(Vec<i16>),
+    /// An array of `UINT32`.
     U32(Vec<u32>),
+    /// An array of `INT32`.
     I32(Vec<i32>),
+    /// An array of `FLOAT32`.
     F32(Vec<f32>),
+    /// An array of `BOOL`.
     Bool(Vec<bool>),
+    /// An array of `STRING` (a tokenizer vocabulary, for one).
     String(Vec<String>),
+    /// An array of arrays, each typed on its own.
     Array(Vec<Array>),
+    /// An array of `UINT64`.
     U64(Vec<u64>),
+    /// An array of `INT64`.
     I64(Vec<i64>),
+    /// An array of `FLOAT64`.
     F64(Vec<f64>),
 }
 
 impl GgufValue {
+    /// The GGUF type of this value (`Array` for any array).
     pub fn value_type(&self) -> ValueType {
         match self {
             GgufValue::U8(_) => ValueType::U8,
@@ -155,6 +196,7 @@ impl GgufValue {
         }
     }
 
+    /// The text of a `STRING` value; `None` for any other type.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             GgufValue::String(s) => Some(s),
@@ -183,6 +225,7 @@ impl GgufValue {
 }
 
 impl Array {
+    /// Number of elements (of a nested array: the number of inner arrays).
     pub fn len(&self) -> usize {
         match self {
             Array::U8(v) => v.len(),
@@ -201,6 +244,7 @@ impl Array {
         }
     }
 
+    /// Whether the array has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -224,6 +268,8 @@ impl Array {
         }
     }
 
+    /// The neutral form: a [`MetaValue::Array`] of the elements, each converted as
+    /// [`GgufValue::to_meta`] converts a single value.
     pub fn to_meta(&self) -> MetaValue {
         fn all<T: Copy>(v: &[T], f: impl Fn(T) -> MetaValue) -> MetaValue {
             MetaValue::Array(v.iter().map(|&x| f(x)).collect())

@@ -36,6 +36,7 @@ pub struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
+    /// An empty writer: no metadata, no tensors.
     pub fn new() -> Self {
         Self::default()
     }
@@ -60,6 +61,7 @@ impl<'a> Writer<'a> {
         self
     }
 
+    /// The metadata set so far, in the order it will be written.
     pub fn metadata(&self) -> &[(String, GgufValue)] {
         &self.metadata
     }

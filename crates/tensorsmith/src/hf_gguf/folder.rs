@@ -12,8 +12,12 @@ use std::path::{Path, PathBuf};
 /// A model folder: where its small files are, how errors name it, and its name (what the
 /// reference's `general.name` heuristics read when config.json does not say).
 pub struct Folder {
+    /// The local folder the small files are read from: the model folder itself, or for a
+    /// remote model the temporary folder they were fetched into.
     pub path: PathBuf,
+    /// The folder as errors show it: the path as given, or the URL with credentials redacted.
     pub shown: String,
+    /// The folder's own name (the last path or URL segment), for `general.name`.
     pub name: String,
     /// The temporary folder holding a remote folder's small files, removed with this.
     #[cfg(feature = "remote")]

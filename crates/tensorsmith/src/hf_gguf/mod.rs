@@ -47,13 +47,18 @@ pub(crate) fn refuse(path: &str, why: &str) -> Error {
 /// The converter's output type: `convert_hf_to_gguf.py --outtype`'s choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutType {
+    /// Float tensors as F32 (`--outtype f32`).
     F32,
+    /// Float tensors as F16 (`--outtype f16`).
     F16,
+    /// Float tensors as BF16 (`--outtype bf16`).
     BF16,
     /// Q8_0, quantized as gguf-py does (F16 where a row is no whole number of blocks).
     Q8_0,
-    /// Ternary types: the embedding and the output stay F16, as the reference leaves them.
+    /// Ternary TQ1_0 (1.69 bits per weight); the embedding and the output stay F16, as the
+    /// reference leaves them.
     TQ1_0,
+    /// Ternary TQ2_0 (2.06 bits per weight), with the same F16 exceptions as `TQ1_0`.
     TQ2_0,
     /// The reference's default: BF16 or F16 as the first tensor of 2+ dims that is either,
     /// else F16.

@@ -24,6 +24,7 @@ pub struct ModelFile {
     pub name: String,
     /// Bytes before the tensor data.
     pub header_len: u64,
+    /// Length of the file in bytes.
     pub file_len: u64,
     /// SHA-1 hex digests recorded for the whole file, each with a tensor that records it
     /// (ONNX external data `checksum`); checked by `verify`.

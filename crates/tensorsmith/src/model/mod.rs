@@ -29,6 +29,8 @@ pub struct Model {
     pub location: String,
     /// Every tensor; byte ranges are within each tensor's own file.
     pub index: TensorIndex,
+    /// The files holding the tensors: one, or every shard of a checkpoint (every part of a
+    /// split GGUF, in order; an ONNX model then its external data files).
     pub files: Vec<ModelFile>,
     /// For a sharded model: which of `files` holds each tensor, by name.
     shard_of: Option<HashMap<String, usize>>,
@@ -40,7 +42,9 @@ pub struct Model {
 /// `split.tensors.count` tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Split {
+    /// Number of parts (`split.count`).
     pub count: u64,
+    /// Tensors over all parts (`split.tensors.count`).
     pub tensors: u64,
 }
 
@@ -78,6 +82,8 @@ impl Model {
         self.split
     }
 
+    /// Whether the tensors live in several files (a sharded checkpoint, a split GGUF opened
+    /// whole, an ONNX model with external data).
     pub fn is_sharded(&self) -> bool {
         self.shard_of.is_some()
     }
@@ -93,6 +99,13 @@ impl Model {
     /// Stored bytes of `range` in the file of tensor `t` (zero-copy from a memory map;
     /// fetched for a remote file). For tensors that are not [`Model::is_plain`], stored bytes
     /// are not the values: use [`Model::part_bytes`].
+    ///
+    /// # Errors
+    ///
+    /// Errors name the file and the tensor. [`ErrorKind::Truncated`] when the range runs past
+    /// the end of the file; [`ErrorKind::Io`] when a local read fails; for a remote file, the
+    /// remote kinds ([`ErrorKind::Unreachable`], [`ErrorKind::Http`], ...) and
+    /// [`ErrorKind::ChangedDuringRead`] when the object was replaced since it was opened.
     pub fn read(&self, t: &TensorInfo, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
         let f = self.file_of(t);
         f.bytes()
@@ -102,6 +115,10 @@ impl Model {
 
     /// The bytes before the tensor data of file `i` (for safetensors: the length and the
     /// JSON header).
+    ///
+    /// # Errors
+    ///
+    /// As [`Model::read`], naming the file.
     pub fn header_bytes(&self, i: usize) -> Result<Cow<'_, [u8]>> {
         let f = &self.files[i];
         f.bytes().read(0..f.header_len).map_err(|e| f.at(e))
@@ -162,12 +179,24 @@ impl Model {
     }
 
     /// Part `i` of tensor `t`, decoded (decompressed, little-endian); zero-copy when stored
-    /// raw in a mapped file.
+    /// raw in a mapped file. Digests are not checked here (see `verify`).
+    ///
+    /// # Errors
+    ///
+    /// Errors name the file and the tensor. Those of [`Model::read`], and for an encoded
+    /// part: [`ErrorKind::ZtCompression`] (a corrupt zstd stream),
+    /// [`ErrorKind::ZtDecodedLength`] (decoded to the wrong length), [`ErrorKind::ZtSeekTable`],
+    /// [`ErrorKind::ZtUnknownEncoding`] (an encoding this library cannot decode).
     pub fn part_bytes(&self, t: &TensorInfo, i: usize) -> Result<Cow<'_, [u8]>> {
         self.part_bytes_checked(t, i, false)
     }
 
-    /// A dense tensor's values (decoded).
+    /// A dense tensor's values (decoded), or a GGUF block-quantized tensor's stored blocks.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Unsupported`] for a tensor of another layout (sparse, group-quantized,
+    /// ...: read its parts with [`Model::part_bytes`]); otherwise as [`Model::part_bytes`].
     pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<Cow<'_, [u8]>> {
         if t.layout != Layout::Dense && !matches!(t.layout, Layout::Ggml(_)) {
             return Err(self
@@ -185,6 +214,10 @@ impl Model {
     /// remote file through the file's streaming copy (parallel ranged GETs written as they
     /// come, no re-chunking), any other as [`Model::for_each_chunk`] gives them, `chunk`
     /// bytes at a time.
+    ///
+    /// # Errors
+    ///
+    /// As [`Model::tensor_bytes`], and [`ErrorKind::Io`] when writing to `out` fails.
     pub fn copy_to(&self, t: &TensorInfo, chunk: u64, out: &mut dyn std::io::Write) -> Result<()> {
         let f = self.file_of(t);
         if self.is_plain(t) && is_remote(f.bytes()) {
@@ -200,6 +233,11 @@ impl Model {
     /// read from the file piece by piece when stored plain, so memory stays bounded whatever
     /// the tensor size (from a remote file, through its parallel streaming copy); decoded
     /// whole, then cut, otherwise. The last piece may be shorter.
+    ///
+    /// # Errors
+    ///
+    /// As [`Model::tensor_bytes`], and the first error `each` returns (which stops the
+    /// reading).
     pub fn for_each_chunk(
         &self,
         t: &TensorInfo,

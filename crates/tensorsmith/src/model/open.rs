@@ -20,6 +20,31 @@ use std::path::Path;
 /// }
 /// # Ok::<(), tensorsmith::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// Every error names the file (or URL, without credentials) it is about.
+///
+/// - [`ErrorKind::Io`](crate::ErrorKind::Io) when a local file or folder cannot be opened or
+///   read.
+/// - [`ErrorKind::NotATensorFile`](crate::ErrorKind::NotATensorFile) when no format claims the
+///   file.
+/// - The format's own rule when the file is not valid: the safetensors variants
+///   (`HeaderJson`, `Hole`, `Truncated`, ...; see
+///   [`SafetensorsFile::open_with`](crate::safetensors::SafetensorsFile::open_with)),
+///   [`ErrorKind::Gguf`](crate::ErrorKind::Gguf), the `ErrorKind::Zt*` and `Cbor*` variants
+///   (see [`ztensor::open`](crate::ztensor::open)),
+///   [`ErrorKind::Onnx`](crate::ErrorKind::Onnx); over a limit of `opts`,
+///   [`ErrorKind::HeaderTooLarge`](crate::ErrorKind::HeaderTooLarge) or
+///   [`ErrorKind::ZtManifestTooLarge`](crate::ErrorKind::ZtManifestTooLarge).
+/// - [`ErrorKind::BadShardIndex`](crate::ErrorKind::BadShardIndex) for a folder or shard index
+///   that is not one checkpoint; [`ErrorKind::BadSplit`](crate::ErrorKind::BadSplit) for a
+///   split GGUF whose parts do not make one whole (or a part, without `part_only`).
+/// - For a URL, the remote kinds of `bytes::open_url`:
+///   [`ErrorKind::RemoteNotFound`](crate::ErrorKind::RemoteNotFound),
+///   [`ErrorKind::AccessDenied`](crate::ErrorKind::AccessDenied),
+///   [`ErrorKind::Unreachable`](crate::ErrorKind::Unreachable),
+///   [`ErrorKind::Http`](crate::ErrorKind::Http), ...
 pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
     if checkpoint::is_index(target) {
         return checkpoint::open_index(target, opts).and_then(one_write);
@@ -53,6 +78,12 @@ pub fn open(target: &str, opts: &OpenOptions) -> Result<Model> {
 /// Opens and validates one file from bytes the caller already has access to (an open
 /// descriptor as a [`crate::bytes::LocalFile`], a buffer, any [`ReadAt`]); `location` names
 /// it in errors and in [`Model::location`].
+///
+/// # Errors
+///
+/// As [`open`] for one file: the format's rule that the bytes break, or
+/// [`ErrorKind::NotATensorFile`](crate::ErrorKind::NotATensorFile); for one part of a split
+/// GGUF (without `part_only`), [`ErrorKind::BadSplit`](crate::ErrorKind::BadSplit).
 pub fn open_reader(location: &str, bytes: Box<dyn ReadAt>, opts: &OpenOptions) -> Result<Model> {
     let (index, file) = read_file(location, bytes, opts)?;
     if onnx_external::has_external(&index) {

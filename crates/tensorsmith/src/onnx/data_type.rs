@@ -57,14 +57,21 @@ pub fn stored_bytes(d: DType, elements: u64) -> Option<u64> {
 /// A typed value field of `TensorProto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Typed {
+    /// `float_data` (field 4): 32-bit floats; carries f32 and complex64 (two entries per value).
     Float,
+    /// `int32_data` (field 5): varint int32 entries; carries int32 and every narrower type (bool,
+    /// 8/16-bit integers, f16/bf16 and the 8-bit floats as their bits, sub-byte types packed).
     Int32,
+    /// `int64_data` (field 7): varint int64 entries; carries int64.
     Int64,
+    /// `double_data` (field 10): 64-bit floats; carries f64 and complex128 (two entries per value).
     Double,
+    /// `uint64_data` (field 11): varint uint64 entries; carries uint32 and uint64.
     Uint64,
 }
 
 impl Typed {
+    /// The typed field with this protobuf field number in `TensorProto`, if it is one.
     pub fn of_field(number: u32) -> Option<Typed> {
         Some(match number {
             4 => Typed::Float,
@@ -76,6 +83,7 @@ impl Typed {
         })
     }
 
+    /// The protobuf field number in `TensorProto`.
     pub fn field(self) -> u32 {
         match self {
             Typed::Float => 4,
@@ -86,6 +94,7 @@ impl Typed {
         }
     }
 
+    /// The field's name in `onnx.proto` (`float_data`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Typed::Float => "float_data",
@@ -107,6 +116,7 @@ impl Typed {
         }
     }
 
+    /// The field whose [`Typed::encoding`] is `e` (`onnx.float_data`, ...).
     pub fn from_encoding(e: &str) -> Option<Typed> {
         [
             Typed::Float,

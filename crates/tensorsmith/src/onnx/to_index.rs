@@ -18,11 +18,20 @@ pub const STRING_LAYOUT: &str = "onnx.string";
 /// The layout of sparse initializers: parts `values` and `indices` as ONNX stores them.
 pub const SPARSE_LAYOUT: &str = "onnx.sparse";
 
-/// Attribute keys a tensor may carry.
+/// Attribute keys a tensor may carry. This one: the path of the subgraph an initializer
+/// comes from (text; absent for the main graph's).
 pub const ATTR_GRAPH: &str = "onnx.graph";
+/// Attribute key of an external-data tensor's data file, relative to the model's folder
+/// (text: the `location` entry of its `external_data`).
 pub const ATTR_LOCATION: &str = "onnx.location";
+/// Attribute key of the byte offset of an external-data tensor in its data file (unsigned
+/// integer; 0 when `external_data` gives none).
 pub const ATTR_OFFSET: &str = "onnx.offset";
+/// Attribute key of the byte length an external-data tensor's `external_data` states
+/// (unsigned integer; present only when stated).
 pub const ATTR_LENGTH: &str = "onnx.length";
+/// Attribute key of the SHA-1 hex digest an external-data tensor's `external_data` records
+/// for its whole data file (text; present only when recorded).
 pub const ATTR_CHECKSUM: &str = "onnx.checksum";
 
 /// The index of a walked model whose `.onnx` is `file_len` bytes.

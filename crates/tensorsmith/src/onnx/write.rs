@@ -16,8 +16,11 @@ pub enum Placement {
     Inline(Vec<u8>),
     /// In the data file `location` (relative to the model's folder), at `offset`.
     External {
+        /// Path of the data file, relative to the model's folder.
         location: String,
+        /// Byte offset of the values in the data file.
         offset: u64,
+        /// Byte length of the values.
         length: u64,
     },
 }
@@ -25,8 +28,11 @@ pub enum Placement {
 /// One initializer to write in place of the template's of the same name.
 #[derive(Debug, Clone)]
 pub struct NewTensor {
+    /// The tensor's dimensions, outermost first.
     pub dims: Vec<u64>,
+    /// The ONNX `TensorProto.data_type` code of its values (see [`crate::onnx::data_type`]).
     pub data_type: i32,
+    /// Where its values are written.
     pub placement: Placement,
 }
 

@@ -10,11 +10,15 @@ use std::cmp::Ordering;
 pub struct Node<'a> {
     /// The last name segment.
     pub segment: &'a str,
+    /// Tensors at or under this node.
     pub tensors: u64,
+    /// Decoded bytes of those tensors.
     pub bytes: u64,
+    /// Elements of those tensors (the parameter count).
     pub parameters: u64,
     /// The tensor named by this node's full path, if there is one.
     pub tensor: Option<&'a TensorInfo>,
+    /// The groups and tensors one segment further down.
     pub children: Vec<Node<'a>>,
 }
 

@@ -9,6 +9,12 @@ use rayon::prelude::*;
 use std::path::Path;
 
 /// Checks every tensor of `model` and reports every failure.
+///
+/// Nothing stops the check: every failure lands in [`VerifyReport::failures`], naming its
+/// file and tensor. Their kinds: [`ErrorKind::DigestMismatch`] (a part, or an ONNX external
+/// data file's SHA-1), [`ErrorKind::ZtCompression`] / [`ErrorKind::ZtDecodedLength`] /
+/// [`ErrorKind::ZtSeekTable`] (a corrupt encoded part), [`ErrorKind::ZtLayoutData`] (data that
+/// breaks its layout's rules), and the read errors of [`Model::read`].
 pub fn verify(model: &Model) -> VerifyReport {
     crate::progress::expect(model.index.tensors.iter().map(|t| t.byte_len()).sum());
     let checks: Vec<_> = model

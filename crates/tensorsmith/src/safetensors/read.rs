@@ -214,10 +214,32 @@ pub struct SafetensorsFile {
 
 impl SafetensorsFile {
     /// Opens and validates `path` with default options (memory-mapped).
+    ///
+    /// # Errors
+    ///
+    /// As [`SafetensorsFile::open_with`].
     pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsFile> {
         Self::open_with(path, &OpenOptions::new())
     }
 
+    /// Opens `path` with the backend and limits of `opts` and validates the whole header and
+    /// the data layout before returning. Errors name the file (and the tensor, where one is
+    /// at fault).
+    ///
+    /// # Errors
+    ///
+    /// - [`ErrorKind::Io`] when the file cannot be opened or read.
+    /// - Framing: [`ErrorKind::FileTooSmall`] (under 8 bytes), [`ErrorKind::NotATensorFile`]
+    ///   (a header length no safetensors file has), [`ErrorKind::HeaderTooLarge`] (over the
+    ///   options' header limit), [`ErrorKind::HeaderPastEnd`].
+    /// - Header: [`ErrorKind::HeaderNotUtf8`], [`ErrorKind::HeaderNulPadding`],
+    ///   [`ErrorKind::HeaderJson`], [`ErrorKind::HeaderNotObject`], [`ErrorKind::DuplicateKey`],
+    ///   [`ErrorKind::BadMetadata`], [`ErrorKind::TensorNotObject`],
+    ///   [`ErrorKind::MissingField`], [`ErrorKind::DuplicateField`], [`ErrorKind::BadField`],
+    ///   [`ErrorKind::UnknownDtype`].
+    /// - Tensor data: [`ErrorKind::ShapeOverflow`], [`ErrorKind::PartialByte`],
+    ///   [`ErrorKind::OffsetsReversed`], [`ErrorKind::SizeMismatch`], [`ErrorKind::Hole`],
+    ///   [`ErrorKind::Overlap`], [`ErrorKind::Truncated`], [`ErrorKind::TrailingBytes`].
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<SafetensorsFile> {
         let path = path.as_ref();
         Self::open_inner(path, opts).map_err(|e| e.in_file(path))
@@ -250,10 +272,12 @@ impl SafetensorsFile {
         })
     }
 
+    /// The path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The validated index: tensors in the order of their data, metadata, header length.
     pub fn index(&self) -> &TensorIndex {
         &self.index
     }
@@ -263,6 +287,7 @@ impl SafetensorsFile {
         (self.index, self.source)
     }
 
+    /// The open file, for reading tensor bytes at their ranges.
     pub fn source(&self) -> &LocalFile {
         &self.source
     }
@@ -272,6 +297,8 @@ impl SafetensorsFile {
         self.index.tensors.iter().map(|t| t.name.as_str())
     }
 
+    /// The `__metadata__` map (empty when the header has none); every value is a
+    /// [`MetaValue::Str`].
     pub fn metadata(&self) -> &BTreeMap<String, MetaValue> {
         &self.index.metadata
     }
@@ -330,11 +357,13 @@ impl SafetensorsFile {
 /// A tensor's description and bytes.
 #[derive(Debug)]
 pub struct TensorView<'a> {
+    /// The tensor's name, dtype, shape and byte range.
     pub info: &'a TensorInfo,
     data: Cow<'a, [u8]>,
 }
 
 impl<'a> TensorView<'a> {
+    /// The tensor's bytes, little-endian, as stored.
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }

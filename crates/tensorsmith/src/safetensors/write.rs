@@ -21,6 +21,7 @@ pub trait TensorData {
     /// Number of bytes `write_to` will write.
     fn len(&self) -> u64;
 
+    /// Whether the tensor has no bytes (`len()` is 0).
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -66,7 +67,9 @@ impl TensorData for Cow<'_, [u8]> {
 /// A byte range of an opened file (local, remote or in memory), copied through a bounded buffer: writing from another
 /// file keeps memory flat whatever the size.
 pub struct SourceRange<'a> {
+    /// The opened file to copy from.
     pub source: &'a dyn ReadAt,
+    /// The bytes of `source` to copy: the tensor's data range there.
     pub range: Range<u64>,
 }
 
@@ -87,13 +90,17 @@ impl TensorData for SourceRange<'_> {
 /// `copy_to`.
 #[derive(Default)]
 pub struct FilePieces<'a> {
+    /// The pieces, in the order their bytes make up the tensor.
     pub pieces: Vec<Piece<'a>>,
 }
 
+/// One piece of a [`FilePieces`].
 pub enum Piece<'a> {
+    /// A byte range of a local file, copied by the kernel when the output is a file.
     Range(&'a File, Range<u64>),
     /// A range of any opened source (a remote file read through its cache).
     At(&'a dyn ReadAt, Range<u64>),
+    /// This many zero bytes.
     Zeros(u64),
 }
 
@@ -187,6 +194,7 @@ pub struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
+    /// An empty writer: no tensors, no `__metadata__`, no digest record.
     pub fn new() -> Self {
         Self::default()
     }
@@ -419,7 +427,20 @@ impl<'a> Writer<'a> {
     }
 
     /// Writes atomically to `path`: a temporary file in the same folder, fsynced and renamed
-    /// over `path` only when complete. On any error `path` is left as it was.
+    /// over `path` only when complete. On any error `path` is left as it was. Returns the
+    /// number of bytes written.
+    ///
+    /// # Errors
+    ///
+    /// - [`ErrorKind::Io`] when the file cannot be created, written, synced or renamed, a
+    ///   tensor's source cannot be read, or the write is interrupted
+    ///   ([`crate::interrupt`]).
+    /// - [`ErrorKind::WrongDataLength`] when a tensor's [`TensorData`] writes another number
+    ///   of bytes than its `len()` promised.
+    /// - The source's own error kinds when a tensor's bytes are read from another opened file
+    ///   (a remote read, a digest check).
+    ///
+    /// Problems with names, dtypes and shapes are reported earlier, by [`Writer::add`].
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
         write_atomically(path.as_ref(), |f| self.write_to(f))
     }

@@ -15,16 +15,23 @@ use std::collections::BTreeMap;
 /// A decoded CBOR item borrowing its strings from the input.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value<'a> {
+    /// An unsigned integer (major type 0).
     UInt(u64),
     /// A negative integer `-1 - n`.
     NInt(u64),
+    /// A byte string (major type 2).
     Bytes(&'a [u8]),
+    /// A UTF-8 text string (major type 3).
     Text(&'a str),
+    /// An array of items (major type 4).
     Array(Vec<Value<'a>>),
     /// Entries in encoded order.
     Map(Vec<(Value<'a>, Value<'a>)>),
+    /// `true` or `false`.
     Bool(bool),
+    /// CBOR `null`.
     Null,
+    /// A float of any encoded width (half, single or double), widened to f64.
     Float(f64),
 }
 
@@ -312,6 +319,7 @@ impl<'a> Decoder<'a> {
 }
 
 impl<'a> Value<'a> {
+    /// The string of a `Text` item; `None` for any other item.
     pub fn as_text(&self) -> Option<&'a str> {
         match self {
             Value::Text(s) => Some(s),
@@ -319,6 +327,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The value of a `UInt` item; `None` for any other item (negative integers included).
     pub fn as_u64(&self) -> Option<u64> {
         match self {
             Value::UInt(v) => Some(*v),
@@ -326,6 +335,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The items of an `Array`; `None` for any other item.
     pub fn as_array(&self) -> Option<&[Value<'a>]> {
         match self {
             Value::Array(v) => Some(v),
@@ -333,6 +343,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The entries of a `Map`, in encoded order; `None` for any other item.
     pub fn as_map(&self) -> Option<&[(Value<'a>, Value<'a>)]> {
         match self {
             Value::Map(m) => Some(m),
@@ -405,15 +416,18 @@ pub fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
     }
 }
 
+/// Appends a text string.
 pub fn text(out: &mut Vec<u8>, s: &str) {
     head(out, 3, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
 }
 
+/// Appends an unsigned integer, shortest form.
 pub fn uint(out: &mut Vec<u8>, v: u64) {
     head(out, 0, v);
 }
 
+/// Appends a signed integer: major type 0 when non-negative, 1 (`-1 - n`) when negative.
 pub fn int(out: &mut Vec<u8>, v: i64) {
     if v >= 0 {
         head(out, 0, v as u64);
@@ -442,6 +456,7 @@ pub fn float(out: &mut Vec<u8>, f: f64) {
     }
 }
 
+/// Appends a definite-length array of unsigned integers (a shape, for one).
 pub fn u64_array(out: &mut Vec<u8>, v: &[u64]) {
     head(out, 4, v.len() as u64);
     for &x in v {
@@ -470,6 +485,8 @@ pub fn ordered_keys<'k, I: Iterator<Item = &'k str>>(keys: I, order: KeyOrder) -
     v
 }
 
+/// Appends a metadata value as CBOR, with the keys of any maps in it in `order`; floats take
+/// their shortest exact width.
 pub fn meta(out: &mut Vec<u8>, v: &MetaValue, order: KeyOrder) {
     match v {
         MetaValue::Str(s) => text(out, s),
@@ -493,6 +510,7 @@ pub fn meta(out: &mut Vec<u8>, v: &MetaValue, order: KeyOrder) {
     }
 }
 
+/// Appends a definite-length text-keyed map of metadata values, keys in `order`.
 pub fn meta_map(out: &mut Vec<u8>, m: &BTreeMap<String, MetaValue>, order: KeyOrder) {
     head(out, 5, m.len() as u64);
     for k in ordered_keys(m.keys().map(String::as_str), order) {
@@ -509,6 +527,7 @@ pub struct SortedMap {
 }
 
 impl SortedMap {
+    /// An empty map.
     pub fn new() -> Self {
         Self::default()
     }
@@ -522,6 +541,7 @@ impl SortedMap {
         self.entries.push((k, v));
     }
 
+    /// Appends the map to `out`: a definite-length head, then the entries sorted by encoded key.
     pub fn finish(mut self, out: &mut Vec<u8>) {
         self.entries.sort_by(|a, b| a.0.cmp(&b.0));
         head(out, 5, self.entries.len() as u64);

@@ -20,7 +20,20 @@ pub fn parse_bytes(bytes: &[u8], opts: &OpenOptions) -> Result<Parsed> {
     parse_with(&bytes, opts).map(|(_, p)| p)
 }
 
-/// Opens and validates a zTensor file of any version.
+/// Opens and validates a zTensor file of any version, detected from its magic, with the
+/// limits and backend of `opts`.
+///
+/// # Errors
+///
+/// - [`ErrorKind::Io`] when the file cannot be opened or read.
+/// - [`ErrorKind::ZtUnknownMagic`] when the file starts with no zTensor magic.
+/// - `ErrorKind::Zt*` variants for the rule the file breaks (each names the file):
+///   [`ErrorKind::ZtTooSmall`], [`ErrorKind::ZtFooterMagic`],
+///   [`ErrorKind::ZtManifestTooLarge`] (over the options' manifest limit),
+///   [`ErrorKind::ZtManifestHash`], [`ErrorKind::ZtSchema`], [`ErrorKind::ZtMisaligned`],
+///   [`ErrorKind::ZtOverlap`], [`ErrorKind::ZtLayoutRule`], ...
+/// - [`ErrorKind::Cbor`] or [`ErrorKind::CborNotDeterministic`] for a manifest that is not
+///   valid (v2: deterministic) CBOR.
 pub fn open(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<ZtFile> {
     ZtFile::open_with(path, opts)
 }
@@ -36,10 +49,20 @@ pub struct ZtFile {
 }
 
 impl ZtFile {
+    /// Opens and validates the zTensor file at `path` with default options.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`].
     pub fn open(path: impl AsRef<Path>) -> Result<ZtFile> {
         Self::open_with(path, &OpenOptions::new())
     }
 
+    /// Opens and validates the zTensor file at `path` under `opts`.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`].
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<ZtFile> {
         let path = path.as_ref();
         let source = LocalFile::open(path, opts.backend())?;
@@ -54,18 +77,22 @@ impl ZtFile {
         })
     }
 
+    /// The path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The on-disk version, detected from the magic.
     pub fn version(&self) -> ZtVersion {
         self.version
     }
 
+    /// The validated index: tensors in the order of their data, with absolute byte ranges.
     pub fn index(&self) -> &TensorIndex {
         &self.parsed.index
     }
 
+    /// The open file, for reading parts' stored bytes at their ranges.
     pub fn source(&self) -> &LocalFile {
         &self.source
     }
@@ -80,6 +107,7 @@ impl ZtFile {
         self.parsed.manifest_version.as_deref()
     }
 
+    /// Where the manifest lies in the file, in bytes.
     pub fn manifest_range(&self) -> Range<u64> {
         self.parsed.manifest_range.clone()
     }
@@ -88,6 +116,8 @@ impl ZtFile {
         e.at_tensor(name).in_file(&self.path)
     }
 
+    /// The tensor named `name`; [`ErrorKind::NoSuchTensor`] (naming the file and tensor) when
+    /// there is none.
     pub fn info(&self, name: &str) -> Result<&TensorInfo> {
         self.by_name
             .get(name)

@@ -75,9 +75,11 @@ use std::ops::Range;
 /// A validated manifest.
 #[derive(Debug, Clone)]
 pub struct Parsed {
+    /// The neutral index of the file's tensors.
     pub index: TensorIndex,
     /// The manifest's `version` string (v1.1: `"1.1.0"` or `"1.2.0"`).
     pub manifest_version: Option<String>,
+    /// Where the manifest lies in the file, in bytes.
     pub manifest_range: Range<u64>,
 }
 

@@ -10,12 +10,15 @@ use std::ops::Range;
 /// thread, in any order; a source that can only produce its bytes whole says so with
 /// [`PartSource::whole`] and is then read once, as `0..len()`.
 pub trait PartSource: Send + Sync {
+    /// Length of the part's decoded bytes.
     fn len(&self) -> u64;
 
+    /// Whether the part has no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The decoded bytes in `range` (within `0..len()`), borrowed where the source can.
     fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>>;
 
     /// Sub-ranges cost as much as the whole (a compressed input part): read it once.
@@ -26,7 +29,9 @@ pub trait PartSource: Send + Sync {
 
 /// A part's bytes: in memory, or read when needed.
 pub enum PartBytes<'a> {
+    /// The bytes, held in memory (borrowed or owned).
     Mem(Cow<'a, [u8]>),
+    /// A source the writer reads the bytes from when it reaches the part.
     Lazy(Box<dyn PartSource + 'a>),
 }
 
@@ -40,6 +45,7 @@ impl std::fmt::Debug for PartBytes<'_> {
 }
 
 impl PartBytes<'_> {
+    /// Length of the bytes.
     pub fn len(&self) -> u64 {
         match self {
             PartBytes::Mem(b) => b.len() as u64,
@@ -47,6 +53,7 @@ impl PartBytes<'_> {
         }
     }
 
+    /// Whether there are no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -20,17 +20,22 @@ use std::path::Path;
 /// How part bytes are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
+    /// Parts are stored raw, as their decoded bytes.
     #[default]
     None,
     /// zstd at a level of 1-22 (3 is the references' default): one frame per part for
     /// v0.1/v1.1, `zt.zstd-seekable/1` with 1 MiB frames for v2.
-    Zstd { level: i32 },
+    Zstd {
+        /// The zstd compression level, 1 (fastest) to 22 (smallest).
+        level: i32,
+    },
 }
 
 /// Options for a [`Writer`]: [`WriteOptions::new`] and `with_*` methods.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WriteOptions {
+    /// The zTensor version to write (v2 by default).
     pub version: ZtVersion,
     /// Default for parts that do not say otherwise.
     pub compression: Compression,
@@ -61,6 +66,7 @@ impl WriteOptions {
         Self::default()
     }
 
+    /// The zTensor version to write: v0.1, v1.1 or v2.
     pub fn with_version(mut self, version: ZtVersion) -> Self {
         self.version = version;
         self
@@ -95,8 +101,11 @@ impl WriteOptions {
 /// type.
 #[derive(Debug)]
 pub struct PartData<'a> {
+    /// The part's role in its tensor's layout (`data`, `values`, `indices`, `scales`, ...).
     pub role: String,
+    /// Element type of the decoded bytes.
     pub dtype: DType,
+    /// The decoded little-endian bytes, in memory or read on demand.
     pub data: PartBytes<'a>,
     /// Overrides the writer's default compression for this part.
     pub compression: Option<Compression>,
@@ -106,6 +115,8 @@ pub struct PartData<'a> {
 }
 
 impl<'a> PartData<'a> {
+    /// A part whose decoded bytes are `data`, held in memory (borrowed or owned), with the
+    /// writer's default compression.
     pub fn new(role: &str, dtype: DType, data: impl Into<Cow<'a, [u8]>>) -> Self {
         PartData {
             role: role.to_string(),
@@ -127,6 +138,7 @@ impl<'a> PartData<'a> {
         }
     }
 
+    /// This part stored with `c`, whatever the writer's default.
     pub fn compressed(mut self, c: Compression) -> Self {
         self.compression = Some(c);
         self
@@ -225,6 +237,7 @@ fn widen_to_u64(dtype: DType, bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 impl<'a> Writer<'a> {
+    /// An empty writer with the options `opts` (checked when the file is written).
     pub fn new(opts: WriteOptions) -> Self {
         Writer {
             opts,
@@ -234,6 +247,7 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The options the writer was made with.
     pub fn options(&self) -> &WriteOptions {
         &self.opts
     }
@@ -648,6 +662,7 @@ impl<'a> Writer<'a> {
         })
     }
 
+    /// The whole file in memory, as [`Writer::write_to`] writes it.
     pub fn to_bytes(self) -> Result<Vec<u8>> {
         let mut v = Vec::new();
         self.write_to(&mut v)?;
@@ -655,7 +670,14 @@ impl<'a> Writer<'a> {
     }
 
     /// Writes atomically: a temporary file in the same folder, renamed over `path` only
-    /// when complete.
+    /// when complete. Returns the number of bytes written.
+    ///
+    /// # Errors
+    ///
+    /// - [`ErrorKind::ZtUnsupportedOption`] when the options do not fit the version (an xxh3
+    ///   digest in v1.1, compression in a canonical file, a zstd level outside 1-22, ...).
+    /// - [`ErrorKind::Io`] when the file cannot be created, written or renamed, or a part read
+    ///   on demand cannot be read; nothing is left under `path` then.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<u64> {
         write_atomically(path.as_ref(), |f| self.write_to(f))
     }

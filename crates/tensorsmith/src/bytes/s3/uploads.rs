@@ -22,7 +22,9 @@ use std::sync::Arc;
 /// A multipart upload that was started and neither completed nor aborted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UploadMeta {
+    /// The key of the object being uploaded.
     pub key: String,
+    /// The id S3 gave the upload, needed to abort it.
     pub upload_id: String,
     /// When it was started (ISO 8601, as the store sends it).
     pub initiated: String,

@@ -32,7 +32,9 @@ pub enum PutCondition {
 /// One object of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectMeta {
+    /// The object's key (its path within the bucket or container).
     pub key: String,
+    /// The object's length in bytes.
     pub size: u64,
     /// As the store sends it, quotes included.
     pub etag: String,

@@ -82,16 +82,21 @@ impl ConvertOptions {
         self
     }
 
+    /// Cast float tensors (F64, F32, F16, BF16) to `dtype`, one of those four; tensors of
+    /// other dtypes are copied as they are. `None` casts nothing.
     pub fn with_dtype(mut self, dtype: impl Into<Option<DType>>) -> Self {
         self.dtype = dtype.into();
         self
     }
 
+    /// How casts narrow floats to 16 bits: to nearest (the default) or by truncation.
     pub fn with_rounding(mut self, rounding: Rounding) -> Self {
         self.rounding = rounding;
         self
     }
 
+    /// Safetensors output: shards of at most `bytes` tensor bytes each, plus their index file.
+    /// GGUF output: parts of at most that many tensor bytes (gguf-py's `split_max_size`).
     pub fn with_shard_size(mut self, bytes: impl Into<Option<u64>>) -> Self {
         self.shard_size = bytes.into();
         self
@@ -109,26 +114,34 @@ impl ConvertOptions {
         self
     }
 
+    /// Write sparse tensors (zTensor CSR/COO, ONNX sparse initializers) as dense ones instead
+    /// of refusing them.
     pub fn with_densify(mut self, yes: bool) -> Self {
         self.densify = yes;
         self
     }
 
+    /// zTensor output in this version (an output name ending in `.zt` alone chooses v2).
     pub fn with_zt_version(mut self, version: impl Into<Option<ZtVersion>>) -> Self {
         self.zt_version = version.into();
         self
     }
 
+    /// zTensor output: compress every part this way.
     pub fn with_compression(mut self, compression: impl Into<Option<Compression>>) -> Self {
         self.compression = compression.into();
         self
     }
 
+    /// The digest every part (zTensor) or tensor (safetensors, under `tensorsmith.digest`)
+    /// records.
     pub fn with_digest(mut self, digest: impl Into<Option<DigestKind>>) -> Self {
         self.digest = digest.into();
         self
     }
 
+    /// zTensor v0.1 output, which has no file metadata: drop the input's metadata instead of
+    /// refusing the conversion.
     pub fn with_drop_metadata(mut self, yes: bool) -> Self {
         self.drop_metadata = yes;
         self
@@ -167,10 +180,6 @@ impl ConvertOptions {
         self
     }
 
-    /// GGUF output with a llama-quantize mix: quantize with the importance matrix of
-    /// llama-imatrix's file at `path` (GGUF or legacy `.dat`), as `llama-quantize --imatrix`
-    /// does: the mix chosen as with an imatrix, each tensor quantized with its weights, and
-    /// the `quantize.imatrix.*` keys recorded (the path as given).
     /// A Hugging Face folder to GGUF: the output type as `convert_hf_to_gguf.py --outtype`
     /// names it (F32, F16, BF16, Q8_0, TQ1_0, TQ2_0; `Auto`, the default, as it guesses).
     pub fn with_outtype(mut self, t: impl Into<Option<crate::hf_gguf::OutType>>) -> Self {
@@ -192,6 +201,10 @@ impl ConvertOptions {
         self
     }
 
+    /// GGUF output with a llama-quantize mix: quantize with the importance matrix of
+    /// llama-imatrix's file at `path` (GGUF or legacy `.dat`), as `llama-quantize --imatrix`
+    /// does: the mix chosen as with an imatrix, each tensor quantized with its weights, and
+    /// the `quantize.imatrix.*` keys recorded (the path as given).
     pub fn with_imatrix(mut self, path: impl Into<Option<std::path::PathBuf>>) -> Self {
         self.imatrix = path.into();
         self

@@ -47,6 +47,26 @@ pub fn refuse_remote_outputs(out: &str, opts: &ConvertOptions) -> Result<()> {
 }
 
 /// Writes `input` as the format [`writes_ztensor`] picks; returns the files written.
+///
+/// Each output file is written atomically, so a failed conversion leaves no partial file
+/// under an output name.
+///
+/// # Errors
+///
+/// - [`ErrorKind::Unsupported`] when options contradict each other or the output format
+///   (compression for safetensors, a zTensor version for a `.gguf` name, ...), or a tensor
+///   cannot be written in that format (a sparse one without densifying, ...); refused before
+///   anything is written.
+/// - [`ErrorKind::UnsupportedCast`] or [`ErrorKind::UnsupportedDtype`] when a tensor's dtype
+///   cannot be cast as asked or has no name in the output format;
+///   [`ErrorKind::CannotDequantize`] / [`ErrorKind::CannotQuantize`] for ggml types without a
+///   (de)quantizer.
+/// - [`ErrorKind::MetadataConflict`] when carried metadata disagrees with what the output
+///   must record.
+/// - [`ErrorKind::DigestMismatch`] when an input tensor no longer matches the digest its file
+///   records (unless `with_skip_digest_check`).
+/// - The input's read errors (see [`Model::tensor_bytes`]) and [`ErrorKind::Io`] for a failed
+///   write; for an `s3://` output, the remote kinds.
 pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<PathBuf>> {
     let refuse = |what: &str| Err(Error::new(ErrorKind::Unsupported(what.into())).in_file(out));
     let name = out.to_string_lossy();

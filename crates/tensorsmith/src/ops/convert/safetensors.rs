@@ -111,6 +111,7 @@ impl TensorData for Dequantized<'_> {
 pub struct Written {
     /// Every file written: the output, or the shards then the index.
     pub files: Vec<PathBuf>,
+    /// Bytes written over all those files.
     pub bytes: u64,
 }
 

@@ -18,6 +18,8 @@ fn desc_json(t: &TensorDesc) -> Value {
     json!({"name": t.name, "dtype": t.dtype, "shape": t.shape, "byte_length": t.byte_length})
 }
 
+/// The diff `d` of the models named `a` and `b` (as shown to people: paths or URLs) in the
+/// `tensorsmith.diff/1` form.
 pub fn to_json(a: &str, b: &str, d: &Diff) -> Value {
     let meta = |v: &[(String, MetaValue)]| -> Value {
         v.iter()

@@ -28,14 +28,17 @@ const GLOBAL: [(&str, &str); 3] = [
     ("lm_head", "output"),
 ];
 
-/// GGUF metadata keys of the head counts.
+/// GGUF metadata key of the attention head count (the groups of Q's permutation).
 pub const HEAD_COUNT_KEY: &str = "llama.attention.head_count";
+/// GGUF metadata key of the key/value head count (the groups of K's permutation, when set).
 pub const HEAD_COUNT_KV_KEY: &str = "llama.attention.head_count_kv";
 
 /// Which of the converter's permutations a tensor's rows went through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permuted {
+    /// `q_proj` / `attn_q`: permuted in `n_head` groups.
     Q,
+    /// `k_proj` / `attn_k`: permuted in `n_head_kv` groups (`n_head` when that is unset).
     K,
 }
 

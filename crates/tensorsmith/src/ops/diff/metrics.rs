@@ -22,9 +22,14 @@ pub struct Metrics {
     pub finite_pairs: u64,
     /// Pairs with NaN or ±Inf on either side.
     pub nonfinite: u64,
+    /// Root mean square of `a − b`; `None` with no finite pair.
     pub rmse: Option<f64>,
+    /// `rmse` relative to the root mean square of A; `None` when A is all zero.
     pub rel_rmse: Option<f64>,
+    /// Cosine similarity of A and B; `None` when either side is all zero.
     pub cosine: Option<f64>,
+    /// Signal-to-noise ratio in decibels, `10·log10(Σa² / Σd²)` (+∞ when equal); `None` when
+    /// A and the difference are both zero.
     pub snr_db: Option<f64>,
 }
 
@@ -42,6 +47,7 @@ pub struct ErrorSums {
 }
 
 impl ErrorSums {
+    /// Sums over no pairs yet.
     pub fn new() -> ErrorSums {
         ErrorSums::default()
     }

@@ -32,7 +32,9 @@ pub enum NameMap {
 /// How names are paired.
 #[derive(Debug, Clone, Default)]
 pub struct PairOptions {
+    /// Rename rules applied to A's names, in order; the first that matches renames.
     pub rules: Vec<RenameRule>,
+    /// When the llama name map translates names between Hugging Face and GGUF.
     pub name_map: NameMap,
 }
 
@@ -41,15 +43,18 @@ pub struct PairOptions {
 pub struct RowOrder {
     /// The permuted side is B (else A).
     pub in_b: bool,
-    /// Rows (the outermost dimension) and the permutation's groups.
+    /// Rows of the tensor (its outermost dimension).
     pub rows: u64,
+    /// Groups of the permutation: the head count (`n_head`, or `n_head_kv` for K).
     pub groups: u64,
 }
 
 /// One tensor of A and its twin in B (indexes into each index's `tensors`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pair {
+    /// Position of the tensor in A's `tensors`.
     pub a: usize,
+    /// Position of its twin in B's `tensors`.
     pub b: usize,
     /// `Ok(Some)`: compare B's (or A's) rows in the other's order; `Err`: why the rows
     /// cannot be put in order (head counts unknown or not dividing the rows).
@@ -59,8 +64,11 @@ pub struct Pair {
 /// Every pair, and the tensors of each side that have none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pairing {
+    /// The pairs, in A's tensor order.
     pub pairs: Vec<Pair>,
+    /// Positions in A's `tensors` of the tensors with no twin in B (removed).
     pub only_a: Vec<usize>,
+    /// Positions in B's `tensors` of the tensors with no twin in A (added).
     pub only_b: Vec<usize>,
     /// `Some("llama")` when the llama name map was applied.
     pub name_map: Option<&'static str>,

@@ -16,9 +16,13 @@ use std::collections::BTreeSet;
 /// A tensor as the diff describes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorDesc {
+    /// The tensor's name in its model.
     pub name: String,
+    /// The element type as shown to people (`F32`, or the ggml type such as `q4_0`).
     pub dtype: &'static str,
+    /// Dimension sizes, outermost first.
     pub shape: Vec<u64>,
+    /// Bytes the decoded tensor takes.
     pub byte_length: u64,
 }
 
@@ -36,7 +40,9 @@ impl TensorDesc {
 /// A tensor present in both with different structure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorChange {
+    /// The tensor in model A.
     pub a: TensorDesc,
+    /// The tensor it is paired with in model B.
     pub b: TensorDesc,
 }
 
@@ -61,13 +67,19 @@ impl TensorChange {
 /// The element-wise comparison of one tensor present in both.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValueDiff {
+    /// A's name for the tensor (B's is in `b_name` when it differs).
     pub name: String,
     /// Same number of elements and every element equal (as values: +0 equals -0, and NaN
     /// equals NaN here, so a bit-identical tensor is always identical).
     pub identical: bool,
+    /// Elements compared (the tensors' common element count).
     pub elements: u64,
+    /// Elements whose values differ (NaN against NaN does not count).
     pub differing: u64,
+    /// Largest absolute difference over all elements (infinite where one side is NaN or infinite
+    /// and the other is not).
     pub max_abs_diff: f64,
+    /// Sum of absolute differences divided by `elements` (0 for an empty tensor).
     pub mean_abs_diff: f64,
     /// B's name when it differs from A's (`name`): paired by rename rules or a name map.
     pub b_name: Option<String>,
@@ -80,21 +92,34 @@ pub struct ValueDiff {
 /// Why a tensor's values were not compared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotCompared {
+    /// The tensor's name (A's, for a pair).
     pub name: String,
+    /// Why, in words (different element counts, a layout or dtype whose values are not decoded).
     pub reason: String,
 }
 
+/// The result of comparing two models: structural differences, and value differences once
+/// [`compare_values`] or [`compare_paired`] has filled them in.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Diff {
+    /// Tensors only in B.
     pub added: Vec<TensorDesc>,
+    /// Tensors only in A.
     pub removed: Vec<TensorDesc>,
+    /// Paired tensors whose dtype, shape or byte length differ.
     pub changed: Vec<TensorChange>,
+    /// Metadata keys only in B, with B's value.
     pub meta_added: Vec<(String, MetaValue)>,
+    /// Metadata keys only in A, with A's value.
     pub meta_removed: Vec<(String, MetaValue)>,
+    /// Metadata keys in both with different values: key, A's value, B's value.
     pub meta_changed: Vec<(String, MetaValue, MetaValue)>,
     /// Filled by [`compare_values`]: only tensors whose values differ, or all with `all`.
     pub values: Vec<ValueDiff>,
+    /// Paired tensors whose values could not be compared, and why.
     pub not_compared: Vec<NotCompared>,
+    /// Whether values were compared at all (set by [`compare_paired`]); when false, `values` and
+    /// `not_compared` are empty because nobody looked.
     pub values_compared: bool,
     /// `Some("llama")` when tensors were paired through the llama name map.
     pub name_map: Option<&'static str>,

@@ -37,10 +37,12 @@ pub struct ReportOptions {
 }
 
 impl ReportOptions {
+    /// No title (the model's file name is used), no statistics.
     pub fn new() -> ReportOptions {
         ReportOptions::default()
     }
 
+    /// The page's title, in place of the model's file name.
     pub fn with_title(mut self, title: impl Into<String>) -> ReportOptions {
         self.title = Some(title.into());
         self

@@ -9,6 +9,7 @@ use crate::ops::stats::{StatsReport, Values};
 /// One failed rule of one tensor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The failing tensor's name.
     pub tensor: String,
     /// `nan`, `inf` or `all_zero`.
     pub rule: &'static str,

@@ -92,7 +92,9 @@ impl Narrow {
 /// are at most `flush`. Both compare as signed integers too (abs bits have no sign bit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BitThresholds<B> {
+    /// Abs bits from which a finite value overflows the target type.
     pub over: B,
+    /// Abs bits up to which a nonzero value flushes to zero in the target type.
     pub flush: B,
 }
 

@@ -34,11 +34,15 @@ const PREFETCH_BYTES: u64 = 64 << 20;
 /// The statistics of one tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorStats {
+    /// The tensor's name.
     pub name: String,
     /// The stored type as people know it: the dtype, or the ggml block type (`q4_k`).
     pub type_name: &'static str,
+    /// Dimension sizes, outermost first.
     pub shape: Vec<u64>,
+    /// Number of elements.
     pub elements: u64,
+    /// The figures measured, by kind of value.
     pub values: Values,
 }
 
@@ -47,10 +51,17 @@ pub struct TensorStats {
 pub enum Values {
     /// Float values; `dtype` is the type they were measured in (F32 for dequantized blocks),
     /// whose subnormals are counted.
-    Float { dtype: DType, acc: FloatAcc },
+    Float {
+        /// The type the values were measured in.
+        dtype: DType,
+        /// Count, extremes, moments and value classes (NaN, infinities, zeros, subnormals).
+        acc: FloatAcc,
+    },
     /// Integers: first-pass figures and the 64-bin histogram (`None` when empty).
     Int {
+        /// Count, extremes and moments from the first pass.
         acc: IntAcc,
+        /// Counts of values in 64 equal bins between the extremes, from the second pass.
         histogram: Option<Box<[u64; BINS]>>,
     },
     /// Not measured, and why.
@@ -60,12 +71,14 @@ pub enum Values {
 /// Every selected tensor's statistics, in the model's order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatsReport {
+    /// One entry per selected tensor, measured or not.
     pub tensors: Vec<TensorStats>,
 }
 
 /// Which tensors to measure: those matching any pattern, or all when there are none.
 #[derive(Debug, Clone, Default)]
 pub struct StatsOptions {
+    /// Name patterns (globs) selecting tensors; empty selects every tensor.
     pub tensors: Vec<Glob>,
 }
 

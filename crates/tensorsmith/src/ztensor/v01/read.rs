@@ -16,17 +16,23 @@ use crate::ztensor::{blobs, digest, framing, layout, OpenOptions, Parsed, ReadAt
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+/// The 8 bytes that start a v0.1 file.
 pub const MAGIC: &[u8; 8] = b"ZTEN0001";
+/// Alignment of tensor data: every blob starts at a multiple of 64 bytes.
 pub const ALIGN: u64 = 64;
 /// Magic, an empty CBOR array, and the size field.
 pub const MIN_LEN: u64 = 17;
 
+/// Reads and validates a whole v0.1 file through `r`: magic, the trailing manifest (within
+/// the options' manifest limit) and every tensor entry.
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
     let len = framing::check_head(r, MAGIC, "0.1", MIN_LEN)?;
     let (manifest, start) = framing::read_trailing_manifest(r, len - 8, opts)?;
     parse_manifest(&manifest, start, len)
 }
 
+/// Validates a v0.1 manifest (the CBOR array of tensor entries) that starts at byte `start`
+/// of a file of `file_len` bytes: every blob must lie between the magic and the manifest.
 pub fn parse_manifest(manifest: &[u8], start: u64, file_len: u64) -> Result<Parsed> {
     let root = cbor::decode(manifest, Mode::Lenient)?;
     let entries = root

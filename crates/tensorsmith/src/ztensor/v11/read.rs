@@ -14,11 +14,15 @@ use crate::ztensor::fields::{self, req, req_text, req_uint, schema};
 use crate::ztensor::{blobs, digest, framing, layout, part_type, OpenOptions, Parsed, ReadAt};
 use std::borrow::Cow;
 
+/// The 8 bytes that start a v1.1 file, and end it.
 pub const MAGIC: &[u8; 8] = b"ZTEN1000";
+/// Alignment of components: every one starts at a multiple of 64 bytes.
 pub const ALIGN: u64 = 64;
 /// Manifest size plus the footer magic.
 pub const FOOTER_LEN: u64 = 16;
 
+/// Reads and validates a whole v1.1 (or 1.2) file through `r`: magic at both ends, the
+/// manifest before the footer (within the options' manifest limit) and every object in it.
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
     let len = framing::check_head(r, MAGIC, "1.1", 8 + FOOTER_LEN)?;
     if &r.read(len - 8..len)?[..] != MAGIC {

@@ -18,27 +18,40 @@ use crate::ztensor::{
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+/// The 8 bytes that start a v2 file and end its footer (`\x89ZT2\r\n\x1a\n`, PNG-style: a
+/// transfer that mangles line endings or the high bit shows).
 pub const MAGIC: [u8; 8] = [0x89, b'Z', b'T', b'2', 0x0d, 0x0a, 0x1a, 0x0a];
 /// The alignment floor: every blob offset is a multiple of it, and at least it.
 pub const ALIGN: u64 = 4096;
 /// Canonical placement.
 pub const CANONICAL_ALIGN: u64 = 65536;
+/// Bytes of the footer at the end of the file.
 pub const FOOTER_LEN: u64 = 40;
+/// Most dimensions a tensor may have.
 pub const MAX_RANK: usize = 64;
+/// Longest tensor name, in bytes.
 pub const MAX_NAME_LEN: usize = 1024;
+/// The manifest's name for the seekable zstd encoding ([`crate::index::Encoding::ZstdSeekable`]).
 pub const SEEKABLE: &str = "zt.zstd-seekable/1";
 
 /// The fields of the 40-byte footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
+    /// Offset of the manifest blob in the file.
     pub manifest_offset: u64,
+    /// Length of the manifest blob in bytes; 0 in a data shard, which has no manifest.
     pub manifest_length: u64,
+    /// XXH3-64 of the manifest bytes.
     pub manifest_hash: u64,
+    /// The format version; 2 for a file this reader accepts.
     pub version: u32,
+    /// Reserved; writers put 0 and readers ignore it.
     pub reserved: u32,
 }
 
 impl Footer {
+    /// Parses the last 40 bytes of a file. Fails with `ZtFooterMagic` when `b` is not 40 bytes
+    /// ending in [`MAGIC`]; the fields are not checked here.
     pub fn parse(b: &[u8]) -> Result<Footer> {
         if b.len() != FOOTER_LEN as usize || b[32..] != MAGIC {
             return Err(ErrorKind::ZtFooterMagic { version: "2" }.into());
@@ -54,6 +67,7 @@ impl Footer {
         })
     }
 
+    /// The 40 footer bytes: the fields little-endian, then [`MAGIC`].
     pub fn to_bytes(self) -> [u8; 40] {
         let mut b = [0u8; 40];
         b[0..8].copy_from_slice(&self.manifest_offset.to_le_bytes());
@@ -66,6 +80,8 @@ impl Footer {
     }
 }
 
+/// Reads and validates a whole v2 file through `r`: footer, manifest bounds and hash,
+/// deterministic CBOR, schema and blob placement, as the module describes.
 pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
     let len = framing::check_head(r, &MAGIC, "2", 8 + FOOTER_LEN)?;
     let footer = Footer::parse(&r.read(len - FOOTER_LEN..len)?)?;
