@@ -4,6 +4,28 @@
 //! One process writes with `write_dataset`; a distributed job with `write_task` per task,
 //! then `commit_job` (or `abort_job`).
 //!
+//! Write a bundled Parquet file (pyarrow's defaults: snappy, dictionaries) as a dataset of
+//! 4-sample shards, then read it back:
+//!
+//! ```
+//! use tensorsmith::dtype::DType;
+//! use tensorsmith_dataset::{write_dataset, Dataset, Input, JobOptions, Progress, WriteOptions};
+//!
+//! let parquet = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/dataset/input_snappy_dict_v1.parquet");
+//! let dir = tempfile::tempdir()?;
+//! let out = dir.path().join("ds");
+//! let input = Input::open(&[parquet])?;
+//! let mut options = WriteOptions::batch(4);
+//! options.dtype = Some(DType::F32);
+//! let manifest = write_dataset(&input, &out, &options, &JobOptions::default(), &Progress::default())?;
+//! assert_eq!((manifest.total_samples, manifest.shards.len()), (13, 4));
+//!
+//! let ds = Dataset::open(&out)?;
+//! let first = ds.sample(0)?; // (column, tensor) pairs: here the one column "v"
+//! assert_eq!(first[0].0, "v");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Files import each other without circles (ARCHITECTURE.md has the folders). Only
 //! the `_tensor_index.parquet` reader and the Parquet pre-check are public modules; what
 //! else callers use is re-exported here.
