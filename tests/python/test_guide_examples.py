@@ -5,6 +5,7 @@ docs/src/*.md (guide_blocks.py) and checked.
   where `tests/` is the repository's, with the built `tensorsmith` first on PATH;
 - ```python example``` blocks run with this interpreter (the package installed) in a fresh
   folder;
+- ```python spark``` blocks run the same way, each starting its own local[2] Spark session;
 - ```sh synopsis``` blocks: every subcommand shown exists and every flag shown is in that
   subcommand's `--help`.
 The README must keep one block of each runnable kind (scripts/wheel --check runs its Python
@@ -24,6 +25,7 @@ from guide_blocks import FENCE, ROOT, blocks
 SH = blocks("sh example")
 PY = blocks("python example")
 SYNOPSES = blocks("sh synopsis")
+SPARK = blocks("python spark")
 
 
 @pytest.fixture
@@ -55,6 +57,15 @@ def test_python_examples_run(folder, where, script):
     p = subprocess.run([sys.executable, "-c", script], cwd=folder, env=env(),
                        capture_output=True, text=True)
     assert p.returncode == 0, f"{where}:\n{p.stderr}"
+
+
+@pytest.mark.parametrize("where,script", SPARK, ids=[i for i, _ in SPARK])
+def test_spark_examples_run(folder, where, script):
+    # A local[2] session on this machine's Java; the blocks point Spark's Python workers at
+    # this interpreter themselves.
+    p = subprocess.run([sys.executable, "-c", script], cwd=folder, env=env(),
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, f"{where}:\n{p.stderr[-4000:]}"
 
 
 def test_synopses_show_only_what_exists():

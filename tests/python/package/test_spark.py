@@ -4,6 +4,7 @@ overwrite and append, and the connector's one-row-per-file read shape."""
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -269,3 +270,31 @@ def test_workers_that_cannot_import_tensorsmith_fail_early_with_the_fix(monkeypa
         check_workers(_FakeSpark(**{"spark.master": "local[*]"}))
     # On a cluster, a path the driver does not have is not the driver's to judge.
     check_workers(_FakeSpark(**{"spark.master": "spark://somewhere:7077"}))
+
+
+def test_register_judges_the_interpreter_the_workers_really_run():
+    # `.config("spark.pyspark.python", ...)` on the builder of a running Python puts the path in
+    # the conf, but PySpark took the workers' interpreter from $PYSPARK_PYTHON (unset: python3)
+    # when the context started. register() used to read the conf, say nothing, and the first
+    # job failed deep in Java with ModuleNotFoundError; it must refuse, with the fix.
+    code = """
+import sys
+from pyspark.sql import SparkSession
+import tensorsmith.spark
+spark = (SparkSession.builder.master("local[1]")
+         .config("spark.pyspark.python", sys.executable).getOrCreate())
+print("WORKERS", spark.sparkContext.pythonExec)
+try:
+    tensorsmith.spark.register(spark)
+    print("REGISTERED")
+except RuntimeError as e:
+    print("REFUSED", e)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    # The `python3` the workers would run is the system's, not this venv's.
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not os.path.realpath(p).startswith(os.path.realpath(sys.prefix)))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert "WORKERS python3" in p.stdout, p.stdout + p.stderr[-3000:]
+    assert "REFUSED" in p.stdout and "PYSPARK_PYTHON=" + sys.executable in p.stdout, p.stdout

@@ -421,8 +421,18 @@ def write_dataset(spark: Any, source: Any, path: PathOrUrl, mode: str = "error",
 
 
 def _worker_python(spark):
-    """The interpreter Spark starts its Python workers with: `spark.pyspark.python`, else
-    $PYSPARK_PYTHON, else `python3` (Spark's own order)."""
+    """The interpreter Spark starts its Python workers with. PySpark fixes it when the
+    SparkContext starts (`sc.pythonExec`: $PYSPARK_PYTHON as the driver's process saw it, which
+    spark-submit sets from `spark.pyspark.python`), so that is the answer wherever there is a
+    context: a `spark.pyspark.python` given later, as `SparkSession.builder.config` gives it in
+    a Python that is already running, is in the conf but not what the workers run. Without a
+    context (Spark Connect), the conf, else $PYSPARK_PYTHON, else `python3`."""
+    try:
+        exe = spark.sparkContext.pythonExec
+    except Exception:  # noqa: BLE001 - Spark Connect has no context; test doubles none either
+        exe = None
+    if isinstance(exe, str) and exe:
+        return exe
     try:
         conf = spark.conf.get("spark.pyspark.python", None)
     except Exception:  # noqa: BLE001 - an unset key on some Spark versions
@@ -444,7 +454,8 @@ def check_workers(spark: Any) -> None:
     if found is not None and os.path.abspath(found) == sys.executable:
         return
     fix = (f"point them at an interpreter that has it: PYSPARK_PYTHON={sys.executable} in the "
-           f"environment, or .config(\"spark.pyspark.python\", {sys.executable!r}) on the session")
+           f"environment before the session starts (a spark.pyspark.python set on the builder "
+           f"of a running Python does not reach them; spark-submit's --conf does)")
     if found is None:
         raise RuntimeError(f"Spark's Python workers run {exe!r}, which does not exist here; {fix}")
     try:
