@@ -81,3 +81,9 @@ pub mod ztensor;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{OpenOptions, VerifyReport};
 pub use model::{open, Model};
+
+/// The guide's chapter on the library (`docs/src/library.md`), whose example runs as a doc
+/// test of this crate, so that the guide cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/src/library.md")]
+pub struct GuideLibraryChapter;
