@@ -4,6 +4,7 @@ and a `#fragment` names a heading of the page it points at (GitHub's and mdBook'
 lower case, punctuation dropped, spaces as hyphens). Links to other sites are not fetched
 (the tests have no network)."""
 
+import functools
 import re
 from pathlib import Path
 
@@ -22,6 +23,7 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
+@functools.cache
 def anchors(page):
     text = FENCE.sub("", page.read_text())
     return {slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.M)}
