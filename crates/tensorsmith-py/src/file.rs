@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 use std::borrow::Cow;
 use std::sync::Arc;
-use tensorsmith::bytes::{read_plan, Backend, Counted, LocalFile, ReadAt, ReadCounter};
+use tensorsmith::bytes::{read_plans, Backend, Counted, LocalFile, PartRead, ReadAt, ReadCounter};
 use tensorsmith::index::{Format, Layout, LayoutNames, MetaValue, TensorInfo};
 use tensorsmith::model::open_reader;
 use tensorsmith::ops::inspect::meta_json;
@@ -119,6 +119,9 @@ impl File {
         Ok((i, plan))
     }
 }
+
+/// A part for `read_parts_into`: tensor name, cut, destination address and length.
+type PartAt = (String, Vec<(u64, u64)>, usize, usize);
 
 /// The `storage_options` pairs (keys and values as text; Python turns the dict into them),
 /// checked: an unknown key is an `OptionError` naming it.
@@ -461,11 +464,11 @@ impl File {
 
     /// Reads the part `cut` of a tensor into memory at `addr` (`len` bytes, the part's size)
     /// in the part's contiguous layout, by its per-rank plan: only the planned spans are
-    /// read, several at once (8 for URLs, up to 4 threads for local files), without the
-    /// GIL. For tensorsmith's own Python code only: `addr` is the data pointer of a CPU
-    /// buffer of `len` bytes (a new tensor or array) that the caller owns and keeps alive
-    /// until this returns. `max_gap`: merge runs across gaps of at most this many bytes
-    /// (default: the file's rule).
+    /// read, several at once, without the GIL (`read_parts_into` of one part). For
+    /// tensorsmith's own Python code only: `addr` is the data pointer of a CPU buffer of
+    /// `len` bytes (a new tensor or array) that the caller owns and keeps alive until this
+    /// returns. `max_gap`: merge runs across gaps of at most this many bytes (default: the
+    /// file's rule).
     #[pyo3(signature = (name, cut, addr, len, max_gap = None))]
     fn read_part_into(
         &self,
@@ -476,38 +479,76 @@ impl File {
         len: usize,
         max_gap: Option<u64>,
     ) -> PyResult<()> {
-        let (i, plan) = self.plan(py, name, &cut, max_gap)?;
-        if plan.len != len as u64 {
-            return Err(raise(
-                py,
-                "OptionError",
-                format!("read_part_into: {len} bytes for a part of {}", plan.len),
-            ));
+        self.read_parts_into(py, vec![(name.to_owned(), cut, addr, len)], max_gap)
+    }
+
+    /// Reads parts `(name, cut, addr, len)` as `read_part_into` does, the reads of all of
+    /// them in one queue: as many at once as the files' `max_concurrency` for URLs (so a
+    /// rank's many small parts keep the store as busy as one large part would), up to 4
+    /// threads for local files. The same contract on each `addr` as `read_part_into`'s, and
+    /// the parts' buffers do not overlap.
+    #[pyo3(signature = (parts, max_gap = None))]
+    fn read_parts_into(
+        &self,
+        py: Python<'_>,
+        parts: Vec<PartAt>,
+        max_gap: Option<u64>,
+    ) -> PyResult<()> {
+        let mut plans = Vec::with_capacity(parts.len());
+        for (name, cut, addr, len) in &parts {
+            let (i, plan) = self.plan(py, name, cut, max_gap)?;
+            if plan.len != *len as u64 {
+                return Err(raise(
+                    py,
+                    "OptionError",
+                    format!("read_part_into: {len} bytes for a part of {}", plan.len),
+                ));
+            }
+            if *addr == 0 && *len > 0 {
+                return Err(raise(
+                    py,
+                    "OptionError",
+                    "read_part_into: null address".into(),
+                ));
+            }
+            if *len > 0 {
+                plans.push((i, plan, *addr, *len));
+            }
         }
-        if addr == 0 && len > 0 {
-            return Err(raise(
-                py,
-                "OptionError",
-                "read_part_into: null address".into(),
-            ));
-        }
-        let f = &self.model.files[i];
-        let concurrency = if tensorsmith::bytes::is_url(&f.location) {
-            8
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
-        };
+        let local = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let concurrency = plans
+            .iter()
+            .map(|(i, ..)| {
+                self.model.files[*i]
+                    .bytes()
+                    .parallel_reads()
+                    .unwrap_or(local)
+            })
+            .max()
+            .unwrap_or(1);
+        let files = &self.model.files;
+        let counted: Vec<_> = files
+            .iter()
+            .map(|f| Counted::new(f.bytes(), &self.counter))
+            .collect();
+        let named: Vec<_> = files
+            .iter()
+            .map(|f| move |e: tensorsmith::Error| e.in_file(std::path::Path::new(&f.location)))
+            .collect();
         py.detach(|| {
-            // SAFETY: as for `read_into`: a live CPU buffer of `len` bytes that the caller
-            // (tensorsmith's Python code) owns and nothing else touches during this call.
-            let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
-            read_plan(
-                &Counted::new(f.bytes(), &self.counter),
-                &plan,
-                buf,
-                concurrency,
-            )
-            .map_err(|e| e.in_file(std::path::Path::new(&f.location)))
+            let reads = plans
+                .iter()
+                .map(|(i, plan, addr, len)| PartRead {
+                    src: &counted[*i],
+                    plan,
+                    // SAFETY: as for `read_into`: a live CPU buffer of `len` bytes that the
+                    // caller (tensorsmith's Python code) owns, that no other part's buffer
+                    // overlaps, and that nothing else touches during this call.
+                    out: unsafe { std::slice::from_raw_parts_mut(*addr as *mut u8, *len) },
+                    at: &named[*i],
+                })
+                .collect();
+            read_plans(reads, concurrency)
         })
         .py_err(py)
     }

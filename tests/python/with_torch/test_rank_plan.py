@@ -530,3 +530,87 @@ def test_cuda_parts_equal_the_cpu_parts(saved, ranks, monkeypatch):
             assert got[name].device.type == "cuda"
             assert torch.equal(got[name].cpu(), cpu[name]), name
         assert stats["bytes_read"] <= bound(tensors, plan, LOCAL_GAP)
+
+
+# The CUDA path's pipeline with a CPU stand-in (`HostRing`: plain buffers in place of pinned
+# ones, CPU tensors in place of device memory), so its reads, slot reuse and copies are
+# checked without a GPU. A small CHUNK makes the model's parts many pieces, and sub-row
+# pieces where a row of a part is larger than a piece.
+
+from tensorsmith._loading import cuda as _ring  # noqa: E402
+from tensorsmith._loading import sharded as _sharded  # noqa: E402
+
+
+@pytest.mark.parametrize("chunk", [64 << 10, 3000])
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_the_ring_lands_every_part_as_the_cpu_read_does(saved, ranks, chunk, monkeypatch):
+    tensors, path = saved
+    monkeypatch.setattr(_ring, "CHUNK", chunk)
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")
+    slots = max(1, (1 << 20) // chunk)
+    for r in range(ranks):
+        plan = rank_plan(tensors, r, ranks)
+        ring, stats = _ring.HostRing(), {}
+        natives = _sharded._natives(path, "pread", None)
+        got = _sharded.load(natives, plan, torch.device("cpu"), stats, None, ring)
+        cpu = ours.load_sharded(path, plan)
+        for name in plan:
+            assert got[name].dtype == cpu[name].dtype and torch.equal(got[name], cpu[name]), name
+        assert ring.live == 0  # every buffer given back
+        assert 0 < ring.made <= slots
+        assert ring.peak <= slots * chunk  # the ring's bound, whatever the parts' sizes
+        assert stats["bytes_kept"] == sum(t.numel() * t.element_size() for t in got.values())
+        assert stats["bytes_kept"] <= stats["bytes_read"] <= bound(tensors, plan, LOCAL_GAP)
+
+
+def test_the_ring_lands_whole_tensors_as_the_reference_does(saved, monkeypatch):
+    tensors, path = saved
+    monkeypatch.setattr(_ring, "CHUNK", 64 << 10)
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")
+    native = tensorsmith._open_native(str(path), "pread")
+    ring = _ring.HostRing()
+    got = _ring.load(native, list(tensors), torch.device("cpu"), None, ring)
+    want = ref.load_file(path)
+    for name in tensors:
+        assert torch.equal(got[name], want[name]), name
+    assert ring.live == 0 and ring.peak <= 16 * (64 << 10)
+
+
+def test_a_failing_read_gives_every_ring_buffer_back(monkeypatch):
+    monkeypatch.setattr(_ring, "CHUNK", 1 << 10)
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")
+    dest = torch.zeros(64 << 10, dtype=torch.uint8)
+    filled = []
+
+    def fill(k):
+        def f(ptr):
+            if k == 37:
+                raise OSError("the disk went away")
+            filled.append(k)
+        return f
+
+    pieces = [_ring.Piece(fill(k), 1 << 10, [(dest, k << 10, 0, 1 << 10)]) for k in range(64)]
+    ring = _ring.HostRing()
+    with pytest.raises(OSError, match="went away"):
+        _ring.run(pieces, ring)
+    assert ring.live == 0 and ring.made <= 64
+    assert 37 not in filled
+
+
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="torch without float4")
+@pytest.mark.parametrize("chunk", [64, 1 << 10])
+def test_a_packed_part_cut_inside_a_row_goes_through_the_host(tmp_path, monkeypatch, chunk):
+    """F4 rows of a part larger than a piece cannot be cut in whole bytes below a row: that
+    part is gathered on the host (its own bytes) and still lands right; with larger pieces
+    its rows go through the ring."""
+    monkeypatch.setattr(_ring, "CHUNK", chunk)
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")
+    raw = torch.arange(8 * 100, dtype=torch.int32).reshape(8, 100).to(torch.uint8)
+    path = tmp_path / "f4.safetensors"
+    ref.save_file({"w": raw.view(torch.float4_e2m1fn_x2)}, path)
+    natives = _sharded._natives(path, "pread", None)
+    ring = _ring.HostRing()
+    got = _sharded.load(natives, {"w": (1, 8, 192)}, torch.device("cpu"), {}, None, ring)
+    assert torch.equal(got["w"].view(torch.uint8), raw[:, 4:96])
+    assert ring.live == 0
+    assert (ring.made == 0) == (chunk == 64)  # 92-byte rows: too big for 64-byte pieces

@@ -198,7 +198,7 @@ class safe_open:
 
             return _torch_cuda.load(self._native, names, dev,
                                     lambda n: reader.tensor(n, dequantize))
-        out = {n: reader.tensor(n, dequantize) for n in names}
+        out = reader.tensors(names, dequantize)
         if dev.type != "cpu":
             out = {n: t.to(dev) for n, t in out.items()}
         return out

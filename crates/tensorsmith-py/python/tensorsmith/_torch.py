@@ -123,6 +123,25 @@ class Reader:
         self.native.read_into(i, start, end - start, out.data_ptr())
         return out
 
+    def tensors(self, names, dequantize: bool = False):
+        """`tensor` of each name, in order; the owned reads (pread, URLs, file objects) of
+        all raw tensors in one native call, so their reads share one queue and a URL keeps
+        `max_concurrency` requests in flight across tensors, not only within one."""
+        out, batch = {}, []
+        for name in names:
+            dtype_name, shape, layout = self.native.info_of(name)
+            rng = self.native.raw_range(name)
+            if (rng is None or rng[2] == rng[1] or layout.startswith("ggml:")
+                    or (self.mapped and self._storage(rng[0]) is not None)):
+                out[name] = self.tensor(name, dequantize)
+                continue
+            t = torch.empty(torch_shape(dtype_name, shape), dtype=torch_dtype(dtype_name))
+            out[name] = t
+            batch.append((name, [], t.data_ptr(), rng[2] - rng[1]))
+        if batch:
+            self.native.read_parts_into(batch)
+        return out
+
 
 def decoded(native, name, dtype, shape):
     """A tensor whose bytes Rust decoded (zstd, byte-swapped, densified): copied once."""

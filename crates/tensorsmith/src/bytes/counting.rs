@@ -64,6 +64,10 @@ impl<R: ReadAt + ?Sized> ReadAt for Counted<'_, R> {
         self.inner.read(range)
     }
 
+    fn parallel_reads(&self) -> Option<usize> {
+        self.inner.parallel_reads()
+    }
+
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.counter.add(buf.len() as u64);
         self.inner.read_exact_at(offset, buf)

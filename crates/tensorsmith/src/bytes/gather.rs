@@ -6,7 +6,7 @@
 //! out in order, so no lock guards the buffer.
 
 use crate::bytes::ReadAt;
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::rank_plan::{RankPlan, Read};
 use std::sync::Mutex;
 
@@ -19,32 +19,70 @@ pub fn read_plan(
     out: &mut [u8],
     concurrency: usize,
 ) -> Result<()> {
-    if out.len() as u64 != plan.len {
-        return Err(ErrorKind::Unsupported(format!(
-            "a destination of {} bytes for a part of {} bytes",
-            out.len(),
-            plan.len
-        ))
-        .into());
-    }
-    // Each read with its destination bytes, in order.
-    let mut jobs: Vec<(&Read, &mut [u8])> = Vec::with_capacity(plan.reads.len());
-    let mut rest = out;
-    for r in &plan.reads {
-        let n = if r.is_direct() {
-            r.range.end - r.range.start
-        } else {
-            r.runs.len() as u64 * plan.run_len
-        };
-        let (here, tail) = std::mem::take(&mut rest).split_at_mut(n as usize);
-        jobs.push((r, here));
-        rest = tail;
+    read_plans(
+        vec![PartRead {
+            src,
+            plan,
+            out,
+            at: &|e| e,
+        }],
+        concurrency,
+    )
+}
+
+/// One part of [`read_plans`]: its plan, the source it is read from, its destination
+/// (exactly `plan.len` bytes) and what names its errors (the file, say).
+pub struct PartRead<'a> {
+    /// Where the part's bytes are read from.
+    pub src: &'a dyn ReadAt,
+    /// The part's reads.
+    pub plan: &'a RankPlan,
+    /// The part's bytes, in its own layout.
+    pub out: &'a mut [u8],
+    /// Applied to an error of this part's reads.
+    pub at: &'a (dyn Fn(Error) -> Error + Sync),
+}
+
+/// Reads every part's plan into its destination, the reads of all parts in one queue taken
+/// by up to `concurrency` workers (1: on the calling thread), so that many small parts keep
+/// as many reads in flight as one large part does. The first failure is returned; the
+/// other workers stop taking reads.
+pub fn read_plans(parts: Vec<PartRead<'_>>, concurrency: usize) -> Result<()> {
+    // Each read with its part and destination bytes, in order.
+    let mut jobs = Vec::new();
+    for part in parts {
+        let PartRead { src, plan, out, at } = part;
+        if out.len() as u64 != plan.len {
+            return Err(at(ErrorKind::Unsupported(format!(
+                "a destination of {} bytes for a part of {} bytes",
+                out.len(),
+                plan.len
+            ))
+            .into()));
+        }
+        let mut rest = out;
+        for r in &plan.reads {
+            let n = if r.is_direct() {
+                r.range.end - r.range.start
+            } else {
+                r.runs.len() as u64 * plan.run_len
+            };
+            let (here, tail) = std::mem::take(&mut rest).split_at_mut(n as usize);
+            jobs.push(Job {
+                src,
+                plan,
+                read: r,
+                dst: here,
+                at,
+            });
+            rest = tail;
+        }
     }
     let workers = concurrency.clamp(1, jobs.len().max(1));
     if workers == 1 {
         let mut scratch = Vec::new();
-        for (r, dst) in jobs {
-            one(src, plan, r, dst, &mut scratch)?;
+        for job in jobs {
+            job.run(&mut scratch)?;
         }
         return Ok(());
     }
@@ -59,8 +97,8 @@ pub fn read_plan(
                         return;
                     }
                     let next = queue.lock().ok().and_then(|mut q| q.next());
-                    let Some((r, dst)) = next else { return };
-                    if let Err(e) = one(src, plan, r, dst, &mut scratch) {
+                    let Some(job) = next else { return };
+                    if let Err(e) = job.run(&mut scratch) {
                         if let Ok(mut f) = failed.lock() {
                             f.get_or_insert(e);
                         }
@@ -73,6 +111,21 @@ pub fn read_plan(
     match failed.into_inner() {
         Ok(Some(e)) => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// One read of one part, with its destination bytes.
+struct Job<'a> {
+    src: &'a dyn ReadAt,
+    plan: &'a RankPlan,
+    read: &'a Read,
+    dst: &'a mut [u8],
+    at: &'a (dyn Fn(Error) -> Error + Sync),
+}
+
+impl Job<'_> {
+    fn run(self, scratch: &mut Vec<u8>) -> Result<()> {
+        one(self.src, self.plan, self.read, self.dst, scratch).map_err(self.at)
     }
 }
 
@@ -161,6 +214,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn parts_of_several_sources_share_one_queue_and_name_their_errors() {
+        let (a, b) = (file(5000), file(9000));
+        let el = Elements::of_dtype(DType::U8);
+        let p1 = RankPlan::new(el, &[50, 100], 0..5000, &[0..50, 10..60], Coalesce::EXACT).unwrap();
+        let p2 = RankPlan::new(el, &[9000], 0..9000, &[100..8100], Coalesce::EXACT).unwrap();
+        let (ca, cb) = (ReadCounter::default(), ReadCounter::default());
+        let (sa, sb): (&[u8], &[u8]) = (&a, &b);
+        let (ra, rb) = (Counted::new(&sa, &ca), Counted::new(&sb, &cb));
+        let named = |e: Error| Error::new(ErrorKind::Http(format!("in b: {e}")));
+        for conc in [1, 4, 16] {
+            let (mut o1, mut o2) = (vec![0u8; p1.len as usize], vec![0u8; p2.len as usize]);
+            read_plans(
+                vec![
+                    PartRead {
+                        src: &ra,
+                        plan: &p1,
+                        out: &mut o1,
+                        at: &|e| e,
+                    },
+                    PartRead {
+                        src: &rb,
+                        plan: &p2,
+                        out: &mut o2,
+                        at: &named,
+                    },
+                ],
+                conc,
+            )
+            .unwrap();
+            let want: Vec<u8> = (0..50)
+                .flat_map(|r| a[r * 100 + 10..r * 100 + 60].to_vec())
+                .collect();
+            assert_eq!(o1, want);
+            assert_eq!(o2, b[100..8100]);
+        }
+        // A part past its file's end fails, named by its own `at`.
+        let past = RankPlan::new(el, &[9000], 4000..13000, &[0..9000], Coalesce::EXACT).unwrap();
+        let mut o = vec![0u8; 9000];
+        let mut o1 = vec![0u8; p1.len as usize];
+        let e = read_plans(
+            vec![
+                PartRead {
+                    src: &ra,
+                    plan: &p1,
+                    out: &mut o1,
+                    at: &|e| e,
+                },
+                PartRead {
+                    src: &rb,
+                    plan: &past,
+                    out: &mut o,
+                    at: &named,
+                },
+            ],
+            3,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("in b:"), "{e}");
     }
 
     #[test]

@@ -764,6 +764,10 @@ impl ReadAt for HttpFile {
         self.len
     }
 
+    fn parallel_reads(&self) -> Option<usize> {
+        Some(self.transfer.max_concurrency)
+    }
+
     fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
         if range.start <= range.end && range.end <= self.prefix.len() as u64 {
             return Ok(Cow::Borrowed(

@@ -56,7 +56,7 @@ mod validator;
 
 pub use chunks::for_each_chunk;
 pub use counting::{Counted, ReadCounter};
-pub use gather::read_plan;
+pub use gather::{read_plan, read_plans, PartRead};
 #[cfg(feature = "remote")]
 pub use gcs::client::GcsClient;
 #[cfg(feature = "remote")]
@@ -112,6 +112,13 @@ pub trait ReadAt: Send + Sync + std::fmt::Debug {
     /// The open local file behind these bytes, for kernel-side copies (`copy_file_range`);
     /// `None` for remote files and memory.
     fn local_file(&self) -> Option<&std::fs::File> {
+        None
+    }
+
+    /// How many reads of this source should be in flight at once to keep it busy: a remote
+    /// file's `max_concurrency`; `None` (the default) for local files and memory, where the
+    /// caller picks by its cores.
+    fn parallel_reads(&self) -> Option<usize> {
         None
     }
 

@@ -10,6 +10,12 @@ with TENSORSMITH_PINNED_MIB); the ring is given back after the load (unregistere
 never left in a cache). Only tensors stored as one raw run are read this way; the others
 (decoded zTensor parts, dequantized GGUF blocks) are made on the CPU and copied over.
 
+What a buffer is filled with is a `Piece`: a run of a file (`span_pieces`: whole tensors,
+first-dimension parts) or a sub-part of a strided per-rank part (`part_pieces`: gathered by
+the native plan). The device side is a ring object: `CudaRing` (pinned buffers, a stream,
+events) or `HostRing` (plain buffers, CPU tensors as the destination, copies done at once),
+so the pipeline's reads, slot reuse and copies are tested without a GPU.
+
 No CUDA toolkit is needed to build tensorsmith: the GPU is driven through torch.
 """
 
@@ -59,6 +65,17 @@ class _Pinned:
         self.host = None
 
 
+class Piece:
+    """One fill of a ring buffer: `fill(ptr)` reads `nbytes` bytes into host memory at
+    `ptr` (natively, the GIL released), then `copies` (flat uint8 destination tensor, offset
+    in it, offset in the piece, bytes) move them to their tensors."""
+
+    __slots__ = ("fill", "nbytes", "copies")
+
+    def __init__(self, fill, nbytes, copies):
+        self.fill, self.nbytes, self.copies = fill, nbytes, copies
+
+
 def _plan(ranges):
     """`ranges` (name -> (file, start, end), in file order) as pieces to read: (file, offset,
     length) runs of at most CHUNK bytes, each with the (tensor name, offset in the tensor) its
@@ -79,9 +96,79 @@ def _plan(ranges):
     return runs
 
 
-def load(native, names, device, cpu_tensor):
+def span_pieces(native, ranges, dest):
+    """Pieces reading `ranges` (name -> (file, start, end)) into `dest` (name -> flat uint8
+    tensor of the span's size): runs of at most CHUNK bytes, neighbouring tensors sharing
+    one."""
+    pieces = []
+    for i, start, end, targets in _plan(ranges):
+        copies = []
+        for name, t_start in targets:
+            d = dest[name]
+            a, b = max(start, t_start), min(end, t_start + d.numel())
+            copies.append((d, a - t_start, a - start, b - a))
+        pieces.append(Piece(lambda ptr, i=i, s=start, n=end - start:
+                            native.read_into(i, s, n, ptr), end - start, copies))
+    return pieces
+
+
+def part_pieces(native, name, cut, shape, nbytes, dest, max_gap=None):
+    """Pieces reading the part `cut` of tensor `name` (of `shape`; the part `nbytes` long)
+    into `dest` (a flat uint8 tensor of the part, row-major), each at most CHUNK bytes: the
+    part cut along its leading dimensions into sub-parts, each gathered by the native plan
+    (only its spans read). None when the part cannot be cut on whole bytes (a packed dtype
+    cut inside a row): then it is read whole on the host."""
+    full = list(cut) + [(0, d) for d in shape[len(cut):]]
+    pieces = []
+
+    def split(prefix, depth, at):
+        # Bytes of one index at `depth` with every later dimension as `full` has it.
+        count = 1
+        for a, b in full[depth + 1:]:
+            count *= b - a
+        rows = full[depth][1] - full[depth][0]
+        if rows == 0:
+            return at
+        per, left = divmod(nbytes * count, _count(full) or 1)
+        if left:
+            raise _NotWhole
+        step = max(1, CHUNK // per) if per else rows
+        if per > CHUNK and depth + 1 < len(full):
+            for r in range(*full[depth]):
+                at = split(prefix + [(r, r + 1)], depth + 1, at)
+            return at
+        for r in range(full[depth][0], full[depth][1], step):
+            sub = prefix + [(r, min(r + step, full[depth][1]))] + full[depth + 1:]
+            n = per * (sub[depth][1] - sub[depth][0])
+            pieces.append(Piece(lambda ptr, sub=sub, n=n:
+                                native.read_part_into(name, sub, ptr, n, max_gap),
+                                n, [(dest, at, 0, n)]))
+            at += n
+        return at
+
+    try:
+        split([], 0, 0)
+    except _NotWhole:
+        return None
+    return pieces
+
+
+class _NotWhole(Exception):
+    pass
+
+
+def _count(full):
+    n = 1
+    for a, b in full:
+        n *= b - a
+    return n
+
+
+def load(native, names, device, cpu_tensor, ring=None):
     """`names` -> tensors on CUDA `device`; `cpu_tensor(name)` makes those not stored raw.
-    Every tensor is complete when this returns; on an error none is handed out."""
+    Every tensor is complete when this returns; on an error none is handed out. `ring`:
+    None, the pinned ring onto `device`; a `HostRing` with device "cpu" runs the same
+    pipeline into CPU tensors (tests without a GPU)."""
     out = {}
     raw = {}  # name -> (file, start, end)
     for name in names:
@@ -96,57 +183,117 @@ def load(native, names, device, cpu_tensor):
         if rng[2] > rng[1]:
             raw[name] = rng
     if raw:
-        _pipeline(native, _plan(raw),
-                  {name: out[name].view(-1).view(torch.uint8) for name in raw}, device)
+        dest = {name: out[name].view(-1).view(torch.uint8) for name in raw}
+        run(span_pieces(native, raw, dest), CudaRing(device) if ring is None else ring)
     return out
 
 
-def _pipeline(native, runs, dest, device):
-    """Reads `runs` into the ring and copies them into `dest` (name -> flat uint8 device
-    tensor)."""
-    slots = max(1, min(_ring_bytes() // CHUNK, len(runs)))
-    slot_bytes = min(CHUNK, max(r[2] - r[1] for r in runs))
+class CudaRing:
+    """The device side of the ring: pinned buffers of our own, copies on one stream, an
+    event per filled buffer."""
+
+    def __init__(self, device):
+        self.stream = torch.cuda.Stream(device=device)
+
+    def buffer(self, nbytes):
+        return _Pinned(nbytes)
+
+    def copy(self, dst, src):
+        with torch.cuda.stream(self.stream):
+            dst.copy_(src, non_blocking=True)
+
+    def mark(self):
+        ev = torch.cuda.Event()
+        ev.record(self.stream)
+        return ev
+
+    def finish(self):
+        self.stream.synchronize()
+
+
+class _Done:
+    def synchronize(self):
+        pass
+
+
+class _Host:
+    def __init__(self, nbytes, ring):
+        self.host = torch.empty(nbytes, dtype=torch.uint8)
+        self.ptr = self.host.data_ptr()
+        self.ring = ring
+        ring.live += nbytes
+        ring.made += 1
+        ring.peak = max(ring.peak, ring.live)
+
+    def free(self):
+        if self.host is not None:
+            self.ring.live -= self.host.numel()
+            self.host = None
+
+
+class HostRing:
+    """The ring with plain host memory in place of pinned buffers and CPU tensors in place
+    of device memory (copies done at once): the pipeline's reading, slot reuse and copying
+    run without a GPU. `peak` (bytes of ring buffers alive at once), `made` (buffers made)
+    and `live` (after the run: 0) are what a test checks."""
+
+    def __init__(self):
+        self.live = self.peak = self.made = 0
+
+    def buffer(self, nbytes):
+        return _Host(nbytes, self)
+
+    def copy(self, dst, src):
+        dst.copy_(src)
+
+    def mark(self):
+        return _Done()
+
+    def finish(self):
+        pass
+
+
+def run(pieces, ring):
+    """Fills ring buffers with `pieces` on up to `_threads()` workers and hands each filled
+    buffer's copies to `ring` in order; a buffer is filled again only after its copies are
+    done (its mark synchronized). Every buffer is given back before this returns, also on an
+    error (the first one is raised)."""
+    if not pieces:
+        return
+    slots = max(1, min(_ring_bytes() // CHUNK, len(pieces)))
+    slot_bytes = max(p.nbytes for p in pieces)
     # Each slot is allocated and registered by the worker that first fills it, so the
     # registrations (page pinning: about 0.4 ms per MiB) run in parallel with each other and
     # with the first reads.
-    pinned = [None] * slots
-    stream = torch.cuda.Stream(device=device)
-    events = [None] * slots
+    buffers = [None] * slots
     try:
-        def read(k, wait_for):
+        def fill(k, wait_for):
             if wait_for is not None:
                 wait_for.synchronize()  # the slot's previous copies are done (GIL released)
             slot = k % slots
-            if pinned[slot] is None:
-                pinned[slot] = _Pinned(slot_bytes)
-            i, start, end, _ = runs[k]
-            native.read_into(i, start, end - start, pinned[slot].ptr)
+            if buffers[slot] is None:
+                buffers[slot] = ring.buffer(slot_bytes)
+            pieces[k].fill(buffers[slot].ptr)
 
         with ThreadPoolExecutor(max_workers=min(_threads(), slots)) as pool:
-            futures = [pool.submit(read, k, None) for k in range(min(slots, len(runs)))]
-            for k, (i, start, end, targets) in enumerate(runs):
+            futures = [pool.submit(fill, k, None) for k in range(min(slots, len(pieces)))]
+            for k, piece in enumerate(pieces):
                 futures[k].result()
                 futures[k] = None
-                src = pinned[k % slots].host
-                with torch.cuda.stream(stream):
-                    for name, t_start in targets:
-                        d = dest[name]
-                        a, b = max(start, t_start), min(end, t_start + d.numel())
-                        d[a - t_start:b - t_start].copy_(src[a - start:b - start],
-                                                         non_blocking=True)
-                    ev = torch.cuda.Event()
-                    ev.record(stream)
-                events[k % slots] = ev
-                if k + slots < len(runs):
-                    futures.append(pool.submit(read, k + slots, ev))
-        stream.synchronize()
+                src = buffers[k % slots].host
+                for d, at, off, n in piece.copies:
+                    ring.copy(d[at:at + n], src[off:off + n])
+                mark = ring.mark()
+                if k + slots < len(pieces):
+                    futures.append(pool.submit(fill, k + slots, mark))
+        ring.finish()
     except BaseException:
         try:
-            stream.synchronize()
+            ring.finish()
         except Exception:  # noqa: BLE001 - the first error is the one to report
             pass
         raise
     finally:
-        for p in pinned:
-            if p is not None:
-                p.free()
+        for b in buffers:
+            if b is not None:
+                b.free()

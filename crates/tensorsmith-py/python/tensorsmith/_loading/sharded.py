@@ -5,10 +5,14 @@ Each part is planned in Rust (`tensorsmith::rank_plan`): a whole tensor or a fir
 cut is one contiguous span; a cut of another dimension is one run per index of the
 dimensions before it, neighbouring runs read together when the gap between them is at most
 4 KiB for local files or 256 KiB for URLs (so bytes read <= kept + (runs - 1) * gap in that
-case, exactly the kept bytes otherwise). On the CPU the part is read straight into its
-tensor (spans gathered, several at once); onto CUDA, one-span parts go through the pinned
-ring of `_torch_cuda` into their device tensors, and strided parts are gathered on the host
-(the part's bytes, never the whole tensor's) and copied over.
+case, exactly the kept bytes otherwise). On the CPU each part is read straight into its
+tensor, the reads of all parts of a file in one queue (as many at once as a URL's
+`max_concurrency`, up to 4 for local files). Onto CUDA every part goes through the pinned ring
+of `_torch_cuda` into its device tensor: one-span parts in runs of at most 8 MiB, strided
+parts in sub-parts of at most 8 MiB (cut along their leading dimensions, each gathered by
+the native plan into a ring buffer), so no host copy of a tensor or of a part is made. A
+packed-dtype part that cannot be cut on whole bytes inside a row is gathered on the host
+(its bytes alone) and copied over.
 """
 
 import os
@@ -57,9 +61,11 @@ def _owners(natives, names):
     return owner
 
 
-def load(natives, plan, device, stats=None, max_gap=None):
+def load(natives, plan, device, stats=None, max_gap=None, ring=None):
     """`plan` (name -> None, (dim, start, stop) or a get_slice index) -> tensors on
-    `device` (a torch.device)."""
+    `device` (a torch.device). `ring`: the ring every part goes through; None: the pinned
+    ring onto CUDA, direct reads into the tensors on the CPU (`_torch_cuda.HostRing` with
+    device "cpu": the CUDA path's pipeline with CPU tensors in place of device memory)."""
     if not isinstance(plan, dict):
         raise InvalidInput(f"plan must be a dict of tensor name -> part, not "
                            f"{type(plan).__name__}")
@@ -67,8 +73,12 @@ def load(natives, plan, device, stats=None, max_gap=None):
     for f in natives:
         f.reset_bytes_read()
     out, kept = {}, 0
-    by_file = {}  # native -> {name: (file index, start, end)}: one-span parts for the ring
+    spans = {}  # native -> {name: (file index, start, end)}: one-span parts for the ring
+    pieces = []  # strided parts' pieces for the ring
+    direct = {}  # native -> [(name, cut, addr, len)]: parts read straight into CPU tensors
     posts = {}
+    if ring is None and device.type == "cuda":
+        ring = _torch_cuda.CudaRing(device)
     for name, spec in plan.items():
         f = owner[name]
         dtype_name, shape, layout = f.info_of(name)
@@ -86,22 +96,36 @@ def load(natives, plan, device, stats=None, max_gap=None):
         part = _rank_plan.plan_entry(name, spec, shape)
         dtype = _torch.torch_dtype(dtype_name)
         tshape = _torch.torch_shape(dtype_name, part.shape)
-        span = f.part_span(name, part.cut) if device.type == "cuda" else None
-        target = device if span is not None else "cpu"
-        t = torch.empty(tshape, dtype=dtype, device=target)
+        t = torch.empty(tshape, dtype=dtype, device=device)
         nbytes = t.numel() * t.element_size()
         kept += nbytes
-        if span is not None:
-            if span[2] > span[1]:
-                by_file.setdefault(f, {})[name] = span
-        elif nbytes:
-            f.read_part_into(name, part.cut, t.data_ptr(), nbytes, max_gap)
         out[name] = t
         if part.post is not None:
             posts[name] = part.post
-    for f, spans in by_file.items():
-        dest = {n: out[n].view(-1).view(torch.uint8) for n in spans}
-        _torch_cuda._pipeline(f, _torch_cuda._plan(spans), dest, device)
+        if not nbytes:
+            continue
+        if ring is None:
+            direct.setdefault(f, []).append((name, part.cut, t.data_ptr(), nbytes))
+            continue
+        span = f.part_span(name, part.cut)
+        if span is not None:
+            spans.setdefault(f, {})[name] = span
+            continue
+        flat = t.view(-1).view(torch.uint8)
+        more = _torch_cuda.part_pieces(f, name, part.cut, shape, nbytes, flat, max_gap)
+        if more is None:  # a packed dtype cut inside a row: the part's bytes on the host
+            host = torch.empty(nbytes, dtype=torch.uint8)
+            f.read_part_into(name, part.cut, host.data_ptr(), nbytes, max_gap)
+            flat.copy_(host)
+        else:
+            pieces += more
+    for f, parts in direct.items():
+        f.read_parts_into(parts, max_gap)  # every part's reads in one queue
+    for f, ranges in spans.items():
+        dest = {n: out[n].view(-1).view(torch.uint8) for n in ranges}
+        pieces += _torch_cuda.span_pieces(f, ranges, dest)
+    if pieces:
+        _torch_cuda.run(pieces, ring)
     for name, t in out.items():
         if name in posts:
             t = t[posts[name]]

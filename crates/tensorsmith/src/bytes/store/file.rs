@@ -10,7 +10,7 @@ use crate::bytes::resumed_get::get_resumed;
 use crate::bytes::runtime::{block_on, run};
 use crate::bytes::storage_options::Transfer;
 use crate::bytes::store::parts::copy_parallel;
-use crate::bytes::{check_range, ReadAt};
+use crate::bytes::{check_range, checked_end, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
 use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
@@ -66,6 +66,29 @@ pub struct StoreFile {
     etag: Option<String>,
     first: Vec<u8>,
     transfer: Transfer,
+}
+
+/// Where a GET's body lands: the caller's buffer, written by the task [`run`] drives while
+/// the caller waits. A raw address because the task must be `'static`; [`run`] returns only
+/// once the task is done (the runtime is never shut down, the task never cancelled), so the
+/// borrow of the buffer outlives every write.
+struct Dest(*mut u8);
+
+// SAFETY: the address is written by one task at a time (the one GET it was made for), and
+// the buffer behind it is borrowed mutably by the waiting caller for the task's whole life.
+unsafe impl Send for Dest {}
+// SAFETY: shared only inside that one task (its body callback borrows it), never between
+// threads that write at once.
+unsafe impl Sync for Dest {}
+
+impl Dest {
+    /// Copies `bytes` to `at` bytes past the start. The caller keeps `at + bytes.len()`
+    /// within the buffer.
+    fn write(&self, at: usize, bytes: &[u8]) {
+        // SAFETY: in bounds (checked by the caller against the buffer's length) and no one
+        // else touches the buffer while the task runs (see the type's documentation).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.0.add(at), bytes.len()) }
+    }
 }
 
 impl std::fmt::Debug for StoreFile {
@@ -147,12 +170,21 @@ impl StoreFile {
     }
 
     /// The bytes of `range` (within the object) by one conditional GET into `buf` (resized
-    /// to the range's length), streamed straight into it as they arrive (no second buffer of
-    /// the part), on the runtime's threads ([`run`]); the buffer comes back filled. A body cut
-    /// short goes on from where it stopped (`get_resumed`), up to `max_attempts` cuts.
+    /// to the range's length), streamed straight into it as they arrive; the buffer comes
+    /// back filled (see [`StoreFile::get_into`]).
     fn get_part(&self, range: Range<u64>, mut buf: Vec<u8>) -> Result<Vec<u8>> {
-        let want = (range.end - range.start) as usize;
-        buf.resize(want, 0);
+        buf.resize((range.end - range.start) as usize, 0);
+        self.get_into(range, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// The bytes of `range` (within the object, `dst.len()` long) by one conditional GET,
+    /// streamed straight into `dst` as they arrive (no buffer of the part between), on the
+    /// runtime's threads ([`run`]). A body cut short goes on from where it stopped
+    /// (`get_resumed`), up to `max_attempts` cuts.
+    fn get_into(&self, range: Range<u64>, dst: &mut [u8]) -> Result<()> {
+        let want = dst.len();
+        let out = Dest(dst.as_mut_ptr());
         let (store, path, etag) = (
             Arc::clone(&self.store),
             self.path.clone(),
@@ -161,19 +193,18 @@ impl StoreFile {
         let (len, attempts, start) = (self.len, self.transfer.max_attempts, range.start);
         let got = run(async move {
             let mut at = 0usize;
-            let r = get_resumed(&*store, &path, range, len, etag, attempts, |c| {
+            get_resumed(&*store, &path, range, len, etag, attempts, |c| {
                 let end = at + c.len();
                 // More than asked for: counted (by `got`), not copied (reported below).
                 if end <= want {
-                    buf[at..end].copy_from_slice(&c);
+                    out.write(at, &c);
                 }
                 at = end;
                 std::future::ready(true)
             })
-            .await;
-            r.map(|s| (s, buf))
+            .await
         });
-        let (s, buf) = got.map_err(|f| {
+        let s = got.map_err(|f| {
             f.cut_short(want as u64, &self.name)
                 .unwrap_or_else(|| self.error(&f.error))
         })?;
@@ -192,7 +223,7 @@ impl StoreFile {
             )))
             .in_file(Path::new(&self.name)));
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// `range` written to `out`: parallel parts of `part_size`.
@@ -205,6 +236,10 @@ impl StoreFile {
 impl ReadAt for StoreFile {
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn parallel_reads(&self) -> Option<usize> {
+        Some(self.transfer.max_concurrency)
     }
 
     fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
@@ -220,6 +255,24 @@ impl ReadAt for StoreFile {
         } else {
             Ok(Cow::Owned(self.get_part(range, Vec::new())?))
         }
+    }
+
+    /// Fills `buf` from `offset`: what the first bytes hold from memory, the rest by one GET
+    /// straight into `buf` (parallel parts when it is longer than `part_size`).
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let end = checked_end(offset, buf.len(), self.len)?;
+        let held = (self.first.len() as u64).clamp(offset, end);
+        let (head, rest) = buf.split_at_mut((held - offset) as usize);
+        if !head.is_empty() {
+            head.copy_from_slice(&self.first[offset as usize..held as usize]);
+        }
+        if rest.is_empty() {
+            return Ok(());
+        }
+        if end - held > self.transfer.part_size {
+            return self.fetch_to(held..end, &mut &mut rest[..]);
+        }
+        self.get_into(held..end, rest)
     }
 
     fn copy_to(&self, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
