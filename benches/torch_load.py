@@ -9,7 +9,8 @@ Prints medians of TL_RUNS (default 5) interleaved runs:
   touching one element of each tensor;
 - load_file(device="cuda:0"), warm page cache: GB/s, ours vs the reference (and
   fastsafetensors with nogds=True, tensors kept), and ours with a cold cache (the file's pages
-  dropped with posix_fadvise) vs a plain sequential read of the file, cold too;
+  dropped with posix_fadvise), through the page cache and with O_DIRECT
+  (TENSORSMITH_DIRECT_IO=0/1), vs a plain sequential read of the file, cold too;
 - growth of peak RssAnon during our CUDA load (the CUDA context made before), and the pinned
   ring's size.
 Data goes to TL_DIR (default /tmp/tl-bench).
@@ -159,20 +160,23 @@ def main():
     torch.cuda.empty_cache()
     print(f"peak RssAnon growth during our cuda load: {growth:.0f} MiB; pinned ring "
           f"{int(os.environ.get('TENSORSMITH_PINNED_MIB', '96'))} MiB")
-    cold_ours, cold_read = [], []
+    cold_ours, cold_direct, cold_read = [], [], []
     for _ in range(max(2, RUNS // 2)):
-        drop_cache(path)
-        t, d = timed(lambda: ours.load_file(path, device="cuda:0"))
-        cold_ours.append(t)
-        del d
-        torch.cuda.empty_cache()
+        for mode, into in (("0", cold_ours), ("1", cold_direct)):
+            os.environ["TENSORSMITH_DIRECT_IO"] = mode  # through the page cache, or around it
+            drop_cache(path)
+            t, d = timed(lambda: ours.load_file(path, device="cuda:0"))
+            into.append(t)
+            del d
+            torch.cuda.empty_cache()
+        os.environ.pop("TENSORSMITH_DIRECT_IO")
         drop_cache(path)
         t, _ = timed(lambda: read_all(path))
         cold_read.append(t)
-    co, cr = statistics.median(cold_ours), statistics.median(cold_read)
-    print(f"cold cache: ours to cuda {gb / co:.2f} GB/s, a sequential read {gb / cr:.2f} GB/s "
-          f"({cr / co:.2f}x the read's speed)")
-
+    co, cd, cr = (statistics.median(v) for v in (cold_ours, cold_direct, cold_read))
+    print(f"cold cache: ours to cuda {gb / co:.2f} GB/s, with O_DIRECT {gb / cd:.2f} GB/s, a "
+          f"sequential read {gb / cr:.2f} GB/s ({cr / co:.2f}x and {cr / cd:.2f}x the read's "
+          f"speed)")
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,10 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 use std::borrow::Cow;
 use std::sync::Arc;
-use tensorsmith::bytes::{read_plans, Backend, Counted, LocalFile, PartRead, ReadAt, ReadCounter};
+use tensorsmith::bytes::{
+    read_plans, resident_fraction, Backend, Counted, DirectFile, LocalFile, PartRead, ReadAt,
+    ReadCounter,
+};
 use tensorsmith::index::{Format, Layout, LayoutNames, MetaValue, TensorInfo};
 use tensorsmith::model::open_reader;
 use tensorsmith::ops::inspect::meta_json;
@@ -68,12 +71,17 @@ pub struct File {
     /// Bytes and reads of tensor data asked of the byte layer through `read_into` and
     /// `read_part_into` (`bytes_read`, for tests of per-rank loads).
     counter: ReadCounter,
+    /// Each file opened again with `O_DIRECT` (`read_into_direct`), on first use; `None`
+    /// where that cannot be done (a URL, a descriptor, a filesystem refusing it).
+    direct: Vec<std::sync::OnceLock<Option<DirectFile>>>,
 }
 
 impl File {
     fn of(model: Model) -> File {
         let by_name = model.index.by_name();
+        let direct = model.files.iter().map(|_| Default::default()).collect();
         File {
+            direct,
             model: Arc::new(model),
             by_path: false,
             by_name,
@@ -379,6 +387,72 @@ impl File {
     /// The number of files (shards, parts) behind the model.
     fn file_count(&self) -> usize {
         self.model.files.len()
+    }
+
+    /// The fraction (0 to 1) of local file `i`'s pages in the page cache (`mincore`), None
+    /// for URLs and file objects: a cold file is read with `read_into_direct`.
+    fn resident(&self, py: Python<'_>, i: usize) -> PyResult<Option<f64>> {
+        let Some(f) = self.model.files.get(i) else {
+            return Err(raise(py, "OptionError", format!("no file {i}")));
+        };
+        match f.bytes().local_file() {
+            Some(file) => resident_fraction(file)
+                .map(Some)
+                .map_err(|e| e.in_file(std::path::Path::new(&f.location)))
+                .py_err(py),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads `len` bytes at `offset` of local file `i` bypassing the page cache (`O_DIRECT`)
+    /// into memory at `addr` (a multiple of 4096, `cap` bytes: at least the aligned span,
+    /// up to 8 KiB more than `len`), without the GIL, and returns where the bytes start
+    /// there; None (nothing read) where the file cannot be read so (a URL, a descriptor or
+    /// file object, a filesystem refusing `O_DIRECT`). For the PyTorch paths only: `addr`
+    /// is a buffer the caller owns and keeps alive until this returns.
+    fn read_into_direct(
+        &self,
+        py: Python<'_>,
+        i: usize,
+        offset: u64,
+        len: usize,
+        addr: usize,
+        cap: usize,
+    ) -> PyResult<Option<usize>> {
+        let Some(f) = self.model.files.get(i) else {
+            return Err(raise(py, "OptionError", format!("no file {i}")));
+        };
+        if addr == 0 {
+            return Err(raise(
+                py,
+                "OptionError",
+                "read_into_direct: null address".into(),
+            ));
+        }
+        let direct = self.direct[i].get_or_init(|| {
+            let local = self.by_path && !tensorsmith::bytes::is_url(&f.location);
+            local
+                .then(|| {
+                    DirectFile::open(std::path::Path::new(&f.location))
+                        .ok()
+                        .flatten()
+                })
+                .flatten()
+        });
+        let Some(direct) = direct else {
+            return Ok(None);
+        };
+        let got = py.detach(|| {
+            // SAFETY: a live buffer of `cap` bytes that the caller (tensorsmith's Python
+            // code) owns and nothing else touches during this call.
+            let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, cap) };
+            direct
+                .read(offset, len, buf)
+                .map_err(|e| e.in_file(std::path::Path::new(&f.location)))
+        });
+        let at = got.py_err(py)?;
+        self.counter.add(len as u64);
+        Ok(Some(at))
     }
 
     /// Reads `len` bytes at `offset` of file `i` into memory at address `addr`, without the

@@ -11,6 +11,7 @@ Run with `pytest -s` to see the measured ratios."""
 
 import collections
 import io
+import os
 import json
 import pathlib
 import socket
@@ -517,10 +518,12 @@ def test_an_s3_url_reads_the_spans_counted_by_the_server(saved, moto_endpoint, m
 
 
 @cuda
+@pytest.mark.parametrize("direct", ["0", "1"])
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_cuda_parts_equal_the_cpu_parts(saved, ranks, monkeypatch):
+def test_cuda_parts_equal_the_cpu_parts(saved, ranks, direct, monkeypatch):
     tensors, path = saved
     monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")  # a ring smaller than the parts
+    monkeypatch.setenv("TENSORSMITH_DIRECT_IO", direct)
     for r in range(ranks):
         plan = rank_plan(tensors, r, ranks)
         stats = {}
@@ -558,7 +561,8 @@ def test_the_ring_lands_every_part_as_the_cpu_read_does(saved, ranks, chunk, mon
             assert got[name].dtype == cpu[name].dtype and torch.equal(got[name], cpu[name]), name
         assert ring.live == 0  # every buffer given back
         assert 0 < ring.made <= slots
-        assert ring.peak <= slots * chunk  # the ring's bound, whatever the parts' sizes
+        # The ring's bound, whatever the parts' sizes (each buffer has room to align a read).
+        assert ring.peak <= slots * (chunk + 3 * _ring.ALIGN)
         assert stats["bytes_kept"] == sum(t.numel() * t.element_size() for t in got.values())
         assert stats["bytes_kept"] <= stats["bytes_read"] <= bound(tensors, plan, LOCAL_GAP)
 
@@ -573,7 +577,7 @@ def test_the_ring_lands_whole_tensors_as_the_reference_does(saved, monkeypatch):
     want = ref.load_file(path)
     for name in tensors:
         assert torch.equal(got[name], want[name]), name
-    assert ring.live == 0 and ring.peak <= 16 * (64 << 10)
+    assert ring.live == 0 and ring.peak <= 16 * ((64 << 10) + 3 * _ring.ALIGN)
 
 
 def test_a_failing_read_gives_every_ring_buffer_back(monkeypatch):
@@ -583,7 +587,7 @@ def test_a_failing_read_gives_every_ring_buffer_back(monkeypatch):
     filled = []
 
     def fill(k):
-        def f(ptr):
+        def f(ptr, cap):
             if k == 37:
                 raise OSError("the disk went away")
             filled.append(k)
@@ -614,3 +618,60 @@ def test_a_packed_part_cut_inside_a_row_goes_through_the_host(tmp_path, monkeypa
     assert torch.equal(got["w"].view(torch.uint8), raw[:, 4:96])
     assert ring.live == 0
     assert (ring.made == 0) == (chunk == 64)  # 92-byte rows: too big for 64-byte pieces
+
+
+# Cold loads read around the page cache (O_DIRECT): offsets, lengths and buffers aligned to
+# 4096, the bytes found inside the aligned span. Runs of 10,000 bytes start and end off the
+# alignment, as tensors do.
+
+def _direct_works(native):
+    buf = torch.empty(3 * _ring.ALIGN, dtype=torch.uint8)
+    pad = -buf.data_ptr() % _ring.ALIGN
+    return native.read_into_direct(0, 8, 10, buf.data_ptr() + pad, 2 * _ring.ALIGN) is not None
+
+
+@pytest.mark.parametrize("ranks", [1, 4])
+def test_direct_reads_land_the_same_bytes(saved, ranks, monkeypatch):
+    tensors, path = saved
+    monkeypatch.setattr(_ring, "CHUNK", 10_000)
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")
+    monkeypatch.setenv("TENSORSMITH_DIRECT_IO", "1")
+    native = tensorsmith._open_native(str(path), "pread")
+    if not _direct_works(native):
+        pytest.skip(f"the filesystem of {path} refuses O_DIRECT")
+    assert _ring._direct_files(native, {0}) == {0}
+    want = ref.load_file(path)
+    ring = _ring.HostRing()
+    got = _ring.load(native, list(tensors), torch.device("cpu"), None, ring)
+    for name in tensors:
+        assert torch.equal(got[name], want[name]), name
+    for r in range(ranks):
+        plan = rank_plan(tensors, r, ranks, dims=(0, None))  # one span each: the direct path
+        ring, stats = _ring.HostRing(), {}
+        natives = _sharded._natives(path, "pread", None)
+        got = _sharded.load(natives, plan, torch.device("cpu"), stats, None, ring)
+        for name, spec in plan.items():
+            assert torch.equal(got[name], expected(want[name], spec)), name
+        assert stats["bytes_read"] == stats["bytes_kept"] and ring.live == 0
+
+
+def test_the_page_cache_decides_which_files_are_read_directly(tmp_path, monkeypatch):
+    path = tmp_path / "m.safetensors"
+    ref.save_file({"w": torch.randn(512, 1024)}, path)
+    native = tensorsmith._open_native(str(path), "pread")
+    path.read_bytes()
+    monkeypatch.delenv("TENSORSMITH_DIRECT_IO", raising=False)
+    assert _ring._direct_files(native, {0}) == set()  # the default: through the cache
+    monkeypatch.setenv("TENSORSMITH_DIRECT_IO", "0")
+    assert _ring._direct_files(native, {0}) == set()
+    monkeypatch.setenv("TENSORSMITH_DIRECT_IO", "1")
+    assert _ring._direct_files(native, {0}) == {0}
+    monkeypatch.setenv("TENSORSMITH_DIRECT_IO", "auto")
+    assert native.resident(0) > 0.99
+    assert _ring._direct_files(native, {0}) == set()  # warm: the page cache stays
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    if native.resident(0) >= 0.5:
+        pytest.skip("this filesystem keeps the file in memory (tmpfs): no cold file to make")
+    assert _ring._direct_files(native, {0}) == {0}  # cold: around the cache

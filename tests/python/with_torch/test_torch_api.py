@@ -229,8 +229,10 @@ def test_numpy_framework_still_refuses_devices(ref_file):
 
 
 @cuda
+@pytest.mark.parametrize("direct", ["0", "1"])
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", 0])
-def test_cuda_load_equals_the_cpu_load(tmp_path, ref_file, device):
+def test_cuda_load_equals_the_cpu_load(tmp_path, ref_file, device, direct, monkeypatch):
+    monkeypatch.setenv("TENSORSMITH_DIRECT_IO", direct)  # through the cache, or around it
     want = ref.load_file(ref_file)
     got = ours.load_file(ref_file, device=device)
     for k in want:

@@ -34,7 +34,8 @@ impl ReadCounter {
         self.reads.store(0, Ordering::Relaxed);
     }
 
-    fn add(&self, n: u64) {
+    /// One read of `n` bytes made around the counted source (a direct read of the file).
+    pub fn add(&self, n: u64) {
         self.bytes.fetch_add(n, Ordering::Relaxed);
         self.reads.fetch_add(1, Ordering::Relaxed);
     }

@@ -16,6 +16,9 @@ the native plan). The device side is a ring object: `CudaRing` (pinned buffers, 
 events) or `HostRing` (plain buffers, CPU tensors as the destination, copies done at once),
 so the pipeline's reads, slot reuse and copies are tested without a GPU.
 
+A cold file is read around the page cache (`O_DIRECT`, `_direct_files`): each buffer has room
+for the aligned span around its run, and a fill says where the run's bytes start in it.
+
 No CUDA toolkit is needed to build tensorsmith: the GPU is driven through torch.
 """
 
@@ -33,6 +36,32 @@ from .._torch import torch_dtype, torch_shape
 # 19 GB/s, 256 MiB in 16 MiB reads 29 GB/s, 128 MiB in 8 MiB reads 32.5 GB/s; on two
 # machines 96 MiB in 8 MiB reads beat 128 MiB (38.2 vs 33.9 and 27.6 vs 23.7 GB/s).
 CHUNK = 8 << 20
+
+
+# O_DIRECT wants offsets, lengths and buffers aligned to the device's block; ring buffers are
+# made this much larger and used from an aligned address.
+ALIGN = 4096
+
+
+def _direct_files(native, files):
+    """The files of `files` (indexes) to read bypassing the page cache: TENSORSMITH_DIRECT_IO
+    "1" all local files, "auto" those less than half in the page cache (a cold load, where
+    the cache only adds a copy; a warm one keeps it), "0" (the default) none. Off by
+    default because it has not yet won where measured: cold, on a 2-core virtual machine's
+    ext4 disk, the ring read the file 0.91x as fast with O_DIRECT as through the cache (its
+    read-ahead; benches/ring_cold_read.py); the GPU machines' run decides the default."""
+    mode = os.environ.get("TENSORSMITH_DIRECT_IO", "0").lower()
+    if mode in ("0", "off", "false", "no"):
+        return set()
+    out = set()
+    for i in files:
+        if mode in ("1", "on", "true", "yes"):
+            out.add(i)
+        else:
+            r = native.resident(i)
+            if r is not None and r < 0.5:
+                out.add(i)
+    return out
 
 
 def _ring_bytes():
@@ -66,9 +95,11 @@ class _Pinned:
 
 
 class Piece:
-    """One fill of a ring buffer: `fill(ptr)` reads `nbytes` bytes into host memory at
-    `ptr` (natively, the GIL released), then `copies` (flat uint8 destination tensor, offset
-    in it, offset in the piece, bytes) move them to their tensors."""
+    """One fill of a ring buffer: `fill(ptr, cap)` reads `nbytes` bytes into host memory at
+    `ptr` (an ALIGNed address with `cap` bytes: nbytes + 2 * ALIGN; natively, the GIL
+    released) and returns where they start there (None: at `ptr`), then `copies` (flat uint8
+    destination tensor, offset in it, offset in the piece, bytes) move them to their
+    tensors."""
 
     __slots__ = ("fill", "nbytes", "copies")
 
@@ -96,10 +127,11 @@ def _plan(ranges):
     return runs
 
 
-def span_pieces(native, ranges, dest):
+def span_pieces(native, ranges, dest, direct=()):
     """Pieces reading `ranges` (name -> (file, start, end)) into `dest` (name -> flat uint8
     tensor of the span's size): runs of at most CHUNK bytes, neighbouring tensors sharing
-    one."""
+    one; the runs of files in `direct` read bypassing the page cache (where the file cannot
+    be, as a plain read)."""
     pieces = []
     for i, start, end, targets in _plan(ranges):
         copies = []
@@ -107,8 +139,16 @@ def span_pieces(native, ranges, dest):
             d = dest[name]
             a, b = max(start, t_start), min(end, t_start + d.numel())
             copies.append((d, a - t_start, a - start, b - a))
-        pieces.append(Piece(lambda ptr, i=i, s=start, n=end - start:
-                            native.read_into(i, s, n, ptr), end - start, copies))
+        if i in direct:
+            def fill(ptr, cap, i=i, s=start, n=end - start):
+                at = native.read_into_direct(i, s, n, ptr, cap)
+                if at is None:
+                    native.read_into(i, s, n, ptr)
+                return at
+        else:
+            def fill(ptr, cap, i=i, s=start, n=end - start):
+                native.read_into(i, s, n, ptr)
+        pieces.append(Piece(fill, end - start, copies))
     return pieces
 
 
@@ -140,7 +180,7 @@ def part_pieces(native, name, cut, shape, nbytes, dest, max_gap=None):
         for r in range(full[depth][0], full[depth][1], step):
             sub = prefix + [(r, min(r + step, full[depth][1]))] + full[depth + 1:]
             n = per * (sub[depth][1] - sub[depth][0])
-            pieces.append(Piece(lambda ptr, sub=sub, n=n:
+            pieces.append(Piece(lambda ptr, cap, sub=sub, n=n:
                                 native.read_part_into(name, sub, ptr, n, max_gap),
                                 n, [(dest, at, 0, n)]))
             at += n
@@ -184,7 +224,8 @@ def load(native, names, device, cpu_tensor, ring=None):
             raw[name] = rng
     if raw:
         dest = {name: out[name].view(-1).view(torch.uint8) for name in raw}
-        run(span_pieces(native, raw, dest), CudaRing(device) if ring is None else ring)
+        direct = _direct_files(native, {r[0] for r in raw.values()})
+        run(span_pieces(native, raw, dest, direct), CudaRing(device) if ring is None else ring)
     return out
 
 
@@ -261,7 +302,9 @@ def run(pieces, ring):
     if not pieces:
         return
     slots = max(1, min(_ring_bytes() // CHUNK, len(pieces)))
-    slot_bytes = max(p.nbytes for p in pieces)
+    # Room for an aligned start and a direct read's aligned span around the piece.
+    slot_bytes = max(p.nbytes for p in pieces) + 3 * ALIGN
+    starts = [0] * len(pieces)  # where each piece's bytes start in its buffer
     # Each slot is allocated and registered by the worker that first fills it, so the
     # registrations (page pinning: about 0.4 ms per MiB) run in parallel with each other and
     # with the first reads.
@@ -273,14 +316,17 @@ def run(pieces, ring):
             slot = k % slots
             if buffers[slot] is None:
                 buffers[slot] = ring.buffer(slot_bytes)
-            pieces[k].fill(buffers[slot].ptr)
+            ptr = buffers[slot].ptr
+            pad = -ptr % ALIGN
+            at = pieces[k].fill(ptr + pad, slot_bytes - pad)
+            starts[k] = pad + (at or 0)
 
         with ThreadPoolExecutor(max_workers=min(_threads(), slots)) as pool:
             futures = [pool.submit(fill, k, None) for k in range(min(slots, len(pieces)))]
             for k, piece in enumerate(pieces):
                 futures[k].result()
                 futures[k] = None
-                src = buffers[k % slots].host
+                src = buffers[k % slots].host[starts[k]:]
                 for d, at, off, n in piece.copies:
                     ring.copy(d[at:at + n], src[off:off + n])
                 mark = ring.mark()

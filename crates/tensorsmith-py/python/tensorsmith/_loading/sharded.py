@@ -123,7 +123,8 @@ def load(natives, plan, device, stats=None, max_gap=None, ring=None):
         f.read_parts_into(parts, max_gap)  # every part's reads in one queue
     for f, ranges in spans.items():
         dest = {n: out[n].view(-1).view(torch.uint8) for n in ranges}
-        pieces += _torch_cuda.span_pieces(f, ranges, dest)
+        direct = _torch_cuda._direct_files(f, {r[0] for r in ranges.values()})
+        pieces += _torch_cuda.span_pieces(f, ranges, dest, direct)
     if pieces:
         _torch_cuda.run(pieces, ring)
     for name, t in out.items():
