@@ -239,6 +239,10 @@ class safe_open:
         such as q8_k, raise). For every other tensor `dequantize` changes nothing."""
         if self._check_digests:
             self._f.check_digests(name)
+        return self._get(name, dequantize)
+
+    def _get(self, name, dequantize):
+        """`get_tensor` after its digest check."""
         if self._framework == "pt":
             return self._pt([name], dequantize)[name]
         dtype, shape, layout = self._f.info_of(name)
@@ -263,7 +267,12 @@ class safe_open:
                 for k in names:
                     self._f.check_digests(k)
             return self._pt(names, dequantize)
-        return {k: self.get_tensor(k, dequantize=dequantize) for k in names}
+        if self._check_digests:
+            for k in names:
+                self._f.check_digests(k)
+        read = self._np.read_many(names) if self._np is not None else {}
+        return {k: _out(read[k], self._framework, self._f.info_of(k)[0]) if k in read
+                else self._get(k, dequantize) for k in names}
 
     def get_slice(self, name: str, dequantize: bool = False) -> _Slice:
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.

@@ -75,6 +75,28 @@ class Reader:
         self.native.read_into(i, start, end - start, out.ctypes.data)
         return out
 
+    def read_many(self, names) -> dict:
+        """Owned arrays of the raw tensors among `names` that are read rather than mapped
+        (the pread backend, file objects, URLs), all in one native call so that their reads
+        share one queue: a URL keeps `max_concurrency` requests in flight across tensors.
+        The others (mapped, decoded, GGUF blocks, empty) are left to `array`."""
+        out, batch = {}, []
+        for name in names:
+            dtype, shape, layout = self.native.info_of(name)
+            rng = self.native.raw_range(name)
+            if rng is None or rng[2] == rng[1] or layout.startswith("ggml:"):
+                continue
+            if self.mapped:
+                with self.lock:
+                    if self._map(rng[0]) is not None:
+                        continue
+            arr = np.empty(shape, dtype=dtype_of(dtype, layout))
+            out[name] = arr
+            batch.append((name, [], arr.ctypes.data, rng[2] - rng[1]))
+        if batch:
+            self.native.read_parts_into(batch)
+        return out
+
 
 def to_framework(arr: np.ndarray, framework: str):
     """A NumPy array as a tensor of "tf", "flax" (JAX), "mlx" or "paddle", converted as the
