@@ -392,6 +392,26 @@ def compare(got, expected):
     return not bad, bad[:5]
 
 
+def attempt(rec, label, name, first, device, call):
+    """One timed load, `call()` (0.9's worker asked for digests on a first load): None when
+    it fails (its error kept in `rec` and printed: one failing peer never stops the run),
+    else (seconds, the tensors loaded in this process or None, their digests when `first`,
+    read(2) bytes)."""
+    r0 = rchar()
+    try:
+        extra = {"want_digests": first} if name == ST09 else {}
+        t, out = timed(partial(call, **extra), device)
+    except Exception as e:  # noqa: BLE001 - one failing peer never stops the run
+        rec["error"] = f"{type(e).__name__}: {e}"[:2000]
+        say(f"  {label} error: {rec['error'][:300]}")
+        free(device)
+        return None
+    if isinstance(out, Remote):
+        return out.t, None, out.digests, out.rchar
+    io = rchar() - r0
+    return t, out, (digests(out) if first else None), io
+
+
 # --- the machine's bound -------------------------------------------------------------------
 
 
@@ -842,23 +862,13 @@ class Run:
                     if "error" in rec or "dropped" in rec:
                         continue
                     first = not rec["times_s"]
-                    r0 = rchar()
-                    try:
-                        extra = {"want_digests": first} if name == ST09 else {}
-                        t, out = timed(partial(fn, data, self.device, mode, rec["info"], **extra),
-                                       self.device)
-                    except Exception as e:  # noqa: BLE001 - one failing peer never stops it
-                        rec["error"] = f"{type(e).__name__}: {e}"[:2000]
-                        say(f"  {name:19} {mode:16} error: {rec['error'][:300]}")
-                        free(self.device)
+                    done = attempt(rec, f"{name:19} {mode:16}", name, first, self.device,
+                                   partial(fn, data, self.device, mode, rec["info"]))
+                    if done is None:
                         continue
-                    if isinstance(out, Remote):
-                        t, got, io = out.t, out.digests, out.rchar
-                    else:
-                        io = rchar() - r0
-                        got = digests(out) if first else None
-                        if first and name == REF and mode == "load_file":
-                            self.reference_digests(got, out, data.shapes)
+                    t, out, got, io = done
+                    if out is not None and first and name == REF and mode == "load_file":
+                        self.reference_digests(got, out, data.shapes)
                     rec.setdefault("rchar_bytes", io)
                     del out
                     free(self.device)
@@ -997,21 +1007,11 @@ class Run:
                 if "error" in rec:
                     continue
                 first = run == 0
-                r0 = rchar()
-                try:
-                    extra = {"want_digests": first} if name == ST09 else {}
-                    t, out = timed(partial(fn, data, plan, self.device, mode, rec["info"],
-                                           **extra), self.device)
-                except Exception as e:  # noqa: BLE001
-                    rec["error"] = f"{type(e).__name__}: {e}"[:2000]
-                    say(f"  {key:5} {name:19} {mode:13} error: {rec['error'][:300]}")
-                    free(self.device)
+                done = attempt(rec, f"{key:5} {name:19} {mode:13}", name, first, self.device,
+                               partial(fn, data, plan, self.device, mode, rec["info"]))
+                if done is None:
                     continue
-                if isinstance(out, Remote):
-                    t, got, io = out.t, out.digests, out.rchar
-                else:
-                    io = rchar() - r0
-                    got = digests(out) if first else None
+                t, out, got, io = done
                 del out
                 free(self.device)
                 rec["times_s"].append(t)
