@@ -47,10 +47,12 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve(files):
-    """Serves `files` ({"/path": bytes}) until the block ends; yields the base URL."""
-    RangeHandler.files = files
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)
+def serve(files, handler=None):
+    """Serves `files` ({"/path": bytes}) until the block ends, with `handler` (RangeHandler
+    or a subclass); yields the base URL."""
+    handler = handler or RangeHandler
+    handler.files = files
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:

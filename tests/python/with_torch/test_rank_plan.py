@@ -334,6 +334,42 @@ def test_an_http_url_reads_the_spans_counted_by_the_server(saved):
                 _check_served(tensors, plan, stats, served, kind, "http", ranks)
 
 
+def test_a_ranks_parts_share_one_queue_of_requests(saved):
+    """Parts of many tensors are read together, as many requests at once as the URL's
+    max_concurrency: a rank's small parts keep the server as busy as one large part."""
+    sys.path.insert(0, str(REPO / "tests/python"))
+    from range_server import RangeHandler, serve
+
+    class Slow(RangeHandler):
+        lock, now, most = threading.Lock(), 0, 0
+
+        def do_GET(self):
+            with Slow.lock:
+                Slow.now += 1
+                Slow.most = max(Slow.most, Slow.now)
+            try:
+                time.sleep(0.05)
+                super().do_GET()
+            finally:
+                with Slow.lock:
+                    Slow.now -= 1
+
+    tensors, path = saved
+    want = ref.load_file(path)
+    plan = rank_plan(tensors, 1, 2, dims=(0, None))  # one span a tensor: a GET or two each
+    with serve({"/m.safetensors": path.read_bytes()}, Slow) as base:
+        for conc in (2, 10):
+            Slow.most = 0
+            got = ours.load_sharded(f"{base}/m.safetensors", plan,
+                                    storage_options={"max_concurrency": str(conc)})
+            for name, spec in plan.items():
+                assert torch.equal(got[name], expected(want[name], spec)), name
+            if conc == 2:
+                assert Slow.most <= 2
+            else:
+                assert Slow.most >= 3, Slow.most
+
+
 def _check_served(tensors, plan, stats, served, kind, where, ranks):
     kept = stats["bytes_kept"]
     limit = bound(tensors, plan, REMOTE_GAP)
