@@ -258,7 +258,8 @@ def load_sharded(paths: Source | Sequence[PathOrUrl], plan: Mapping[str, Any],
     then, exactly the kept bytes otherwise. Cuts of packed dtypes (F4, F6, I4, ...) must fall
     on whole bytes; GGUF block, compressed and sparse tensors are read whole only (plan
     None), else refused. Tensors are new (owned), contiguous, on `device` ("cpu", "cuda",
-    "cuda:N", an int, a torch.device; CUDA through the pinned ring for one-span parts).
+    "cuda:N", an int, a torch.device; onto CUDA every part goes through the pinned ring, in
+    pieces of at most 8 MiB).
     `stats`, a dict, receives `bytes_kept`, `bytes_read` (tensor bytes asked of the files)
     and `reads`."""
     from ._loading import sharded as _torch_sharded
