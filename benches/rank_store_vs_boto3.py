@@ -4,7 +4,9 @@ keeps its part of each tensor, read by `tensorsmith.torch.load_sharded(url, plan
 CPU tensors, against boto3 ranged GETs of the very same byte spans at the same concurrency
 into memory (preallocated buffers, each part's body copied in once: what a loader built on
 boto3 does), and the server's floor (one boto3 GET per span streamed to nothing at the same
-concurrency). The target: ours >= 0.8x boto3's rate. Beside them, Run:ai's Model Streamer
+concurrency). The target: ours >= 0.8x boto3's rate. "ring" is the same load through the
+CUDA path's pipeline with its CPU stand-in (`HostRing`: plain buffers, CPU tensors), as a
+GPU rank reads a store. Beside them, Run:ai's Model Streamer
 (`runai-model-streamer` with `runai-model-streamer-s3`, RS_RUNAI_SITE: a folder they are
 installed in with `pip install --no-deps --target`, unset: not run), the store peer built
 for model loads: it streams whole tensors (its `tensor_names` filter picks tensors, not
@@ -44,6 +46,8 @@ from botocore.config import Config
 
 import tensorsmith
 import tensorsmith.torch as ours
+from tensorsmith._loading import cuda as _ring
+from tensorsmith._loading import sharded as _sharded
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 GIB = float(os.environ.get("RS_GIB", "2"))
@@ -258,13 +262,25 @@ def main():
                 plan = plan_of(tensors, rank, ranks)
                 spans, kept = spans_of(url, opts, plan)
                 moved = sum(b - a for a, b in spans)
-                t = {"ours": [], "boto3": [], "floor": []}
+                t = {"ours": [], "ring": [], "boto3": [], "floor": []}
                 for run in range(RUNS):
                     stats = {}
                     s = time.perf_counter()
                     got = ours.load_sharded(url, plan, storage_options=opts, stats=stats)
                     t["ours"].append(time.perf_counter() - s)
                     assert stats["bytes_read"] == moved, (stats, moved)
+                    if run == 0:
+                        for name, (dim, a, b) in plan.items():
+                            want = tensors[name][0].narrow(dim, a, b - a)
+                            assert torch.equal(got[name], want), name
+                    del got
+                    # The CUDA path's pipeline with its CPU stand-in (HostRing): pieces of at
+                    # most 8 MiB through a ring of buffers into CPU tensors.
+                    natives = _sharded._natives(url, "mmap", opts)
+                    s = time.perf_counter()
+                    got = _sharded.load(natives, plan, torch.device("cpu"), {}, None,
+                                        _ring.HostRing())
+                    t["ring"].append(time.perf_counter() - s)
                     if run == 0:
                         for name, (dim, a, b) in plan.items():
                             want = tensors[name][0].narrow(dim, a, b - a)
@@ -290,11 +306,13 @@ def main():
                 row = {"ranks": ranks, "rank": rank, "kept": kept, "read": moved,
                        "spans": len(spans), **{f"{k}_s": v for k, v in med.items()},
                        "ours_vs_boto3": rate["ours"] / rate["boto3"],
+                       "ring_vs_boto3": rate["ring"] / rate["boto3"],
                        "ours_vs_floor": rate["ours"] / rate["floor"]}
-                peer = ""
+                peer = (f"; through the ring (the CUDA path, CPU stand-in) {rate['ring']:.0f} "
+                        f"MB/s: {row['ring_vs_boto3']:.2f}x boto3")
                 if "runai" in med:
                     row["ours_vs_runai"] = med["runai"] / med["ours"]
-                    peer = (f"; Run:ai (whole tensors) {med['runai']:.2f} s, ours "
+                    peer += (f"; Run:ai (whole tensors) {med['runai']:.2f} s, ours "
                             f"{med['ours']:.2f} s: {row['ours_vs_runai']:.2f}x")
                 results.append(row)
                 print(f"R={ranks} rank {rank}: kept {kept / 2**20:.0f} MiB, read "

@@ -389,6 +389,12 @@ impl File {
         self.model.files.len()
     }
 
+    /// How many reads of file `i` should be in flight at once to keep it busy: a URL's
+    /// `max_concurrency`; None for local files (the caller picks by its cores).
+    fn parallel_reads(&self, i: usize) -> Option<usize> {
+        self.model.files.get(i)?.bytes().parallel_reads()
+    }
+
     /// The fraction (0 to 1) of local file `i`'s pages in the page cache (`mincore`), None
     /// for URLs and file objects: a cold file is read with `read_into_direct`.
     fn resident(&self, py: Python<'_>, i: usize) -> PyResult<Option<f64>> {

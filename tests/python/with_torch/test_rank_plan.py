@@ -368,6 +368,19 @@ def test_a_ranks_parts_share_one_queue_of_requests(saved):
                 assert Slow.most <= 2
             else:
                 assert Slow.most >= 3, Slow.most
+        # The ring (the CUDA path) has as many workers as the URL's max_concurrency, not only
+        # one per core: its GETs wait on the network.
+        native = tensorsmith._open_native(f"{base}/m.safetensors", "mmap",
+                                          {"max_concurrency": "24"})
+        assert native.parallel_reads(0) == 24 and _ring._threads(native, {0}) == 24
+        Slow.most = 0
+        got = _sharded.load([native], plan, torch.device("cpu"), {}, None, _ring.HostRing())
+        for name, spec in plan.items():
+            assert torch.equal(got[name], expected(want[name], spec)), name
+        assert Slow.most >= 3, Slow.most
+    local = tensorsmith._open_native(str(path), "mmap")
+    assert local.parallel_reads(0) is None
+    assert _ring._threads(local, {0}) == min(16, os.cpu_count() or 4)
 
 
 def _check_served(tensors, plan, stats, served, kind, where, ranks):

@@ -69,8 +69,17 @@ def _ring_bytes():
     return max(mib, 1) << 20
 
 
-def _threads():
-    return int(os.environ.get("TENSORSMITH_LOAD_THREADS", "0")) or min(16, os.cpu_count() or 4)
+def _threads(native=None, files=()):
+    """Ring workers: TENSORSMITH_LOAD_THREADS, else one per core up to 16 (copies out of the
+    page cache are bound by the CPUs), and at least a URL's `max_concurrency` (its GETs are
+    bound by the network, not the cores)."""
+    n = int(os.environ.get("TENSORSMITH_LOAD_THREADS", "0"))
+    if n:
+        return n
+    n = min(16, os.cpu_count() or 4)
+    for i in files:
+        n = max(n, native.parallel_reads(i) or 0)
+    return n
 
 
 class _Pinned:
@@ -224,8 +233,9 @@ def load(native, names, device, cpu_tensor, ring=None):
             raw[name] = rng
     if raw:
         dest = {name: out[name].view(-1).view(torch.uint8) for name in raw}
-        direct = _direct_files(native, {r[0] for r in raw.values()})
-        run(span_pieces(native, raw, dest, direct), CudaRing(device) if ring is None else ring)
+        files = {r[0] for r in raw.values()}
+        run(span_pieces(native, raw, dest, _direct_files(native, files)),
+            CudaRing(device) if ring is None else ring, _threads(native, files))
     return out
 
 
@@ -294,8 +304,9 @@ class HostRing:
         pass
 
 
-def run(pieces, ring):
-    """Fills ring buffers with `pieces` on up to `_threads()` workers and hands each filled
+def run(pieces, ring, threads=None):
+    """Fills ring buffers with `pieces` on up to `threads` (default `_threads()`) workers and
+    hands each filled
     buffer's copies to `ring` in order; a buffer is filled again only after its copies are
     done (its mark synchronized). Every buffer is given back before this returns, also on an
     error (the first one is raised)."""
@@ -321,7 +332,7 @@ def run(pieces, ring):
             at = pieces[k].fill(ptr + pad, slot_bytes - pad)
             starts[k] = pad + (at or 0)
 
-        with ThreadPoolExecutor(max_workers=min(_threads(), slots)) as pool:
+        with ThreadPoolExecutor(max_workers=min(threads or _threads(), slots)) as pool:
             futures = [pool.submit(fill, k, None) for k in range(min(slots, len(pieces)))]
             for k, piece in enumerate(pieces):
                 futures[k].result()

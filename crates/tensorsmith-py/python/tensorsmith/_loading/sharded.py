@@ -75,6 +75,7 @@ def load(natives, plan, device, stats=None, max_gap=None, ring=None):
     out, kept = {}, 0
     spans = {}  # native -> {name: (file index, start, end)}: one-span parts for the ring
     pieces = []  # strided parts' pieces for the ring
+    strided = set()  # the natives strided parts are read from
     direct = {}  # native -> [(name, cut, addr, len)]: parts read straight into CPU tensors
     posts = {}
     if ring is None and device.type == "cuda":
@@ -119,14 +120,20 @@ def load(natives, plan, device, stats=None, max_gap=None, ring=None):
             flat.copy_(host)
         else:
             pieces += more
+            strided.add(f)
     for f, parts in direct.items():
         f.read_parts_into(parts, max_gap)  # every part's reads in one queue
+    threads = _torch_cuda._threads()
     for f, ranges in spans.items():
         dest = {n: out[n].view(-1).view(torch.uint8) for n in ranges}
-        direct = _torch_cuda._direct_files(f, {r[0] for r in ranges.values()})
+        files = {r[0] for r in ranges.values()}
+        direct = _torch_cuda._direct_files(f, files)
         pieces += _torch_cuda.span_pieces(f, ranges, dest, direct)
+        threads = max(threads, _torch_cuda._threads(f, files))
+    for f in strided:
+        threads = max(threads, _torch_cuda._threads(f, range(f.file_count())))
     if pieces:
-        _torch_cuda.run(pieces, ring)
+        _torch_cuda.run(pieces, ring, threads)
     for name, t in out.items():
         if name in posts:
             t = t[posts[name]]
