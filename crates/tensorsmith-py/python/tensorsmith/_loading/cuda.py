@@ -105,7 +105,7 @@ class _Pinned:
 
 class Piece:
     """One fill of a ring buffer: `fill(ptr, cap)` reads `nbytes` bytes into host memory at
-    `ptr` (an ALIGNed address with `cap` bytes: nbytes + 2 * ALIGN; natively, the GIL
+    `ptr` (an ALIGNed address with `cap` >= nbytes + 2 * ALIGN bytes; natively, the GIL
     released) and returns where they start there (None: at `ptr`), then `copies` (flat uint8
     destination tensor, offset in it, offset in the piece, bytes) move them to their
     tensors."""
@@ -306,10 +306,9 @@ class HostRing:
 
 def run(pieces, ring, threads=None):
     """Fills ring buffers with `pieces` on up to `threads` (default `_threads()`) workers and
-    hands each filled
-    buffer's copies to `ring` in order; a buffer is filled again only after its copies are
-    done (its mark synchronized). Every buffer is given back before this returns, also on an
-    error (the first one is raised)."""
+    hands each filled buffer's copies to `ring` in order; a buffer is filled again only after
+    its copies are done (its mark synchronized). Every buffer is given back before this
+    returns, also on an error (the first one is raised)."""
     if not pieces:
         return
     slots = max(1, min(_ring_bytes() // CHUNK, len(pieces)))
