@@ -36,22 +36,24 @@ fn missing_what(
     e: &object_store::Error,
 ) -> ErrorKind {
     let kind = words.error(e, key, false);
-    if !matches!(e, object_store::Error::NotFound { .. })
-        || !matches!(&kind, ErrorKind::RemoteNotFound(m) if m.starts_with("no object"))
-    {
+    if !matches!(e, object_store::Error::NotFound { .. }) || !object_missing(&kind) {
         return kind;
     }
     match block_on(store.list_with_delimiter(Some(path))) {
         Err(le) => match words.error(&le, key, false) {
             k @ ErrorKind::NoSuchBucket(_) => k,
             // Azure's missing container.
-            ErrorKind::RemoteNotFound(m) if !m.starts_with("no object") => {
-                ErrorKind::RemoteNotFound(m)
-            }
+            k @ ErrorKind::RemoteNotFound(_) if !object_missing(&k) => k,
             _ => kind,
         },
         Ok(_) => kind,
     }
+}
+
+/// Whether `kind` says the object is missing (S3's and GCS's "no object", Azure's "no
+/// blob"), which a 404 without its code in the body says whether or not the bucket exists.
+fn object_missing(kind: &ErrorKind) -> bool {
+    matches!(kind, ErrorKind::RemoteNotFound(m) if m.starts_with("no object") || m.starts_with("no blob"))
 }
 
 /// An object opened for reading, its version pinned.
