@@ -25,13 +25,18 @@ struct AzureWords {
 }
 
 impl StoreWords for AzureWords {
+    fn missing_bucket(&self) -> ErrorKind {
+        ErrorKind::RemoteNotFound(format!(
+            "no container '{}' in storage account '{}'",
+            self.container, self.account
+        ))
+    }
+
     fn error(&self, e: &object_store::Error, blob: &str, write: bool) -> ErrorKind {
         let f = classify(e);
         let (container, account) = (&self.container, &self.account);
         if f.code == "ContainerNotFound" {
-            return ErrorKind::RemoteNotFound(format!(
-                "no container '{container}' in storage account '{account}'"
-            ));
+            return self.missing_bucket();
         }
         if f.code == "BlobNotFound" || f.status == Some(404) {
             return ErrorKind::RemoteNotFound(format!(

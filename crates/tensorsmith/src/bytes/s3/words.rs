@@ -69,6 +69,10 @@ impl S3Words {
 }
 
 impl StoreWords for S3Words {
+    fn missing_bucket(&self) -> ErrorKind {
+        ErrorKind::NoSuchBucket(self.bucket.clone())
+    }
+
     fn error(&self, e: &object_store::Error, key: &str, _write: bool) -> ErrorKind {
         let f = classify(e);
         if f.unreachable && f.status.is_none() {

@@ -9,6 +9,7 @@
 use crate::bytes::resumed_get::get_resumed;
 use crate::bytes::runtime::{block_on, run};
 use crate::bytes::storage_options::Transfer;
+use crate::bytes::store::error::classify;
 use crate::bytes::store::parts::copy_parallel;
 use crate::bytes::{check_range, checked_end, ReadAt};
 use crate::error::{Error, ErrorKind, Result};
@@ -23,11 +24,15 @@ use std::sync::Arc;
 /// How a store words its failures: `e` on `key`.
 pub(crate) trait StoreWords: Send + Sync {
     fn error(&self, e: &object_store::Error, key: &str, write: bool) -> ErrorKind;
+    /// The error of the bucket (S3) or container (Azure) missing.
+    fn missing_bucket(&self) -> ErrorKind;
 }
 
 /// The error of a failed open. A 404 without the store's code in a body (some servers, and
 /// requests whose body is dropped) does not say whether the bucket or the object is missing:
-/// one listing of the key, whose error always carries the code, tells them apart.
+/// a listing of the key tells them apart, since a listing never answers 404 for a missing key
+/// (it lists nothing), only for a missing bucket or container, with or without the code. A
+/// listing that got no answer at all (its body lost too) is tried once more.
 fn missing_what(
     store: &dyn ObjectStore,
     path: &StorePath,
@@ -39,15 +44,26 @@ fn missing_what(
     if !matches!(e, object_store::Error::NotFound { .. }) || !object_missing(&kind) {
         return kind;
     }
-    match block_on(store.list_with_delimiter(Some(path))) {
-        Err(le) => match words.error(&le, key, false) {
-            k @ ErrorKind::NoSuchBucket(_) => k,
+    for _ in 0..2 {
+        let le = match block_on(store.list_with_delimiter(Some(path))) {
+            Ok(_) => return kind,
+            Err(le) => le,
+        };
+        match words.error(&le, key, false) {
+            k @ ErrorKind::NoSuchBucket(_) => return k,
             // Azure's missing container.
-            k @ ErrorKind::RemoteNotFound(_) if !object_missing(&k) => k,
-            _ => kind,
-        },
-        Ok(_) => kind,
+            k @ ErrorKind::RemoteNotFound(_) if !object_missing(&k) => return k,
+            _ => {}
+        }
+        let status = classify(&le).status;
+        if status == Some(404) || matches!(le, object_store::Error::NotFound { .. }) {
+            return words.missing_bucket();
+        }
+        if status.is_some() {
+            return kind;
+        }
     }
+    kind
 }
 
 /// Whether `kind` says the object is missing (S3's and GCS's "no object", Azure's "no

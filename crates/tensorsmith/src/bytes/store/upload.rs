@@ -300,6 +300,9 @@ mod tests {
         fn error(&self, e: &object_store::Error, _: &str, _: bool) -> ErrorKind {
             ErrorKind::Http(e.to_string())
         }
+        fn missing_bucket(&self) -> ErrorKind {
+            ErrorKind::NoSuchBucket("plain".into())
+        }
     }
 
     #[test]
