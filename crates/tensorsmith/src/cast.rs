@@ -40,9 +40,17 @@ pub fn f32_to_f16_truncate(x: f32) -> u16 {
     }
 }
 
-/// f32 → bf16 by truncation: the top 16 bits.
+/// f32 → bf16 by truncation: the top 16 bits, a NaN's with its quiet bit set. A signalling
+/// NaN whose payload lies in the low 16 bits (0x7f80_0001) would otherwise keep only its
+/// exponent and become an infinity; setting the quiet bit is what widening it to f64 (the
+/// connector's and our element path's trip) does, and the optimiser may fold that trip away.
 pub fn f32_to_bf16_truncate(x: f32) -> u16 {
-    (x.to_bits() >> 16) as u16
+    let top = (x.to_bits() >> 16) as u16;
+    if x.is_nan() {
+        top | 0x0040
+    } else {
+        top
+    }
 }
 
 /// Rounds an f64 to nearest-even in a binary format with `exp_bits` exponent bits and
@@ -324,6 +332,49 @@ mod tests {
             bf16::from_f32(f32::from_bits(0x3f80_ffff)).to_bits(),
             0x3f81
         );
+    }
+
+    /// A NaN stays a NaN under every cast, signalling ones included: a BF16 truncation that
+    /// kept the top 16 bits of 0x7f80_0001 would make an infinity of it. Run in the optimised
+    /// profile too, where the trip through f64 that quiets a signalling NaN is folded away.
+    #[test]
+    fn signalling_nans_stay_nans() {
+        for bits in [
+            0x7f80_0001u32,
+            0xff80_0001,
+            0x7f80_ffff,
+            0x7f81_2345,
+            0x7fc0_0000,
+        ] {
+            let x = f32::from_bits(bits);
+            assert!(x.is_nan());
+            for to in [DType::F16, DType::BF16] {
+                for r in [Rounding::Nearest, Rounding::Truncate] {
+                    let out = cast(&x.to_le_bytes(), DType::F32, to, r).unwrap();
+                    let h = u16::from_le_bytes([out[0], out[1]]);
+                    let (nan, sign) = match to {
+                        DType::F16 => (
+                            f16::from_bits(h).is_nan(),
+                            f16::from_bits(h).is_sign_negative(),
+                        ),
+                        _ => (
+                            bf16::from_bits(h).is_nan(),
+                            bf16::from_bits(h).is_sign_negative(),
+                        ),
+                    };
+                    assert!(nan, "{bits:#010x} to {to} ({r:?}) gave {h:#06x}");
+                    assert_eq!(sign, x.is_sign_negative(), "{bits:#010x} to {to} ({r:?})");
+                }
+            }
+            assert!(
+                bf16::from_bits(f32_to_bf16_truncate(x)).is_nan(),
+                "{bits:#010x}"
+            );
+            assert!(
+                f16::from_bits(f32_to_f16_truncate(x)).is_nan(),
+                "{bits:#010x}"
+            );
+        }
     }
 
     #[test]

@@ -103,21 +103,9 @@ fn narrow_f32(to: DType, rounding: Rounding) -> fn(f32) -> u16 {
             }
         },
         (DType::F16, Rounding::Nearest) => |x| half::f16::from_f32(x).to_bits(),
-        (DType::BF16, Rounding::Truncate) => |x| f32_to_bf16_truncate(quieted(x)),
-        (DType::F16, Rounding::Truncate) => |x| f32_to_f16_truncate(quieted(x)),
+        (DType::BF16, Rounding::Truncate) => f32_to_bf16_truncate,
+        (DType::F16, Rounding::Truncate) => f32_to_f16_truncate,
         _ => unreachable!("only F32 to BF16 or F16"),
-    }
-}
-
-/// `x` as the cast's trip through f64 leaves it: a signalling NaN quieted (its quiet bit set,
-/// its payload kept), as the processor does when it widens one. Written out because the
-/// optimiser folds `f64::from(x) as f32` to `x`: in release builds a signalling NaN then
-/// truncated to BF16 kept only its exponent and became an infinity.
-fn quieted(x: f32) -> f32 {
-    if x.is_nan() {
-        f32::from_bits(x.to_bits() | 0x0040_0000)
-    } else {
-        x
     }
 }
 
