@@ -27,6 +27,11 @@ boto3 are our plan's own reads (`part_plan`), so both sides move the same bytes;
 spans into part_size (8 MiB) pieces as our store reads do, RS_CONCURRENCY (default 10, our
 max_concurrency default) at once over the whole plan. The server: s3s-fs on 127.0.0.1 over
 RS_DIR (default /tmp/rank-store-bench). RS_RUNS (default 3) interleaved runs, medians.
+
+Then each rank-0 load of R = 2 and 4 once more in a process of its own for its peak memory:
+the peak RSS during the load (the high-water mark reset through /proc/self/clear_refs once
+everything is imported and connected) less the RSS before it, beside the bytes the rank keeps
+(the tensors it returns). RS_RSS=0 skips this.
 """
 
 import json
@@ -198,6 +203,15 @@ import json, sys, time
 import torch
 from runai_model_streamer import SafetensorsStreamer
 url, names, plan = sys.argv[1], json.loads(sys.argv[2] or "null"), json.loads(sys.argv[3] or "{}")
+def kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+try:
+    open("/proc/self/clear_refs", "w").write("5")
+except OSError:
+    pass
+base = kib("VmRSS")
 s = time.perf_counter()
 out = {}
 with SafetensorsStreamer() as st:
@@ -207,16 +221,23 @@ with SafetensorsStreamer() as st:
             dim, a, b = plan[name]
             t = t.narrow(dim, a, b - a).clone()
         out[name] = t
-print(time.perf_counter() - s, sum(float(t.float().sum()) for t in out.values()))
+secs, peak = time.perf_counter() - s, kib("VmHWM")
+print(secs, sum(float(t.float().sum()) for t in out.values()), (peak - base) * 1024)
 """
 
 
 def runai_load(endpoint, url, names=None, plan=None):
     """Seconds of a Run:ai streamer load (None where RS_RUNAI_SITE is unset), and the sum of
     what it loaded (a check against ours)."""
+    secs, total, _ = runai_run(endpoint, url, names, plan)
+    return secs, total
+
+
+def runai_run(endpoint, url, names=None, plan=None):
+    """`runai_load`'s seconds and sum, and the peak RSS over the load's start (bytes)."""
     site = os.environ.get("RS_RUNAI_SITE")
     if not site:
-        return None, None
+        return None, None, None
     env = dict(os.environ, PYTHONPATH=site, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
                AWS_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint, AWS_EC2_METADATA_DISABLED="true",
                RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0", RUNAI_STREAMER_CONCURRENCY=str(CONC),
@@ -226,8 +247,71 @@ def runai_load(endpoint, url, names=None, plan=None):
                        text=True)
     if r.returncode:
         raise RuntimeError(f"Run:ai streamer failed: {r.stderr[-2000:]}")
-    seconds, total = r.stdout.split()[-2:]
-    return float(seconds), float(total)
+    seconds, total, rss = r.stdout.split()[-3:]
+    return float(seconds), float(total), float(rss)
+
+
+def rss_kib(field):
+    """`field` (VmRSS, VmHWM) of this process's /proc/self/status, in KiB."""
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def rss_child(kind, payload):
+    """One load of `kind` (ours, ring, boto3) of the plan in the JSON file `payload`, in this
+    process; prints the peak RSS over the load's start and whether the peak could be reset."""
+    p = json.loads(pathlib.Path(payload).read_text())
+    url, opts, endpoint = p["url"], p["opts"], p["endpoint"]
+    plan = {n: tuple(v) for n, v in p["plan"].items()}
+    spans = [tuple(x) for x in p["spans"]]
+    s3 = boto3_client(endpoint)
+    natives = _sharded._natives(url, "mmap", opts)
+    try:
+        pathlib.Path("/proc/self/clear_refs").write_text("5")
+        reset = True
+    except OSError:
+        reset = False
+    base = rss_kib("VmRSS")
+    if kind == "ours":
+        got = ours.load_sharded(url, plan, storage_options=opts)
+    elif kind == "ring":
+        got = _sharded.load(natives, plan, torch.device("cpu"), {}, None, _ring.HostRing())
+    else:
+        got = boto3_load(s3, spans)
+    peak = rss_kib("VmHWM")
+    del got
+    print(json.dumps({"over_kib": peak - base, "reset": reset}))
+
+
+def peak_rss(url, opts, endpoint, tensors):
+    """Peak RSS over each rank-0 load's start (ours, ring, boto3, Run:ai), each in a process
+    of its own, against the bytes kept."""
+    rows = []
+    for ranks in (2, 4):
+        plan = plan_of(tensors, 0, ranks)
+        spans, kept = spans_of(url, opts, plan)
+        payload = DIR / "rss.json"
+        payload.write_text(json.dumps({"url": url, "opts": opts, "endpoint": endpoint,
+                                       "plan": plan, "spans": spans}))
+        row = {"ranks": ranks, "rank": 0, "kept": kept}
+        for kind in ("ours", "ring", "boto3"):
+            r = subprocess.run([sys.executable, __file__, "--rss", kind, str(payload)],
+                               capture_output=True, text=True, check=True)
+            got = json.loads(r.stdout.splitlines()[-1])
+            row[f"{kind}_rss"] = got["over_kib"] * 1024
+            row["reset"] = got["reset"]
+        _, _, rss = runai_run(endpoint, url, list(plan), plan)
+        if rss is not None:
+            row["runai_rss"] = rss
+        rows.append(row)
+        print(f"peak RSS over the start, R={ranks} rank 0 (keeps {kept / 2**20:.0f} MiB): "
+              + ", ".join(f"{k[:-4]} {v / 2**20:.0f} MiB ({v / kept:.2f}x kept)"
+                          for k, v in row.items() if k.endswith("_rss"))
+              + ("" if row["reset"] else " (peak not reset: includes the imports)"),
+              flush=True)
+    return rows
 
 
 def checksum(d):
@@ -321,6 +405,8 @@ def main():
                       f"{rate['floor']:.0f} MB/s: ours/boto3 {row['ours_vs_boto3']:.2f}x, "
                       f"ours/floor {row['ours_vs_floor']:.2f}x{peer}", flush=True)
         results.append(whole(tensors, url, opts, s3, endpoint))
+        if os.environ.get("RS_RSS", "1") != "0":
+            results += peak_rss(url, opts, endpoint, tensors)
         if os.environ.get("RS_JSON"):
             pathlib.Path(os.environ["RS_JSON"]).write_text(json.dumps(results, indent=1))
     finally:
@@ -330,4 +416,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--rss"]:
+        rss_child(sys.argv[2], sys.argv[3])
+    else:
+        main()
