@@ -28,11 +28,11 @@ pub(crate) trait StoreWords: Send + Sync {
     fn missing_bucket(&self) -> ErrorKind;
 }
 
-/// The error of a failed open. A 404 without the store's code in a body (some servers, and
-/// requests whose body is dropped) does not say whether the bucket or the object is missing:
-/// a listing of the key tells them apart, since a listing never answers 404 for a missing key
-/// (it lists nothing), only for a missing bucket or container, with or without the code. A
-/// listing that got no answer at all (its body lost too) is tried once more.
+/// The error of a failed open. A 404 without the store's code in its body (some servers, and
+/// answers whose body is lost) does not say whether the bucket or the object is missing: a
+/// listing of the key tells them apart, since a listing answers 404 only for a missing bucket
+/// or container (a missing key lists nothing), with or without the code. A listing that got
+/// no answer at all is tried once more.
 fn missing_what(
     store: &dyn ObjectStore,
     path: &StorePath,
@@ -41,7 +41,7 @@ fn missing_what(
     e: &object_store::Error,
 ) -> ErrorKind {
     let kind = words.error(e, key, false);
-    if !matches!(e, object_store::Error::NotFound { .. }) || !object_missing(&kind) {
+    if !matches!(e, object_store::Error::NotFound { .. }) || !classify(e).code.is_empty() {
         return kind;
     }
     for _ in 0..2 {
@@ -49,27 +49,16 @@ fn missing_what(
             Ok(_) => return kind,
             Err(le) => le,
         };
-        match words.error(&le, key, false) {
-            k @ ErrorKind::NoSuchBucket(_) => return k,
-            // Azure's missing container.
-            k @ ErrorKind::RemoteNotFound(_) if !object_missing(&k) => return k,
-            _ => {}
-        }
-        let status = classify(&le).status;
-        if status == Some(404) || matches!(le, object_store::Error::NotFound { .. }) {
-            return words.missing_bucket();
-        }
-        if status.is_some() {
-            return kind;
+        match classify(&le).status {
+            Some(404) => return words.missing_bucket(),
+            Some(_) => return kind,
+            None if matches!(le, object_store::Error::NotFound { .. }) => {
+                return words.missing_bucket()
+            }
+            None => {}
         }
     }
     kind
-}
-
-/// Whether `kind` says the object is missing (S3's and GCS's "no object", Azure's "no
-/// blob"), which a 404 without its code in the body says whether or not the bucket exists.
-fn object_missing(kind: &ErrorKind) -> bool {
-    matches!(kind, ErrorKind::RemoteNotFound(m) if m.starts_with("no object") || m.starts_with("no blob"))
 }
 
 /// An object opened for reading, its version pinned.
