@@ -106,6 +106,14 @@ impl File {
 }
 
 impl File {
+    /// File `i` of the model, or the error naming the index.
+    fn nth_file(&self, py: Python<'_>, i: usize) -> PyResult<&tensorsmith::model::ModelFile> {
+        self.model
+            .files
+            .get(i)
+            .ok_or_else(|| raise(py, "OptionError", format!("no file {i}")))
+    }
+
     /// The per-rank plan of part `cut` of tensor `name`, with its file's index.
     fn plan(
         &self,
@@ -398,9 +406,7 @@ impl File {
     /// The fraction (0 to 1) of local file `i`'s pages in the page cache (`mincore`), None
     /// for URLs and file objects: a cold file is read with `read_into_direct`.
     fn resident(&self, py: Python<'_>, i: usize) -> PyResult<Option<f64>> {
-        let Some(f) = self.model.files.get(i) else {
-            return Err(raise(py, "OptionError", format!("no file {i}")));
-        };
+        let f = self.nth_file(py, i)?;
         match f.bytes().local_file() {
             Some(file) => resident_fraction(file)
                 .map(Some)
@@ -425,9 +431,7 @@ impl File {
         addr: usize,
         cap: usize,
     ) -> PyResult<Option<usize>> {
-        let Some(f) = self.model.files.get(i) else {
-            return Err(raise(py, "OptionError", format!("no file {i}")));
-        };
+        let f = self.nth_file(py, i)?;
         if addr == 0 {
             return Err(raise(
                 py,
@@ -436,14 +440,8 @@ impl File {
             ));
         }
         let direct = self.direct[i].get_or_init(|| {
-            let local = self.by_path && !tensorsmith::bytes::is_url(&f.location);
-            local
-                .then(|| {
-                    DirectFile::open(std::path::Path::new(&f.location))
-                        .ok()
-                        .flatten()
-                })
-                .flatten()
+            let (path, _) = self.local_file(i)?;
+            DirectFile::open(std::path::Path::new(&path)).ok().flatten()
         });
         let Some(direct) = direct else {
             return Ok(None);
@@ -473,9 +471,7 @@ impl File {
         len: usize,
         addr: usize,
     ) -> PyResult<()> {
-        let Some(f) = self.model.files.get(i) else {
-            return Err(raise(py, "OptionError", format!("no file {i}")));
-        };
+        let f = self.nth_file(py, i)?;
         if addr == 0 && len > 0 {
             return Err(raise(py, "OptionError", "read_into: null address".into()));
         }

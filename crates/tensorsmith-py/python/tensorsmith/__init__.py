@@ -262,14 +262,11 @@ class safe_open:
         `get_tensor`)."""
         # In the order of the data in the file, as the reference gives them.
         names = self.offset_keys()
-        if self._framework == "pt":
-            if self._check_digests:
-                for k in names:
-                    self._f.check_digests(k)
-            return self._pt(names, dequantize)
         if self._check_digests:
             for k in names:
                 self._f.check_digests(k)
+        if self._framework == "pt":
+            return self._pt(names, dequantize)
         read = self._np.read_many(names) if self._np is not None else {}
         return {k: _out(read[k], self._framework, self._f.info_of(k)[0]) if k in read
                 else self._get(k, dequantize) for k in names}

@@ -57,7 +57,7 @@ mod validator;
 
 pub use chunks::for_each_chunk;
 pub use counting::{Counted, ReadCounter};
-pub use direct::{resident_fraction, span as direct_span, DirectFile, ALIGN as DIRECT_ALIGN};
+pub use direct::{resident_fraction, DirectFile};
 pub use gather::{read_plan, read_plans, PartRead};
 #[cfg(feature = "remote")]
 pub use gcs::client::GcsClient;

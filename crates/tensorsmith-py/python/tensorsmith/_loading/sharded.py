@@ -127,8 +127,8 @@ def load(natives, plan, device, stats=None, max_gap=None, ring=None):
     for f, ranges in spans.items():
         dest = {n: out[n].view(-1).view(torch.uint8) for n in ranges}
         files = {r[0] for r in ranges.values()}
-        direct = _torch_cuda._direct_files(f, files)
-        pieces += _torch_cuda.span_pieces(f, ranges, dest, direct)
+        cold = _torch_cuda._direct_files(f, files)
+        pieces += _torch_cuda.span_pieces(f, ranges, dest, cold)
         threads = max(threads, _torch_cuda._threads(f, files))
     for f in strided:
         threads = max(threads, _torch_cuda._threads(f, range(f.file_count())))
