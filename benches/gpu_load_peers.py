@@ -34,7 +34,11 @@ after every section, so a run cut short still leaves what it measured):
    tensors whole): seconds per rank, our bytes read / kept from load_sharded's stats, and
    each process's read(2) bytes (/proc/self/io rchar; mmap reads are not counted there);
 5. peak RssAnon growth during one load of each (ours: plus the pinned ring's peak);
-6. if time is left, the whole-model loads again from one 8 GiB file (each one's best mode).
+6. our ring's settings swept, for the measured rule of its size, read size
+   and workers: whole-model loads (the 4 shards, one call) under each setting of
+   TENSORSMITH_PINNED_MIB x TENSORSMITH_READ_MIB x TENSORSMITH_LOAD_THREADS in SWEEP,
+   interleaved rounds, medians, each against the default's median in the same rounds;
+7. if time is left, the whole-model loads again from one 8 GiB file (each one's best mode).
 A summary gives ratios as speeds: ours / peer (above 1: ours is faster) and ours / bound.
 
 Peers and their fast configurations (what their docs give for a page-cache load without GDS):
@@ -82,7 +86,7 @@ import sys
 import threading
 import time
 import zlib
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -146,6 +150,15 @@ PUBLISHED = {
 OURS, REF, ST09, FST, ITT = ("ours", "safetensors-0.8", "safetensors-0.9rc1",
                              "fastsafetensors", "instanttensor")
 FST_THREADS, FST_BBUF_KB = 16, 16 * 1024
+
+# Our ring's settings swept: (ring MiB, read MiB, workers; None: the default rule). The ring
+# and the read size set the reads in flight (ring // read) and the workers (at most that).
+# First the default (96, 8, one per core up to 16), then each factor moved alone around it,
+# then the ring and the read size together (what to pin, how much at once).
+SWEEP = [(96, 8, None),
+         (96, 4, None), (96, 16, None), (48, 8, None), (192, 8, None), (384, 8, None),
+         (192, 8, 8), (192, 8, 24), (384, 8, 32), (96, 8, 4),
+         (192, 16, None), (384, 16, None), (48, 4, None), (192, 4, None), (384, 32, None)]
 
 
 def say(*args):
@@ -356,6 +369,14 @@ def env(name, value):
             os.environ[name] = old
 
 
+@contextmanager
+def envs(settings):
+    with ExitStack() as stack:
+        for name, value in settings.items():
+            stack.enter_context(env(name, value))
+        yield
+
+
 _WEIGHTS = {}
 
 
@@ -480,6 +501,25 @@ def ours_full(data, device, mode, info):
     out = {}
     for p in data.paths:
         out.update(ts.load_file(p, device=device))
+    return out
+
+
+def ours_ring(data, device):
+    """Ours through the ring, whatever the device: onto CUDA, load_file of the folder (one
+    ring over the shards); on the CPU, the same pipeline into CPU tensors (HostRing), per
+    file."""
+    if is_cuda(device):
+        import tensorsmith.torch as ts
+
+        return ts.load_file(data.dir, device=device)
+    import tensorsmith
+    from tensorsmith._loading import cuda as ring
+
+    out = {}
+    for p in data.paths:
+        native = tensorsmith._open_native(str(p), "pread")
+        out.update(ring.load(native, native.names(), torch.device("cpu"), None,
+                             ring.HostRing()))
     return out
 
 
@@ -833,7 +873,7 @@ class Run:
             (ITT, ["buffered", "mmap", "default-direct"], itt_full),
         ]
 
-    # 3. and 6. whole-model loads
+    # 3. and 7. whole-model loads
     def full(self, data, label, runs, until_frac, modes_of=None):
         """Rounds of every contestant's modes (or only `modes_of[name]`); after two rounds,
         a mode more than twice as slow as its contestant's best stops (time for the rest)."""
@@ -1112,6 +1152,82 @@ class Run:
             say(line)
         self.save()
 
+    # 6. our ring's settings
+    def sweep(self, data, runs, until_frac):
+        """Whole-model loads of ours (one call over the shards) under each setting of SWEEP,
+        in interleaved rounds after a warm-up load; each setting's median against the
+        default's (the first setting). On the CPU (a
+        dry run) the same pipeline runs into CPU tensors through the HostRing stand-in."""
+        res = self.res.setdefault("sweep", {"settings": {}})
+        if runs <= 0:
+            res["skipped"] = "--sweep-runs 0"
+            return
+        say(f"\nour ring's settings (ring MiB / read MiB / workers), whole model, "
+            f"{data.gb:.2f} GB, warm page cache:")
+        recs = {}
+        for ring, read, workers in SWEEP:
+            key = f"{ring}/{read}/{workers or 'default'}"
+            recs[key] = res["settings"].setdefault(key, {
+                "ring_mib": ring, "read_mib": read, "workers": workers, "times_s": []})
+        timed(partial(ours_ring, data, self.device), self.device)  # a warm-up, not counted
+        free(self.device, full=True)
+        keys, last = list(recs), 0.0
+        for rnd in range(runs):
+            if self.left(until_frac) < last * 1.2:
+                res["stopped_after_rounds"] = rnd
+                say(f"  (stopped after {rnd} rounds: time budget)")
+                break
+            t_round = time.perf_counter()
+            # Each round starts one setting later, so no setting always follows the same one.
+            for key in keys[rnd % len(keys):] + keys[:rnd % len(keys)]:
+                rec = recs[key]
+                if "error" in rec:
+                    continue
+                settings = {"TENSORSMITH_PINNED_MIB": str(rec["ring_mib"]),
+                            "TENSORSMITH_READ_MIB": str(rec["read_mib"]),
+                            "TENSORSMITH_LOAD_THREADS": str(rec["workers"] or 0)}
+                try:
+                    with envs(settings):
+                        t, out = timed(partial(ours_ring, data, self.device), self.device)
+                    if rnd == 0 and self.expected is not None:
+                        rec["equal"], rec["mismatch"] = compare(digests(out), self.expected)
+                except Exception as e:  # noqa: BLE001 - one failing setting never stops it
+                    rec["error"] = f"{type(e).__name__}: {e}"[:1000]
+                    say(f"  {key:16} error: {rec['error'][:300]}")
+                    continue
+                finally:
+                    out = None
+                    free(self.device)
+                rec["times_s"].append(t)
+            last = time.perf_counter() - t_round
+            free(self.device, full=True)
+            self.finish_sweep(res, data)
+            self.save()
+        default = recs[next(iter(recs))].get("median_s")
+        for key, rec in recs.items():
+            if "median_s" in rec:
+                say(f"  {key:16} {rec['median_s']:7.3f} s {rec['gbps']:6.2f} GB/s "
+                    f"{rec.get('vs_default', 0):5.2f}x the default"
+                    + ("" if rec.get("equal", True) else "  VALUES DIFFER"))
+        best = res.get("best")
+        if best and default:
+            say(f"  best: {best} ({recs[best]['vs_default']:.2f}x the default)")
+
+    @staticmethod
+    def finish_sweep(res, data):
+        settings = res["settings"]
+        for rec in settings.values():
+            if rec["times_s"]:
+                rec["median_s"] = statistics.median(rec["times_s"])
+                rec["gbps"] = data.gb / rec["median_s"]
+        default = settings[next(iter(settings))].get("median_s")
+        timed_ = {k: r for k, r in settings.items() if "median_s" in r}
+        if default:
+            for rec in timed_.values():
+                rec["vs_default"] = default / rec["median_s"]  # above 1: faster than the default
+        if timed_:
+            res["best"] = min(timed_, key=lambda k: timed_[k]["median_s"])
+
     def summary(self):
         for label, res in self.res["full"].items():
             self.res["ratios"][f"full {label}"] = res.get("ratios", {})
@@ -1129,6 +1245,10 @@ class Run:
                 parts.append(f"{name} {fmt(g)} GB/s ({res.get('best', {}).get(name)})")
             say(f"{label}: " + "; ".join(parts))
             say("  ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in res.get("ratios", {}).items()))
+        sw = self.res.get("sweep", {})
+        if sw.get("best"):
+            say(f"ring sweep: best {sw['best']} (ring MiB/read MiB/workers), "
+                f"{sw['settings'][sw['best']].get('vs_default', 0):.2f}x the default 96/8")
         rr = self.res["per_rank"].get("ratios_slowest_rank", {})
         if rr:
             say("per rank, slowest rank: " + ", ".join(f"{k} {v:.2f}" for k, v in rr.items()))
@@ -1245,12 +1365,15 @@ def parse():
     ap.add_argument("--st09-site", default=e("GP_ST09_SITE", "/tmp/site-st09"),
                     help="folder where safetensors 0.9.0rc1 is installed (pip --target)")
     ap.add_argument("--no-single", action="store_true", help="skip the one-file variant")
+    ap.add_argument("--sweep-runs", type=int, default=int(e("GP_SWEEP_RUNS", "3")),
+                    help="rounds of the ring sweep (0: skip it)")
     ap.add_argument("--st09-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.hidden = 4096
     if args.dry_run:
         args.gib, args.hidden, args.device = 64 / 1024, 512, "cpu"
         args.runs, args.rank_runs = min(args.runs, 3), 1
+        args.sweep_runs = min(args.sweep_runs, 2)
         if "GP_DIR" not in os.environ and args.dir == "/tmp/gpu-peers":
             args.dir = "/tmp/gpu-peers-dry"
     return args
@@ -1291,6 +1414,7 @@ def main():
         run.full(data, "shards", args.runs, 0.45)
         run.per_rank(data, args.rank_runs, 0.75)
         run.memory(data)
+        run.sweep(data, args.sweep_runs, 0.85)
         if args.no_single:
             run.res["notes"].append("one-file variant skipped (--no-single)")
         else:

@@ -629,6 +629,33 @@ def test_the_ring_lands_whole_tensors_as_the_reference_does(saved, monkeypatch):
     assert ring.live == 0 and ring.peak <= 16 * ((64 << 10) + 3 * _ring.ALIGN)
 
 
+def test_the_read_size_is_settable_and_bounds_every_buffer(tmp_path, monkeypatch):
+    """TENSORSMITH_READ_MIB sets the bytes per read: a 4 MiB tensor goes in 1 MiB pieces,
+    the ring (3 MiB) holds 3 of them at once, and the values are the reference's."""
+    path = tmp_path / "m.safetensors"
+    g = torch.Generator().manual_seed(5)
+    tensors = {"big": torch.randn(1024, 1024, generator=g), "small": torch.arange(7.0),
+               "mid": torch.randn(300, 1000, generator=g).bfloat16()}
+    ref.save_file(tensors, path)
+    monkeypatch.delenv("TENSORSMITH_READ_MIB", raising=False)
+    assert _ring._chunk() == _ring.CHUNK == 8 << 20
+    monkeypatch.setenv("TENSORSMITH_READ_MIB", "1")
+    monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "3")
+    assert _ring._chunk() == 1 << 20
+    native = tensorsmith._open_native(str(path), "pread")
+    ranges = {n: native.raw_range(n) for n in native.names()}
+    dest = {n: torch.empty(r[2] - r[1], dtype=torch.uint8) for n, r in ranges.items()}
+    pieces = _ring.span_pieces(native, ranges, dest)
+    assert max(p.nbytes for p in pieces) == 1 << 20
+    assert sum(p.nbytes for p in pieces) == sum(r[2] - r[1] for r in ranges.values())
+    ring = _ring.HostRing()
+    got = _ring.load(native, list(tensors), torch.device("cpu"), None, ring)
+    for name, t in tensors.items():
+        assert torch.equal(got[name], t), name
+    assert ring.live == 0 and ring.made == 3
+    assert ring.peak <= 3 * ((1 << 20) + 3 * _ring.ALIGN)
+
+
 def test_a_failing_read_gives_every_ring_buffer_back(monkeypatch):
     monkeypatch.setattr(_ring, "CHUNK", 1 << 10)
     monkeypatch.setenv("TENSORSMITH_PINNED_MIB", "1")

@@ -6,8 +6,9 @@ pinned host buffers; each filled buffer is copied to the device on one stream wi
 after its copies have finished (a CUDA event per buffer). Each tensor owns its device storage,
 allocated once at its final size, and its bytes land there directly: no second device copy,
 no staging tensor on the device. Peak pinned memory is the ring (96 MiB by default, settable
-with TENSORSMITH_PINNED_MIB); the ring is given back after the load (unregistered and freed,
-never left in a cache). Only tensors stored as one raw run are read this way; the others
+with TENSORSMITH_PINNED_MIB) in buffers of one read each (8 MiB, TENSORSMITH_READ_MIB), filled
+by TENSORSMITH_LOAD_THREADS workers; the ring is given back after the load (unregistered and
+freed, never left in a cache). Only tensors stored as one raw run are read this way; the others
 (decoded zTensor parts, dequantized GGUF blocks) are made on the CPU and copied over.
 
 What a buffer is filled with is a `Piece`: a run of a file (`span_pieces`: whole tensors,
@@ -69,6 +70,13 @@ def _ring_bytes():
     return max(mib, 1) << 20
 
 
+def _chunk():
+    """Bytes per read (and per ring buffer): TENSORSMITH_READ_MIB, else CHUNK. With the ring's
+    size it sets how many reads are in flight: ring // read, at most the workers."""
+    mib = int(os.environ.get("TENSORSMITH_READ_MIB", "0"))
+    return mib << 20 if mib > 0 else CHUNK
+
+
 def _threads(native=None, files=()):
     """Ring workers: TENSORSMITH_LOAD_THREADS, else one per core up to 16 (copies out of the
     page cache are bound by the CPUs), and at least a URL's `max_concurrency` (its GETs are
@@ -118,19 +126,20 @@ class Piece:
 
 def _plan(ranges):
     """`ranges` (name -> (file, start, end), in file order) as pieces to read: (file, offset,
-    length) runs of at most CHUNK bytes, each with the (tensor name, offset in the tensor) its
-    bytes go to. Consecutive tensors of one file share a run."""
+    length) runs of at most `_chunk()` bytes, each with the (tensor name, offset in the
+    tensor) its bytes go to. Consecutive tensors of one file share a run."""
+    chunk = _chunk()
     runs = []  # [file, start, end, [(name, tensor_start_in_file)]]
     for name, (i, start, end) in ranges.items():
         pos = start
         while pos < end:
             last = runs[-1] if runs else None
-            if last and last[0] == i and last[2] == pos and last[2] - last[1] < CHUNK:
-                take = min(end, last[1] + CHUNK)
+            if last and last[0] == i and last[2] == pos and last[2] - last[1] < chunk:
+                take = min(end, last[1] + chunk)
                 last[2] = take
                 last[3].append((name, start))
             else:
-                take = min(end, pos + CHUNK)
+                take = min(end, pos + chunk)
                 runs.append([i, pos, take, [(name, start)]])
             pos = take
     return runs
@@ -138,7 +147,7 @@ def _plan(ranges):
 
 def span_pieces(native, ranges, dest, direct=()):
     """Pieces reading `ranges` (name -> (file, start, end)) into `dest` (name -> flat uint8
-    tensor of the span's size): runs of at most CHUNK bytes, neighbouring tensors sharing
+    tensor of the span's size): runs of at most `_chunk()` bytes, neighbouring tensors sharing
     one; the runs of files in `direct` read bypassing the page cache (where the file cannot
     be, as a plain read)."""
     pieces = []
@@ -163,12 +172,13 @@ def span_pieces(native, ranges, dest, direct=()):
 
 def part_pieces(native, name, cut, shape, nbytes, dest, max_gap=None):
     """Pieces reading the part `cut` of tensor `name` (of `shape`; the part `nbytes` long)
-    into `dest` (a flat uint8 tensor of the part, row-major), each at most CHUNK bytes: the
+    into `dest` (a flat uint8 tensor of the part, row-major), each at most `_chunk()` bytes: the
     part cut along its leading dimensions into sub-parts, each gathered by the native plan
     (only its spans read). None when the part cannot be cut on whole bytes (a packed dtype
     cut inside a row): then it is read whole on the host."""
     full = list(cut) + [(0, d) for d in shape[len(cut):]]
     pieces = []
+    chunk = _chunk()
 
     def split(prefix, depth, at):
         # Bytes of one index at `depth` with every later dimension as `full` has it.
@@ -181,8 +191,8 @@ def part_pieces(native, name, cut, shape, nbytes, dest, max_gap=None):
         per, left = divmod(nbytes * count, _count(full) or 1)
         if left:
             raise _NotWhole
-        step = max(1, CHUNK // per) if per else rows
-        if per > CHUNK and depth + 1 < len(full):
+        step = max(1, chunk // per) if per else rows
+        if per > chunk and depth + 1 < len(full):
             for r in range(*full[depth]):
                 at = split(prefix + [(r, r + 1)], depth + 1, at)
             return at
@@ -311,7 +321,7 @@ def run(pieces, ring, threads=None):
     returns, also on an error (the first one is raised)."""
     if not pieces:
         return
-    slots = max(1, min(_ring_bytes() // CHUNK, len(pieces)))
+    slots = max(1, min(_ring_bytes() // _chunk(), len(pieces)))
     # Room for an aligned start and a direct read's aligned span around the piece.
     slot_bytes = max(p.nbytes for p in pieces) + 3 * ALIGN
     starts = [0] * len(pieces)  # where each piece's bytes start in its buffer
