@@ -45,7 +45,10 @@ impl FileFormat for Onnx {
     }
 
     fn claims_name(&self, name: &str) -> bool {
-        name.len() > 5 && name[name.len() - 5..].eq_ignore_ascii_case(".onnx")
+        // On bytes: the last five of a name ending in a multi-byte character are not a
+        // character boundary, and a `str` slice there would panic.
+        let name = name.as_bytes();
+        name.len() > 5 && name[name.len() - 5..].eq_ignore_ascii_case(b".onnx")
     }
 
     fn read_index(&self, bytes: &dyn ReadAt, opts: &OpenOptions) -> Result<TensorIndex> {
