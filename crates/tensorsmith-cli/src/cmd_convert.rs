@@ -190,6 +190,7 @@ pub fn run(a: &ConvertArgs) -> u8 {
     };
     let mut opts = ConvertOptions::new()
         .with_skip_digest_check(a.no_digest_check)
+        .with_max_header_len(a.open.max_header_size())
         .with_quantize(quantize)
         .with_quantize_mix(mix)
         .with_imatrix(a.imatrix.clone())

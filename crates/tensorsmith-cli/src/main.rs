@@ -91,7 +91,7 @@ enum Command {
 #[derive(Args, Clone)]
 pub struct OpenArgs {
     /// Largest header accepted, in bytes, for every format: safetensors' JSON header (default
-    /// 100 MB, the reference's limit), zTensor's manifest (default 1 GiB, the spec's), GGUF's
+    /// 100 MB, the reference's limit; also the longest a safetensors output writes), zTensor's manifest (default 1 GiB, the spec's), GGUF's
     /// metadata and tensor infos (default: no limit but the file's length) and an ONNX graph
     /// (the protobuf bytes outside the weights; default 2 GiB).
     #[arg(long, value_name = "BYTES")]
@@ -141,6 +141,11 @@ impl clap::builder::TypedValueParser for StorageOptionParser {
 }
 
 impl OpenArgs {
+    /// `--max-header-size`, when given (a safetensors output's limit too).
+    pub fn max_header_size(&self) -> Option<u64> {
+        self.max_header_size
+    }
+
     /// Options for opening any format.
     pub fn open_options(&self) -> OpenOptions {
         let opts = match self.max_header_size {

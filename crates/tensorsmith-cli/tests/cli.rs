@@ -577,6 +577,60 @@ fn max_header_size_below_the_header_is_invalid() {
     run_expect(["validate", "--pread", "--max-header-size", "8", p], 1);
 }
 
+/// A safetensors output's header is held to the same limit: a file past it would be one no
+/// reader opens with its default limit (the reference refuses to write it too).
+#[test]
+fn a_safetensors_output_over_the_header_limit_is_refused_and_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.safetensors");
+    let mut w = Writer::new();
+    for i in 0..40u8 {
+        w.add(&format!("layer.{i}.weight"), DType::U8, &[1], vec![i])
+            .unwrap();
+    }
+    w.write_file(&src).unwrap();
+    let header_of =
+        |p: &Path| u64::from_le_bytes(std::fs::read(p).unwrap()[..8].try_into().unwrap());
+    let n = header_of(&src).to_string();
+    // The input's header is within the limit; the output's, with a digest record, is not.
+    let out = dir.path().join("out.safetensors");
+    let (s, o) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let e = run_expect(
+        [
+            "convert",
+            "--max-header-size",
+            &n,
+            "--digest",
+            "crc32c",
+            s,
+            o,
+        ],
+        2,
+    );
+    assert!(stderr(&e).contains("exceeds the limit"), "{}", stderr(&e));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing written"
+    );
+    run_expect(["convert", "--digest", "crc32c", s, o], 0);
+    let m = header_of(&out).to_string();
+    std::fs::remove_file(&out).unwrap();
+    run_expect(
+        [
+            "convert",
+            "--max-header-size",
+            &m,
+            "--digest",
+            "crc32c",
+            s,
+            o,
+        ],
+        0,
+    );
+    run_expect(["verify", o], 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // validate --schema
 

@@ -176,14 +176,24 @@ fn stored_rows(t: &TensorInfo) -> Vec<u64> {
     shape
 }
 
-/// Whether a safetensors header has the key `"__metadata__"` (a string inside a tensor name
-/// would have its quotes escaped).
-fn has_metadata_key(header: &[u8]) -> bool {
+/// Whether a safetensors header has the key `"__metadata__"` with an object for its value (a
+/// string inside a tensor name would have its quotes escaped; as a value, the string is not
+/// followed by ':'). `"__metadata__": null` is no metadata, as the reference reads it.
+fn has_metadata_object(header: &[u8]) -> bool {
     let key = b"\"__metadata__\"";
-    header
-        .windows(key.len())
-        .enumerate()
-        .any(|(i, w)| w == key && (i == 0 || header[i - 1] != b'\\'))
+    let after_ws = |mut i: usize| {
+        while header.get(i).is_some_and(|b| b" \t\n\r".contains(b)) {
+            i += 1;
+        }
+        i
+    };
+    header.windows(key.len()).enumerate().any(|(i, w)| {
+        if w != key || (i > 0 && header[i - 1] == b'\\') {
+            return false;
+        }
+        let colon = after_ws(i + key.len());
+        header.get(colon) == Some(&b':') && header.get(after_ws(colon + 1)) == Some(&b'{')
+    })
 }
 
 #[pymethods]
@@ -284,7 +294,7 @@ impl File {
                 None => {
                     let b = self.model.index.format == Format::Safetensors
                         && !self.model.is_sharded()
-                        && has_metadata_key(&self.model.header_bytes(0).py_err(py)?);
+                        && has_metadata_object(&self.model.header_bytes(0).py_err(py)?);
                     *self.empty_metadata_object.get_or_init(|| b)
                 }
             };

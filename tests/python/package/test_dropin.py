@@ -334,3 +334,26 @@ def test_framework_names_refused_and_imported_as_the_reference(path):
         ours = _error(lambda: tensorsmith.safe_open(path, framework="paddle"))
         assert ours == _error(lambda: safetensors.safe_open(str(path), framework="paddle"))
         assert issubclass(ours[0], ImportError)
+
+
+@pytest.mark.parametrize("header", [
+    b'{"__metadata__":null,"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+    b'{"__metadata__" : \n null,"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+    b'{"__metadata__":{},"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+    b'{"__metadata__" :\t{ },"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+    b'{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+    b'{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"note":"__metadata__"}}',
+    b'{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"__metadata__":{"a":"b"}}',
+])
+def test_metadata_null_empty_and_absent_read_as_the_reference_reads_them(tmp_path, header):
+    """`"__metadata__": null` is no metadata (None), `{}` an empty dict, whatever the spaces
+    around it; a string "__metadata__" elsewhere is not the key."""
+    header += b" " * (-len(header) % 8)
+    p = tmp_path / "m.safetensors"
+    p.write_bytes(len(header).to_bytes(8, "little") + header + b"\x07")
+    with safetensors.safe_open(p, framework="np") as f:
+        want = f.metadata()
+    for backend in ("mmap", "pread"):
+        with tensorsmith.safe_open(p, framework="np", backend=backend) as f:
+            assert f.metadata() == want and (f.metadata() is None) == (want is None), backend
+            assert f.get_tensor("x").tolist() == [7]

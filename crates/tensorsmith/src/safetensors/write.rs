@@ -191,6 +191,7 @@ pub struct Writer<'a> {
     metadata: Option<BTreeMap<String, String>>,
     allow_packed_ints: bool,
     digests: Option<DigestKind>,
+    max_header_len: Option<u64>,
 }
 
 impl<'a> Writer<'a> {
@@ -212,6 +213,15 @@ impl<'a> Writer<'a> {
     /// record in the given metadata is dropped either way: it would describe other bytes).
     pub fn record_digests(&mut self, kind: Option<DigestKind>) -> &mut Self {
         self.digests = kind;
+        self
+    }
+
+    /// The longest JSON header this writer writes (default
+    /// [`DEFAULT_MAX_HEADER_LEN`](crate::format::DEFAULT_MAX_HEADER_LEN), the reference's
+    /// limit, which it also refuses to write past): a longer one would make a file that no
+    /// reader opens with its default limit.
+    pub fn max_header_len(&mut self, bytes: u64) -> &mut Self {
+        self.max_header_len = Some(bytes);
         self
     }
 
@@ -325,6 +335,19 @@ impl<'a> Writer<'a> {
         out
     }
 
+    /// [`Writer::header`], refused when its JSON is over the writer's limit.
+    fn checked_header(&self) -> Result<Vec<u8>> {
+        let header = self.header();
+        let len = header.len() as u64 - 8;
+        let limit = self
+            .max_header_len
+            .unwrap_or(crate::format::DEFAULT_MAX_HEADER_LEN);
+        if len > limit {
+            return Err(ErrorKind::HeaderTooLarge { len, limit }.into());
+        }
+        Ok(header)
+    }
+
     /// Sorts the tensors and settles the metadata: a stale digest record dropped, a new one
     /// computed from the sources when asked for.
     fn prepare(&mut self) -> Result<()> {
@@ -356,7 +379,7 @@ impl<'a> Writer<'a> {
             return Ok(None);
         }
         self.prepare()?;
-        Ok(Some(self.header()))
+        Ok(Some(self.checked_header()?))
     }
 
     /// Total size of the file that will be written (without a digest record: its length is
@@ -371,7 +394,7 @@ impl<'a> Writer<'a> {
     pub fn write_to(mut self, out: &mut dyn Write) -> Result<u64> {
         self.prepare()?;
         crate::progress::expect(self.tensors.iter().map(|t| t.len).sum());
-        let header = self.header();
+        let header = self.checked_header()?;
         out.write_all(&header)?;
         let mut total = header.len() as u64;
         for t in &mut self.tensors {
@@ -391,7 +414,7 @@ impl<'a> Writer<'a> {
     pub fn write_to_file(mut self, out: &mut File) -> Result<u64> {
         self.prepare()?;
         crate::progress::expect(self.tensors.iter().map(|t| t.len).sum());
-        let header = self.header();
+        let header = self.checked_header()?;
         out.write_all(&header)?;
         let mut total = header.len() as u64;
         for t in &mut self.tensors {
@@ -539,6 +562,43 @@ mod tests {
     fn empty_file_is_braces_and_six_spaces() {
         let bytes = Writer::new().to_bytes().unwrap();
         assert_eq!(bytes, b"\x08\0\0\0\0\0\0\0{}      ");
+    }
+
+    #[test]
+    fn a_header_over_the_limit_is_refused_before_anything_is_written() {
+        let writer = |limit: u64| {
+            let mut w = Writer::new();
+            w.add("abc", DType::U8, &[1], vec![1u8]).unwrap();
+            w.max_header_len(limit);
+            w
+        };
+        // {"abc":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}: 56 bytes, padded to 56.
+        let at = writer(56).to_bytes().unwrap();
+        assert_eq!(u64::from_le_bytes(at[..8].try_into().unwrap()), 56);
+        let e = writer(55).to_bytes().err().unwrap();
+        assert!(
+            matches!(e.kind(), ErrorKind::HeaderTooLarge { len: 56, limit: 55 }),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("m.safetensors");
+        assert!(writer(55).write_file(&out).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // The default: the reference's 100 MB, which its reader and ours refuse past.
+        let mut w = Writer::new();
+        let long = "n".repeat(100_000_000);
+        w.add(&long, DType::U8, &[0], Vec::new()).unwrap();
+        let e = w.to_bytes().err().unwrap();
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::HeaderTooLarge {
+                    limit: 100_000_000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub struct ConvertOptions {
     pub(crate) storage: crate::bytes::StorageOptions,
     /// Copy tensors without checking the digests their input records (`ops::digest_guard`).
     pub(crate) skip_digest_check: bool,
+    /// Safetensors output: the longest JSON header written (default: the reference's 100 MB).
+    pub(crate) max_header_len: Option<u64>,
     /// A Hugging Face folder to GGUF: the converter's output type (`--outtype`).
     pub(crate) outtype: Option<crate::hf_gguf::OutType>,
     /// A Hugging Face folder to GGUF: the llama.cpp pre-tokenizer name of its BPE tokenizer.
@@ -79,6 +81,13 @@ impl ConvertOptions {
     /// whose bytes no longer match its recorded digest fails the conversion, naming it).
     pub fn with_skip_digest_check(mut self, yes: bool) -> Self {
         self.skip_digest_check = yes;
+        self
+    }
+
+    /// Safetensors output: headers up to `bytes` long (by default the reference's 100 MB,
+    /// past which neither its reader nor ours opens a file without a raised limit).
+    pub fn with_max_header_len(mut self, bytes: impl Into<Option<u64>>) -> Self {
+        self.max_header_len = bytes.into();
         self
     }
 

@@ -330,6 +330,9 @@ fn same_file<'f>(
 fn new_writer<'a>(meta: &BTreeMap<String, String>, opts: &ConvertOptions) -> Writer<'a> {
     let mut w = Writer::new();
     w.allow_packed_ints(true).record_digests(opts.digest);
+    if let Some(n) = opts.max_header_len {
+        w.max_header_len(n);
+    }
     if !meta.is_empty() {
         w.metadata(meta.clone());
     }
