@@ -364,6 +364,51 @@ def test_f32_nan_payloads_stay_nan_with_their_sign(tsm, tmp_path):
         assert got[1] == (0xFE00 if dtype == "F16" else 0xFFC0)
 
 
+def nan_patterns(dtype, rng):
+    """NaN bit patterns of a float dtype: every one for the 16-bit types, a spread of
+    signalling and quiet payloads of both signs for F32 and F64."""
+    bits, uint = {np.float16: (16, np.uint16), ml_dtypes.bfloat16: (16, np.uint16),
+                  np.float32: (32, np.uint32), np.float64: (64, np.uint64)}[dtype]
+    if bits == 16:
+        x = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(dtype)
+        return x[np.isnan(x.astype(np.float32))]
+    man = 23 if bits == 32 else 52
+    one = uint(1)
+    pay = [one, one << uint(man - 1), (one << uint(man - 1)) - one, (one << uint(man)) - one,
+           one << uint(man - 2), (one << uint(man - 1)) | one]
+    pay += list(rng.integers(1, 2**min(man, 62), size=200, dtype=np.uint64).astype(uint))
+    pay += [p | (one << uint(man - 1)) for p in pay[6:106]]  # quiet ones with those payloads
+    exp = ((one << uint(bits - 1 - man)) - one) << uint(man)
+    sign = one << uint(bits - 1)
+    out = np.array([exp | p for p in pay] + [sign | exp | p for p in pay], dtype=uint)
+    return out.view(dtype)
+
+
+@pytest.mark.parametrize("src", ["F16", "BF16", "F32", "F64"])
+def test_nans_are_cast_as_numpy_casts_them(tsm, tmp_path, src):
+    """Every cast of a NaN gives NumPy's bits (ml_dtypes' for BF16): a signalling NaN stays
+    signalling to and from F16, BF16 gets the quiet NaN, the wide types quiet it; the sign
+    always kept. F16C instructions and the `half` crate differ from NumPy here."""
+    types = {"F16": np.float16, "BF16": ml_dtypes.bfloat16, "F32": np.float32,
+             "F64": np.float64}
+    uints = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+    x = nan_patterns(types[src], np.random.default_rng(7))
+    for dst in types:
+        if dst == src:
+            continue
+        out = convert_one(tsm, tmp_path, x, "--dtype", dst)
+        t = dict(deserialize(out.read_bytes()))["x"]
+        assert t["dtype"] == dst
+        width = np.dtype(types[dst]).itemsize
+        got = np.frombuffer(bytes(t["data"]), dtype=uints[width])
+        with np.errstate(invalid="ignore"):
+            want = x.astype(types[dst]).view(uints[width])
+        bad = np.nonzero(got != want)[0]
+        assert bad.size == 0, f"{src} to {dst}: " + ", ".join(
+            f"{int(x.view(uints[x.itemsize])[i]):#x} gave {int(got[i]):#x}, numpy {int(want[i]):#x}"
+            for i in bad[:8]) + f" ({bad.size} of {x.size})"
+
+
 def test_f32_to_bf16_nearest_matches_ml_dtypes(tsm, tmp_path):
     rng = np.random.default_rng(17)
     x = random_f32(rng)

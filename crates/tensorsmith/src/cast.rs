@@ -3,6 +3,10 @@
 //! like the safetensors-spark connector: BF16 keeps the top 16 bits of the f32; F16 drops the
 //! low mantissa bits, flushes anything below 2^-14 to signed zero and sends |x| >= 65536 to
 //! infinity. Widening is exact. All data is little-endian.
+//!
+//! NaNs, outside truncation, come out as NumPy makes them ([`nan_bits`]; F16 by NumPy's own
+//! conversions, BF16 by ml_dtypes'), whatever the CPU: the F16C instructions and `half` quiet
+//! a signalling NaN where NumPy keeps it signalling, and keep a payload that ml_dtypes drops.
 
 use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
@@ -50,6 +54,74 @@ pub fn f32_to_bf16_truncate(x: f32) -> u16 {
         top | 0x0040
     } else {
         top
+    }
+}
+
+/// Whether `bits`, an element of `dtype` (F64, F32, F16 or BF16), is a NaN.
+fn is_nan_bits(dtype: DType, bits: u64) -> bool {
+    match dtype {
+        DType::F64 => bits & !(1 << 63) > 0x7ff0_0000_0000_0000,
+        DType::F32 => bits & 0x7fff_ffff > 0x7f80_0000,
+        DType::F16 => bits & 0x7fff > 0x7c00,
+        _ => bits & 0x7fff > 0x7f80,
+    }
+}
+
+/// The bits NumPy gives casting the NaN `bits` (an element of `from`) to `to`, all four of
+/// F64, F32, F16, BF16 (checked against NumPy 2.4 and ml_dtypes 0.6 in the tests below):
+/// - to F16, from F64 or F32: the payload's top 10 bits kept as they are, so a signalling NaN
+///   stays signalling (0x7c01 where those bits are all zero, to stay a NaN); from BF16 the
+///   quiet NaN 0x7e00;
+/// - to BF16: the quiet NaN 0x7fc0, the payload dropped;
+/// - F16 to F32 or F64, BF16 to F32: the payload kept as it is (exact widening);
+/// - F32, F64, BF16 to the other wide types: the quiet bit set, the payload's top bits kept
+///   (the CPU's own conversion, which NumPy uses there).
+///
+/// The sign is always kept.
+pub fn nan_bits(from: DType, to: DType, bits: u64) -> u64 {
+    // The payload as f64's 52 mantissa bits, and the sign.
+    let (sign, man) = match from {
+        DType::F64 => (bits >> 63, bits & ((1 << 52) - 1)),
+        DType::F32 => (bits >> 31 & 1, (bits & 0x7f_ffff) << 29),
+        DType::F16 => (bits >> 15 & 1, (bits & 0x3ff) << 42),
+        _ => (bits >> 15 & 1, (bits & 0x7f) << 45),
+    };
+    let keep = matches!(
+        (from, to),
+        (DType::F16, DType::F32 | DType::F64) | (DType::BF16, DType::F32)
+    );
+    match to {
+        DType::F16 if from == DType::BF16 => sign << 15 | 0x7e00,
+        DType::F16 => sign << 15 | 0x7c00 | (man >> 42).max(1),
+        DType::BF16 => sign << 15 | 0x7fc0,
+        DType::F32 => {
+            let quiet = if keep { 0 } else { 0x40_0000 };
+            sign << 31 | 0x7f80_0000 | quiet | man >> 29
+        }
+        _ => {
+            let quiet = if keep { 0 } else { 1 << 51 };
+            sign << 63 | 0x7ff0_0000_0000_0000 | quiet | man
+        }
+    }
+}
+
+/// f32 → f16 to nearest even, NaNs as NumPy makes them ([`nan_bits`]).
+pub fn f32_to_f16_nearest(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        nan_bits(DType::F32, DType::F16, u64::from(b)) as u16
+    } else {
+        f16::from_f32(x).to_bits()
+    }
+}
+
+/// f32 → bf16 to nearest even, NaNs as ml_dtypes makes them ([`nan_bits`]).
+pub fn f32_to_bf16_nearest(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        nan_bits(DType::F32, DType::BF16, u64::from(b)) as u16
+    } else {
+        ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
     }
 }
 
@@ -167,16 +239,31 @@ fn f32_to_16_nearest(data: &[u8], to: DType) -> Vec<u8> {
                     }
                 }
             }
-            for (o, v) in dst.chunks_exact_mut(2).zip(&bits[..n]) {
+            for ((o, v), x) in dst.chunks_exact_mut(2).zip(&bits[..n]).zip(&x[..n]) {
+                let v = if x.is_nan() {
+                    nan_bits(DType::F32, to, u64::from(x.to_bits())) as u16
+                } else {
+                    *v
+                };
                 o.copy_from_slice(&v.to_le_bytes());
             }
         });
     out
 }
 
+/// F16 bits to F32 bits: exact, a NaN's payload kept as it is (NumPy's widening; `half` and
+/// the F16C instructions quiet a signalling NaN).
+fn f16_to_f32_bits(h: u16) -> u32 {
+    if h & 0x7fff > 0x7c00 {
+        nan_bits(DType::F16, DType::F32, u64::from(h)) as u32
+    } else {
+        f16::from_bits(h).to_f32().to_bits()
+    }
+}
+
 /// F16 or BF16 to F32: exact (BF16 is F32's upper half; F16 through `half`), blocks in
-/// parallel. The same values as the path through f64, and BF16 NaN payloads kept as torch's
-/// and NumPy's widening keeps them.
+/// parallel. The same values as the path through f64, and NaN payloads kept as NumPy's
+/// widening keeps them ([`nan_bits`]).
 fn widen_16(data: &[u8], from: DType) -> Vec<u8> {
     use rayon::prelude::*;
     let mut out = vec![0u8; data.len() * 2];
@@ -187,7 +274,7 @@ fn widen_16(data: &[u8], from: DType) -> Vec<u8> {
                 let h = u16::from_le_bytes([b[0], b[1]]);
                 let bits = match from {
                     DType::BF16 => u32::from(h) << 16,
-                    _ => f16::from_bits(h).to_f32().to_bits(),
+                    _ => f16_to_f32_bits(h),
                 };
                 o.copy_from_slice(&bits.to_le_bytes());
             }
@@ -226,7 +313,15 @@ pub fn cast(data: &[u8], from: DType, to: DType, rounding: Rounding) -> Result<V
     }
     let n = data.len() / in_size;
     let mut out = Vec::with_capacity(n * out_size);
+    let narrow_truncated = rounding == Rounding::Truncate && out_size == 2;
     for chunk in data.chunks_exact(in_size) {
+        let mut raw = [0u8; 8];
+        raw[..in_size].copy_from_slice(chunk);
+        let bits = u64::from_le_bytes(raw);
+        if !narrow_truncated && is_nan_bits(from, bits) {
+            out.extend_from_slice(&nan_bits(from, to, bits).to_le_bytes()[..out_size]);
+            continue;
+        }
         let x = read_f64(from, chunk);
         match to {
             DType::F64 => out.extend_from_slice(&x.to_le_bytes()),
@@ -264,6 +359,11 @@ pub fn f32s_into(data: &[u8], from: DType, values: &mut Vec<f32>) -> Result<()> 
                     *d = f16::from_bits(u16::from_le_bytes([c[0], c[1]]));
                 }
                 h[..n].convert_to_f32_slice(&mut f[..n]);
+                for (v, h) in f[..n].iter_mut().zip(&h[..n]) {
+                    if h.is_nan() {
+                        *v = f32::from_bits(f16_to_f32_bits(h.to_bits()));
+                    }
+                }
                 values.extend_from_slice(&f[..n]);
             }
         }
@@ -377,6 +477,86 @@ mod tests {
         }
     }
 
+    /// NaNs as NumPy 2.4.6 (F16, F32, F64) and ml_dtypes 0.6.0 (BF16) cast them, on x86-64:
+    /// `np.array([bits], np.uint32).view(np.float32).astype(np.float16)` and so on.
+    #[test]
+    fn nans_are_cast_as_numpy_casts_them() {
+        use DType::{BF16, F16, F32, F64};
+        let cases: &[(DType, u64, DType, u64)] = &[
+            (F32, 0x7f80_0001, F16, 0x7c01),
+            (F32, 0xff80_0001, F16, 0xfc01),
+            (F32, 0x7fa0_0000, F16, 0x7d00),
+            (F32, 0x7fc0_0001, F16, 0x7e00),
+            (F32, 0x7fc0_2000, F16, 0x7e01),
+            (F32, 0xffbf_ffff, F16, 0xfdff),
+            (F32, 0x7fdd_0000, F16, 0x7ee8),
+            (F32, 0x7f80_0001, BF16, 0x7fc0),
+            (F32, 0xffbf_ffff, BF16, 0xffc0),
+            (F32, 0x7fdd_0000, BF16, 0x7fc0),
+            (F32, 0x7f80_0001, F64, 0x7ff8_0000_2000_0000),
+            (F32, 0x7fa0_0000, F64, 0x7ffc_0000_0000_0000),
+            (F32, 0xffbf_ffff, F64, 0xffff_ffff_e000_0000),
+            (F64, 0x7ff0_0000_0000_0001, F16, 0x7c01),
+            (F64, 0x7ff4_0000_0000_0000, F16, 0x7d00),
+            (F64, 0xfff8_0000_0000_0001, F16, 0xfe00),
+            (F64, 0x7ff0_0400_0000_0000, F16, 0x7c01),
+            (F64, 0x7ff0_0000_0000_0001, BF16, 0x7fc0),
+            (F64, 0xfff8_0000_0000_0001, BF16, 0xffc0),
+            (F64, 0x7ff0_0000_0000_0001, F32, 0x7fc0_0000),
+            (F64, 0x7ff4_0000_0000_0000, F32, 0x7fe0_0000),
+            (F64, 0xfff8_0000_0000_0001, F32, 0xffc0_0000),
+            (F64, 0x7ff0_0400_0000_0000, F32, 0x7fc0_2000),
+            (F16, 0x7c01, F32, 0x7f80_2000),
+            (F16, 0xfc01, F32, 0xff80_2000),
+            (F16, 0x7d00, F32, 0x7fa0_0000),
+            (F16, 0x7e01, F32, 0x7fc0_2000),
+            (F16, 0x7fff, F32, 0x7fff_e000),
+            (F16, 0x7c01, F64, 0x7ff0_0400_0000_0000),
+            (F16, 0xfc01, F64, 0xfff0_0400_0000_0000),
+            (F16, 0x7fff, F64, 0x7fff_fc00_0000_0000),
+            (F16, 0x7c01, BF16, 0x7fc0),
+            (F16, 0xfc01, BF16, 0xffc0),
+            (BF16, 0x7f81, F32, 0x7f81_0000),
+            (BF16, 0xff81, F32, 0xff81_0000),
+            (BF16, 0x7fa0, F32, 0x7fa0_0000),
+            (BF16, 0x7f81, F64, 0x7ff8_2000_0000_0000),
+            (BF16, 0x7fa0, F64, 0x7ffc_0000_0000_0000),
+            (BF16, 0x7f81, F16, 0x7e00),
+            (BF16, 0xff81, F16, 0xfe00),
+            (BF16, 0x7fc1, F16, 0x7e00),
+        ];
+        for &(from, bits, to, want) in cases {
+            assert_eq!(nan_bits(from, to, bits), want, "{from} {bits:#x} to {to}");
+            // And through cast, each element alone and among others (the fast paths).
+            let size = from.byte_size().unwrap();
+            let one = &bits.to_le_bytes()[..size];
+            let mut many = Vec::new();
+            for i in 0..5000 {
+                many.extend_from_slice(if i % 7 == 3 { one } else { &[0u8; 8][..size] });
+            }
+            let out_size = to.byte_size().unwrap();
+            for data in [one.to_vec(), many] {
+                let out = cast(&data, from, to, Rounding::Nearest).unwrap();
+                for (i, o) in out.chunks_exact(out_size).enumerate() {
+                    let mut raw = [0u8; 8];
+                    raw[..out_size].copy_from_slice(o);
+                    let got = u64::from_le_bytes(raw);
+                    let expect = if data.len() == size || i % 7 == 3 {
+                        want
+                    } else {
+                        0
+                    };
+                    assert_eq!(got, expect, "{from} {bits:#x} to {to}, element {i}");
+                }
+            }
+        }
+        // The scalar functions the dataset writer uses.
+        assert_eq!(f32_to_f16_nearest(f32::from_bits(0x7f80_0001)), 0x7c01);
+        assert_eq!(f32_to_bf16_nearest(f32::from_bits(0xffbf_ffff)), 0xffc0);
+        assert_eq!(f32_to_bf16_nearest(1.0 + 2f32.powi(-8)), 0x3f80);
+        assert_eq!(f32_to_f16_nearest(1.0 + 3.0 * 2f32.powi(-11)), 0x3c02);
+    }
+
     #[test]
     fn f64_to_f16_nearest_has_no_double_rounding() {
         // Just above the f16 tie point between 1.0 and 1+2^-10: must round up. Going through
@@ -437,7 +617,11 @@ mod tests {
         for (to, exp, man) in [(DType::F16, 5, 10), (DType::BF16, 8, 7)] {
             let fast = cast(&bytes, DType::F32, to, Rounding::Nearest).unwrap();
             for (i, b) in v.iter().enumerate() {
-                let want = f64_to_narrow_nearest(f64::from(f32::from_bits(*b)), exp, man);
+                let want = if f32::from_bits(*b).is_nan() {
+                    nan_bits(DType::F32, to, u64::from(*b)) as u16
+                } else {
+                    f64_to_narrow_nearest(f64::from(f32::from_bits(*b)), exp, man)
+                };
                 let got = u16::from_le_bytes([fast[2 * i], fast[2 * i + 1]]);
                 assert_eq!(got, want, "{to:?} of {b:#010x}");
             }

@@ -5,7 +5,10 @@
 //! Every other pair is left to the reader.
 
 use crate::finite_range::first_overflow;
-use tensorsmith::cast::{cast, f32_to_bf16_truncate, f32_to_f16_truncate, Rounding};
+use tensorsmith::cast::{
+    cast, f32_to_bf16_nearest, f32_to_bf16_truncate, f32_to_f16_nearest, f32_to_f16_truncate,
+    Rounding,
+};
 use tensorsmith::dtype::DType;
 
 /// How values of a stored dtype become the target dtype.
@@ -88,21 +91,12 @@ impl ValueCast {
     }
 }
 
-/// F32 to BF16 / F16 a value at a time, with the bits of `tensorsmith::cast` (which goes
-/// through f64; tested against it below): BF16 to nearest even by the carry into the top 16
-/// bits, F16 to nearest even by `half` (correctly rounded from f32), NaN as the cast makes it
-/// (quiet, top payload bits kept), truncation through the cast's own functions.
+/// F32 to BF16 / F16 a value at a time, with the bits of `tensorsmith::cast` (tested against
+/// it below): its scalar functions, NaNs as NumPy makes them included.
 fn narrow_f32(to: DType, rounding: Rounding) -> fn(f32) -> u16 {
     match (to, rounding) {
-        (DType::BF16, Rounding::Nearest) => |x| {
-            let b = x.to_bits();
-            if x.is_nan() {
-                ((b >> 16) as u16 & 0x8000) | 0x7fc0 | ((b & 0x7f_ffff) >> 16) as u16
-            } else {
-                ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
-            }
-        },
-        (DType::F16, Rounding::Nearest) => |x| half::f16::from_f32(x).to_bits(),
+        (DType::BF16, Rounding::Nearest) => f32_to_bf16_nearest,
+        (DType::F16, Rounding::Nearest) => f32_to_f16_nearest,
         (DType::BF16, Rounding::Truncate) => f32_to_bf16_truncate,
         (DType::F16, Rounding::Truncate) => f32_to_f16_truncate,
         _ => unreachable!("only F32 to BF16 or F16"),
