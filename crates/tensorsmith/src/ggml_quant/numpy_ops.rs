@@ -93,8 +93,11 @@ pub(super) fn argmin(x: &[f32]) -> usize {
     best
 }
 
-/// The NaN NumPy's max and min reductions return for any NaN input: positive, quiet,
-/// payload-free, whatever NaN was in the data.
+/// The NaN NumPy's max and min reductions return for a NaN input: positive, quiet,
+/// payload-free, whatever NaN was in the data. Not always: with AVX-512 dispatch (NumPy 2.4 on
+/// an AVX-512 CPU) a NaN among values 17-31 of a 32-value row comes back with its payload, so
+/// gguf-py's scale for such a block differs from ours in its NaN payload alone; a rule tied to
+/// one NumPy build's SIMD loop is not one to copy (docs/src/formats.md says so).
 const REDUCED_NAN: f32 = f32::NAN; // 0x7fc00000 on every Rust target
 
 /// `abs(x).max()`: NaN if any value is NaN.
