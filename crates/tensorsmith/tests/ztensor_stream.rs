@@ -253,3 +253,46 @@ fn a_source_failing_midway_names_the_tensor_and_leaves_no_file() {
         }
     }
 }
+
+/// A bool part holding a byte other than 0 or 1 (which safetensors allows and zTensor readers
+/// refuse) is refused as it is read, in every version and encoding, far into a part larger
+/// than a piece too, naming the tensor and the byte; no file is left.
+#[test]
+fn a_bool_byte_other_than_0_or_1_is_refused_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("b.zt");
+    let n = 9 << 20;
+    for at in [0usize, n - 1] {
+        let mut data = vec![1u8; n];
+        data[at] = 2;
+        for version in [ZtVersion::V0_1, ZtVersion::V1_1, ZtVersion::V2] {
+            for compression in [Compression::None, Compression::Zstd { level: 1 }] {
+                let opts = WriteOptions::new()
+                    .with_version(version)
+                    .with_compression(compression);
+                let mut w = Writer::new(opts);
+                w.add_dense("flags", DType::BOOL, &[n as u64], data.clone())
+                    .unwrap();
+                let e = w.write_file(&out).err().expect("refused");
+                let msg = e.to_string();
+                assert!(matches!(e.kind(), ErrorKind::ZtLayoutData(_)), "{msg}");
+                assert!(
+                    msg.contains("'flags'") && msg.contains(&format!("byte {at} is 0x02")),
+                    "{msg}"
+                );
+                assert_eq!(
+                    std::fs::read_dir(dir.path()).unwrap().count(),
+                    0,
+                    "{version:?}"
+                );
+            }
+        }
+    }
+    // 0 and 1 are written and read back.
+    let mut w = Writer::new(WriteOptions::new());
+    w.add_dense("flags", DType::BOOL, &[3], vec![0u8, 1, 1])
+        .unwrap();
+    w.write_file(&out).unwrap();
+    let m = tensorsmith::open(out.to_str().unwrap(), &OpenOptions::new()).unwrap();
+    assert_eq!(m.index.tensors[0].name, "flags");
+}

@@ -34,6 +34,27 @@ pub(crate) struct PartJob<'p, 'a> {
     pub bytes: &'p PartBytes<'a>,
     pub encode: Encode,
     pub digest: Option<(DigestKind, DigestScope)>,
+    /// A bool part: every byte must be 0 or 1 (zTensor's rule, which readers check), so a
+    /// source holding another byte (safetensors does not forbid it) is refused, not written.
+    pub bool_bytes: bool,
+}
+
+/// `range` of a job's bytes, checked against the job's data rule.
+fn read<'p>(job: &'p PartJob<'p, '_>, range: Range<u64>) -> Result<Cow<'p, [u8]>> {
+    let start = range.start;
+    let r = job.bytes.read(range)?;
+    if job.bool_bytes {
+        if let Some(i) = r.iter().position(|&b| b > 1) {
+            return Err(Error::new(ErrorKind::ZtLayoutData(format!(
+                "bool bytes must be 0x00 or 0x01, byte {} is {:#04x}; zTensor readers refuse \
+                 it, so it is not written",
+                start + i as u64,
+                r[i]
+            )))
+            .at_tensor(job.name));
+        }
+    }
+    Ok(r)
 }
 
 /// How blobs are placed.
@@ -222,7 +243,7 @@ fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p
         Unit::Chunk {
             ref range, frame, ..
         } => {
-            let r = job.bytes.read(range.clone())?;
+            let r = read(job, range.clone())?;
             let piece = match frame {
                 None => Piece {
                     stored: r,
@@ -248,7 +269,7 @@ fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p
         // (the same bytes as the streaming encoder fed in one piece; a fresh context per tiny
         // tensor at level 19 cost milliseconds each).
         Unit::Stream { level, .. } if job.bytes.len() <= READ_CHUNK => {
-            let r = job.bytes.read(0..job.bytes.len())?;
+            let r = read(job, 0..job.bytes.len())?;
             send_one_frame(tx, r, level, want_decoded)
         }
         Unit::Stream { level, .. } => {
@@ -261,7 +282,7 @@ fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p
             let mut off = 0;
             while off < len {
                 let end = (off + READ_CHUNK).min(len);
-                let r = job.bytes.read(off..end)?;
+                let r = read(job, off..end)?;
                 enc.write_all(&r)?;
                 if want_decoded {
                     send(tx, decoded_only(r))?;

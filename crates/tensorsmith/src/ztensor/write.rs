@@ -616,6 +616,7 @@ impl<'a> Writer<'a> {
                             Compression::Zstd { level } => Encode::Frame(level),
                         },
                         digest: opts.digest.map(|k| (k, scope)),
+                        bool_bytes: p.dtype == DType::BOOL && p.unknown_type.is_none(),
                     }
                 })
             })
