@@ -262,6 +262,13 @@ impl AtomicFile {
 fn commit_local(dest: &Path, temp: &Path, out: BufWriter<File>) -> Result<()> {
     let finish = || -> io::Result<()> {
         let file = out.into_inner().map_err(|e| e.into_error())?;
+        // A file replaced keeps its permission bits (a private 0600 file stays private); a
+        // symbolic link is replaced by the new file, its target left as it was.
+        if let Ok(old) = std::fs::symlink_metadata(dest) {
+            if old.file_type().is_file() {
+                file.set_permissions(old.permissions())?;
+            }
+        }
         file.sync_all()?;
         drop(file);
         std::fs::rename(temp, dest)
@@ -514,5 +521,38 @@ mod tests {
         f.commit().unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_permissions_and_a_link_is_replaced_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let dest = dir.path().join("secret.bin");
+        std::fs::write(&dest, b"old").unwrap();
+        for m in [0o600, 0o640, 0o444] {
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(m)).unwrap();
+            write_atomically(&dest, |f| Ok(f.write_all(b"new")?)).unwrap();
+            assert_eq!(mode(&dest), m);
+            assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        }
+        // A new file gets the usual mode (0666 less the umask): not that of some other file.
+        let fresh = dir.path().join("fresh.bin");
+        write_atomically(&fresh, |f| Ok(f.write_all(b"x")?)).unwrap();
+        assert_eq!(mode(&fresh) & 0o600, 0o600);
+        // A link: replaced by the new file; its target keeps its bytes and mode.
+        let target = dir.path().join("target.bin");
+        std::fs::write(&target, b"target").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link.bin");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomically(&link, |f| Ok(f.write_all(b"new")?)).unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert_eq!(std::fs::read(&link).unwrap(), b"new");
+        assert_eq!(std::fs::read(&target).unwrap(), b"target");
+        assert_eq!(mode(&target), 0o600);
     }
 }
