@@ -119,9 +119,9 @@ pub enum GgufRule {
     /// A tensor whose element count or byte length does not fit in 64 bits.
     #[error("element count or byte length overflows")]
     ShapeOverflow,
-    /// A `general.alignment` that is not a nonzero power of two, or not of an unsigned
-    /// integer type.
-    #[error("general.alignment must be a nonzero power of two of an unsigned type, got {0}")]
+    /// A `general.alignment` that is not a nonzero power of two, or not a UINT32 (the one
+    /// type gguf-py and llama.cpp read it as).
+    #[error("general.alignment must be a UINT32 nonzero power of two, got {0}")]
     BadAlignment(
         /// The value and its type, as written in the file.
         String,

@@ -118,7 +118,13 @@ impl FloatAcc {
         let (na, nb) = (self.finite as f64, n as f64);
         let total = na + nb;
         let delta = mean - self.mean;
-        self.mean += delta * (nb / total);
+        self.mean = if delta.is_finite() {
+            self.mean + delta * (nb / total)
+        } else {
+            // Means near the f64 limits of opposite signs: their difference overflows, their
+            // weighted sum does not.
+            self.mean * (na / total) + mean * (nb / total)
+        };
         self.m2 += m2 + delta * delta * (na * nb / total);
         self.finite += n;
     }
@@ -347,7 +353,13 @@ pub fn add_f64(acc: &mut FloatAcc, v: &[f64]) {
                 acc.nan += 1;
             }
         }
-        let mean = if n > 0 { sum / n as f64 } else { 0.0 };
+        let mut mean = if n > 0 { sum / n as f64 } else { 0.0 };
+        if !mean.is_finite() {
+            // The sum of finite values overflowed (values near f64's limit): their mean does
+            // not, summed as values over n.
+            let n = n as f64;
+            mean = b.iter().filter(|x| x.is_finite()).map(|&x| x / n).sum();
+        }
         let m2: f64 = b
             .iter()
             .filter(|x| x.is_finite())
@@ -443,5 +455,21 @@ mod tests {
             b.exponents().collect::<Vec<_>>()
         );
         assert!((a.mean - b.mean).abs() < 1e-9 * a.mean.abs().max(1.0));
+    }
+
+    /// Values near f64's limit: their sum overflows, their mean does not (it was infinite).
+    #[test]
+    fn the_mean_of_values_whose_sum_overflows_is_finite() {
+        let mut acc = FloatAcc::default();
+        add_f64(&mut acc, &[1e308, 1e308, 1e308, f64::NAN]);
+        assert_eq!(acc.finite, 3);
+        assert!((acc.mean - 1e308).abs() <= 1e293, "{}", acc.mean);
+        // Across blocks and merges, means of opposite signs near the limit.
+        let mut v = vec![f64::MAX; BLOCK];
+        v.extend(vec![-f64::MAX; BLOCK / 2]);
+        let mut acc = FloatAcc::default();
+        add_f64(&mut acc, &v);
+        let want = f64::MAX / 3.0;
+        assert!((acc.mean - want).abs() <= want * 1e-12, "{}", acc.mean);
     }
 }
