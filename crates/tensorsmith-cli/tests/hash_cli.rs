@@ -148,3 +148,49 @@ fn several_files_one_line_each_and_errors_exit_2() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent.safetensors"));
 }
+
+/// A digest record follows the values: the structural ID leaves it out (two files differing
+/// in one value have one ID, with records or without), and a conversion never carries the
+/// input's record (it describes other bytes) into zTensor or GGUF metadata.
+#[test]
+fn a_digest_record_neither_changes_the_structural_id_nor_is_carried() {
+    let d = tempfile::tempdir().unwrap();
+    let shape: &[(&str, DType, &[u64])] = &[("w", DType::F32, &[4]), ("b", DType::F32, &[2])];
+    let (a, b) = (
+        d.path().join("a.safetensors"),
+        d.path().join("b.safetensors"),
+    );
+    model(&a, shape, 1, &[("k", "v")]);
+    model(&b, shape, 2, &[("k", "v")]);
+    let (ad, bd) = (
+        d.path().join("ad.safetensors"),
+        d.path().join("bd.safetensors"),
+    );
+    for (src, dst) in [(&a, &ad), (&b, &bd)] {
+        let o = run(&[
+            "convert",
+            "--digest",
+            "crc32c",
+            src.to_str().unwrap(),
+            dst.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let id = ids(&a).0;
+    for p in [&b, &ad, &bd] {
+        assert_eq!(ids(p).0, id, "{}", p.display());
+    }
+    assert_ne!(ids(&ad).1, ids(&bd).1);
+    for out in ["ad.zt", "ad.gguf"] {
+        let out = d.path().join(out);
+        let o = run(&["convert", "-q", ad.to_str().unwrap(), out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = run(&["inspect", "--json", out.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("k\": \"v\"") && !text.contains("tensorsmith.digest"),
+            "{text}"
+        );
+    }
+    assert_eq!(ids(&d.path().join("ad.zt")).0, id);
+}

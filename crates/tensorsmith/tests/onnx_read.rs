@@ -257,6 +257,54 @@ fn subgraph_initializers_are_listed_under_their_path() {
     assert_eq!(names, ["if1/then_branch/k", "w"]);
 }
 
+/// Node names are optional and need not be unique (onnx.checker accepts both): two unnamed If
+/// nodes, then two named alike, each with a branch initializer `c`, give four names, not a
+/// refusal of the whole model.
+#[test]
+fn subgraph_initializers_of_unnamed_or_same_named_nodes_do_not_clash() {
+    let if_node = |name: &[u8], v: f32| {
+        let mut body = lfield(2, b"else");
+        body.extend(lfield(5, &tensor("c", &[1], 1, &[lfield(9, &f32s(&[v]))])));
+        let mut attr = lfield(1, b"else_branch");
+        attr.extend(lfield(6, &body));
+        let mut node = if name.is_empty() {
+            Vec::new()
+        } else {
+            lfield(3, name)
+        };
+        node.extend(lfield(4, b"If"));
+        node.extend(lfield(5, &attr));
+        node
+    };
+    let mut g = Vec::new();
+    for (name, v) in [(&b""[..], 1.0), (b"", 2.0), (b"same", 3.0), (b"same", 4.0)] {
+        g.extend(lfield(1, &if_node(name, v)));
+    }
+    let mut m = vfield(1, 9);
+    m.extend(lfield(7, &g));
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "m.onnx", &m);
+    let model = open(&p).unwrap();
+    let mut got: Vec<(String, Vec<u8>)> = model
+        .index
+        .tensors
+        .iter()
+        .map(|t| (t.name.clone(), model.tensor_bytes(t).unwrap().into_owned()))
+        .collect();
+    got.sort();
+    let want = [
+        ("#0/else_branch/c", 1.0f32),
+        ("#1/else_branch/c", 2.0),
+        ("same#3/else_branch/c", 4.0),
+        ("same/else_branch/c", 3.0),
+    ];
+    let want: Vec<(String, Vec<u8>)> = want
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_le_bytes().to_vec()))
+        .collect();
+    assert_eq!(got, want);
+}
+
 // --- weight-inspect's hash
 
 fn wi(path: &str) -> String {
@@ -541,4 +589,52 @@ fn a_model_without_the_extension_is_told_by_its_first_bytes() {
     );
     assert_eq!(open(&p).unwrap().index.format.name(), "onnx");
     let _: PathBuf = dir.path().to_path_buf();
+}
+
+/// A sparse initializer whose index falls outside its shape (onnx.checker refuses it) fails
+/// `verify`, naming the tensor and the index; in range, it passes. Linear and coordinate
+/// indices both.
+#[test]
+fn verify_checks_sparse_indices_against_the_shape() {
+    let sparse = |idx: &[i64], idx_dims: &[i64]| {
+        let raw: Vec<u8> = idx.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut s = lfield(1, &tensor("sp", &[2], 1, &[lfield(9, &f32s(&[1.5, -2.0]))]));
+        s.extend(lfield(2, &tensor("sp_i", idx_dims, 7, &[lfield(9, &raw)])));
+        s.extend(vfield(3, 3));
+        s.extend(vfield(3, 4));
+        let mut g = lfield(15, &s);
+        g.extend(lfield(
+            5,
+            &tensor("w", &[1], 1, &[lfield(9, &f32s(&[1.0]))]),
+        ));
+        let mut m = vfield(1, 9);
+        m.extend(lfield(7, &g));
+        m
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (idx, dims, bad) in [
+        (&[1i64, 11][..], &[2i64][..], None),
+        (
+            &[1, 99],
+            &[2],
+            Some("sparse index 99 is outside 12 elements"),
+        ),
+        (&[0, 1, 2, 3], &[2, 2], None),
+        (
+            &[0, 1, 3, 0],
+            &[2, 2],
+            Some("index 3 is outside dimension 0 of 3"),
+        ),
+    ] {
+        let p = write(dir.path(), "sp.onnx", &sparse(idx, dims));
+        let r = tensorsmith::ops::verify::verify(&open(&p).unwrap());
+        match bad {
+            None => assert!(r.failures.is_empty(), "{idx:?}: {:?}", r.failures),
+            Some(want) => {
+                assert_eq!(r.failures.len(), 1, "{idx:?}");
+                let msg = r.failures[0].to_string();
+                assert!(msg.contains(want) && msg.contains("'sp'"), "{msg}");
+            }
+        }
+    }
 }

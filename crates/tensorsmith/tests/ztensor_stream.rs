@@ -273,7 +273,7 @@ fn a_bool_byte_other_than_0_or_1_is_refused_not_written() {
                 let mut w = Writer::new(opts);
                 w.add_dense("flags", DType::BOOL, &[n as u64], data.clone())
                     .unwrap();
-                let e = w.write_file(&out).err().expect("refused");
+                let e = w.write_file(&out).expect_err("refused");
                 let msg = e.to_string();
                 assert!(matches!(e.kind(), ErrorKind::ZtLayoutData(_)), "{msg}");
                 assert!(
@@ -287,6 +287,40 @@ fn a_bool_byte_other_than_0_or_1_is_refused_not_written() {
                 );
             }
         }
+    }
+    // A source read whole (decoded ONNX typed fields are such), small and large.
+    struct Whole(Vec<u8>);
+    impl PartSource for Whole {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
+            Ok(Cow::Borrowed(
+                &self.0[range.start as usize..range.end as usize],
+            ))
+        }
+        fn whole(&self) -> bool {
+            true
+        }
+    }
+    for len in [4usize, 5 << 20] {
+        let mut data = vec![0u8; len];
+        data[len - 1] = 0xff;
+        let mut w = Writer::new(WriteOptions::new());
+        w.add_object(
+            "flags",
+            &[len as u64],
+            Layout::Dense,
+            Default::default(),
+            vec![PartData::lazy("data", DType::BOOL, Box::new(Whole(data)))],
+        )
+        .unwrap();
+        let e = w.write_file(&out).expect_err("refused");
+        assert!(
+            e.to_string().contains(&format!("byte {} is 0xff", len - 1)),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
     // 0 and 1 are written and read back.
     let mut w = Writer::new(WriteOptions::new());

@@ -741,3 +741,37 @@ fn read_all_decodes_every_part_in_parallel() {
         assert_eq!(parts[0].len() as u64, t.parts[0].decoded_len);
     }
 }
+
+/// A layout the reader does not know (an ONNX sparse initializer's `onnx.sparse`, written by
+/// convert) takes its dtype from its `values` part, not from `indices`, which sorts first.
+#[test]
+fn an_unknown_layout_takes_its_dtype_from_its_values_part() {
+    for version in [ZtVersion::V1_1, ZtVersion::V2] {
+        let mut w = Writer::new(WriteOptions::new().with_version(version));
+        let values: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let indices: Vec<u8> = [1i64, 5].iter().flat_map(|x| x.to_le_bytes()).collect();
+        w.add_object(
+            "sp",
+            &[2, 3],
+            Layout::Other("onnx.sparse".into()),
+            BTreeMap::new(),
+            vec![
+                PartData::new("values", DType::F32, values),
+                PartData::new("indices", DType::I64, indices),
+            ],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sp.zt");
+        w.write_file(&p).unwrap();
+        let m = tensorsmith::open(p.to_str().unwrap(), &OpenOptions::new()).unwrap();
+        let t = &m.index.tensors[0];
+        assert_eq!(
+            (t.dtype, &t.layout),
+            (DType::F32, &Layout::Other("onnx.sparse".into()))
+        );
+    }
+}

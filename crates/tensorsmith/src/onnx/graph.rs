@@ -1,8 +1,12 @@
 //! The walk over `ModelProto`: the model's facts (with proto2 field presence, which
 //! weight-inspect's hash keeps), and every initializer with the path of the graph holding it:
 //! the main graph's sparse and dense initializers, and those of subgraphs (If/Loop bodies in
-//! node attributes, in the main graph and in functions), as `node/attribute/name`. Graphs
-//! nest at most [`MAX_GRAPH_DEPTH`] deep; every other message is skipped unread.
+//! node attributes, in the main graph and in functions), as `node/attribute/name`. A node's
+//! segment is its name; a node without one, or whose name an earlier node of its graph took
+//! (names are optional and need not be unique), is `name#i` (`#i` when unnamed), `i` its
+//! place among the graph's nodes, so two If nodes with the same branch initializer never
+//! clash. Graphs nest at most [`MAX_GRAPH_DEPTH`] deep; every other message is skipped
+//! unread.
 
 use super::tensor::{int, payload, read_tensor, text, RawTensor};
 use super::wire::Fields;
@@ -127,12 +131,13 @@ impl Walker<'_> {
         }
         let (buf, base) = (self.buf, self.base);
         let main = depth == 0;
+        let mut nodes = NodeNames::default();
         for f in Fields::new(buf, r, base) {
             let f = f?;
             match f.number {
                 1 => {
                     let n = payload(&f, M, "node", base)?;
-                    self.node(n, prefix, depth, main)?;
+                    self.node(n, prefix, depth, main, &mut nodes)?;
                 }
                 2 if main => self.out.facts.graph_name = Some(text(buf, &f, M, "name", base)?),
                 5 => {
@@ -207,7 +212,14 @@ impl Walker<'_> {
     }
 
     /// A `NodeProto`: counted and typed when in the main graph; its graph attributes walked.
-    fn node(&mut self, r: Range<usize>, prefix: &str, depth: usize, main: bool) -> Result<()> {
+    fn node(
+        &mut self,
+        r: Range<usize>,
+        prefix: &str,
+        depth: usize,
+        main: bool,
+        nodes: &mut NodeNames,
+    ) -> Result<()> {
         const M: &str = "NodeProto";
         let (buf, base) = (self.buf, self.base);
         let mut name = String::new();
@@ -227,8 +239,9 @@ impl Walker<'_> {
         if main {
             self.out.facts.node_count += 1;
         }
+        let segment = nodes.segment(name);
         for a in attributes {
-            self.attribute(a, &format!("{prefix}{name}/"), depth)?;
+            self.attribute(a, &format!("{prefix}{segment}/"), depth)?;
         }
         Ok(())
     }
@@ -275,9 +288,30 @@ impl Walker<'_> {
                 _ => {}
             }
         }
+        let mut names = NodeNames::default();
         for n in nodes {
-            self.node(n, &format!("{name}/"), 1, false)?;
+            self.node(n, &format!("{name}/"), 1, false, &mut names)?;
         }
         Ok(())
+    }
+}
+
+/// The nodes of one graph seen so far: each node's path segment (see the module docs).
+#[derive(Default)]
+struct NodeNames {
+    seen: std::collections::HashSet<String>,
+    count: usize,
+}
+
+impl NodeNames {
+    fn segment(&mut self, name: String) -> String {
+        let i = self.count;
+        self.count += 1;
+        if name.is_empty() || self.seen.contains(&name) {
+            format!("{name}#{i}")
+        } else {
+            self.seen.insert(name.clone());
+            name
+        }
     }
 }

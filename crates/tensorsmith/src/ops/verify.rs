@@ -32,6 +32,16 @@ pub fn verify(model: &Model) -> VerifyReport {
         })
         .collect();
     let mut report = VerifyReport::collect(checks);
+    // ONNX sparse initializers: every index inside the shape (onnx.checker's rule; a copy to
+    // another format carries them as they are, and only densifying would find them).
+    for t in model.index.tensors.iter().filter(|t| {
+        matches!(&t.layout, crate::index::Layout::Other(l) if &**l == crate::onnx::SPARSE_LAYOUT)
+    }) {
+        if let Err(e) = crate::ops::convert::densify::check_onnx_sparse(model, t) {
+            let f = model.file_of(t);
+            report.failures.push(e.in_file(Path::new(&f.location)));
+        }
+    }
     // Whole-file digests (ONNX external data `checksum`): each file read once.
     for f in model.files.iter().filter(|f| !f.sha1.is_empty()) {
         report.checked += 1;

@@ -42,7 +42,11 @@ pub(crate) struct PartJob<'p, 'a> {
 /// `range` of a job's bytes, checked against the job's data rule.
 fn read<'p>(job: &'p PartJob<'p, '_>, range: Range<u64>) -> Result<Cow<'p, [u8]>> {
     let start = range.start;
-    let r = job.bytes.read(range)?;
+    checked(job, start, job.bytes.read(range)?)
+}
+
+/// `r`, the job's bytes from `start` on, if they keep the job's data rule.
+fn checked<'p>(job: &PartJob<'_, '_>, start: u64, r: Cow<'p, [u8]>) -> Result<Cow<'p, [u8]>> {
     if job.bool_bytes {
         if let Some(i) = r.iter().position(|&b| b > 1) {
             return Err(Error::new(ErrorKind::ZtLayoutData(format!(
@@ -292,7 +296,7 @@ fn run_unit<'p>(jobs: &'p [PartJob<'p, '_>], unit: &Unit, tx: &SyncSender<Msg<'p
             enc.finish()?.flush_rest()
         }
         Unit::Whole { .. } => {
-            let all = job.bytes.all()?;
+            let all = checked(job, 0, job.bytes.all()?)?;
             match job.encode {
                 Encode::Raw => send(
                     tx,

@@ -47,6 +47,68 @@ fn indices(t: &TensorInfo, bytes: &[u8], dtype: DType) -> Result<Vec<u64>> {
         .collect()
 }
 
+/// Walks an ONNX sparse initializer's values: `each(k, at)` for value `k` at linear position
+/// `at` of the dense tensor. Its indices are int64, linear ([NNZ]) or one row of coordinates
+/// per value ([NNZ, rank]); every one is checked against the shape (as onnx.checker does).
+fn onnx_positions(
+    model: &Model,
+    t: &TensorInfo,
+    n: usize,
+    mut each: impl FnMut(usize, u64) -> Result<()>,
+) -> Result<()> {
+    let ii = t
+        .parts
+        .iter()
+        .position(|p| p.role == "indices")
+        .ok_or_else(|| err(t, "no part 'indices'".into()))?;
+    let idx = indices(t, &model.part_bytes(t, ii)?, t.parts[ii].dtype)?;
+    let rank = t.shape.len();
+    let elements = t.elements();
+    if idx.len() == n {
+        for (k, &at) in idx.iter().enumerate() {
+            if at >= elements {
+                return Err(err(
+                    t,
+                    format!("sparse index {at} is outside {elements} elements"),
+                ));
+            }
+            each(k, at)?;
+        }
+    } else if idx.len() == n * rank {
+        for k in 0..n {
+            let mut at = 0u64;
+            for (d, &dim) in t.shape.iter().enumerate() {
+                let x = idx[k * rank + d];
+                if x >= dim {
+                    return Err(err(
+                        t,
+                        format!("index {x} is outside dimension {d} of {dim}"),
+                    ));
+                }
+                at = at * dim + x;
+            }
+            each(k, at)?;
+        }
+    } else {
+        return Err(err(t, "indices do not match values and rank".into()));
+    }
+    Ok(())
+}
+
+/// Checks an ONNX sparse initializer's indices against its shape without making it dense
+/// (`verify`'s data rule for them): the errors [`densify`] would give.
+pub fn check_onnx_sparse(model: &Model, t: &TensorInfo) -> Result<()> {
+    let vi = t
+        .parts
+        .iter()
+        .position(|p| p.role == "values")
+        .ok_or_else(|| err(t, "no part 'values'".into()))?;
+    let v = &t.parts[vi];
+    let size = v.dtype.byte_size().unwrap_or(1).max(1) as u64;
+    let n = (v.decoded_len / size) as usize;
+    onnx_positions(model, t, n, |_, _| Ok(()))
+}
+
 /// The dense little-endian bytes of a sparse tensor, and their dtype.
 pub fn densify(model: &Model, t: &TensorInfo) -> Result<(DType, Vec<u8>)> {
     let part = |role: &str| -> Result<(usize, DType)> {
@@ -134,33 +196,8 @@ pub fn densify(model: &Model, t: &TensorInfo) -> Result<(DType, Vec<u8>)> {
                 put(k, at)?;
             }
         }
-        // ONNX: int64 indices, linear ([NNZ]) or one row of coordinates per value ([NNZ, rank]).
         Layout::Other(ref l) if &**l == crate::onnx::SPARSE_LAYOUT => {
-            let (ii, idt) = part("indices")?;
-            let idx = indices(t, &model.part_bytes(t, ii)?, idt)?;
-            let rank = t.shape.len();
-            if idx.len() == n {
-                for (k, &at) in idx.iter().enumerate() {
-                    put(k, at)?;
-                }
-            } else if idx.len() == n * rank {
-                for k in 0..n {
-                    let mut at = 0u64;
-                    for (d, &dim) in t.shape.iter().enumerate() {
-                        let x = idx[k * rank + d];
-                        if x >= dim {
-                            return Err(err(
-                                t,
-                                format!("index {x} is outside dimension {d} of {dim}"),
-                            ));
-                        }
-                        at = at * dim + x;
-                    }
-                    put(k, at)?;
-                }
-            } else {
-                return Err(err(t, "indices do not match values and rank".into()));
-            }
+            onnx_positions(model, t, n, put)?;
         }
         ref other => {
             return Err(err(

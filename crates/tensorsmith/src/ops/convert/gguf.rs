@@ -21,7 +21,6 @@ use crate::model::Model;
 use crate::ops::convert::options::ConvertOptions;
 use crate::ops::convert::skip::skipped;
 use crate::ops::convert::{dequantize, meta_carry};
-use crate::safetensors::digest_record::DIGEST_KEY;
 use crate::safetensors::TensorData;
 use crate::OpenOptions;
 use std::collections::HashMap;
@@ -263,7 +262,7 @@ pub fn convert_gguf(
                 .index
                 .metadata
                 .iter()
-                .filter(|(k, _)| *k != DIGEST_KEY && meta_carry::carried(k));
+                .filter(|(k, _)| meta_carry::carried(k));
             for (k, v) in carried {
                 let key = format!("{prefix}{k}");
                 if !opts.gguf_set.iter().any(|(s, _)| *s == key) {

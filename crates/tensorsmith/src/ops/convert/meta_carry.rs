@@ -25,9 +25,10 @@ pub fn gguf_prefix(format: &Format) -> &'static str {
     }
 }
 
-/// Whether a key is carried to another file at all (the write id is not).
+/// Whether a key is carried to another file at all: not the write id (it names one write),
+/// nor a digest record (it describes the input's bytes; an output records its own when asked).
 pub fn carried(key: &str) -> bool {
-    key != WRITE_ID_KEY
+    key != WRITE_ID_KEY && key != crate::safetensors::digest_record::DIGEST_KEY
 }
 
 /// The metadata an output of the format whose GGUF prefix is `prefix` gets from `index`:

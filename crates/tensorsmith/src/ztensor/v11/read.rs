@@ -85,9 +85,17 @@ pub(crate) fn main_dtype(layout: &Layout, parts: &[Part]) -> DType {
         Layout::QuantizedGroup => "scales",
         Layout::Other(_) => "",
     };
+    // A layout not known here (an ONNX sparse tensor's `onnx.sparse`, say): its `data` or
+    // `values` part, not whichever part sorts first (`indices`, whose dtype is not the
+    // tensor's).
+    let other = || {
+        let by = |r: &str| parts.iter().find(|p| p.role == r);
+        matches!(layout, Layout::Other(_)).then(|| by("data").or_else(|| by("values")))?
+    };
     parts
         .iter()
         .find(|p| p.role == role)
+        .or_else(other)
         .or(parts.first())
         .map_or(DType::U8, |p| p.dtype)
 }
