@@ -218,6 +218,48 @@ def test_rows_of_the_wrong_length_are_named(tsm, tmp_path):
     assert "row 1: is null" in p.stderr.decode()
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_rows_are_named_within_their_file(tsm, tmp_path, threads):
+    """An error in the second input file names its row in that file, then its row in the
+    whole input (row 13 of the input was shown beside a 10-row file): on the reader's path
+    (a null) and on the page-copy path (a value too big for the dtype)."""
+    f32 = pa.list_(pa.float32())
+    pq.write_table(pa.table({"x": pa.array([[1.0, 2.0]] * 10, f32)}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"x": pa.array([[1.0, 2.0]] * 3 + [None] + [[1.0, 2.0]] * 6, f32)}),
+                   tmp_path / "b.parquet")
+    p = tsm.run("dataset", "write", tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "o",
+                "--batch-size", "2", "--threads", threads, "--dtype", "F32", expect=2)
+    assert "b.parquet: column 'x', row 3: is null (row 13 of the whole input)" in p.stderr.decode()
+    i64 = pa.list_(pa.int64())
+    pq.write_table(pa.table({"x": pa.array([[1, 2]] * 10, i64)}), tmp_path / "c.parquet")
+    pq.write_table(pa.table({"x": pa.array([[1, 2]] * 5 + [[1, 2**40]] + [[1, 2]] * 4, i64)}),
+                   tmp_path / "d.parquet")
+    p = tsm.run("dataset", "write", tmp_path / "c.parquet", tmp_path / "d.parquet", tmp_path / "o2",
+                "--batch-size", "2", "--threads", threads, "--dtype", "I32", expect=2)
+    err = p.stderr.decode()
+    assert "d.parquet: column 'x', row 5: element 1 = 1099511627776 does not fit in I32 " \
+           "(row 15 of the whole input)" in err, err
+
+
+def test_list_item_names_and_nullability_do_not_split_a_column(tsm, tmp_path):
+    """`list<item: float>` (pyarrow before 13), `list<element: float>` and our own export's
+    `list<item: float not null>` are one column type: written together, values in order."""
+    f32 = pa.list_(pa.float32())
+    pq.write_table(pa.table({"x": pa.array([[1.0, 2.0]] * 3, f32)}), tmp_path / "new.parquet")
+    pq.write_table(pa.table({"x": pa.array([[3.0, 4.0]] * 3, f32)}), tmp_path / "old.parquet",
+                   use_compliant_nested_type=False)
+    strict = pa.list_(pa.field("item", pa.float32(), nullable=False))
+    pq.write_table(pa.table({"x": pa.array([[5.0, 6.0]] * 3, strict)}), tmp_path / "strict.parquet")
+    kinds = {str(pq.read_schema(tmp_path / f"{n}.parquet").field("x").type)
+             for n in ("new", "old", "strict")}
+    assert len(kinds) == 3, kinds
+    out = tmp_path / "o"
+    tsm.run("dataset", "write", *(tmp_path / f"{n}.parquet" for n in ("old", "new", "strict")), out,
+            "--batch-size", "2", "--dtype", "F32")
+    got = [v for s in shards(out) for v in s["x"].tolist()]
+    assert got == [[3.0, 4.0]] * 3 + [[1.0, 2.0]] * 3 + [[5.0, 6.0]] * 3
+
+
 def test_options_are_validated(tsm, tmp_path):
     _, tbl = table()
     for opts, msg in [

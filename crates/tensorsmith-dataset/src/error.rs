@@ -26,7 +26,8 @@ pub enum DatasetError {
         file: Option<PathBuf>,
         /// The column at fault, when one is.
         column: Option<String>,
-        /// The row at fault, counted from 0 over the whole input, when one is.
+        /// The row at fault, counted from 0 over the whole input, or over `file` once
+        /// [`DatasetError::in_file_from`] names it, when one is.
         row: Option<u64>,
         /// The rule the input broke.
         msg: String,
@@ -205,6 +206,22 @@ impl DatasetError {
             }
         }
         self
+    }
+
+    /// As [`DatasetError::in_file`], for rows of an input file whose first row is row
+    /// `first_row` of the whole input: the row is told within the file, with its place in
+    /// the whole input after the message (row 13 of the input is row 3 of the second file of
+    /// 10 rows).
+    pub fn in_file_from(mut self, path: &std::path::Path, first_row: u64) -> Self {
+        if let DatasetError::Input { file, row, msg, .. } = &mut self {
+            if file.is_none() {
+                if let Some(r) = row.as_mut().filter(|r| first_row > 0 && **r >= first_row) {
+                    msg.push_str(&format!(" (row {r} of the whole input)"));
+                    *r -= first_row;
+                }
+            }
+        }
+        self.in_file(path)
     }
 
     /// Shifts a batch-relative row number by `offset` (rows before this batch).

@@ -67,7 +67,8 @@ pub struct Manifest {
     pub total_samples: u64,
     /// The bytes of all shard files together.
     pub total_bytes: u64,
-    /// The shards, sorted by `shard_path`.
+    /// The shards in row order: sorted by `shard_path` within one write (its paths sort in
+    /// input order), an append's after the shards it was appended to.
     pub shards: Vec<ShardInfo>,
     /// Per column (batch mode) or per tensor key (KV mode): the dtype and shape; empty, and
     /// left out of the JSON, when the writer recorded none.
@@ -90,6 +91,12 @@ impl Manifest {
     /// A manifest over `shards` (sorted here) with totals computed from them.
     pub fn new(mut shards: Vec<ShardInfo>, schema: BTreeMap<String, TensorSchema>) -> Manifest {
         shards.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
+        Manifest::in_order(shards, schema)
+    }
+
+    /// A manifest over `shards` in the order given (an append: the base's shards, then the
+    /// write's), with totals computed from them.
+    pub fn in_order(shards: Vec<ShardInfo>, schema: BTreeMap<String, TensorSchema>) -> Manifest {
         Manifest {
             format_version: "1.0".into(),
             safetensors_version: "1.0".into(),

@@ -219,3 +219,21 @@ def test_duplicates_strategy_in_snake_case(tmp_path):
     with pytest.raises(tensorsmith.OptionError, match="given twice"):
         tensorsmith.write_dataset(t2, tmp_path / "t", name_col="id", dtype="F32",
                                   duplicates_strategy="lastWin", duplicatesStrategy="fail")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_an_append_comes_after_the_rows_it_appends_to(tmp_path, threads):
+    """Rows keep their places: an append's rows follow the dataset's, whatever the uuids its
+    shards draw (its task ids repeat the base's, so sorting every shard by path interleaved
+    them at random), also after a second append."""
+    out = tmp_path / "d"
+    rows = lambda a, b: pa.table({"x": pa.array([[float(i)] for i in range(a, b)],
+                                                type=pa.list_(pa.float32()))})
+    for k, (a, b) in enumerate([(0, 10), (10, 17), (17, 30)]):
+        tensorsmith.write_dataset(rows(a, b), out, mode="append" if k else "error", batch_size=4,
+                                  threads=threads, dtype="F32", columns="x")
+    ds = tensorsmith.Dataset(out)
+    got = [float(np.asarray(ds[i]["x"])[0]) for i in range(len(ds))]
+    assert got == [float(i) for i in range(30)]
+    shards = json.loads((out / "dataset_manifest.json").read_text())["shards"]
+    assert [s["samples_count"] for s in shards] == [4, 4, 2, 4, 3, 4, 4, 4, 1]

@@ -90,7 +90,11 @@ pub(crate) fn prepare(
     mode: WriteMode,
 ) -> Result<Prepared> {
     let mut schema = w.schema.clone();
-    let mut shards = w.shards.clone();
+    // The rows of a dataset are its shards' in manifest order: the base's first, as they were
+    // (an append never moves a row), then this write's, in input order (their paths sort so).
+    let mut shards = Vec::new();
+    let mut own = w.shards.clone();
+    own.sort_by(|a, b| a.shard_path.cmp(&b.shard_path));
     let mut copies = Copies {
         dir: staging.to_path_buf(),
         files: Vec::new(),
@@ -123,7 +127,8 @@ pub(crate) fn prepare(
             }
         }
     }
-    let manifest = Manifest::new(shards, schema);
+    shards.extend(own);
+    let manifest = Manifest::in_order(shards, schema);
     let next = base.map_or(1, |b| b.version.version + 1);
     let index = if opts.generate_index {
         entries.sort_by(|a, b| (&a.file_name, &a.tensor_key).cmp(&(&b.file_name, &b.tensor_key)));

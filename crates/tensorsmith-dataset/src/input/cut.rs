@@ -40,6 +40,7 @@ impl Cut<'_> {
         f: &mut RowSink,
     ) -> Result<u64> {
         let (range, name) = (self.range, self.name);
+        let first_row = base;
         for b in batches {
             if base >= range.end {
                 break;
@@ -53,7 +54,7 @@ impl Cut<'_> {
                 while off < hi {
                     let len = (hi - off).min(self.batch_rows.max(1) as u64);
                     let s = b.slice((off - base) as usize, len as usize);
-                    f(&s, off, name).map_err(|e| e.in_file(name))?;
+                    f(&s, off, name).map_err(|e| e.in_file_from(name, first_row))?;
                     off += len;
                 }
             }

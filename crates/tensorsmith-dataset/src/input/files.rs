@@ -357,7 +357,7 @@ impl Input {
                     )
                     .in_file(&f.path)
                 })?;
-                if got.data_type() != want.data_type() {
+                if !crate::input::schema::same_values_type(got.data_type(), want.data_type()) {
                     return Err(DatasetError::column(
                         c,
                         format!(
@@ -413,7 +413,9 @@ impl Input {
                                 lo - base..hi - base,
                                 columns,
                                 batch_rows,
-                                &mut |b, r| f(b, base + r, path).map_err(|e| e.in_file(path)),
+                                &mut |b, r| {
+                                    f(b, base + r, path).map_err(|e| e.in_file_from(path, base))
+                                },
                             )
                         })?;
                     }

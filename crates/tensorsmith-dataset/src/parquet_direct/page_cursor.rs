@@ -65,17 +65,20 @@ impl<'p> ColumnCursor<'p> {
             // Value `v` of the chunk that does not fit in the target dtype: its row and
             // element, as the reader path names them.
             let too_big = |v: u64, stored: &[u8], i: usize| {
-                Fail::Page(DatasetError::Input {
-                    file: Some(path.clone()),
-                    column: Some(c.name.clone()),
-                    row: Some(r0 + v / c.row_len),
-                    msg: format!(
-                        "element {} = {} does not fit in {}",
-                        v % c.row_len,
-                        value_text(c.cast.from, stored, i),
-                        c.cast.to
-                    ),
-                })
+                Fail::Page(
+                    DatasetError::Input {
+                        file: None,
+                        column: Some(c.name.clone()),
+                        row: Some(r0 + v / c.row_len),
+                        msg: format!(
+                            "element {} = {} does not fit in {}",
+                            v % c.row_len,
+                            value_text(c.cast.from, stored, i),
+                            c.cast.to
+                        ),
+                    }
+                    .in_file_from(path, pc.file_row0),
+                )
             };
             let (s, e) = ((lo - r0) * c.row_len, (hi - r0) * c.row_len);
             let pages = &pc.layout.pages;

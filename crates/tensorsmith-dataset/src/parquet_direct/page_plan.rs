@@ -44,6 +44,8 @@ pub(super) struct PlannedChunk {
     pub row0: u64,
     /// Index into `DirectPlan::files`.
     pub file: usize,
+    /// Input row of the file's first row (errors count rows within the file).
+    pub file_row0: u64,
     /// Row group in its file (for errors).
     pub group: usize,
     pub layout: ChunkLayout,
@@ -189,6 +191,7 @@ pub(crate) fn plan(ctx: &Ctx, rows: Range<u64>) -> Result<Option<DirectPlan>> {
                         c.chunks.push(PlannedChunk {
                             row0: at,
                             file: fi,
+                            file_row0: base,
                             group: g,
                             layout,
                         });
