@@ -638,3 +638,40 @@ fn verify_checks_sparse_indices_against_the_shape() {
         }
     }
 }
+
+/// A subgraph's sparse initializer is listed under the subgraph's path, as its dense ones are
+/// (it was dropped without a word), and densifies to its values.
+#[test]
+fn subgraph_sparse_initializers_are_listed_under_their_path() {
+    let raw: Vec<u8> = [1i64, 4].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut s = lfield(1, &tensor("sp", &[2], 1, &[lfield(9, &f32s(&[1.5, -2.0]))]));
+    s.extend(lfield(2, &tensor("sp_i", &[2], 7, &[lfield(9, &raw)])));
+    s.extend(vfield(3, 6));
+    let mut body = lfield(2, b"then");
+    body.extend(lfield(15, &s));
+    let mut attr = lfield(1, b"then_branch");
+    attr.extend(lfield(6, &body));
+    let mut node = lfield(3, b"if1");
+    node.extend(lfield(4, b"If"));
+    node.extend(lfield(5, &attr));
+    let mut g = lfield(1, &node);
+    g.extend(lfield(
+        5,
+        &tensor("w", &[1], 1, &[lfield(9, &f32s(&[1.0]))]),
+    ));
+    let mut m = vfield(1, 9);
+    m.extend(lfield(7, &g));
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "m.onnx", &m);
+    let model = open(&p).unwrap();
+    let t = model
+        .index
+        .tensors
+        .iter()
+        .find(|t| t.name == "if1/then_branch/sp")
+        .expect("listed");
+    let (dtype, dense) = tensorsmith::ops::convert::densify::densify(&model, t).unwrap();
+    assert_eq!(dtype, tensorsmith::dtype::DType::F32);
+    assert_eq!(dense, f32s(&[0.0, 1.5, 0.0, 0.0, -2.0, 0.0]));
+    assert!(tensorsmith::ops::verify::verify(&model).failures.is_empty());
+}

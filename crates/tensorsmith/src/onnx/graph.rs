@@ -48,6 +48,8 @@ pub(crate) enum Origin {
 /// A sparse initializer: its dense dims and its `values` and `indices` tensors.
 #[derive(Debug, Clone)]
 pub(crate) struct RawSparse {
+    /// The graph holding it (a subgraph's are named under its path, as dense ones are).
+    pub origin: Origin,
     pub values: RawTensor,
     pub indices: RawTensor,
     pub dims: Vec<i64>,
@@ -167,9 +169,14 @@ impl Walker<'_> {
                     let list = list.get_or_insert_with(Vec::new);
                     list.extend(name);
                 }
-                15 if main => {
+                15 => {
                     let s = payload(&f, M, "sparse_initializer", base)?;
-                    self.sparse(s)?;
+                    let origin = if main {
+                        Origin::Main
+                    } else {
+                        Origin::Subgraph(prefix.trim_end_matches('/').to_string())
+                    };
+                    self.sparse(s, origin)?;
                 }
                 _ => {}
             }
@@ -177,7 +184,7 @@ impl Walker<'_> {
         Ok(())
     }
 
-    fn sparse(&mut self, r: Range<usize>) -> Result<()> {
+    fn sparse(&mut self, r: Range<usize>, origin: Origin) -> Result<()> {
         const M: &str = "SparseTensorProto";
         let (buf, base) = (self.buf, self.base);
         let (mut values, mut indices, mut dims) = (None, None, Vec::new());
@@ -204,6 +211,7 @@ impl Walker<'_> {
             return Err(OnnxRule::Sparse("values or indices missing".into()).into());
         };
         self.out.sparse.push(RawSparse {
+            origin,
             values,
             indices,
             dims,

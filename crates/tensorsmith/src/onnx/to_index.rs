@@ -59,8 +59,19 @@ pub(crate) fn to_index(walk: Walk, file_len: u64, base: u64, limit: u64) -> Resu
     }
     for s in walk.sparse {
         weights += s.values.weight_bytes + s.indices.weight_bytes;
-        let name = s.values.name.clone().unwrap_or_default();
-        tensors.push(sparse(&s, base).map_err(|e| e.at_tensor(&name))?);
+        let own = s.values.name.clone().unwrap_or_default();
+        let name = match &s.origin {
+            Origin::Main => own,
+            Origin::Subgraph(p) => format!("{p}/{own}"),
+        };
+        let mut t = sparse(&s, base).map_err(|e| e.at_tensor(&name))?;
+        t.name = name;
+        if let Origin::Subgraph(p) = &s.origin {
+            let mut a = t.attributes.to_map();
+            a.insert(ATTR_GRAPH.into(), MetaValue::Str(p.clone()));
+            t.attributes = a.into();
+        }
+        tensors.push(t);
     }
     for t in &tensors {
         if !names.insert(t.name.as_str()) {
