@@ -226,19 +226,29 @@ fn external_data_is_read_from_its_file_and_checksum_verified() {
     assert!(msg.contains("w.bin") && msg.contains("'w'"), "{msg}");
 }
 
-#[test]
-fn subgraph_initializers_are_listed_under_their_path() {
-    let mut body = lfield(2, b"then");
-    body.extend(lfield(
-        5,
-        &tensor("k", &[1], 1, &[lfield(9, &f32s(&[4.0]))]),
-    ));
-    let mut attr = lfield(1, b"then_branch");
+/// An If node named `name` (none when empty) whose branch `branch` is a graph of
+/// `fields` (`GraphProto` fields: initializers 5, sparse initializers 15).
+fn if_node(name: &[u8], branch: &[u8], fields: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = lfield(2, b"body");
+    for f in fields {
+        body.extend_from_slice(f);
+    }
+    let mut attr = lfield(1, branch);
     attr.extend(lfield(6, &body));
-    let mut node = lfield(3, b"if1");
+    let mut node = if name.is_empty() {
+        Vec::new()
+    } else {
+        lfield(3, name)
+    };
     node.extend(lfield(4, b"If"));
     node.extend(lfield(5, &attr));
-    let mut g = lfield(1, &node);
+    node
+}
+
+#[test]
+fn subgraph_initializers_are_listed_under_their_path() {
+    let k = lfield(5, &tensor("k", &[1], 1, &[lfield(9, &f32s(&[4.0]))]));
+    let mut g = lfield(1, &if_node(b"if1", b"then_branch", &[k]));
     g.extend(lfield(
         5,
         &tensor("w", &[1], 1, &[lfield(9, &f32s(&[1.0]))]),
@@ -262,23 +272,10 @@ fn subgraph_initializers_are_listed_under_their_path() {
 /// refusal of the whole model.
 #[test]
 fn subgraph_initializers_of_unnamed_or_same_named_nodes_do_not_clash() {
-    let if_node = |name: &[u8], v: f32| {
-        let mut body = lfield(2, b"else");
-        body.extend(lfield(5, &tensor("c", &[1], 1, &[lfield(9, &f32s(&[v]))])));
-        let mut attr = lfield(1, b"else_branch");
-        attr.extend(lfield(6, &body));
-        let mut node = if name.is_empty() {
-            Vec::new()
-        } else {
-            lfield(3, name)
-        };
-        node.extend(lfield(4, b"If"));
-        node.extend(lfield(5, &attr));
-        node
-    };
     let mut g = Vec::new();
     for (name, v) in [(&b""[..], 1.0), (b"", 2.0), (b"same", 3.0), (b"same", 4.0)] {
-        g.extend(lfield(1, &if_node(name, v)));
+        let c = lfield(5, &tensor("c", &[1], 1, &[lfield(9, &f32s(&[v]))]));
+        g.extend(lfield(1, &if_node(name, b"else_branch", &[c])));
     }
     let mut m = vfield(1, 9);
     m.extend(lfield(7, &g));
@@ -647,14 +644,7 @@ fn subgraph_sparse_initializers_are_listed_under_their_path() {
     let mut s = lfield(1, &tensor("sp", &[2], 1, &[lfield(9, &f32s(&[1.5, -2.0]))]));
     s.extend(lfield(2, &tensor("sp_i", &[2], 7, &[lfield(9, &raw)])));
     s.extend(vfield(3, 6));
-    let mut body = lfield(2, b"then");
-    body.extend(lfield(15, &s));
-    let mut attr = lfield(1, b"then_branch");
-    attr.extend(lfield(6, &body));
-    let mut node = lfield(3, b"if1");
-    node.extend(lfield(4, b"If"));
-    node.extend(lfield(5, &attr));
-    let mut g = lfield(1, &node);
+    let mut g = lfield(1, &if_node(b"if1", b"then_branch", &[lfield(15, &s)]));
     g.extend(lfield(
         5,
         &tensor("w", &[1], 1, &[lfield(9, &f32s(&[1.0]))]),

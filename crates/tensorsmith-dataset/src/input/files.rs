@@ -357,7 +357,7 @@ impl Input {
                     )
                     .in_file(&f.path)
                 })?;
-                if !crate::input::schema::same_values_type(got.data_type(), want.data_type()) {
+                if !crate::input::value_type::same_values_type(got.data_type(), want.data_type()) {
                     return Err(DatasetError::column(
                         c,
                         format!(

@@ -10,3 +10,4 @@ pub(crate) mod memory;
 pub(crate) mod remote_chunks;
 pub(crate) mod schema;
 pub(crate) mod source;
+pub(crate) mod value_type;

@@ -7,7 +7,6 @@
 
 use crate::error::{DatasetError, Result};
 use crate::input::files::InputFile;
-use arrow_schema::DataType;
 
 /// Every file has the first file's columns (in any order), of the same types, and no other.
 pub(crate) fn check_same_columns(files: &[InputFile]) -> Result<()> {
@@ -35,7 +34,12 @@ pub(crate) fn check_same_columns(files: &[InputFile]) -> Result<()> {
                         ),
                     ))
                 }
-                Ok(want) if !same_values_type(want.data_type(), field.data_type()) => {
+                Ok(want)
+                    if !crate::input::value_type::same_values_type(
+                        want.data_type(),
+                        field.data_type(),
+                    ) =>
+                {
                     return Err(at(
                         f,
                         field.name(),
@@ -69,27 +73,4 @@ pub(crate) fn check_same_columns(files: &[InputFile]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Whether two columns hold the same values: their types equal but for the names and
-/// nullability of list items (`list<item: float>`, what pyarrow before 13 wrote, and
-/// `list<element: float not null>` are one column; nulls are refused row by row anyway).
-/// Struct fields keep their names (a tensor-struct column reads its fields by name).
-pub(crate) fn same_values_type(a: &DataType, b: &DataType) -> bool {
-    match (a, b) {
-        (DataType::List(x), DataType::List(y))
-        | (DataType::LargeList(x), DataType::LargeList(y)) => {
-            same_values_type(x.data_type(), y.data_type())
-        }
-        (DataType::FixedSizeList(x, n), DataType::FixedSizeList(y, m)) => {
-            n == m && same_values_type(x.data_type(), y.data_type())
-        }
-        (DataType::Struct(xs), DataType::Struct(ys)) => {
-            xs.len() == ys.len()
-                && xs.iter().zip(ys).all(|(x, y)| {
-                    x.name() == y.name() && same_values_type(x.data_type(), y.data_type())
-                })
-        }
-        _ => a == b,
-    }
 }

@@ -47,6 +47,23 @@ fn indices(t: &TensorInfo, bytes: &[u8], dtype: DType) -> Result<Vec<u64>> {
         .collect()
 }
 
+/// The linear position in `t` of the coordinates `coord(d)` (dimension by dimension), each
+/// checked against its dimension (`what` names them in the error).
+fn linear_at(t: &TensorInfo, what: &str, coord: impl Fn(usize) -> u64) -> Result<u64> {
+    let mut at = 0u64;
+    for (d, &dim) in t.shape.iter().enumerate() {
+        let x = coord(d);
+        if x >= dim {
+            return Err(err(
+                t,
+                format!("{what} {x} is outside dimension {d} of {dim}"),
+            ));
+        }
+        at = at * dim + x;
+    }
+    Ok(at)
+}
+
 /// Walks an ONNX sparse initializer's values: `each(k, at)` for value `k` at linear position
 /// `at` of the dense tensor. Its indices are int64, linear ([NNZ]) or one row of coordinates
 /// per value ([NNZ, rank]); every one is checked against the shape (as onnx.checker does).
@@ -76,18 +93,7 @@ fn onnx_positions(
         }
     } else if idx.len() == n * rank {
         for k in 0..n {
-            let mut at = 0u64;
-            for (d, &dim) in t.shape.iter().enumerate() {
-                let x = idx[k * rank + d];
-                if x >= dim {
-                    return Err(err(
-                        t,
-                        format!("index {x} is outside dimension {d} of {dim}"),
-                    ));
-                }
-                at = at * dim + x;
-            }
-            each(k, at)?;
+            each(k, linear_at(t, "index", |d| idx[k * rank + d])?)?;
         }
     } else {
         return Err(err(t, "indices do not match values and rank".into()));
@@ -182,18 +188,7 @@ pub fn densify(model: &Model, t: &TensorInfo) -> Result<(DType, Vec<u8>)> {
                 ));
             }
             for k in 0..n {
-                let mut at = 0u64;
-                for (d, &dim) in t.shape.iter().enumerate() {
-                    let x = coords[d * n + k];
-                    if x >= dim {
-                        return Err(err(
-                            t,
-                            format!("coordinate {x} is outside dimension {d} of {dim}"),
-                        ));
-                    }
-                    at = at * dim + x;
-                }
-                put(k, at)?;
+                put(k, linear_at(t, "coordinate", |d| coords[d * n + k])?)?;
             }
         }
         Layout::Other(ref l) if &**l == crate::onnx::SPARSE_LAYOUT => {
