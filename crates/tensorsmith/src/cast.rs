@@ -57,16 +57,6 @@ pub fn f32_to_bf16_truncate(x: f32) -> u16 {
     }
 }
 
-/// Whether `bits`, an element of `dtype` (F64, F32, F16 or BF16), is a NaN.
-fn is_nan_bits(dtype: DType, bits: u64) -> bool {
-    match dtype {
-        DType::F64 => bits & !(1 << 63) > 0x7ff0_0000_0000_0000,
-        DType::F32 => bits & 0x7fff_ffff > 0x7f80_0000,
-        DType::F16 => bits & 0x7fff > 0x7c00,
-        _ => bits & 0x7fff > 0x7f80,
-    }
-}
-
 /// The bits NumPy gives casting the NaN `bits` (an element of `from`) to `to`, all four of
 /// F64, F32, F16, BF16 (checked against NumPy 2.4 and ml_dtypes 0.6 in the tests below):
 /// - to F16, from F64 or F32: the payload's top 10 bits kept as they are, so a signalling NaN
@@ -107,9 +97,8 @@ pub fn nan_bits(from: DType, to: DType, bits: u64) -> u64 {
 
 /// f32 → f16 to nearest even, NaNs as NumPy makes them ([`nan_bits`]).
 pub fn f32_to_f16_nearest(x: f32) -> u16 {
-    let b = x.to_bits();
     if x.is_nan() {
-        nan_bits(DType::F32, DType::F16, u64::from(b)) as u16
+        nan_bits(DType::F32, DType::F16, u64::from(x.to_bits())) as u16
     } else {
         f16::from_f32(x).to_bits()
     }
@@ -117,11 +106,10 @@ pub fn f32_to_f16_nearest(x: f32) -> u16 {
 
 /// f32 → bf16 to nearest even, NaNs as ml_dtypes makes them ([`nan_bits`]).
 pub fn f32_to_bf16_nearest(x: f32) -> u16 {
-    let b = x.to_bits();
     if x.is_nan() {
-        nan_bits(DType::F32, DType::BF16, u64::from(b)) as u16
+        nan_bits(DType::F32, DType::BF16, u64::from(x.to_bits())) as u16
     } else {
-        ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+        bf16::from_f32(x).to_bits()
     }
 }
 
@@ -254,7 +242,7 @@ fn f32_to_16_nearest(data: &[u8], to: DType) -> Vec<u8> {
 /// F16 bits to F32 bits: exact, a NaN's payload kept as it is (NumPy's widening; `half` and
 /// the F16C instructions quiet a signalling NaN).
 fn f16_to_f32_bits(h: u16) -> u32 {
-    if h & 0x7fff > 0x7c00 {
+    if f16::from_bits(h).is_nan() {
         nan_bits(DType::F16, DType::F32, u64::from(h)) as u32
     } else {
         f16::from_bits(h).to_f32().to_bits()
@@ -315,14 +303,15 @@ pub fn cast(data: &[u8], from: DType, to: DType, rounding: Rounding) -> Result<V
     let mut out = Vec::with_capacity(n * out_size);
     let narrow_truncated = rounding == Rounding::Truncate && out_size == 2;
     for chunk in data.chunks_exact(in_size) {
-        let mut raw = [0u8; 8];
-        raw[..in_size].copy_from_slice(chunk);
-        let bits = u64::from_le_bytes(raw);
-        if !narrow_truncated && is_nan_bits(from, bits) {
-            out.extend_from_slice(&nan_bits(from, to, bits).to_le_bytes()[..out_size]);
+        let x = read_f64(from, chunk);
+        if x.is_nan() && !narrow_truncated {
+            // From the element's own bits: the trip through f64 may have quieted it.
+            let mut raw = [0u8; 8];
+            raw[..in_size].copy_from_slice(chunk);
+            let bits = nan_bits(from, to, u64::from_le_bytes(raw));
+            out.extend_from_slice(&bits.to_le_bytes()[..out_size]);
             continue;
         }
-        let x = read_f64(from, chunk);
         match to {
             DType::F64 => out.extend_from_slice(&x.to_le_bytes()),
             // f64 → f32 is IEEE nearest-even in Rust; narrower inputs widen exactly.
@@ -355,13 +344,18 @@ pub fn f32s_into(data: &[u8], from: DType, values: &mut Vec<f32>) -> Result<()> 
             let mut f = [0f32; BLOCK];
             for src in data.chunks(BLOCK * 2) {
                 let n = src.len() / 2;
+                let mut nan = false;
                 for (d, c) in h.iter_mut().zip(src.chunks_exact(2)) {
                     *d = f16::from_bits(u16::from_le_bytes([c[0], c[1]]));
+                    nan |= d.is_nan();
                 }
                 h[..n].convert_to_f32_slice(&mut f[..n]);
-                for (v, h) in f[..n].iter_mut().zip(&h[..n]) {
-                    if h.is_nan() {
-                        *v = f32::from_bits(f16_to_f32_bits(h.to_bits()));
+                if nan {
+                    // The slice conversion quiets signalling NaNs; NumPy keeps their bits.
+                    for (v, h) in f[..n].iter_mut().zip(&h[..n]) {
+                        if h.is_nan() {
+                            *v = f32::from_bits(f16_to_f32_bits(h.to_bits()));
+                        }
                     }
                 }
                 values.extend_from_slice(&f[..n]);

@@ -226,6 +226,13 @@ fn external_data_is_read_from_its_file_and_checksum_verified() {
     assert!(msg.contains("w.bin") && msg.contains("'w'"), "{msg}");
 }
 
+/// A model of IR version 9 holding the graph `g`, written to `dir` and opened.
+fn open_graph(dir: &Path, g: &[u8]) -> tensorsmith::Model {
+    let mut m = vfield(1, 9);
+    m.extend(lfield(7, g));
+    open(&write(dir, "m.onnx", &m)).unwrap()
+}
+
 /// An If node named `name` (none when empty) whose branch `branch` is a graph of
 /// `fields` (`GraphProto` fields: initializers 5, sparse initializers 15).
 fn if_node(name: &[u8], branch: &[u8], fields: &[Vec<u8>]) -> Vec<u8> {
@@ -253,11 +260,8 @@ fn subgraph_initializers_are_listed_under_their_path() {
         5,
         &tensor("w", &[1], 1, &[lfield(9, &f32s(&[1.0]))]),
     ));
-    let mut m = vfield(1, 9);
-    m.extend(lfield(7, &g));
     let dir = tempfile::tempdir().unwrap();
-    let p = write(dir.path(), "m.onnx", &m);
-    let model = open(&p).unwrap();
+    let model = open_graph(dir.path(), &g);
     let names: Vec<&str> = model
         .index
         .tensors
@@ -277,11 +281,8 @@ fn subgraph_initializers_of_unnamed_or_same_named_nodes_do_not_clash() {
         let c = lfield(5, &tensor("c", &[1], 1, &[lfield(9, &f32s(&[v]))]));
         g.extend(lfield(1, &if_node(name, b"else_branch", &[c])));
     }
-    let mut m = vfield(1, 9);
-    m.extend(lfield(7, &g));
     let dir = tempfile::tempdir().unwrap();
-    let p = write(dir.path(), "m.onnx", &m);
-    let model = open(&p).unwrap();
+    let model = open_graph(dir.path(), &g);
     let mut got: Vec<(String, Vec<u8>)> = model
         .index
         .tensors
@@ -649,11 +650,8 @@ fn subgraph_sparse_initializers_are_listed_under_their_path() {
         5,
         &tensor("w", &[1], 1, &[lfield(9, &f32s(&[1.0]))]),
     ));
-    let mut m = vfield(1, 9);
-    m.extend(lfield(7, &g));
     let dir = tempfile::tempdir().unwrap();
-    let p = write(dir.path(), "m.onnx", &m);
-    let model = open(&p).unwrap();
+    let model = open_graph(dir.path(), &g);
     let t = model
         .index
         .tensors

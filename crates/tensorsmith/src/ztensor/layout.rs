@@ -426,11 +426,17 @@ fn index_at(p: &Part, bytes: &[u8], i: usize) -> Result<u64> {
     Ok(v)
 }
 
+/// The first byte of a bool part's `bytes` that is neither 0x00 nor 0x01 (zTensor's bool
+/// rule: readers refuse the part, writers refuse to write it).
+pub(crate) fn first_bad_bool(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b > 1)
+}
+
 /// Element-level rules of one part's decoded bytes.
 pub fn check_part_data(p: &Part, bytes: &[u8], elements_hint: Option<u64>) -> Result<()> {
     match p.dtype {
         DType::BOOL if p.unknown_type().is_none() => {
-            if let Some(i) = bytes.iter().position(|&b| b > 1) {
+            if let Some(i) = first_bad_bool(bytes) {
                 return Err(data_err(format!(
                     "bool bytes must be 0x00 or 0x01 (part '{}', byte {i} is {:#04x})",
                     p.role, bytes[i]

@@ -48,7 +48,7 @@ fn read<'p>(job: &'p PartJob<'p, '_>, range: Range<u64>) -> Result<Cow<'p, [u8]>
 /// `r`, the job's bytes from `start` on, if they keep the job's data rule.
 fn checked<'p>(job: &PartJob<'_, '_>, start: u64, r: Cow<'p, [u8]>) -> Result<Cow<'p, [u8]>> {
     if job.bool_bytes {
-        if let Some(i) = r.iter().position(|&b| b > 1) {
+        if let Some(i) = crate::ztensor::layout::first_bad_bool(&r) {
             return Err(Error::new(ErrorKind::ZtLayoutData(format!(
                 "bool bytes must be 0x00 or 0x01, byte {} is {:#04x}; zTensor readers refuse \
                  it, so it is not written",

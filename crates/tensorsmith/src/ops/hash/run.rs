@@ -123,12 +123,13 @@ pub fn structural_digest(index: &TensorIndex) -> [u8; 32] {
         // ID must not).
         e.str(&t.layout.name(LayoutNames::StructuralId));
     }
-    // A sharded checkpoint's write id names one write, not the model, and a digest record is
-    // a function of the values, not of the structure: both left out.
-    for (k, v) in index.metadata.iter().filter(|(k, _)| {
-        *k != crate::ops::write_id::WRITE_ID_KEY
-            && *k != crate::safetensors::digest_record::DIGEST_KEY
-    }) {
+    // What a conversion does not carry (a checkpoint's write id names one write; a digest
+    // record follows the values) is not the model's: left out, so a converted copy keeps the ID.
+    for (k, v) in index
+        .metadata
+        .iter()
+        .filter(|(k, _)| crate::ops::convert::meta_carry::carried(k))
+    {
         e.tag(b'M');
         e.str(k);
         e.value(v);
