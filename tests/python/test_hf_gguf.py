@@ -66,6 +66,9 @@ def test_outtype_refusals(tsm, folders, tmp_path):
     assert "does not quantize" in err and "again" in err
     err = refused(tsm, m, tmp_path, "--outtype", "f16", "--dtype", "BF16")
     assert "disagree" in err
+    # The converter casts to nearest: a truncating cast would be ignored, so it is refused.
+    err = refused(tsm, m, tmp_path, "--dtype", "F16", "--rounding", "truncate")
+    assert "truncate" in err and "nearest" in err
     p = tsm.run("convert", m, tmp_path / "x.gguf", "--outtype", "q4_k", expect=None)
     assert p.returncode != 0 and b"q8_0, tq1_0, tq2_0, auto" in p.stderr
     # Not a model folder, or not GGUF: --outtype is the converter's.
@@ -210,6 +213,9 @@ def test_the_python_api_converts_a_folder_in_one_step(folders, tmp_path):
     tensorsmith.convert(d, tmp_path / "n.gguf", pre_tokenizer="qwen2")
     with pytest.raises(Exception, match="pre-tokenizer"):
         tensorsmith.convert(d, tmp_path / "x.gguf")
+    with pytest.raises(Exception, match="applies to casts"):
+        tensorsmith.convert(folders[m], tmp_path / "t.gguf", rounding="truncate")
+    assert not (tmp_path / "t.gguf").exists()
     kept = tensorsmith.convert(folders[m], tmp_path / "k.gguf", keep_names=True)
     assert "model.norm.weight" in {t.name for t in gguf.GGUFReader(kept[0]).tensors}
 

@@ -60,9 +60,9 @@ pub struct ConvertArgs {
     /// match its digest fails the conversion, naming it, and nothing is written.
     #[arg(long)]
     no_digest_check: bool,
-    /// How casts to F16/BF16 round.
-    #[arg(long, value_enum, default_value = "nearest")]
-    rounding: RoundingArg,
+    /// How casts to F16/BF16 round (nearest by default); applies to --dtype casts.
+    #[arg(long, value_enum, requires = "dtype")]
+    rounding: Option<RoundingArg>,
     /// Write zTensor of this version (the default for an OUT ending in `.zt` is 2).
     #[arg(long, value_parser = ["0.1", "1.1", "2"])]
     zt_version: Option<String>,
@@ -199,8 +199,8 @@ pub fn run(a: &ConvertArgs) -> u8 {
         .with_keep_names(a.keep_names)
         .with_dtype(a.dtype)
         .with_rounding(match a.rounding {
-            RoundingArg::Nearest => Rounding::Nearest,
-            RoundingArg::Truncate => Rounding::Truncate,
+            Some(RoundingArg::Truncate) => Rounding::Truncate,
+            _ => Rounding::Nearest,
         })
         .with_shard_size(a.shard_size)
         .with_split_max_tensors(a.split_max_tensors)

@@ -935,6 +935,9 @@ fn convert_rejects_unknown_dtypes_and_roundings() {
         vec!["--dtype", "F17"],
         vec!["--dtype", "F16", "--rounding", "up"],
         vec!["--dtype", "I32"],
+        // A rounding without a cast would be ignored: refused instead.
+        vec!["--rounding", "truncate"],
+        vec!["--rounding", "nearest"],
     ] {
         let mut a = vec!["convert".as_ref(), input.as_os_str(), out.as_os_str()];
         a.extend(args.iter().map(std::ffi::OsStr::new));

@@ -144,3 +144,19 @@ fn append_refuses_a_key_the_file_has_with_another_value() {
     ok(&["convert", p(&c), p(&z), "--append"]);
     assert_eq!(metadata(&z), text(&[("format", "pt"), ("y", "2")]));
 }
+
+#[test]
+fn a_metadata_key_ztensor_v2_cannot_name_is_refused_as_a_metadata_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, z) = (dir.path().join("a.safetensors"), dir.path().join("a.zt"));
+    model(&a, "w", &[("", "empty key"), ("format", "pt")]);
+    let err = fails(&["convert", p(&a), p(&z)]);
+    assert!(
+        err.contains("file attribute (metadata key)") && err.contains("must not be empty"),
+        "{err}"
+    );
+    assert!(!z.exists());
+    // zTensor v1.1 has no such rule: the key is carried.
+    ok(&["convert", p(&a), p(&z), "--zt-version", "1.1"]);
+    assert_eq!(metadata(&z), text(&[("", "empty key"), ("format", "pt")]));
+}

@@ -207,6 +207,13 @@ def test_bad_slices_fail_with_the_reference_text(both, index):
     assert issubclass(got[0], tensorsmith.SafetensorError) and issubclass(got[0], IndexError)
 
 
+@pytest.mark.parametrize("index", [np.s_[0.0:2.0], np.s_[:, "a":2], np.s_[0:2:1.0]], ids=repr)
+def test_bounds_that_are_not_integers_are_the_references_type_error(both, index):
+    ours, ref, _ = both
+    got, want = _error(lambda: ours[index]), _error(lambda: ref[index])
+    assert got == want and want[0] is TypeError
+
+
 def test_negative_slice_bounds_are_an_extension(both):
     ours, _, arr = both
     np.testing.assert_array_equal(ours[-3:, 1:-1], arr[-3:, 1:-1])

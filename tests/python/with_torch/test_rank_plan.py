@@ -238,6 +238,47 @@ def test_plan_entries_as_get_slice_indexes_and_refusals(saved, tmp_path):
         ours.load_sharded([path, path], {"q_proj": None})
 
 
+def test_a_bad_entry_is_refused_naming_its_tensor_before_anything_is_read(saved):
+    tensors, path = saved
+    for bad in (slice(0, 4, 0), (slice(None), slice(0, 99999)), (..., ...),
+                slice(0.0, 2.0), slice("a", 2), slice(0, 2, 1.0), (True, 0, 2)):
+        with pytest.raises(BadSlice, match="plan entry for 'down'"):
+            ours.load_sharded(path, {"q_proj": (0, 0, 4), "down": bad, "norm": None})
+    with pytest.raises(InvalidInput, match="stats must be a dict"):
+        ours.load_sharded(path, {"norm": None}, stats=[])
+    with pytest.raises(InvalidInput, match="max_gap"):
+        ours.load_sharded(path, {"norm": None}, max_gap=True)
+    stats = {}
+    ours.load_sharded(path, {"down": (1, 0, 10)}, max_gap=np.int64(0), stats=stats)
+    assert stats["bytes_read"] == stats["bytes_kept"] == 256 * 10 * 4
+
+
+def test_a_stepped_entry_keeps_its_rows_alone_and_counts_them(saved):
+    """A step reads the start:stop range (0.9 refuses steps); the tensor given back holds
+    its own rows only, not the range behind them, and bytes_kept counts those rows."""
+    tensors, path = saved
+    full = tensors["down"][0]
+    for spec, want in ((slice(0, 256, 256), full[0:256:256]), (slice(0, 256, 8), full[::8]),
+                       ((slice(None), slice(0, 10240, 10240)), full[:, 0:1])):
+        stats = {}
+        got = ours.load_sharded(path, {"down": spec}, stats=stats)["down"]
+        assert torch.equal(got, want)
+        kept = want.numel() * 4
+        assert got.untyped_storage().nbytes() == kept
+        assert stats["bytes_kept"] == kept and stats["bytes_read"] == full.numel() * 4
+
+
+def test_meta_tensors_are_planned_without_reading(saved):
+    tensors, path = saved
+    stats = {}
+    got = ours.load_sharded(path, rank_plan(tensors, 1, 4), device="meta", stats=stats)
+    for name, (t, dim) in tensors.items():
+        want = expected(t, rank_plan(tensors, 1, 4)[name])
+        assert got[name].is_meta and got[name].shape == want.shape
+        assert got[name].dtype == want.dtype
+    assert stats["bytes_read"] == 0
+
+
 @pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="torch without float4")
 def test_packed_f4_cuts_fall_on_whole_bytes_or_are_refused(tmp_path):
     # [8, 32] F4 values: torch holds them as [8, 16] pairs of a byte each.
@@ -252,6 +293,9 @@ def test_packed_f4_cuts_fall_on_whole_bytes_or_are_refused(tmp_path):
     with pytest.raises(BadSlice, match="a cut at element 3 of a F4 tensor: 2 elements fill 1 "
                                        "byte"):
         ours.load_sharded(path, {"w": (1, 3, 9)})
+    # An even start with an odd count: torch holds F4 values in pairs.
+    with pytest.raises(Unsupported, match=r"tensor 'w' of shape \[8, 32\], part \[0:8, 10:13\]"):
+        ours.load_sharded(path, {"w": (1, 10, 13)})
 
 
 def test_compressed_tensors_are_read_whole_only(tmp_path):

@@ -271,6 +271,24 @@ class safe_open:
         return {k: _out(read[k], self._framework, self._f.info_of(k)[0]) if k in read
                 else self._get(k, dequantize) for k in names}
 
+    def prefetch(self, plan: dict[str, slice | None] | None = None, *, device: Any = None,
+                 threads: int = 8) -> Any:
+        """Starts loading the planned tensors in the background and returns a
+        `PrefetchLoader` (safetensors 0.9's API, framework="pt" only): `take(name)` or
+        iterate `(name, tensor)` pairs, each tensor once; `close()`, or use it in a `with`.
+        `plan`: tensor name -> None (the whole tensor) or a step-1 slice of its first
+        dimension (a rank's rows; Python's slice rules); None: every tensor whole. Only the
+        planned byte spans are read (see `tensorsmith.torch.load_sharded`). `device`: any
+        torch device (0.9: CUDA only), by default this handle's; `threads`: the pinned
+        ring's workers onto CUDA. Tensors are handed out once the whole plan has landed."""
+        if self._framework != "pt":
+            raise OptionError("prefetch makes PyTorch tensors: open with framework='pt'")
+        from ._loading import prefetch as _prefetch
+        from ._torch import parse_device
+
+        dev = self._device if device is None else parse_device(device)
+        return _prefetch.prefetch(self._f, plan, dev, threads)
+
     def get_slice(self, name: str, dequantize: bool = False) -> _Slice:
         """A tensor to index; only the selected bytes are copied: `f.get_slice("w")[:, :2]`.
         With framework="pt" any index torch takes, with torch's rules (as the reference):

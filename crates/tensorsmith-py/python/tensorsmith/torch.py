@@ -15,8 +15,10 @@ shards.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections import defaultdict
+from collections.abc import MutableMapping
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -245,11 +247,11 @@ def load_sharded(paths: Source | Sequence[PathOrUrl], plan: Mapping[str, Any],
         file's elements (an F4 tensor's values, two per torch `float4_e2m1fn_x2` element);
       - a `get_slice` index (a slice, or a tuple of slices, ints and `...`: `(slice(None),
         slice(a, b))`), under the reference's NumPy rules (checked, never clamped).
-    This follows the shape of safetensors 0.9's per-rank prefetch plan (safetensors #848:
-    `safe_open(...).prefetch(plan)`, "slices of tensors [...] akin to get_slice but
-    declared once ahead of time"), as far as it is public: names mapped to get_slice-style
-    slices, plus the `(dim, start, stop)` form serving engines use; its exact `PrefetchPlan`
-    type was not public when this was written.
+    A plan of safetensors 0.9's per-rank prefetch (`PrefetchPlan = Dict[str,
+    Optional[slice]]`: None or a first-dimension slice) is such a plan, so one plan serves
+    both; `safe_open(..., framework="pt").prefetch(plan)` takes it as 0.9's does. A step
+    other than 1 (which 0.9 refuses) reads the whole `start:stop` range and keeps every
+    step-th row in memory: `stats` then shows the bytes read beyond those kept.
 
     A first-dimension cut (and a whole tensor) is one contiguous span; a cut of another
     dimension is a run per row, neighbouring runs read together when the gap between them is
@@ -265,8 +267,18 @@ def load_sharded(paths: Source | Sequence[PathOrUrl], plan: Mapping[str, Any],
     from ._loading import sharded as _torch_sharded
 
     natives = _torch_sharded._natives(paths, backend, storage_options)
-    if max_gap is not None and (not isinstance(max_gap, int) or max_gap < 0):
-        raise InvalidInput(f"max_gap must be a number of bytes >= 0, not {max_gap!r}")
+    if max_gap is not None:
+        gap = -1
+        if not isinstance(max_gap, bool):
+            try:
+                gap = operator.index(max_gap)  # NumPy integers too
+            except TypeError:
+                pass
+        if gap < 0:
+            raise InvalidInput(f"max_gap must be a number of bytes >= 0, not {max_gap!r}")
+        max_gap = gap
+    if stats is not None and not isinstance(stats, MutableMapping):
+        raise InvalidInput(f"stats must be a dict to fill, not {type(stats).__name__}")
     return _torch_sharded.load(natives, plan, _parse_device(device), stats, max_gap)
 
 

@@ -351,8 +351,11 @@ pub enum ErrorKind {
         String,
     ),
     /// A zTensor v2 tensor, part or attribute name that breaks the format's naming rules.
-    #[error("invalid name {name:?}: {rule}")]
+    #[error("invalid {what} name {name:?}: {rule}")]
     ZtBadName {
+        /// What the name names: an object, a part, an attribute, a file attribute (a metadata
+        /// key) or a shard.
+        what: &'static str,
         /// The name as written in the manifest (or given to the writer).
         name: String,
         /// The naming rule it breaks.

@@ -264,7 +264,7 @@ impl<'a> Writer<'a> {
         }
         if self.opts.version == ZtVersion::V2 {
             for k in a.keys() {
-                v2::read::check_name(k)?;
+                v2::read::check_name(v2::read::FILE_ATTRIBUTE, k)?;
             }
         }
         if self.opts.version == ZtVersion::V1_1 {
@@ -397,12 +397,12 @@ impl<'a> Writer<'a> {
             }
             ZtVersion::V1_1 if *layout == Layout::Mx => return Err(opt_err(v, "the mx layout")),
             ZtVersion::V2 => {
-                v2::read::check_name(name)?;
+                v2::read::check_name("object", name)?;
                 if shape.len() > v2::read::MAX_RANK {
                     return Err(ErrorKind::ZtSchema("rank exceeds 64".into()).into());
                 }
                 for k in attributes.keys() {
-                    v2::read::check_name(k)?;
+                    v2::read::check_name("attribute", k)?;
                 }
             }
             _ => {}
@@ -416,7 +416,7 @@ impl<'a> Writer<'a> {
                 return Err(ErrorKind::ZtSchema(format!("part '{}' appears twice", p.role)).into());
             }
             if v == ZtVersion::V2 {
-                v2::read::check_name(&p.role)?;
+                v2::read::check_name("part", &p.role)?;
             }
             let named = match v {
                 ZtVersion::V0_1 => p.dtype.ztensor_v01_name().is_some(),

@@ -92,19 +92,25 @@ def torch_index(index, shape):
 
 def _int(v, what):
     try:
+        if isinstance(v, bool):
+            raise TypeError
         return operator.index(v)
     except TypeError:
         raise BadSlice(f"{what} must be an int, not {type(v).__name__}") from None
 
 
 def plan_entry(name, spec, shape):
-    """The Part of a `load_sharded` plan entry for tensor `name` of `shape`."""
+    """The Part of a `load_sharded` plan entry for tensor `name` of `shape`; a bad entry's
+    error names the tensor."""
     if spec is None or spec is Ellipsis:
         return _whole(shape)
     is_index = (isinstance(spec, (slice, int)) and not isinstance(spec, bool)) or (
         isinstance(spec, tuple) and any(isinstance(v, slice) or v is Ellipsis for v in spec))
     if is_index:
-        return numpy_index(spec, shape)
+        try:
+            return numpy_index(spec, shape)
+        except (BadSlice, TypeError) as e:
+            raise BadSlice(f"plan entry for {name!r}: {e}") from None
     if not (isinstance(spec, (tuple, list)) and len(spec) == 3):
         raise BadSlice(f"plan entry for {name!r}: expected None, (dim, start, stop) or a "
                        f"get_slice index (slices, ints, ...), not {spec!r}")

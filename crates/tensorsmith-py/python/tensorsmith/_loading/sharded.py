@@ -61,18 +61,29 @@ def _owners(natives, names):
     return owner
 
 
-def load(natives, plan, device, stats=None, max_gap=None, ring=None):
+def _cut_text(cut):
+    """A cut as an index: `[0:4, 10:13]`."""
+    return "[" + ", ".join(f"{a}:{b}" for a, b in cut) + "]"
+
+
+def load(natives, plan, device, stats=None, max_gap=None, ring=None, workers=None):
     """`plan` (name -> None, (dim, start, stop) or a get_slice index) -> tensors on
     `device` (a torch.device). `ring`: the ring every part goes through; None: the pinned
     ring onto CUDA, direct reads into the tensors on the CPU (`_torch_cuda.HostRing` with
-    device "cpu": the CUDA path's pipeline with CPU tensors in place of device memory)."""
+    device "cpu": the CUDA path's pipeline with CPU tensors in place of device memory).
+    `workers`: the ring's threads (default: `_torch_cuda._threads`)."""
     if not isinstance(plan, dict):
         raise InvalidInput(f"plan must be a dict of tensor name -> part, not "
                            f"{type(plan).__name__}")
     owner = _owners(natives, list(plan))
     for f in natives:
         f.reset_bytes_read()
-    out, kept = {}, 0
+    # Parts are read into CPU tensors, or through the ring into CUDA ones; for another
+    # device (mps, xpu, ...) into CPU tensors moved there at the end; onto "meta" nothing is
+    # read (shapes and dtypes only, as torch makes meta tensors).
+    meta = device.type == "meta"
+    alloc = device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
+    out = {}
     spans = {}  # native -> {name: (file index, start, end)}: one-span parts for the ring
     pieces = []  # strided parts' pieces for the ring
     strided = set()  # the natives strided parts are read from
@@ -92,18 +103,20 @@ def load(natives, plan, device, stats=None, max_gap=None, ring=None):
                                   "read whole only: plan None for it")
             t = _torch.Reader(f, "pread").tensor(name)
             out[name] = t if device.type == "cpu" else t.to(device)
-            kept += t.numel() * t.element_size()
             continue
         part = _rank_plan.plan_entry(name, spec, shape)
         dtype = _torch.torch_dtype(dtype_name)
-        tshape = _torch.torch_shape(dtype_name, part.shape)
-        t = torch.empty(tshape, dtype=dtype, device=device)
+        try:
+            tshape = _torch.torch_shape(dtype_name, part.shape)
+        except Unsupported as e:
+            raise Unsupported(f"tensor {name!r} of shape {list(shape)}, part "
+                              f"{_cut_text(part.cut)}: {e}") from None
+        t = torch.empty(tshape, dtype=dtype, device=alloc)
         nbytes = t.numel() * t.element_size()
-        kept += nbytes
         out[name] = t
         if part.post is not None:
             posts[name] = part.post
-        if not nbytes:
+        if not nbytes or meta:
             continue
         if ring is None:
             direct.setdefault(f, []).append((name, part.cut, t.data_ptr(), nbytes))
@@ -133,13 +146,20 @@ def load(natives, plan, device, stats=None, max_gap=None, ring=None):
     for f in strided:
         threads = max(threads, _torch_cuda._threads(f, range(f.file_count())))
     if pieces:
-        _torch_cuda.run(pieces, ring, threads)
+        _torch_cuda.run(pieces, ring, threads if workers is None else workers)
+    kept = 0
     for name, t in out.items():
         if name in posts:
             t = t[posts[name]]
         if t.device != device:
             t = t.to(device)
-        out[name] = t if t.is_contiguous() else t.contiguous()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        elif not meta and t.untyped_storage().nbytes() > t.numel() * t.element_size():
+            # A step kept a few rows of the range read: they alone are kept, not the range.
+            t = t.clone(memory_format=torch.contiguous_format)
+        out[name] = t
+        kept += t.numel() * t.element_size()
     if stats is not None:
         read, reads = (sum(v) for v in zip(*(f.bytes_read() for f in natives)))
         stats.update(bytes_kept=kept, bytes_read=read, reads=reads)

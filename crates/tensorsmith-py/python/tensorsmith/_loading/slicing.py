@@ -25,7 +25,7 @@ def _resolve(v, shape, dim_idx):
     bounds: an extension, the reference refuses negative bounds)."""
     if v is None:
         return None
-    v = v.__index__()
+    v = operator.index(v)  # a float or str: TypeError, as the reference's
     if v < 0:
         dim = shape[dim_idx] if dim_idx < len(shape) else 0
         if dim + v < 0:
@@ -56,7 +56,7 @@ def parse(index, shape):
             out.extend(_Narrow(None, None, 1) for _ in range(expand))
         elif isinstance(it, slice):
             start, stop = _resolve(it.start, shape, dim_idx), _resolve(it.stop, shape, dim_idx)
-            step = 1 if it.step is None else it.step.__index__()
+            step = 1 if it.step is None else operator.index(it.step)
             if step <= 0:
                 raise BadSlice(f"Slice step must be a positive integer, got {step}")
             out.append(_Narrow(start, stop, step))

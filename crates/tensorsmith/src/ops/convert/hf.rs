@@ -29,6 +29,13 @@ pub fn convert_hf(
         }
         (o, d) => o.or(d).unwrap_or(OutType::Auto),
     };
+    if opts.rounding == crate::cast::Rounding::Truncate {
+        return Err(Error::new(ErrorKind::Unsupported(
+            "rounding 'truncate': a Hugging Face model folder to GGUF casts as llama.cpp's \
+             converter does (to nearest)"
+                .into(),
+        )));
+    }
     let quantizing = opts.quantize.is_some() || opts.quantize_mix.is_some();
     if out_type.is_quantized() && quantizing {
         return Err(Error::new(ErrorKind::Unsupported(format!(

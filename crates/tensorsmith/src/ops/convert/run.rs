@@ -103,6 +103,9 @@ pub fn convert(input: &Model, out: &Path, opts: &ConvertOptions) -> Result<Vec<P
     if safetensors_name && opts.zt_version.is_some() {
         return refuse("a zTensor version contradicts an output name ending in .safetensors: name the output .zt, or drop the version");
     }
+    if opts.rounding == crate::cast::Rounding::Truncate && opts.dtype.is_none() {
+        return refuse("rounding 'truncate' applies to casts: give the dtype to cast float tensors to (--dtype)");
+    }
     if !writes_gguf(out) && opts.outtype.is_some() {
         return refuse("--outtype applies to GGUF output of a Hugging Face model folder (a name ending in .gguf)");
     }

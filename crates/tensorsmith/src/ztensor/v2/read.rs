@@ -123,8 +123,12 @@ pub fn read_index(r: &dyn ReadAt, opts: &OpenOptions) -> Result<Parsed> {
     parse_manifest(&manifest, off, len)
 }
 
-/// The name rules of §3.5: non-empty, at most 1024 bytes, no NUL.
-pub fn check_name(name: &str) -> Result<()> {
+/// What a file attribute's name is called in errors: the key other formats call metadata.
+pub const FILE_ATTRIBUTE: &str = "file attribute (metadata key)";
+
+/// The name rules of §3.5: non-empty, at most 1024 bytes, no NUL. `what` names the name's
+/// kind in the error ("object", "part", "attribute", ...).
+pub fn check_name(what: &'static str, name: &str) -> Result<()> {
     let rule = if name.is_empty() {
         "names must not be empty"
     } else if name.len() > MAX_NAME_LEN {
@@ -135,6 +139,7 @@ pub fn check_name(name: &str) -> Result<()> {
         return Ok(());
     };
     Err(ErrorKind::ZtBadName {
+        what,
         name: name.to_string(),
         rule,
     }
@@ -153,6 +158,7 @@ fn check_shard_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(ErrorKind::ZtBadName {
+            what: "shard",
             name: name.to_string(),
             rule: "shard names are 1-64 bytes of A-Z a-z 0-9 . _ - and do not start with '.'",
         }
@@ -160,10 +166,10 @@ fn check_shard_name(name: &str) -> Result<()> {
     }
 }
 
-fn attributes(v: Option<&Value<'_>>) -> Result<BTreeMap<String, MetaValue>> {
+fn attributes(v: Option<&Value<'_>>, what: &'static str) -> Result<BTreeMap<String, MetaValue>> {
     let a = fields::attributes(v)?;
     for k in a.keys() {
-        check_name(k)?;
+        check_name(what, k)?;
     }
     Ok(a)
 }
@@ -185,14 +191,14 @@ pub fn parse_manifest(manifest: &[u8], offset: u64, file_len: u64) -> Result<Par
             shards.insert(name.to_string(), size);
         }
     }
-    let metadata = attributes(root.get("attributes"))?;
+    let metadata = attributes(root.get("attributes"), FILE_ATTRIBUTE)?;
     let objects = fields::map(req(&root, "objects", "the manifest")?, "'objects'")?;
     let mut tensors = Vec::with_capacity(objects.len());
     for (k, o) in objects {
         let name = k
             .as_text()
             .ok_or_else(|| schema("object names must be text"))?;
-        check_name(name)?;
+        check_name("object", name)?;
         tensors.push(object(name, o, file_len, &shards).map_err(|e| e.at_tensor(name))?);
     }
     let manifest_range = offset..offset + manifest.len() as u64;
@@ -235,7 +241,7 @@ fn object(
         return Err(schema(format!("rank {} exceeds 64", shape.len())));
     }
     let layout = Layout::from_name(req_text(o, "layout", "the object")?, LayoutNames::ZtV2);
-    let attributes = attributes(o.get("attributes"))?;
+    let attributes = attributes(o.get("attributes"), "attribute")?;
     let pm = fields::map(req(o, "parts", "the object")?, "'parts'")?;
     if pm.is_empty() {
         return Err(schema("object has no parts"));
@@ -245,7 +251,7 @@ fn object(
         let role = k
             .as_text()
             .ok_or_else(|| schema("part names must be text"))?;
-        check_name(role)?;
+        check_name("part", role)?;
         parts.push(part(role, p, file_len, shards)?);
     }
     // The reference writer lays parts out in ascending name order; keep that order.
