@@ -685,8 +685,11 @@ class St09:
 
 
 def ours_rank(data, plan, device, mode, info):
+    import tensorsmith
     import tensorsmith.torch as ts
 
+    if mode == "prefetch-t8":  # 0.9's call, unchanged, on our safe_open
+        return st09_prefetch(data.paths, str(device), 8, plan, tensorsmith.safe_open)
     stats = {}
     out = ts.load_sharded([str(p) for p in data.paths], plan, device=device, stats=stats)
     info.update(stats)
@@ -727,11 +730,13 @@ def fst_rank(data, plan, device, mode, info):
 # --- the safetensors 0.9 worker (runs in the subprocess) ----------------------------------
 
 
-def st09_prefetch(paths, device, threads, plan=None):
+def st09_prefetch(paths, device, threads, plan=None, safe_open=None):
     """All files' PrefetchLoaders started at once, then drained. `plan`: name -> None or
     (dim, start, stop); dim 0 goes to the engine as a slice, dim 1 is loaded whole and
-    narrowed on the device (the plan takes dim-0 slices only)."""
-    from safetensors import safe_open
+    narrowed on the device (the plan takes dim-0 slices only). `safe_open`: 0.9's (the
+    default, in the worker) or ours, whose prefetch takes the same calls."""
+    if safe_open is None:
+        from safetensors import safe_open
 
     handles = [safe_open(str(p), framework="pt", device=device) for p in paths]
     loaders = []
@@ -1009,7 +1014,7 @@ class Run:
             else "prefetch-t8"
         fst = best.get(FST) or "buffered"
         return [
-            (OURS, ["load_sharded"], ours_rank),
+            (OURS, ["load_sharded", "prefetch-t8"], ours_rank),
             (REF, ["get_slice"], ref_rank),
             (ST09, [st09_prefetch, "get_slice"], self.st09.rank),
             (FST, [f"whole+narrow/{fst}"], fst_rank),
