@@ -109,3 +109,88 @@ fn clean_refuses_a_folder_that_is_not_a_dataset() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A batch of list rows of differing lengths: refused at its second row, after the write
+/// has started (its folder and lock made).
+fn ragged() -> Input {
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "x",
+        DataType::List(item),
+        true,
+    )]));
+    let mut v = ListBuilder::new(Float32Builder::new());
+    for n in [2, 1] {
+        for _ in 0..n {
+            v.values().append_value(1.0);
+        }
+        v.append(true);
+    }
+    let col: ArrayRef = Arc::new(v.finish());
+    let b = RecordBatch::try_new(schema.clone(), vec![col]).unwrap();
+    Input::from_batches(schema, vec![b]).unwrap()
+}
+
+fn write_ragged(dir: &Path) -> String {
+    let mut o = WriteOptions::batch(2);
+    o.dtype = Some(tensorsmith::dtype::DType::F32);
+    let e = write_dataset(&ragged(), dir, &o, &JobOptions::new(), &Progress::default());
+    e.unwrap_err().to_string()
+}
+
+#[test]
+fn a_refused_first_write_leaves_the_folder_as_it_found_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A folder the write makes is removed again.
+    let new = tmp.path().join("new");
+    assert!(write_ragged(&new).contains("differs"));
+    assert!(!new.exists());
+    // A folder that was there stays, as it was (empty, or with the user's files).
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    write_ragged(&mine);
+    assert_eq!(std::fs::read_dir(&mine).unwrap().count(), 0);
+    std::fs::write(mine.join("notes.txt"), b"x").unwrap();
+    write_ragged(&mine);
+    let names: Vec<_> = std::fs::read_dir(&mine)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["notes.txt"]);
+    // A refused append to a dataset keeps everything of it.
+    let ds = tmp.path().join("ds");
+    dataset(&ds);
+    let mut o = WriteOptions::batch(2);
+    o.dtype = Some(tensorsmith::dtype::DType::F32);
+    let job = JobOptions::new().with_mode(tensorsmith_dataset::WriteMode::Append);
+    assert!(write_dataset(&ragged(), &ds, &o, &job, &Progress::default()).is_err());
+    assert!(ds.join("_tensorsmith/lock").exists());
+    assert_eq!(
+        run(&["dataset", "verify", ds.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn clean_removes_the_lock_a_killed_first_write_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let meta = tmp.path().join("_tensorsmith");
+    std::fs::create_dir_all(meta.join("jobs")).unwrap();
+    std::fs::write(meta.join("lock"), b"").unwrap();
+    let o = run(&["dataset", "clean", tmp.path().to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!meta.exists() && tmp.path().exists());
+    // Anything else under _tensorsmith/ (another writer's job marks): not touched.
+    std::fs::create_dir_all(meta.join("jobs/j1")).unwrap();
+    std::fs::write(meta.join("lock"), b"").unwrap();
+    let o = run(&["dataset", "clean", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(meta.join("jobs/j1").exists());
+}

@@ -86,6 +86,11 @@ pub fn clean_with(
         )));
     }
     if !is_dataset(dir)? {
+        // Only the lock a refused first write left (one killed before it could remove it):
+        // removed, and nothing else to do.
+        if lock::remove_unused(dir, false) {
+            return Ok(CleanReport::default());
+        }
         return Err(DatasetError::input(format!(
             "{}: not a dataset folder (no {MANIFEST_NAME}, versions or tensorsmith staging folders)",
             dir.display()

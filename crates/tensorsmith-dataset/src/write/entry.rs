@@ -91,15 +91,26 @@ pub fn write_dataset(
     progress: &Progress,
 ) -> Result<Manifest> {
     Plan::new(input, opts)?;
+    let made = !out.exists();
     std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
     remove_stale_staging(out);
-    // A filesystem that cannot lock is refused before anything is written (the manifest's
-    // replace and `dataset clean` take the dataset's lock).
-    crate::commit::lock::probe(out)?;
-    // Refused (or read, to fail early on a damaged one) before anything is written; the
-    // commit looks again. Another writer's manifest is adopted by the commit, not refused.
-    refuse_early(out, job.mode)?;
-    let manifest = write_to_store(input, &LocalStore::new(out), Some(out), opts, job, progress)?;
+    let written = (|| {
+        // A filesystem that cannot lock is refused before anything is written (the
+        // manifest's replace and `dataset clean` take the dataset's lock).
+        crate::commit::lock::probe(out)?;
+        // Refused (or read, to fail early on a damaged one) before anything is written; the
+        // commit looks again. Another writer's manifest is adopted by the commit, not refused.
+        refuse_early(out, job.mode)?;
+        write_to_store(input, &LocalStore::new(out), Some(out), opts, job, progress)
+    })();
+    let manifest = match written {
+        Ok(m) => m,
+        Err(e) => {
+            // A first write refused (a bad row, say) leaves the folder as it found it.
+            crate::commit::lock::remove_unused(out, made);
+            return Err(e);
+        }
+    };
     // Retired shards, old versions and staging of dead writers older than the retention.
     let retain = job.retain();
     let _ = retention::clean_with(
