@@ -205,6 +205,64 @@ def test_samples_through_a_collating_loader_are_counted_in_the_main_process(data
     assert first + rest == whole
 
 
+@pytest.mark.parametrize("workers,batch,shuffle", [(2, 4, None), (3, 5, 7), (2, 3, "block:5:20")])
+def test_a_batching_loader_with_workers_yields_the_ranks_order_and_resumes(
+        datasets, workers, batch, shuffle):
+    """The loader batches (batch_size=B), the dataset gives samples: each worker hands the
+    loader runs of B samples of the rank's order in turn, so the loader's batches are the
+    rank's order cut in B, and `state_dict(consumed=steps * B)` resumes it exactly (runs of
+    one sample a worker lost samples and repeated others: 8 and 10 for 9 and 11)."""
+    kw = dict(**shuffle_kw(shuffle))
+    whole = [i for item in run(make(datasets, "batch", 0, 1, **kw)) for i in item]
+
+    def loader(ds, k):
+        return DataLoader(ds, batch_size=batch, num_workers=k,
+                          multiprocessing_context="fork" if k else None)
+
+    ds = make(datasets, "batch", 0, 1, **kw)
+    assert [i for b in loader(ds, workers) for i in ids(b)] == whole
+    it = iter(loader(ds, workers))
+    first = [i for _ in range(3) for i in ids(next(it))]
+    del it
+    state = ds.state_dict(consumed=3 * batch)
+    for k in (0, workers, workers + 1):
+        again = make(datasets, "batch", 0, 1, **kw)
+        again.load_state_dict(state)
+        assert first + [i for b in loader(again, k) for i in ids(b)] == whole
+
+
+@pytest.mark.parametrize("snapshot_every", [1, 2])
+def test_torchdata_batching_loader_states_resume_on_other_workers(datasets, snapshot_every):
+    """A StatefulDataLoader that batches (batch_size=B, two workers): its state loaded into
+    the dataset resumes where it stopped, on another worker count; a state taken a step past
+    a snapshot at the epoch's start cannot say B, and is refused rather than guessed."""
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    whole = [i for item in run(make(datasets, "batch", 0, 1, shuffle=4)) for i in item]
+
+    def state_after(steps):
+        dl = sdl.StatefulDataLoader(make(datasets, "batch", 0, 1, shuffle=4), batch_size=4,
+                                    num_workers=2, multiprocessing_context="fork",
+                                    snapshot_every_n_steps=snapshot_every)
+        it = iter(dl)
+        first = [i for _ in range(steps) for i in ids(next(it))]
+        state = dl.state_dict()
+        del it
+        return first, state
+
+    for steps in (3, 5):
+        first, state = state_after(steps)
+        assert first == whole[:4 * steps]
+        again = make(datasets, "batch", 0, 1, shuffle=4)
+        again.load_state_dict(state)
+        rest = [i for b in DataLoader(again, batch_size=4, num_workers=3,
+                                      multiprocessing_context="fork") for i in ids(b)]
+        assert first + rest == whole
+    if snapshot_every == 2:
+        _, state = state_after(1)
+        with pytest.raises(OptionError, match="does not say how many samples a batch held"):
+            make(datasets, "batch", 0, 1, shuffle=4).load_state_dict(state)
+
+
 def test_states_of_another_version_or_seed_are_refused(tmp_path):
     write_batch(tmp_path / "d", n=30)
     ds = TensorIterableDataset(tmp_path / "d", shuffle=1, batch_size=4)
@@ -219,6 +277,29 @@ def test_states_of_another_version_or_seed_are_refused(tmp_path):
         TensorIterableDataset(tmp_path / "d", shuffle=1, batch_size=4).load_state_dict(state)
     with pytest.raises(OptionError, match="no TensorIterableDataset state"):
         ds.load_state_dict({"epoch": 1})
+    # A damaged or edited state: refused, naming the field (-8 read the last 8 samples).
+    fresh = TensorIterableDataset(tmp_path / "d", shuffle=1, batch_size=4)
+    good = fresh.state_dict()
+    for key, value in (("position", -8), ("position", 31), ("position", "7"), ("position", 3.7),
+                       ("position", None), ("epoch", -1), ("epoch", "x"), ("epoch", True)):
+        with pytest.raises(OptionError, match=f"the state's '{key}' is"):
+            fresh.load_state_dict({**good, key: value})
+    for key in ("position", "epoch"):
+        with pytest.raises(OptionError, match=f"the state's '{key}' is None"):
+            fresh.load_state_dict({k: v for k, v in good.items() if k != key})
+    with pytest.raises(OptionError, match="2 different"):
+        fresh.load_state_dict({"a": good, "b": {**good, "position": 4}})
+    # The folder removed and written anew: version 1 and 30 samples again, other shards.
+    import shutil
+    write_batch(tmp_path / "e", n=30)
+    good = TensorIterableDataset(tmp_path / "e", shuffle=1, batch_size=4).state_dict()
+    shutil.rmtree(tmp_path / "e")
+    write_batch(tmp_path / "e", n=30)
+    anew = TensorIterableDataset(tmp_path / "e", shuffle=1, batch_size=4)
+    assert anew.version == good["dataset_version"]
+    with pytest.raises(OptionError, match="another dataset: same version number"):
+        anew.load_state_dict(good)
+    anew.load_state_dict({k: v for k, v in good.items() if k != "dataset"})  # older states
     with pytest.raises(OptionError, match="consumed"):
         ds.state_dict(consumed=-1)
 

@@ -6,6 +6,7 @@ local folder or an object store (through a node-local shard cache)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterator
 
 import torch
@@ -39,10 +40,11 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
     size (as DistributedSampler does), or cut to one with `drop_last=True`, so every rank gets
     the same number. A rank's order is cut into items (batches of `batch_size` samples, only
     the last one short, or samples) which its DataLoader workers take in turn (by
-    `get_worker_info()`: worker w items w, w + K, ...), so any number of workers works with
-    any number of shards, and a loader (`batch_size=None`), taking an item from each worker
-    in turn, yields the rank's order whatever its `num_workers`; `len()` is the number of
-    items it yields. Apart from the padding, each sample is read once per epoch across ranks
+    `get_worker_info()`: worker w items w, w + K, ...; with a loader that batches, runs of
+    its batch_size items: worker w runs w, w + K, ...), so any number of workers works with
+    any number of shards, and a loader, taking an item (or a batch) from each worker in
+    turn, yields the rank's order whatever its `num_workers` and `batch_size`; `len()` is
+    the number of items it yields. Apart from the padding, each sample is read once per epoch across ranks
     and workers.
 
     Resume: `state_dict(consumed)` is the whole job's position in the epoch (the samples of
@@ -118,6 +120,10 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         # epoch's order the job consumed), the worker's own items to skip (a StatefulDataLoader
         # worker's state), and the items the current iteration handed out.
         self._start, self._skip, self._iter_skip, self._yielded = 0, 0, 0, 0
+        # The DataLoader's batch size as a worker sees it (see `_loader_batch`; None until
+        # the loader first asks), and the one of a worker state loaded (its skip counts items
+        # of runs of that size).
+        self._chunk, self._state_chunk = None, 1
         # Taken here, in the rank's own process: DataLoader workers have no process group.
         r, w = _rank_world()
         self.rank = r if rank is None else int(rank)
@@ -187,17 +193,24 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             idx = torch.cat([idx, order.repeat(reps)[:total - rest]])
         return idx[:total][rank::world]
 
-    def _worker_items(self, idx, worker, workers):
-        """This worker's share of a rank's order: items (samples, or batches of batch_size)
-        worker, worker + workers, ... (a range of item numbers), so the loader, taking one
-        item from each worker in turn, hands them on in the rank's order whatever its
-        num_workers."""
-        return range(worker, -(-len(idx) // (self.batch_size or 1)), workers)
+    def _worker_items(self, idx, worker, workers, chunk=1):
+        """This worker's share of a rank's order: runs of `chunk` items (samples, or batches
+        of batch_size) worker, worker + workers, ... (item numbers: a range for single
+        items, else a tensor), so the loader, taking a run (its batch: `chunk` is its
+        batch_size, 1 when it does not batch) from each worker in turn, hands them on in the
+        rank's order whatever its num_workers and batch_size."""
+        n = -(-len(idx) // (self.batch_size or 1))
+        if chunk == 1:
+            return range(worker, n, workers)
+        runs = torch.arange(worker, -(-n // chunk), workers, dtype=torch.long)
+        at = (runs[:, None] * chunk + torch.arange(chunk, dtype=torch.long)[None, :]).reshape(-1)
+        return at[at < n]
 
     def indices(self, rank: int | None = None, world: int | None = None, worker: int = 0,
-                workers: int = 1) -> range | torch.Tensor:
+                workers: int = 1, loader_batch_size: int = 1) -> range | torch.Tensor:
         """The samples this rank's worker reads this epoch (from the loaded position), in
-        order: a range when unshuffled, undistributed and in one process, else a tensor."""
+        order: a range when unshuffled, undistributed and in one process, else a tensor.
+        `loader_batch_size`: the DataLoader's batch_size (items it collates per batch)."""
         if rank is None:
             rank, world = self.rank, self.world_size
         idx = self._rank_order(rank, world)
@@ -205,7 +218,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             return idx
         step = self.batch_size or 1
         parts = [torch.as_tensor(idx[j * step:(j + 1) * step])
-                 for j in self._worker_items(idx, worker, workers)]
+                 for j in self._worker_items(idx, worker, workers, loader_batch_size)]
         return torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)
 
     def __len__(self) -> int:
@@ -226,6 +239,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
 
     def _base_state(self):
         return {"format": STATE_FORMAT, "dataset_version": self._s.version,
+                "dataset": self._s.fingerprint,
                 "samples": self._s.len, "seed": self.shuffle, "epoch": self.epoch,
                 "world_size": self.world_size, "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "shuffle": self._shuffle_desc()}
@@ -246,14 +260,16 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         count, which `load_state_dict` combines from the loader's state. With workers and a
         plain DataLoader, pass `consumed` (the loop's steps in this iteration: since the epoch
         began, or since the state it resumed from was loaded): the workers
-        split the rank's items in turn (worker w takes items w, w + K, ...) and the loader
-        hands them on in turn, so the first `consumed` items it delivered are the first
-        `consumed` of the rank's order whatever the number of workers."""
+        split the rank's items in turn (worker w takes items w, w + K, ..., or runs of the
+        loader's batch_size items when it batches) and the loader hands them on in turn, so
+        the first `consumed` items it delivered are the first `consumed` of the rank's order
+        whatever the number of workers (a loader batching B samples: consumed = steps * B)."""
         st = self._base_state()
         info = torch.utils.data.get_worker_info()
         if consumed is None and info is not None:
             st.update(position=self._start, worker=info.id, workers=info.num_workers,
-                      worker_items=self._skip + self._iter_skip + self._yielded)
+                      worker_items=self._skip + self._iter_skip + self._yielded,
+                      loader_batch=self._chunk)
             return st
         if consumed is None:
             consumed = self._yielded
@@ -280,7 +296,11 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             raise OptionError("the state holds no TensorIterableDataset state (format "
                               f"{STATE_FORMAT!r})")
         first = own[0]
-        self._check_state(first)
+        if "worker" not in first and any(st != first for st in own[1:]):
+            raise OptionError(f"the state holds {len(own)} different TensorIterableDataset "
+                              "states: load one")
+        for st in own:
+            self._check_state(st)
         info = torch.utils.data.get_worker_info()
         if "worker" in first and info is not None and len(own) == 1:
             # In a StatefulDataLoader worker: this worker's own share, resumed.
@@ -289,6 +309,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                                   f"loaded in worker {info.id} of {info.num_workers}")
             self.epoch, self._start = int(first["epoch"]), int(first["position"])
             self._skip, self._iter_skip, self._yielded = int(first["worker_items"]), 0, 0
+            self._state_chunk = int(first.get("loader_batch") or 1)
             return
         if "worker" in first:
             # A StatefulDataLoader's state: its workers' states as of its last snapshot, and
@@ -313,8 +334,27 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                 ("shuffle", kind, self._shuffle_desc(),
                  "shuffle (shuffle_kind, shuffle_block_size)")):
             if theirs != mine:
+                hint = (" (pass version= to read the state's version, if it is still kept)"
+                        if key == "dataset_version" else "")
                 raise OptionError(f"the state is of another {what}: {theirs!r}, this "
-                                  f"dataset's is {mine!r}")
+                                  f"dataset's is {mine!r}{hint}")
+        # States from before the fingerprint have none: their version and count must do.
+        if st.get("dataset", self._s.fingerprint) != self._s.fingerprint:
+            raise OptionError("the state is of another dataset: same version number and "
+                              "sample count, other shards (a folder written anew)")
+        fields = [("position", 0, self._s.len), ("epoch", 0, None)]
+        if "worker" in st:
+            fields += [("workers", 1, None), ("worker_items", 0, None), ("world_size", 1, None)]
+            workers = st.get("workers")
+            if isinstance(workers, int) and not isinstance(workers, bool):
+                fields.append(("worker", 0, workers - 1))
+        for key, low, high in fields:
+            v = st.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low or (
+                    high is not None and v > high):
+                span = f"{low}..{high}" if high is not None else f">= {low}"
+                raise OptionError(f"the state's {key!r} is {v!r}: an integer {span} was "
+                                  f"expected (a damaged or edited state)")
 
     def _combine(self, workers, since=0):
         """A rank's position from its StatefulDataLoader workers' states: the loader handed on
@@ -327,9 +367,24 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
                 != (first["workers"], first["position"], first["epoch"], first["world_size"])
                 for w in workers):
             raise OptionError("the workers' states do not belong to one loader")
-        delivered = max((int(w["worker"]) + k * (int(w["worker_items"]) - 1) + 1
-                         for w in workers if int(w["worker_items"]) > 0), default=0)
-        return _advance(self._s.len, int(first["position"]), delivered + since,
+        # The loader's batches: runs of `chunk` items, run r from worker r % K; `since`
+        # counts batches too (those delivered after the snapshot).
+        # (A batching loader's worker it has not asked yet has not seen the batch size:
+        # None; states from before loader_batch was recorded: 1.)
+        chunks = {int(w.get("loader_batch", 1)) for w in workers
+                  if w.get("loader_batch", 1) is not None}
+        if len(chunks) > 1:
+            raise OptionError("the workers' states do not belong to one loader")
+        if not chunks and since:
+            raise OptionError(
+                f"the state is {since} batches past a snapshot taken before any worker handed "
+                "out an item, so it does not say how many samples a batch held: take states "
+                "with snapshot_every_n_steps=1 to resume on another number of workers, or "
+                "resume this loader with its own workers (StatefulDataLoader.load_state_dict)")
+        chunk = chunks.pop() if chunks else 1
+        runs = max((int(w["worker"]) + k * (-(-int(w["worker_items"]) // chunk) - 1) + 1
+                    for w in workers if int(w["worker_items"]) > 0), default=0)
+        return _advance(self._s.len, int(first["position"]), (runs + since) * chunk,
                         int(first["world_size"]), first["batch_size"], bool(first["drop_last"]))
 
     def __iter__(self) -> Iterator[Any]:
@@ -338,8 +393,26 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         idx = self._rank_order(self.rank, self.world_size)
         # A loaded worker state's skip is for this one iteration.
         self._iter_skip, self._skip, self._yielded = self._skip, 0, 0
-        items = self._worker_items(idx, worker, workers)[self._iter_skip:]
-        return self._read(idx, items, info is not None)
+        # A loader that does not batch takes one item a turn, known now; a batching one's
+        # batch size is known at its first request.
+        self._chunk = None if _fetcher_batches(sys._getframe(1)) else 1
+        if info is None:
+            return self._read(idx, self._worker_items(idx, 0, 1)[self._iter_skip:], False)
+        return self._worker_read(idx, worker, workers)
+
+    def _worker_read(self, idx, worker, workers):
+        """A DataLoader worker's items, split once the loader first asks for one: by then
+        its batch size (the items it takes from this worker per batch) is known."""
+        self._chunk = _loader_batch(sys._getframe(1))
+        if self._iter_skip and self._chunk != self._state_chunk:
+            raise OptionError(f"this worker's state is of a loader of batch_size "
+                              f"{self._state_chunk}, this loader's is {self._chunk}: resume "
+                              f"with the same batch_size, or load the state into the dataset "
+                              f"(ds.load_state_dict) for a new split")
+        # (One worker: runs of any size are its items in order.)
+        chunk = self._chunk if workers > 1 else 1
+        items = self._worker_items(idx, worker, workers, chunk)[self._iter_skip:]
+        yield from self._read(idx, items, True)
 
     def _read(self, idx, items, in_worker):
         s = self._s
@@ -359,6 +432,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         step = self.batch_size or 1
         pos = 0
         for j in items:
+            j = int(j)
             a, b = j * step, min((j + 1) * step, len(idx))
             if ahead is not None:
                 ahead.at(pos)
@@ -380,10 +454,39 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
             yield out
 
 
+def _fetcher_batches(frame):
+    """Whether the DataLoader fetcher making this iterator (torch's iterable fetcher, whose
+    `__init__` calls iter() on the dataset) batches: True, False, or None where the caller
+    is not one."""
+    if frame is not None and "auto_collation" in frame.f_locals:
+        return bool(frame.f_locals["auto_collation"])
+    return None
+
+
+def _loader_batch(frame):
+    """The items a DataLoader worker's fetcher takes from this dataset's iterator per batch:
+    its batch_size when it batches, else 1. Torch's iterable fetcher (`fetch`, which calls
+    next() on the iterator, `frame` or one of its callers) holds the batch's indices; a
+    loader that does not batch, or another caller, gives 1 (items in turn, as before)."""
+    for _ in range(3):
+        if frame is None:
+            break
+        loc = frame.f_locals
+        if frame.f_code.co_name == "fetch" and "possibly_batched_index" in loc:
+            index = loc["possibly_batched_index"]
+            batching = getattr(loc.get("self"), "auto_collation", False)
+            return len(index) if batching and hasattr(index, "__len__") and len(index) else 1
+        frame = frame.f_back
+    return 1
+
+
 def _samples_of(idx, items, step):
-    """The samples a worker reads, in order: items `items` (a range of item numbers) of
-    `step` samples of the rank's order `idx`."""
-    j = torch.arange(items.start, items.stop, items.step, dtype=torch.long)
+    """The samples a worker reads, in order: items `items` (item numbers: a range, or a
+    tensor of them) of `step` samples of the rank's order `idx`."""
+    if isinstance(items, range):
+        j = torch.arange(items.start, items.stop, items.step, dtype=torch.long)
+    else:
+        j = torch.as_tensor(items, dtype=torch.long)
     at = (j[:, None] * step + torch.arange(step, dtype=torch.long)[None, :]).reshape(-1)
     at = at[at < len(idx)]
     if isinstance(idx, range):

@@ -18,6 +18,7 @@ shared-memory tensor, as PyTorch's own collate does in a worker.
 """
 
 import bisect
+import hashlib
 import json
 import os
 import tempfile
@@ -57,6 +58,10 @@ class Shards:
         self.kv_separator = kv_separator
         self.open_shards = max(1, int(open_shards))
         m = json.loads(r.manifest_json())
+        # Which dataset this is, beyond its version number (a folder removed and written
+        # again starts at version 1 again): its shards' names, each with its writer's uuid.
+        self.fingerprint = hashlib.sha256(
+            "\n".join(s["shard_path"] for s in m["shards"]).encode()).hexdigest()[:16]
         if self.cache is not None:
             base = self.path.rstrip("/")
             self.files = [base + "/" + s["shard_path"] for s in m["shards"]]
