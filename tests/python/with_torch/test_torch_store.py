@@ -141,6 +141,31 @@ def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
     assert ids(third[25]) == [25] and len(third._s.cache.fetched) == 1
 
 
+def test_without_digests_a_cached_shard_with_a_damaged_header_is_fetched_again(
+        store, tmp_path, tsm):
+    """A dataset written without a digest: a cached shard whose header no longer reads (same
+    size) is fetched again, where it failed every run until removed by hand."""
+    url, opts, local, sizes = store
+    src = tmp_path / "in.parquet"
+    pq.write_table(cases.table(), src)
+    bare = "s3://torchds/nodigest"
+    store_flags = [a for k, v in opts.items() for a in ("--storage-option", f"{k}={v}")]
+    tsm.run("dataset", "write", src, bare, "--batch-size", str(cases.PER_SHARD),
+            "--dtype", "F32", "--threads", "1", "-q", *store_flags)
+    cache = tmp_path / "cache"
+    first = TensorDataset(bare, storage_options=opts, cache_dir=cache)
+    assert ids(first[20]) == [20]
+    key = first._s.keys[1]
+    path = cache / (key + ".safetensors")
+    data = bytearray(path.read_bytes())
+    data[8] = ord("[")  # the header's opening brace: not a JSON object any more
+    path.write_bytes(bytes(data))
+    del first
+    again = TensorDataset(bare, storage_options=opts, cache_dir=cache)
+    assert torch.equal(again[20]["x"], TensorDataset(local)[20]["x"])
+    assert [k for k, _ in again._s.cache.fetched] == [key]
+
+
 def test_a_shard_of_another_length_on_the_store_is_an_error(store, tmp_path):
     """A shard is fetched by one GET, its length checked against the manifest's: a shard
     replaced on the store by other bytes is refused by name, and nothing of it is cached."""

@@ -72,7 +72,9 @@ class ReadAhead:
                 self._cv.notify_all()
 
     def close(self):
-        """Stops the threads and waits for them (fetches under way finish first)."""
+        """Stops the threads and waits for them (fetches under way finish first), then lets
+        go of the shards the reading still held (its last ones, or all it had open when it
+        was abandoned), so a finished reader does not keep them from eviction."""
         with self._cv:
             self._stop = True
             self._cv.notify_all()
@@ -80,6 +82,12 @@ class ReadAhead:
             if t is not threading.current_thread():
                 t.join()
         _LIVE.discard(self)
+        rest, self._next_done = self.done[self._next_done:], len(self.done)
+        for _, k in rest:
+            try:
+                self.s.release(k)
+            except Exception:  # noqa: BLE001 - at exit, the cache may be gone already
+                pass
 
     def _take(self):
         """The next shard to fetch once the reader is close enough to it; None to stop."""
