@@ -332,3 +332,92 @@ def test_slices_of_azure_and_gcs_objects_read_only_their_bytes(azurite, gcs, tmp
             read = f._f.bytes_read()[0] - before
             assert 384 * 512 <= read <= 384 * 2048, (url, read)
             assert proxy.down_bytes - down <= read + 64 * 1024, url
+
+
+KEYS = ["模型/权重.safetensors", "t~/m~.safetensors", "p/m%41.safetensors", "b/m[1]#?*.safetensors",
+        "q/it's \"x\".safetensors", "sp ace/a+b;c=d&e:f@g.safetensors"]
+
+
+def test_keys_are_the_objects_names_byte_for_byte(bucket, opts, azurite, gcs, monkeypatch):
+    """An object's key is its name as the URL gives it, on every store: what we write, boto3
+    and the Azure SDK list under that name, and what they wrote under it, we read (object
+    keys were percent-encoded into other names: 模型 written as %E6%A8%A1..., ~ read as
+    %257E). A key the store client cannot name as it is (`a//m`, which read `a/m`: another
+    object) is refused, naming it."""
+    for k in list(os.environ):
+        if k.startswith(("AZURE_", "GOOGLE_")) or k == "STORAGE_EMULATOR_HOST":
+            monkeypatch.delenv(k)
+    azblob = pytest.importorskip("azure.storage.blob")
+    s3 = boto3.client("s3", endpoint_url=opts["endpoint_url"], aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    container = azblob.BlobServiceClient.from_connection_string(azurite) \
+        .get_container_client("models")
+    want = tensorsmith.load_file(str(bucket))
+    stores = [("s3://pybucket", opts,
+               lambda p: [o["Key"] for o in s3.list_objects_v2(Bucket="pybucket", Prefix=p)
+                          .get("Contents", [])],
+               lambda key: s3.put_object(Bucket="pybucket", Key=key, Body=bucket.read_bytes())),
+              ("az://models", {"connection_string": azurite},
+               lambda p: list(container.list_blob_names(name_starts_with=p)),
+               lambda key: container.upload_blob(key, bucket.read_bytes(), overwrite=True))]
+    for base, o, listed, put in stores:
+        for i, key in enumerate(KEYS):
+            ours, theirs = f"ours{i}/{key}", f"theirs{i}/{key}"
+            tensorsmith.convert(str(bucket), f"{base}/{ours}", storage_options=o)
+            assert listed(f"ours{i}/") == [ours], base
+            put(theirs)
+            got = tensorsmith.load_file(f"{base}/{theirs}", storage_options=o)
+            assert all(np.array_equal(got[k], want[k]) for k in want), (base, key)
+        put("dbl/m.safetensors")
+        for bad in ("dbl//m.safetensors", "dbl/./m.safetensors", "dbl/../dbl/m.safetensors"):
+            with pytest.raises(OptionError, match="cannot name"):
+                tensorsmith.load_file(f"{base}/{bad}", storage_options=o)
+            with pytest.raises(OptionError, match="cannot name"):
+                tensorsmith.convert(str(bucket), f"{base}/{bad}", storage_options=o)
+    # Cloud Storage names objects through its JSON API, each name encoded once.
+    for i, key in enumerate(KEYS):
+        url = f"gs://models/ours{i}/{key}"
+        tensorsmith.convert(str(bucket), url, storage_options={"endpoint_url": gcs})
+        got = tensorsmith.load_file(url, storage_options={"endpoint_url": gcs})
+        assert all(np.array_equal(got[k], want[k]) for k in want), key
+
+
+def test_a_scheme_alone_names_no_local_folder(tmp_path, monkeypatch):
+    """`s3://` with nothing after it was read as the local folder `s3:` (a model there was
+    loaded); it is refused as a URL without a bucket."""
+    monkeypatch.chdir(tmp_path)
+    for folder in ("s3:", "az:", "gs:"):
+        (tmp_path / folder).mkdir()
+        tensorsmith.save_file({"w": np.zeros(2, np.float32)},
+                              str(tmp_path / folder / "model.safetensors"))
+    for url in ("s3://", "az://", "gs://", "s3:///"):
+        with pytest.raises(OptionError, match="BUCKET/KEY"):
+            tensorsmith.load_file(url)
+
+
+def test_a_store_that_stops_answering_fails_within_about_the_timeout(opts, azurite, monkeypatch):
+    """A server that accepts and never answers: S3 and Azure give up once `timeout` is spent
+    on the attempts and their waits (the retries had a 30 s floor of their own: 16 s for
+    timeout=3), not max_attempts times over."""
+    import socket
+    import time
+    for k in list(os.environ):
+        if k.startswith("AZURE_"):
+            monkeypatch.delenv(k)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    port = silent.getsockname()[1]
+    try:
+        for url, o in (("s3://b/m.safetensors", {**opts, "endpoint_url": f"http://127.0.0.1:{port}"}),
+                       ("az://models/m.safetensors", {"connection_string": azurite.replace(
+                           azurite.split("BlobEndpoint=")[1].split("/")[2], f"127.0.0.1:{port}")})):
+            start = time.monotonic()
+            with pytest.raises(tensorsmith.TensorsmithError, match="no answer within the "
+                               "timeout \\(the timeout storage option"):
+                tensorsmith.load_file(url, storage_options={**o, "timeout": "2",
+                                                            "max_attempts": "5"})
+            took = time.monotonic() - start
+            assert took < 7, (url, took)
+    finally:
+        silent.close()

@@ -143,6 +143,35 @@ fn credentials_from_the_environment_a_profile_and_storage_options() {
     assert!(sent.contains("Credential=AKIAFROMPROFILE/"), "{sent}");
     assert!(sent.contains("/ap-south-1/s3/aws4_request"), "{sent}");
 
+    // The environment's keys win over AWS_PROFILE, but a profile named by the options is
+    // the one used (as boto3's Session(profile_name=) and the AWS CLI's --profile).
+    for (named, want) in [(false, "AKIAFROMENV"), (true, "AKIAFROMPROFILE")] {
+        let p = Proxy::start(&m.endpoint);
+        std::fs::write(
+            &config,
+            format!(
+                "[profile dev]\nregion = ap-south-1\nendpoint_url = {}\n",
+                p.endpoint
+            ),
+        )
+        .unwrap();
+        let mut c = bin(home.path());
+        c.env("AWS_SHARED_CREDENTIALS_FILE", &creds)
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
+            .env("AWS_SECRET_ACCESS_KEY", "s");
+        match named {
+            true => c.args(["inspect", "--storage-option", "profile=dev", url]),
+            false => c.env("AWS_PROFILE", "dev").args(["inspect", url]),
+        };
+        ok(&run(c, &[]));
+        let sent = p.sent_text();
+        assert!(
+            sent.contains(&format!("Credential={want}/")),
+            "{named}: {sent}"
+        );
+    }
+
     // Storage options win over the environment.
     let p = Proxy::start(&m.endpoint);
     let mut c = signed(home.path(), "http://127.0.0.1:1");

@@ -90,7 +90,7 @@ fn every_call_against_moto() {
 
     // Stale uploads (a writer killed after its first part): listed, aborted, gone; an
     // upload aborted twice is no error.
-    let mut u = c.upload("up/x", PutCondition::Always);
+    let mut u = c.upload("up/x", PutCondition::Always).unwrap();
     u.write_all(&vec![7u8; (5 << 20) + 1]).unwrap();
     std::mem::forget(u);
     let ups = c.list_uploads("up/").unwrap();
@@ -279,7 +279,7 @@ fn streamed_uploads_appear_only_when_committed() {
     let data: Vec<u8> = (0..(12 << 20) + 7).map(|i| (i % 253) as u8).collect();
 
     // Dropped without a commit, after two parts went up: aborted, nothing left.
-    let mut u = c.upload("s.bin", PutCondition::IfNoneMatch);
+    let mut u = c.upload("s.bin", PutCondition::IfNoneMatch).unwrap();
     u.write_all(&data).unwrap();
     assert_eq!(c.list_uploads("").unwrap().len(), 1);
     drop(u);
@@ -287,7 +287,7 @@ fn streamed_uploads_appear_only_when_committed() {
     assert_eq!(c.get("s.bin").unwrap(), None);
 
     // Committed: the whole object, in three parts; the part being filled can be cut back.
-    let mut u = c.upload("s.bin", PutCondition::IfNoneMatch);
+    let mut u = c.upload("s.bin", PutCondition::IfNoneMatch).unwrap();
     u.write_all(&data).unwrap();
     u.write_all(b"cut back").unwrap();
     u.rewind_to(data.len() as u64).unwrap();
@@ -304,18 +304,18 @@ fn streamed_uploads_appear_only_when_committed() {
     );
 
     // Create-only, where the object exists: refused at completion, and aborted.
-    let mut u = c.upload("s.bin", PutCondition::IfNoneMatch);
+    let mut u = c.upload("s.bin", PutCondition::IfNoneMatch).unwrap();
     u.write_all(&data).unwrap();
     let e = u.commit().unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::PreconditionFailed(_)), "{e}");
     assert!(c.list_uploads("").unwrap().is_empty());
     // Below one part: one PutObject, conditional too.
-    let u = c.upload("s.bin", PutCondition::IfNoneMatch);
+    let u = c.upload("s.bin", PutCondition::IfNoneMatch).unwrap();
     assert!(matches!(
         u.commit().unwrap_err().kind(),
         ErrorKind::PreconditionFailed(_)
     ));
-    let mut u = c.upload("small.bin", PutCondition::IfNoneMatch);
+    let mut u = c.upload("small.bin", PutCondition::IfNoneMatch).unwrap();
     u.write_all(b"small").unwrap();
     u.commit().unwrap();
     assert_eq!(c.get("small.bin").unwrap().unwrap(), b"small");

@@ -180,7 +180,7 @@ pub fn create_upload(
         Some(UrlScheme::S3 | UrlScheme::Az) => {
             let (client, key) = crate::bytes::ObjectClient::for_url(location, storage)?;
             Ok(Box::new(
-                client.upload(&key, crate::bytes::PutCondition::Always),
+                client.upload(&key, crate::bytes::PutCondition::Always)?,
             ))
         }
         Some(UrlScheme::Gs) => Ok(Box::new(crate::bytes::gcs::upload::GcsUpload::create(

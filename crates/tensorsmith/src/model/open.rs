@@ -116,6 +116,15 @@ fn names_folder(target: &str) -> bool {
 #[cfg(feature = "remote")]
 fn open_url_folder(target: &str, opts: &OpenOptions) -> Result<Model> {
     use crate::error::{Error, ErrorKind};
+    // `s3://` alone (or `az:///`) names nothing: not the local folder `s3:`.
+    if let Some((scheme, rest)) = target.split_once("://") {
+        if rest.trim_matches('/').is_empty() {
+            return Err(Error::new(ErrorKind::BadStorageOption(format!(
+                "{scheme}:// URLs name a bucket (or container, repository) and a path:                  {scheme}://BUCKET/KEY"
+            )))
+            .in_file(Path::new(target)));
+        }
+    }
     let base = target.trim_end_matches('/');
     let index = format!("{base}/model{}", checkpoint::INDEX_SUFFIX);
     match open(&index, opts) {

@@ -44,7 +44,10 @@ impl StoreWords for AzureWords {
             ));
         }
         if f.unreachable && f.status.is_none() && !f.credential {
-            return ErrorKind::Unreachable(format!("{} ({})", self.endpoint, f.text));
+            return ErrorKind::Unreachable(crate::bytes::store::error::unreachable(
+                &self.endpoint,
+                &f,
+            ));
         }
         if f.credential && f.status.is_none_or(|s| s != 401 && s != 403) {
             return ErrorKind::AccessDenied(format!(

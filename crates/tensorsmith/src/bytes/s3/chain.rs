@@ -1,7 +1,8 @@
 //! The AWS credential chain: the sources AWS's SDKs try, in their order (botocore's default
 //! chain), the first that has credentials wins:
 //! 1. storage options (`key`/`secret`/`token`);
-//! 2. the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`);
+//! 2. the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`),
+//!    unless the `profile` option names a profile (as boto3's `Session(profile_name=)`);
 //! 3. the profile's `role_arn`, through STS `AssumeRole` with the keys of its
 //!    `source_profile` (itself resolved by these rules) or its `credential_source`
 //!    (`Environment`, `Ec2InstanceMetadata`, `EcsContainer`);
@@ -544,8 +545,12 @@ pub(crate) fn find(i: &Inputs<'_>) -> Result<Found> {
             ))
         }
     }
-    // 2. The environment.
-    if wants("env") {
+    // 2. The environment, unless a profile is named by the options: as boto3's
+    // `Session(profile_name=)` and the AWS CLI's `--profile`, that profile is the one used
+    // (`AWS_PROFILE` in the environment does not set one aside: the environment's keys win).
+    if wants("env") && opt(StorageKey::Profile).is_some() && forced.is_none() {
+        tried.push("environment: set aside, the profile option names the profile".into());
+    } else if wants("env") {
         match env_keys(i) {
             Some(k) => return found(Arc::new(Credentials::fixed("the environment", k)), tried),
             None => {

@@ -15,7 +15,6 @@ use crate::bytes::store::file::StoreWords;
 use crate::error::{Error, ErrorKind, Result};
 use object_store::aws::AmazonS3;
 use object_store::multipart::MultipartStore;
-use object_store::path::Path as StorePath;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -131,7 +130,7 @@ impl Uploads {
 
     /// Aborts the upload `id` of `key`; one already completed or aborted is no error.
     pub(crate) fn abort(&self, client: &StoreClient, key: &str, id: &str) -> Result<()> {
-        let path = StorePath::from(key);
+        let path = crate::bytes::store::key::store_path(key)?;
         match block_on(self.store.abort_multipart(&path, &id.to_owned())) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => {

@@ -76,7 +76,10 @@ impl StoreWords for S3Words {
     fn error(&self, e: &object_store::Error, key: &str, _write: bool) -> ErrorKind {
         let f = classify(e);
         if f.unreachable && f.status.is_none() {
-            return ErrorKind::Unreachable(format!("{} ({})", self.endpoint, f.text));
+            return ErrorKind::Unreachable(crate::bytes::store::error::unreachable(
+                &self.endpoint,
+                &f,
+            ));
         }
         let status = match (f.status, e) {
             (Some(s), _) => s,

@@ -40,13 +40,19 @@ impl StoreClient {
         format!("{}/{key}", self.base)
     }
 
+    /// The path naming exactly `key` (see `key.rs`), or the refusal naming its URL.
+    fn path(&self, key: &str) -> Result<StorePath> {
+        crate::bytes::store::key::store_path(key)
+            .map_err(|e| e.in_file(Path::new(&self.key_url(key))))
+    }
+
     fn err(&self, e: &object_store::Error, key: &str, write: bool) -> Error {
         Error::new(self.words.error(e, key, write)).in_file(Path::new(&self.key_url(key)))
     }
 
     /// The whole object `key`, its ETag and version, `None` when there is none.
     pub(crate) fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, ObjectMeta)>> {
-        let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
+        let (store, path) = (Arc::clone(&self.store), self.path(key)?);
         let got = run(async move {
             let r = store.get(&path).await?;
             let meta = r.meta.clone();
@@ -76,7 +82,7 @@ impl StoreClient {
             ..PutOptions::default()
         };
         let payload = PutPayload::from(bytes.to_vec());
-        let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
+        let (store, path) = (Arc::clone(&self.store), self.path(key)?);
         match run(async move { store.put_opts(&path, payload, opts).await }) {
             Ok(_) => Ok(()),
             Err(e) if refused_condition(&e) => {
@@ -88,15 +94,15 @@ impl StoreClient {
     }
 
     /// A streamed upload of `key` (`mode` applies when it fits one part).
-    pub(crate) fn upload(&self, key: &str, mode: PutMode) -> StoreUpload {
-        StoreUpload::new(
+    pub(crate) fn upload(&self, key: &str, mode: PutMode) -> Result<StoreUpload> {
+        Ok(StoreUpload::new(
             Arc::clone(&self.store),
-            key,
+            self.path(key)?,
             self.key_url(key),
             Arc::clone(&self.words),
             self.transfer,
             mode,
-        )
+        ))
     }
 
     /// Uploads the file `from` as `key`: mapped, its parts slices of the map (no copy per
@@ -106,7 +112,7 @@ impl StoreClient {
         let io =
             |e: std::io::Error| Error::new(ErrorKind::Io(e)).in_file(Path::new(&self.key_url(key)));
         let len = from.metadata().map_err(io)?.len();
-        let upload = self.upload(key, mode);
+        let upload = self.upload(key, mode)?;
         if len == 0 {
             upload.commit()?;
             return Ok(());
@@ -120,7 +126,7 @@ impl StoreClient {
 
     /// Removes `key`; an object already gone is no error.
     pub(crate) fn delete(&self, key: &str) -> Result<()> {
-        match block_on(self.store.delete(&StorePath::from(key))) {
+        match block_on(self.store.delete(&self.path(key)?)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.err(&e, key, true)),
         }
@@ -129,7 +135,10 @@ impl StoreClient {
     /// Every object whose name starts with `prefix`, in name order.
     pub(crate) fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let folder = prefix.rfind('/').map(|i| &prefix[..i]);
-        let folder = folder.filter(|f| !f.is_empty()).map(StorePath::from);
+        let folder = match folder.filter(|f| !f.is_empty()) {
+            Some(f) => Some(self.path(f)?),
+            None => None,
+        };
         let listed = block_on(self.store.list(folder.as_ref()).try_collect::<Vec<_>>());
         let mut out: Vec<ObjectMeta> = match listed {
             Ok(v) => v,
@@ -147,7 +156,7 @@ impl StoreClient {
     /// A body cut short goes on from where it stopped (`get_resumed`: a ranged GET pinned to
     /// the first response's ETag), up to `max_attempts` cuts.
     pub(crate) fn get_into(&self, key: &str, len: u64, out: &mut dyn std::io::Write) -> Result<()> {
-        let (store, path) = (Arc::clone(&self.store), StorePath::from(key));
+        let (store, path) = (Arc::clone(&self.store), self.path(key)?);
         let attempts = self.transfer.max_attempts;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<::bytes::Bytes>(8);
         let task = crate::bytes::runtime::spawn(async move {
@@ -214,9 +223,12 @@ pub(crate) fn client_settings(t: &Transfer, allow_http: bool) -> (ClientOptions,
         .with_timeout(t.timeout)
         .with_connect_timeout(t.connect_timeout)
         .with_allow_http(allow_http);
+    // `timeout` bounds one request and, as the retries' budget, its attempts and waits
+    // together: no retry starts once it has run out (it had a 30 s floor, so a server that
+    // stopped answering took max_attempts x timeout: 16 s for timeout=3).
     let retry = RetryConfig {
         max_retries: t.max_attempts.saturating_sub(1) as usize,
-        retry_timeout: t.timeout.max(std::time::Duration::from_secs(30)),
+        retry_timeout: t.timeout,
         ..RetryConfig::default()
     };
     (options, retry)

@@ -14,10 +14,24 @@ pub(crate) struct Failure {
     pub code: String,
     /// No connection could be made (refused, unknown host, timed out).
     pub unreachable: bool,
+    /// The server did not answer within the `timeout` storage option.
+    pub timed_out: bool,
     /// A credential could not be had (a token endpoint, a file, a command failed).
     pub credential: bool,
     /// The message, URLs without query or userinfo.
     pub text: String,
+}
+
+/// What an unreachable endpoint's error says: the endpoint, why (no answer in time, named
+/// by the storage option that sets it), and the client's own text.
+pub(crate) fn unreachable(endpoint: &str, f: &Failure) -> String {
+    match f.timed_out {
+        true => format!(
+            "{endpoint}: no answer within the timeout (the timeout storage option) ({})",
+            f.text
+        ),
+        false => format!("{endpoint} ({})", f.text),
+    }
 }
 
 /// `e` examined: its chain of sources walked for the response and the connection.
@@ -46,6 +60,7 @@ pub(crate) fn classify(e: &object_store::Error) -> Failure {
             if matches!(h.kind(), HttpErrorKind::Connect | HttpErrorKind::Timeout) {
                 f.unreachable = true;
             }
+            f.timed_out |= matches!(h.kind(), HttpErrorKind::Timeout);
         }
         if text.contains("Error performing token request")
             || text.contains("Error getting token")

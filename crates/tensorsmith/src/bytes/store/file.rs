@@ -115,7 +115,7 @@ impl StoreFile {
         first: u64,
         transfer: Transfer,
     ) -> Result<StoreFile> {
-        let path = StorePath::from(key);
+        let path = crate::bytes::store::key::store_path(key)?;
         let err = |e: &object_store::Error| Error::new(words.error(e, key, false));
         let opts = GetOptions {
             range: (first > 0).then_some(GetRange::Bounded(0..first)),

@@ -4,6 +4,7 @@
 pub(super) mod client;
 pub(super) mod error;
 pub(super) mod file;
+pub(super) mod key;
 pub(super) mod object_client;
 pub(super) mod part_upload;
 pub(super) mod parts;

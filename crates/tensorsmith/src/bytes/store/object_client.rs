@@ -161,7 +161,12 @@ impl ObjectClient {
     }
 
     /// A streamed upload of `key` (the sink's `create_upload`).
-    pub fn upload(&self, key: &str, cond: PutCondition) -> crate::bytes::StoreUpload {
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::BadStorageOption`](crate::error::ErrorKind::BadStorageOption) for a key
+    /// the store client cannot name as it is (an empty segment, `.`, `..`).
+    pub fn upload(&self, key: &str, cond: PutCondition) -> Result<crate::bytes::StoreUpload> {
         let (mode, _) = mode(key, cond);
         self.inner.upload(key, mode)
     }

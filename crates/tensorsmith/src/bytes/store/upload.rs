@@ -57,7 +57,7 @@ impl std::fmt::Debug for StoreUpload {
 impl StoreUpload {
     pub(crate) fn new(
         store: Arc<dyn ObjectStore>,
-        key: &str,
+        path: StorePath,
         name: String,
         words: Arc<dyn StoreWords>,
         transfer: Transfer,
@@ -65,7 +65,7 @@ impl StoreUpload {
     ) -> StoreUpload {
         StoreUpload {
             store,
-            path: StorePath::from(key),
+            path,
             name,
             words,
             transfer,
@@ -181,7 +181,8 @@ impl StoreUpload {
                     let n = N.fetch_add(1, Ordering::Relaxed);
                     let pid = std::process::id();
                     let staging =
-                        StorePath::from(format!("{}.tensorsmith-upload-{pid}-{n}", self.path));
+                        StorePath::parse(format!("{}.tensorsmith-upload-{pid}-{n}", self.path))
+                            .expect("a valid path with a suffix is one");
                     self.staging = Some(staging.clone());
                     staging
                 }
@@ -315,7 +316,7 @@ mod tests {
         let new = || {
             StoreUpload::new(
                 Arc::clone(&store),
-                "k",
+                StorePath::from("k"),
                 "mem://k".into(),
                 Arc::new(Plain),
                 t,
@@ -359,7 +360,7 @@ mod tests {
         ] {
             let u = StoreUpload::new(
                 Arc::clone(&store),
-                key,
+                StorePath::from(key),
                 format!("mem://{key}"),
                 Arc::new(Plain),
                 t,
@@ -374,7 +375,7 @@ mod tests {
         for n in [700, 5000] {
             let u = StoreUpload::new(
                 Arc::clone(&store),
-                "created",
+                StorePath::from("created"),
                 "mem://created".into(),
                 Arc::new(Plain),
                 t,
