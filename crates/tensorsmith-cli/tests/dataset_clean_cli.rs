@@ -17,7 +17,8 @@ fn run(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn dataset(dir: &Path) {
+/// One batch of a list column `x`, a row of `n` ones for each `n` of `lengths`.
+fn rows(lengths: &[usize]) -> Input {
     let item = Arc::new(Field::new("item", DataType::Float32, true));
     let schema = Arc::new(Schema::new(vec![Field::new(
         "x",
@@ -25,13 +26,19 @@ fn dataset(dir: &Path) {
         true,
     )]));
     let mut v = ListBuilder::new(Float32Builder::new());
-    for _ in 0..8 {
-        v.values().append_value(1.0);
+    for &n in lengths {
+        for _ in 0..n {
+            v.values().append_value(1.0);
+        }
         v.append(true);
     }
     let col: ArrayRef = Arc::new(v.finish());
     let b = RecordBatch::try_new(schema.clone(), vec![col]).unwrap();
-    let input = Input::from_batches(schema, vec![b]).unwrap();
+    Input::from_batches(schema, vec![b]).unwrap()
+}
+
+fn dataset(dir: &Path) {
+    let input = rows(&[1; 8]);
     let mut o = WriteOptions::batch(4);
     o.dtype = Some(tensorsmith::dtype::DType::F32);
     write_dataset(&input, dir, &o, &JobOptions::new(), &Progress::default()).unwrap();
@@ -113,22 +120,7 @@ fn clean_refuses_a_folder_that_is_not_a_dataset() {
 /// A batch of list rows of differing lengths: refused at its second row, after the write
 /// has started (its folder and lock made).
 fn ragged() -> Input {
-    let item = Arc::new(Field::new("item", DataType::Float32, true));
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "x",
-        DataType::List(item),
-        true,
-    )]));
-    let mut v = ListBuilder::new(Float32Builder::new());
-    for n in [2, 1] {
-        for _ in 0..n {
-            v.values().append_value(1.0);
-        }
-        v.append(true);
-    }
-    let col: ArrayRef = Arc::new(v.finish());
-    let b = RecordBatch::try_new(schema.clone(), vec![col]).unwrap();
-    Input::from_batches(schema, vec![b]).unwrap()
+    rows(&[2, 1])
 }
 
 fn write_ragged(dir: &Path) -> String {

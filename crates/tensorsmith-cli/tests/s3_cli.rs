@@ -126,14 +126,12 @@ fn credentials_from_the_environment_a_profile_and_storage_options() {
         "[dev]\naws_access_key_id = AKIAFROMPROFILE\naws_secret_access_key = s\n",
     )
     .unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "[profile dev]\nregion = ap-south-1\nendpoint_url = {}\n",
-            p.endpoint
-        ),
-    )
-    .unwrap();
+    // Profile dev's region and endpoint (the proxy's).
+    let dev_config = |endpoint: &str| {
+        let text = format!("[profile dev]\nregion = ap-south-1\nendpoint_url = {endpoint}\n");
+        std::fs::write(&config, text).unwrap();
+    };
+    dev_config(&p.endpoint);
     let mut c = bin(home.path());
     c.env("AWS_PROFILE", "dev")
         .env("AWS_SHARED_CREDENTIALS_FILE", &creds)
@@ -147,14 +145,7 @@ fn credentials_from_the_environment_a_profile_and_storage_options() {
     // the one used (as boto3's Session(profile_name=) and the AWS CLI's --profile).
     for (named, want) in [(false, "AKIAFROMENV"), (true, "AKIAFROMPROFILE")] {
         let p = Proxy::start(&m.endpoint);
-        std::fs::write(
-            &config,
-            format!(
-                "[profile dev]\nregion = ap-south-1\nendpoint_url = {}\n",
-                p.endpoint
-            ),
-        )
-        .unwrap();
+        dev_config(&p.endpoint);
         let mut c = bin(home.path());
         c.env("AWS_SHARED_CREDENTIALS_FILE", &creds)
             .env("AWS_CONFIG_FILE", &config)
