@@ -258,8 +258,9 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         it is iterated in this process (`num_workers=0`, or directly), and inside a
         DataLoader worker (where torchdata's `StatefulDataLoader` calls it) the worker's own
         count, which `load_state_dict` combines from the loader's state. With workers and a
-        plain DataLoader, pass `consumed` (the loop's steps in this iteration: since the epoch
-        began, or since the state it resumed from was loaded): the workers
+        plain DataLoader, pass `consumed` (the loop's steps in this iteration, from 0 when it
+        started: in a resumed job, from the resumed position, not the epoch's global step):
+        the workers
         split the rank's items in turn (worker w takes items w, w + K, ..., or runs of the
         loader's batch_size items when it batches) and the loader hands them on in turn, so
         the first `consumed` items it delivered are the first `consumed` of the rank's order
