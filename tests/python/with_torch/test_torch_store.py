@@ -119,22 +119,29 @@ def test_a_process_exiting_mid_read_ahead_exits_cleanly(store, tmp_path):
         assert p.exitcode == 0, (tmp_path / f"r{r}").read_text()
 
 
-def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
-    url, opts, local, sizes = store
-    cache = tmp_path / "cache"
+def damage_and_read_again(url, opts, cache, local, at, value):
+    """Sample 20 read through the cache, its shard's cached byte `at` set to `value`, then
+    read again by a new reader, which must fetch that shard again: (the key, the path)."""
     first = TensorDataset(url, storage_options=opts, cache_dir=cache)
     assert ids(first[20]) == [20]
     key = first._s.keys[1]
     path = cache / (key + ".safetensors")
     data = bytearray(path.read_bytes())
-    data[-3] ^= 0xFF  # the last tensor's values
+    data[at] = value(data[at])
     path.write_bytes(bytes(data))
     del first  # its shards closed (a process that held them would be gone too)
     again = TensorDataset(url, storage_options=opts, cache_dir=cache)
     assert torch.equal(again[20]["x"], TensorDataset(local)[20]["x"])
     assert [k for k, _ in again._s.cache.fetched] == [key]
+    return key, path
+
+
+def test_a_corrupted_cached_shard_is_fetched_again(store, tmp_path):
+    url, opts, local, sizes = store
+    cache = tmp_path / "cache"
+    # The last tensor's values.
+    key, path = damage_and_read_again(url, opts, cache, local, -3, lambda b: b ^ 0xFF)
     # A truncated one too (its size is not the manifest's).
-    del again
     with open(path, "r+b") as f:
         f.truncate(100)
     third = TensorDataset(url, storage_options=opts, cache_dir=cache)
@@ -152,18 +159,8 @@ def test_without_digests_a_cached_shard_with_a_damaged_header_is_fetched_again(
     store_flags = [a for k, v in opts.items() for a in ("--storage-option", f"{k}={v}")]
     tsm.run("dataset", "write", src, bare, "--batch-size", str(cases.PER_SHARD),
             "--dtype", "F32", "--threads", "1", "-q", *store_flags)
-    cache = tmp_path / "cache"
-    first = TensorDataset(bare, storage_options=opts, cache_dir=cache)
-    assert ids(first[20]) == [20]
-    key = first._s.keys[1]
-    path = cache / (key + ".safetensors")
-    data = bytearray(path.read_bytes())
-    data[8] = ord("[")  # the header's opening brace: not a JSON object any more
-    path.write_bytes(bytes(data))
-    del first
-    again = TensorDataset(bare, storage_options=opts, cache_dir=cache)
-    assert torch.equal(again[20]["x"], TensorDataset(local)[20]["x"])
-    assert [k for k, _ in again._s.cache.fetched] == [key]
+    # The header's opening brace: not a JSON object any more.
+    damage_and_read_again(bare, opts, tmp_path / "cache", local, 8, lambda _: ord("["))
 
 
 def test_a_shard_of_another_length_on_the_store_is_an_error(store, tmp_path):
