@@ -44,6 +44,17 @@ def test_the_file_is_the_reference_tools_file(tsm, folders, tmp_path, model, key
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.gguf"]
 
 
+@pytest.mark.parametrize("ftype", ["Q6_K", "Q8_0", "Q4_0", "IQ4_XS"])
+def test_a_model_folders_quantize_is_llama_quantizes_file_type(tsm, folders, tmp_path, ftype):
+    """From a model folder, --quantize T is the second step's, llama-quantize's, file type
+    without --mix too: its bytes, its general.file_type (it kept the converter's F16 one,
+    and rows that are not whole blocks in the checkpoint's float type)."""
+    out = tmp_path / "out.gguf"
+    tsm.run("convert", folders["tiny-qwen2"], out, "--dtype", "F16", "--quantize", ftype, "-q")
+    want = VECTORS["models"]["tiny-qwen2"][f"f16-{ftype}"]
+    assert (out.stat().st_size, sha(out)) == (want["len"], want["sha256"])
+
+
 def test_defaults_are_the_reference_defaults(tsm, folders, tmp_path):
     """No --outtype: "auto", convert_hf_to_gguf.py's default (BF16 for a BF16 checkpoint, F16
     for F16 and F32 ones); --dtype names F32/F16/BF16 too; an _M name is a mix."""

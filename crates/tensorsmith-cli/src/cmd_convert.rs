@@ -112,7 +112,8 @@ pub struct ConvertArgs {
     /// IQ4_NL, IQ4_XS (as ggml does; rows of whole 256-value blocks, 32 for IQ4_NL); other
     /// tensors keep their float type. A llama-quantize mix name (Q3_K_S, Q3_K_M, Q3_K_L,
     /// Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, MXFP4_MOE; Q2_K_S with --imatrix) chooses each tensor's type as llama-quantize
-    /// does (a GGUF input with llama.cpp's names; see --mix).
+    /// does (a GGUF input with llama.cpp's names; see --mix). From a Hugging Face model
+    /// folder every name llama-quantize takes is its file type, as with --mix.
     #[arg(long, value_parser = parse_quantize, value_name = "TYPE")]
     quantize: Option<String>,
     /// GGUF output: take the --quantize name as llama-quantize's file type (its `Q6_K`, `Q4_0`,

@@ -5,6 +5,7 @@
 //! two reference steps' bytes in one pass, without the intermediate file.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::ggml_quant::mix::FileType;
 use crate::hf_gguf::{self, HfOptions, OutType};
 use crate::model::Model;
 use crate::ops::convert::gguf::convert_gguf;
@@ -59,5 +60,14 @@ pub fn convert_hf(
     let mut second = opts.clone();
     second.dtype = None;
     second.keep_names = true;
+    // The second step is llama-quantize's: a block type it names as a file type (Q6_K,
+    // Q8_0, Q4_0, IQ4_XS, ...) is that file type, as if with --mix (alone it kept rows that
+    // are not whole blocks in the checkpoint's float type and the converter's file_type).
+    if let (Some(t), None) = (second.quantize, second.quantize_mix) {
+        if let Some(ft) = FileType::from_name(&t.name().to_ascii_uppercase()) {
+            second.quantize = None;
+            second.quantize_mix = Some(ft);
+        }
+    }
     convert_gguf(&converted, out, &second)
 }
