@@ -421,3 +421,21 @@ def test_a_store_that_stops_answering_fails_within_about_the_timeout(opts, azuri
             assert took < 7, (url, took)
     finally:
         silent.close()
+
+
+def test_an_empty_object_is_read_as_an_empty_file(opts, azurite, monkeypatch):
+    """Byte 0 of an empty object cannot be asked for (416): its metadata alone is read, and
+    the format's own rule refuses it, as for an empty local file."""
+    for k in list(os.environ):
+        if k.startswith("AZURE_"):
+            monkeypatch.delenv(k)
+    azblob = pytest.importorskip("azure.storage.blob")
+    s3 = boto3.client("s3", endpoint_url=opts["endpoint_url"], aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    s3.put_object(Bucket="pybucket", Key="empty/e.safetensors", Body=b"")
+    azblob.BlobServiceClient.from_connection_string(azurite).get_container_client("models") \
+        .upload_blob("empty/e.safetensors", b"", overwrite=True)
+    for url, o in (("s3://pybucket/empty/e.safetensors", opts),
+                   ("az://models/empty/e.safetensors", {"connection_string": azurite})):
+        with pytest.raises(tensorsmith.errors.InvalidFile, match="file is 0 bytes"):
+            tensorsmith.load_file(url, storage_options=o)

@@ -61,6 +61,16 @@ fn missing_what(
     kind
 }
 
+/// Whether `e` is a 416 (Range Not Satisfiable: byte 0 of an empty object was asked for).
+fn is_range_refused(e: &object_store::Error) -> bool {
+    let f = classify(e);
+    let text = e.to_string();
+    f.status == Some(416)
+        || f.code == "InvalidRange"
+        || text.contains("Range Not Satisfiable")
+        || text.contains("InvalidRange")
+}
+
 /// An object opened for reading, its version pinned.
 pub struct StoreFile {
     store: Arc<dyn ObjectStore>,
@@ -141,8 +151,11 @@ impl StoreFile {
         });
         let (meta, bytes) = match got {
             Ok(g) => g,
-            // An empty object has no byte 0 to ask for: its metadata alone.
-            Err(e) if e.to_string().contains("416") || e.to_string().contains("InvalidRange") => {
+            // An empty object has no byte 0 to ask for: its metadata alone. (By the status or
+            // the code: the message's "416" also matched a port or a duration such as
+            // "in 41.6ms", and sent a missing container's 404 to a HEAD, which has no body to
+            // name the container in.)
+            Err(e) if is_range_refused(&e) => {
                 let meta =
                     block_on(store.head(&path)).map_err(|e| err(&e).in_file(Path::new(&name)))?;
                 (meta, Default::default())
@@ -293,5 +306,28 @@ impl ReadAt for StoreFile {
             self.fetch_to(held..range.end, out)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::is_range_refused;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(std::io::Error::other(text.to_owned())),
+        }
+    }
+
+    #[test]
+    fn a_416_is_told_by_its_status_not_by_any_416_in_the_message() {
+        let missing = "Error performing GET http://127.0.0.1:4166/c/m in 41.6ms, after 0 \
+                       retries - Server returned non-2xx status code: 404 Not Found: \
+                       <Code>ContainerNotFound</Code>";
+        assert!(!is_range_refused(&generic(missing)));
+        let empty = "Error performing GET http://127.0.0.1:9000/b/e in 3ms - Server returned \
+                     non-2xx status code: 416 Range Not Satisfiable: <Code>InvalidRange</Code>";
+        assert!(is_range_refused(&generic(empty)));
     }
 }
