@@ -202,9 +202,7 @@ class TensorIterableDataset(torch.utils.data.IterableDataset):
         n = -(-len(idx) // (self.batch_size or 1))
         if chunk == 1:
             return range(worker, n, workers)
-        runs = torch.arange(worker, -(-n // chunk), workers, dtype=torch.long)
-        at = (runs[:, None] * chunk + torch.arange(chunk, dtype=torch.long)[None, :]).reshape(-1)
-        return at[at < n]
+        return _spread(torch.arange(worker, -(-n // chunk), workers, dtype=torch.long), chunk, n)
 
     def indices(self, rank: int | None = None, world: int | None = None, worker: int = 0,
                 workers: int = 1, loader_batch_size: int = 1) -> range | torch.Tensor:
@@ -481,6 +479,13 @@ def _loader_batch(frame):
     return 1
 
 
+def _spread(runs, width, limit):
+    """Runs `runs` (numbers) of `width` consecutive positions each, as the positions in
+    order, those below `limit`: runs [1, 3] of width 2 are positions 2, 3, 6, 7."""
+    at = (runs[:, None] * width + torch.arange(width, dtype=torch.long)[None, :]).reshape(-1)
+    return at[at < limit]
+
+
 def _samples_of(idx, items, step):
     """The samples a worker reads, in order: items `items` (item numbers: a range, or a
     tensor of them) of `step` samples of the rank's order `idx`."""
@@ -488,8 +493,7 @@ def _samples_of(idx, items, step):
         j = torch.arange(items.start, items.stop, items.step, dtype=torch.long)
     else:
         j = torch.as_tensor(items, dtype=torch.long)
-    at = (j[:, None] * step + torch.arange(step, dtype=torch.long)[None, :]).reshape(-1)
-    at = at[at < len(idx)]
+    at = _spread(j, step, len(idx))
     if isinstance(idx, range):
         return at * idx.step + idx.start
     return torch.as_tensor(idx)[at]

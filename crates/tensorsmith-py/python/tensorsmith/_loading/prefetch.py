@@ -12,8 +12,6 @@ hands each out as it lands; the order of iteration is unspecified in both).
 
 import threading
 
-import torch
-
 from . import sharded as _sharded
 from .. import _torch
 from ..errors import InvalidInput, TensorNotFound
@@ -29,15 +27,13 @@ def _checked_plan(native, plan):
     if not isinstance(plan, dict):
         raise InvalidInput(f"plan must be a dict of tensor name -> None or a slice, not "
                            f"{type(plan).__name__}")
-    have = set(names)
-    for n in plan:
-        if n not in have:
-            raise TensorNotFound(f"{native.location}: no tensor {n!r} (in the prefetch plan)")
+    _sharded._owners([native], list(plan))  # a name not in the file: TensorNotFound
     out = {}
     order = {n: i for i, n in enumerate(names)}
     for n in sorted(plan, key=order.__getitem__):
         s = plan[n]
-        _torch.torch_dtype(native.info_of(n)[0])  # F6 and the like: refused before loading
+        dtype, shape, _ = native.info_of(n)
+        _torch.torch_dtype(dtype)  # F6 and the like: refused before loading
         if s is None:
             out[n] = None
             continue
@@ -47,7 +43,6 @@ def _checked_plan(native, plan):
         if s.step not in (None, 1):
             raise InvalidInput(f"prefetch plan entry for {n!r}: a slice's step must be 1, "
                                f"not {s.step!r}")
-        shape = native.info_of(n)[1]
         if not shape:
             raise InvalidInput(f"prefetch plan entry for {n!r}: a 0-d tensor cannot be sliced")
         start, stop, _ = s.indices(shape[0])
@@ -124,9 +119,8 @@ class PrefetchLoader:
 
 
 def prefetch(native, plan, device, threads):
-    """A started `PrefetchLoader` (checks `threads` and the plan before starting)."""
+    """A started `PrefetchLoader` onto `device` (a torch.device); `threads` and the plan
+    are checked before it starts."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInput(f"threads must be an int >= 1, not {threads!r}")
-    if not isinstance(device, torch.device):
-        raise InvalidInput(f"device must be a torch.device, not {device!r}")
     return PrefetchLoader(native, plan, device, threads)
